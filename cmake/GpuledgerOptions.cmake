@@ -1,0 +1,12 @@
+# One INTERFACE target carrying the project's warning flags and feature macros,
+# linked by every gpuledger library and executable.
+add_library(gpl_options INTERFACE)
+target_compile_options(gpl_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+target_include_directories(gpl_options INTERFACE ${PROJECT_SOURCE_DIR})
+target_compile_definitions(gpl_options INTERFACE
+  GPULEDGER_VERSION="${PROJECT_VERSION}"
+  GPULEDGER_HAVE_CUDA=$<BOOL:${GPULEDGER_HAVE_CUDA}>
+  GPULEDGER_HAVE_MPI=$<BOOL:${GPULEDGER_HAVE_MPI}>
+  GPULEDGER_HAVE_BLAS=$<BOOL:${GPULEDGER_HAVE_BLAS}>
+  GPULEDGER_PRESET_DIR="${PROJECT_SOURCE_DIR}/models/presets")

@@ -1,0 +1,237 @@
+// Device: the one interface the model and parallel code are written against
+// (DESIGN.md "Three backends, one code path"). It owns memory (every byte
+// through alloc(bytes, Account), booked in the rank's Ledger), runs the op table
+// below on its stream, and counts the GEMM FLOPs it executes.
+//
+// Rules for code above the Device:
+//   - device memory is never dereferenced; host reads go through copy_to_host;
+//   - ops may be asynchronous (CUDA): synchronize() before reading timings;
+//   - shapes are row-major; "(B, T, C)" comments give the layout of each pointer;
+//   - 16-bit tensors are storage only: every op computes in fp32.
+// Backends: kernels/cpu (the reference), kernels/meta (books bytes and FLOPs,
+// touches nothing), kernels/cuda. make_device() in registry.cpp picks one.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/account.h"
+#include "kernels/dtype.h"
+#include "kernels/ledger.h"
+
+namespace gpuledger {
+
+class Device;
+
+// ---- owning handle (RAII, move-only); frees through the Device and its ledger ----
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void* data() const { return ptr_; }            // device pointer; nullptr on meta
+  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  int64_t bytes() const { return bytes_; }
+  Account account() const { return account_; }
+  bool empty() const { return device_ == nullptr; }
+  void reset();                                   // frees now (unbooks the ledger)
+
+ private:
+  friend class Device;
+  Device* device_ = nullptr;
+  void* ptr_ = nullptr;
+  int64_t bytes_ = 0;
+  Account account_ = Account::kWorkspace;
+};
+
+// Counter-based RNG key (Philox4x32-10, Salmon et al. 2011). Element i of a
+// draw uses counter i under this key, so every backend, and a recompute, draws
+// the same mask. `stream` names the site (step, microbatch, layer, which dropout).
+struct RngKey {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+};
+
+// C(m×n) = alpha · op(A) · op(B) + beta · C, row-major, `batch` times with
+// element strides between batches. op(A) is m×k (A is k×m when trans_a).
+// A and B share a dtype; C may be fp32 or the same dtype. FLOPs: 2·m·n·k·batch.
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr; int64_t lda = 0; int64_t stride_a = 0;
+  const void* b = nullptr; int64_t ldb = 0; int64_t stride_b = 0;
+  DType ab_type = DType::kFP32;
+  void* c = nullptr; int64_t ldc = 0; int64_t stride_c = 0;
+  DType c_type = DType::kFP32;
+  int64_t batch = 1;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Attention geometry: q (B, Hq, T, D), k and v (B, Hkv, T, D), Hq % Hkv == 0;
+// query head h reads KV head h / (Hq / Hkv) (GQA). Causal, optional sliding
+// window (keys j with i − window < j ≤ i), scale 1/sqrt(D).
+struct AttnShape {
+  int64_t B = 0, Hq = 0, Hkv = 0, T = 0, D = 0;
+  std::optional<int64_t> window;
+  float scale() const;
+};
+
+struct MemoryInfo {
+  std::optional<int64_t> free_bytes, total_bytes;  // what the device says (CUDA); none on cpu/meta
+};
+
+class Device {
+ public:
+  Device(Ledger& ledger) : ledger_(ledger) {}
+  virtual ~Device() = default;
+
+  virtual std::string name() const = 0;              // "cpu", "meta", "cuda"
+  virtual std::string description() const = 0;      // e.g. "CPU, OpenBLAS 0.3.21, 2 threads"
+  virtual bool touches_memory() const { return true; }  // false on meta
+  virtual MemoryInfo memory_info() const { return {}; }
+  Ledger& ledger() { return ledger_; }
+
+  // ---- memory: every byte through here ----
+  // Books the ledger first (throws OutOfMemory over the limit), then allocates.
+  // Contents are unspecified; use fill_zero when zeros are needed.
+  Buffer alloc(int64_t bytes, Account account, const std::string& what = {});
+  virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;   // device to device
+  virtual void fill_zero(void* dst, int64_t bytes) = 0;
+  virtual void synchronize() {}
+
+  // ---- FLOPs executed by GEMMs (incl. the GEMMs inside flash attention) ----
+  int64_t executed_flops() const { return executed_flops_; }
+  void reset_flops() { executed_flops_ = 0; }
+
+  // ---- the op table (one entry per op; each backend implements all) ----
+  virtual void gemm(const GemmArgs& g) = 0;
+
+  // Element-wise and conversion. n elements; `t` the dtype of every operand.
+  virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
+  virtual void add(void* out, const void* a, const void* b, DType t, int64_t n) = 0;  // out = a + b
+  virtual void accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;  // dst += src
+  virtual void scale(void* x, DType t, float alpha, int64_t n) = 0;
+
+  // Bias: out (rows, cols) += bias (cols); dbias (cols) (+)= Σ_rows dout.
+  virtual void bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols) = 0;
+  virtual void bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
+                             int64_t cols, bool accumulate) = 0;
+
+  // Embedding: out (B, T, C) = wte[ids] (+ wpe[pos_offset + t]); wpe may be null.
+  // Backward accumulates into dwte (V, C) and dwpe (P, C) in grad_t.
+  virtual void embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe,
+                                 DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
+  virtual void embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
+                                  const int32_t* ids, int64_t B, int64_t T, int64_t C,
+                                  int64_t pos_offset) = 0;
+
+  // LayerNorm over rows of (N, C): out = (x − mean)·rstd·w + bias; mean, rstd fp32 (N).
+  // Backward writes (accumulate_dx: adds) dx, and accumulates dw, dbias (grad_t).
+  virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* x,
+                                 const void* w, const void* bias, DType t, int64_t N, int64_t C,
+                                 float eps) = 0;
+  virtual void layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
+                                  const void* x, const void* w, const float* mean,
+                                  const float* rstd, DType t, int64_t N, int64_t C,
+                                  bool accumulate_dx) = 0;
+  // RMSNorm: out = x·rstd·w, rstd fp32 (N).
+  virtual void rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t,
+                               int64_t N, int64_t C, float eps) = 0;
+  virtual void rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
+                                const void* w, const float* rstd, DType t, int64_t N, int64_t C,
+                                bool accumulate_dx) = 0;
+
+  // Attention layout: qkv (B, T, (Hq + 2·Hkv)·D) -> q (B, Hq, T, D), k, v (B, Hkv, T, D),
+  // and back (backward writes dqkv from dq, dk, dv).
+  virtual void split_qkv(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) = 0;
+  virtual void merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
+                              const AttnShape& s) = 0;
+  // Heads -> rows: ctx (B, Hq, T, D) -> out (B, T, Hq·D), and the reverse for gradients.
+  virtual void merge_heads(void* out, const void* ctx, DType t, const AttnShape& s) = 0;
+  virtual void split_heads(void* ctx, const void* in, DType t, const AttnShape& s) = 0;
+
+  // RoPE (Su et al. 2021), rotate-half convention (Llama), in place on x (B, H, T, D),
+  // positions pos_offset + t, theta base. Backward rotates by the opposite angle.
+  virtual void rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                            int64_t pos_offset, float theta) = 0;
+  virtual void rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                             int64_t pos_offset, float theta) = 0;
+
+  // Materialized attention core. scores fp32 (B, Hq, T, T) from the QKᵀ GEMM; probs
+  // (B, Hq, T, T) in t = softmax(scale·scores) under the causal / window mask.
+  // Backward: dscores fp32 = probs ⊙ (dprobs − Σ_j dprobs·probs) · scale.
+  virtual void softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s) = 0;
+  virtual void softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
+                                const AttnShape& s) = 0;
+
+  // Dropout: keep element i iff uniform(key, i) >= p; kept values scaled by 1/(1 − p).
+  // mask: uint8 (n), 1 = kept. Backward: dx = dout · mask / (1 − p).
+  virtual void dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
+                               float p, RngKey key) = 0;
+  virtual void dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t,
+                                const uint8_t* mask, int64_t n, float p) = 0;
+
+  // Flash attention (Dao et al. 2022): tiled online softmax, saves out and lse
+  // (fp32, (B, Hq, T)); dropout on the probabilities drawn with `key` at the flat
+  // index ((b·Hq + h)·T + i)·T + j, the same element materialized attention's
+  // dropout_forward uses, so both kinds compute the same function. Backward
+  // recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The FLOPs of the
+  // full T×T products are counted (masked blocks are not skipped).
+  virtual void flash_attention_forward(void* out, float* lse, const void* q, const void* k,
+                                       const void* v, DType t, const AttnShape& s, float p,
+                                       RngKey key) = 0;
+  virtual void flash_attention_backward(void* dq, void* dk, void* dv, const void* dout,
+                                        const void* q, const void* k, const void* v,
+                                        const void* out, const float* lse, DType t,
+                                        const AttnShape& s, float p, RngKey key) = 0;
+
+  // GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2). dx written.
+  virtual void gelu_forward(void* out, const void* x, DType t, int64_t n) = 0;
+  virtual void gelu_backward(void* dx, const void* dout, const void* x, DType t, int64_t n) = 0;
+  // SwiGLU (Shazeer 2020): out = silu(gate) · up.
+  virtual void swiglu_forward(void* out, const void* gate, const void* up, DType t, int64_t n) = 0;
+  virtual void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                               const void* up, DType t, int64_t n) = 0;
+
+  // Cross-entropy over rows of fp32 logits (N, Vp); columns >= V are padding
+  // (excluded from the softmax). losses fp32 (N). Backward: dlogits fp32 =
+  // (softmax − onehot) · scale, padding columns 0.
+  virtual void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
+                                     int64_t N, int64_t Vp, int64_t V) = 0;
+  virtual void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                                      int64_t N, int64_t Vp, int64_t V, float scale) = 0;
+
+  // AdamW (Loshchilov & Hutter 2019) on n elements. master fp32 is the parameter
+  // (or the fp32 weights themselves when master == nullptr); weights (w_t) receive
+  // the rounded update; grads in grad_t are multiplied by grad_scale first (clipping).
+  virtual void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
+                     float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, int64_t step, float grad_scale) = 0;
+  // Σ x² in double, read back to the host (synchronizes).
+  virtual double sum_squares(const void* x, DType t, int64_t n) = 0;
+
+ protected:
+  virtual void* raw_alloc(int64_t bytes) = 0;      // nullptr on failure -> OutOfMemory
+  virtual void raw_free(void* p, int64_t bytes) = 0;
+  void count_flops(int64_t flops) { executed_flops_ += flops; }
+
+ private:
+  friend class Buffer;
+  void release(Buffer& b);
+  Ledger& ledger_;
+  int64_t executed_flops_ = 0;
+};
+
+// The registry (kernels/registry.cpp, the only file with #if GPULEDGER_HAVE_CUDA):
+// "cpu" | "meta" | "cuda". Throws std::invalid_argument for an unknown or
+// unavailable backend, saying why (e.g. "cuda: not built" or "no GPU found").
+std::unique_ptr<Device> make_device(const std::string& backend, Ledger& ledger, int local_rank = 0);
+
+}  // namespace gpuledger
