@@ -1,0 +1,119 @@
+// Layout: rank <-> (tp, dp, pp) coordinates, the three process groups as pure
+// functions, and the divisibility checks a layout must pass before anything
+// is allocated. Order is Megatron's RankGenerator default "tp-dp-pp" (tp
+// fastest): rank = tp + T·(dp + D·pp), so a TP group is T consecutive ranks
+// (one node's NVLink domain when T <= GPUs per node).
+#include "parallel/layout.h"
+
+#include "models/config.h"
+#include "models/run_config.h"
+
+namespace gpuledger {
+namespace {
+
+std::string s(int64_t v) { return std::to_string(v); }
+
+void check_rank(const Layout& l, int64_t rank) {
+  if (rank < 0 || rank >= l.world())
+    throw LayoutError("rank " + s(rank) + " is outside world " + s(l.world()) + " (dp " +
+                      s(l.dp) + " × tp " + s(l.tp) + " × pp " + s(l.pp) + ")");
+}
+
+}  // namespace
+
+// ---- coordinates ----
+
+Coords Layout::coords(int64_t r) const {
+  check_rank(*this, r);
+  Coords c;
+  c.tp = r % tp;
+  c.dp = (r / tp) % dp;
+  c.pp = r / (tp * dp);
+  return c;
+}
+
+int64_t Layout::rank(const Coords& c) const {
+  if (c.tp < 0 || c.tp >= tp || c.dp < 0 || c.dp >= dp || c.pp < 0 || c.pp >= pp)
+    throw LayoutError("coordinates (tp " + s(c.tp) + ", dp " + s(c.dp) + ", pp " + s(c.pp) +
+                      ") are outside the layout (tp " + s(tp) + ", dp " + s(dp) + ", pp " +
+                      s(pp) + ")");
+  return c.tp + tp * (c.dp + dp * c.pp);
+}
+
+// ---- groups: vary one coordinate, hold the other two ----
+
+std::vector<int64_t> Layout::tp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.tp = 0; c.tp < tp; ++c.tp) g.push_back(rank(c));
+  return g;
+}
+
+std::vector<int64_t> Layout::dp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.dp = 0; c.dp < dp; ++c.dp) g.push_back(rank(c));
+  return g;
+}
+
+std::vector<int64_t> Layout::pp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.pp = 0; c.pp < pp; ++c.pp) g.push_back(rank(c));
+  return g;
+}
+
+// ---- validation ----
+
+void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) {
+  const std::string who = " (" + m.name + ")";
+  if (l.dp < 1) throw LayoutError("--dp must be >= 1, got " + s(l.dp));
+  if (l.tp < 1) throw LayoutError("--tp must be >= 1, got " + s(l.tp));
+  if (l.pp < 1) throw LayoutError("--pp must be >= 1, got " + s(l.pp));
+  if (l.zero < 0 || l.zero > 3) throw LayoutError("--zero must be 0, 1, 2 or 3, got " + s(l.zero));
+  if (r.mbs < 1) throw LayoutError("--mbs must be >= 1, got " + s(r.mbs));
+  if (r.seq < 1) throw LayoutError("--seq must be >= 1, got " + s(r.seq));
+  if (r.microbatches < 1) throw LayoutError("--microbatches must be >= 1, got " + s(r.microbatches));
+  if (!(r.dropout >= 0.0 && r.dropout < 1.0))
+    throw LayoutError("--dropout must be in [0, 1), got " + std::to_string(r.dropout));
+
+  // Megatron TP: attention heads are split across the TP group.
+  if (m.heads % l.tp != 0)
+    throw LayoutError("--tp " + s(l.tp) + " does not divide heads " + s(m.heads) + who);
+  // KV heads split when t <= k, replicated t/k times when t > k
+  // (docs/exact-budget.md, k_t).
+  if (m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
+    throw LayoutError("--tp " + s(l.tp) + " neither divides kv_heads " + s(m.kv_heads) +
+                      " nor is a multiple of it" + who);
+  // Column-parallel MLP-in / row-parallel MLP-out split ffn.
+  if (m.ffn % l.tp != 0)
+    throw LayoutError("--tp " + s(l.tp) + " does not divide ffn " + s(m.ffn) + who);
+  // Contiguous, equal pipeline stages of >= 1 layer.
+  if (m.layers % l.pp != 0)
+    throw LayoutError("--pp " + s(l.pp) + " does not divide layers " + s(m.layers) + who);
+  // Sequence parallelism shards the sequence over the TP group.
+  if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
+    throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) +
+                      " (required by --sp)");
+  // gpt has max_seq learned positions: no position beyond them exists.
+  if (m.is_gpt() && r.seq > m.max_seq)
+    throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) +
+                      " learned positions" + who);
+}
+
+// ---- pipeline stages ----
+
+int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
+  if (l.pp < 1 || m.layers % l.pp != 0)
+    throw LayoutError("--pp " + s(l.pp) + " does not divide layers " + s(m.layers) + " (" +
+                      m.name + ")");
+  if (stage < 0 || stage >= l.pp)
+    throw LayoutError("stage " + s(stage) + " is outside --pp " + s(l.pp));
+  return m.layers / l.pp;
+}
+
+int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
+  return stage * layers_on_stage(m, l, stage);
+}
+
+}  // namespace gpuledger
