@@ -183,7 +183,8 @@ class Device {
   // index ((b·Hq + h)·T + i)·T + j, the same element materialized attention's
   // dropout_forward uses, so both kinds compute the same function. Backward
   // recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The FLOPs of the
-  // full T×T products are counted (masked blocks are not skipped).
+  // full T×T products are counted (kernels/flop_counts.h), whether or not a
+  // backend skips fully masked tiles — the convention published MFU figures use.
   virtual void flash_attention_forward(void* out, float* lse, const void* q, const void* k,
                                        const void* v, DType t, const AttnShape& s, float p,
                                        RngKey key) = 0;

@@ -16,7 +16,7 @@
 namespace gpuledger::analytic {
 
 struct StepFlops {
-  int64_t model = 0;     // fwd + bwd, no recompute, unpadded vocab (MFU numerator)
+  int64_t model = 0;     // fwd + bwd, no recompute, unpadded vocab, each KV head once (MFU numerator)
   int64_t hardware = 0;  // everything executed: recompute, flash bwd QKᵀ, padded vocab (HFU)
   int64_t model_causal = 0;  // model with the attention s² terms halved (causal convention)
 };

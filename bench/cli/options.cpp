@@ -1,0 +1,179 @@
+// Shared option groups and their resolution (see options.h).
+#include "bench/cli/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace gpuledger::cli {
+
+namespace {
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+}
+
+void add_model_options(CLI::App& app, Options& o) {
+  app.add_option("--model", o.model, "preset name (gpuledger models) or path to a model JSON file")
+      ->capture_default_str()->group("Model");
+  app.add_option("--layers", o.layers, "keep the model's layer shape with N layers")
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group("Model");
+}
+
+void add_layout_options(CLI::App& app, Options& o) {
+  app.add_option("--dp", o.layout.dp, "data-parallel size")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group("Layout (world = dp·tp·pp)");
+  app.add_option("--tp", o.layout.tp, "tensor-parallel size")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group("Layout (world = dp·tp·pp)");
+  app.add_option("--pp", o.layout.pp, "pipeline-parallel size")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group("Layout (world = dp·tp·pp)");
+  app.add_option("--zero", o.layout.zero, "ZeRO stage over the DP group (0-3)")->capture_default_str()
+      ->check(CLI::Range(0, 3))->group("Layout (world = dp·tp·pp)");
+  app.add_flag("--sp", o.layout.sp, "sequence parallelism (Megatron; with --tp > 1)")
+      ->group("Layout (world = dp·tp·pp)");
+  app.add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")
+      ->capture_default_str()->group("Layout (world = dp·tp·pp)");
+}
+
+void add_run_options(CLI::App& app, Options& o) {
+  const char* g = "Run";
+  app.add_option("--seq", o.run.seq, "tokens per sequence")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  app.add_option("--mbs", o.run.mbs, "micro-batch size (sequences)")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  auto* gbs = app.add_option("--gbs", o.gbs, "global batch (sequences); microbatches = gbs / (mbs·dp)")
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  app.add_option("--microbatches", o.run.microbatches, "microbatches per step per DP replica")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxCount))->excludes(gbs)->group(g);
+  app.add_option("--schedule", o.schedule, "pipeline schedule")->capture_default_str()
+      ->check(CLI::IsMember({"1f1b", "gpipe"}))->group(g);
+  app.add_option("--recompute", o.recompute, "activation recomputation")->capture_default_str()
+      ->check(CLI::IsMember({"none", "selective", "full"}))->group(g);
+  app.add_option("--attention", o.attention, "attention kernel")->capture_default_str()
+      ->check(CLI::IsMember({"materialized", "flash"}))->group(g);
+  app.add_option("--dtype", o.dtype, "weights and activations dtype")->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->group(g);
+  app.add_option("--grad-dtype", o.grad_dtype, "gradient dtype (default: bf16; fp32 when --dtype fp32)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->group(g);
+  app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)")
+      ->check(CLI::Range(0.0, 0.99))->group(g);
+  app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")->capture_default_str()->group(g);
+  app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)")->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6))->group(g);
+  app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}))->group(g);
+}
+
+void add_device_options(CLI::App& app, Options& o) {
+  auto* dev = app.add_option("--device", o.device, "device preset (gpuledger devices)")->group("Device");
+  app.add_option("--device-memory", o.device_memory, "device memory in bytes (K/M/G/T, Ki/Mi/Gi/Ti)")
+      ->group("Device")->excludes(dev);
+}
+
+void add_kv_options(CLI::App& app, Options& o) {
+  const char* g = "KV cache";
+  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  app.add_option("--max-model-len", o.max_model_len, "contiguous reservation per sequence (default: model max_seq)")
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  app.add_option("--kv", o.kv_layout, "cache layout")->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "paged"}))->group(g);
+  app.add_option("--block", o.block, "tokens per block (paged)")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->group(g);
+  app.add_option("--kv-dtype", o.kv_dtype, "KV dtype")->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8", "int8"}))->group(g);
+  app.add_option("--kv-scales", o.kv_scales, "quantization scales (fp8/int8)")->capture_default_str()
+      ->check(CLI::IsMember({"tensor", "token-head", "channel"}))->group(g);
+  app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+  app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use")
+      ->capture_default_str()->check(CLI::Range(0.01, 1.0))->group(g);
+  app.add_option("--overhead", o.overhead, "bytes outside the ledger (CUDA context, libraries)")
+      ->capture_default_str()->group(g);
+  app.add_option("--batch", o.batch, "decode batch for the roofline (default: the capacity)")
+      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+}
+
+void add_output_options(CLI::App& app, Options& o) {
+  app.add_option("--json", o.json_path, "write the report to PATH ('-' = stdout; the table then goes to stderr)")
+      ->group("Output");
+  app.add_flag("--quiet", o.quiet, "no table")->group("Output");
+}
+
+int64_t parse_size(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("not a size: '" + text + "' (use e.g. 80G, 80Gi, 4096)");
+  }
+  const std::string suffix = text.substr(pos);
+  double mult = 1;
+  if (suffix.empty() || suffix == "B") mult = 1;
+  else if (suffix == "K" || suffix == "KB") mult = 1e3;
+  else if (suffix == "M" || suffix == "MB") mult = 1e6;
+  else if (suffix == "G" || suffix == "GB") mult = 1e9;
+  else if (suffix == "T" || suffix == "TB") mult = 1e12;
+  else if (suffix == "Ki" || suffix == "KiB") mult = 1024.0;
+  else if (suffix == "Mi" || suffix == "MiB") mult = 1024.0 * 1024;
+  else if (suffix == "Gi" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "Ti" || suffix == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else throw std::invalid_argument("unknown size suffix in '" + text + "' (K M G T, Ki Mi Gi Ti)");
+  const double bytes = value * mult;
+  if (!(bytes >= 0) || bytes > 9.2e18 || std::floor(bytes) != bytes)
+    throw std::invalid_argument("not a whole, non-negative number of bytes: '" + text + "'");
+  return static_cast<int64_t>(bytes);
+}
+
+Resolved resolve(const Options& o) {
+  Resolved r;
+  r.model = load_model(o.model);
+  if (o.layers > 0) r.model = with_layers(r.model, o.layers);
+  r.layout = o.layout;
+  r.run = o.run;
+  r.run.schedule = *schedule_from_name(o.schedule);
+  r.run.recompute = *recompute_from_name(o.recompute);
+  r.run.attention = *attention_from_name(o.attention);
+  r.run.dtype = *dtype_from_name(o.dtype);
+  if (!o.grad_dtype.empty()) r.run.grad_dtype = *dtype_from_name(o.grad_dtype);
+  else r.run.grad_dtype = r.run.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+  if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
+    throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
+  r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
+  if (o.gbs > 0) {
+    const int64_t per_step = r.run.mbs * r.layout.dp;
+    if (o.gbs % per_step != 0)
+      throw LayoutError("--gbs " + std::to_string(o.gbs) + " is not a multiple of --mbs × --dp = " +
+                        std::to_string(per_step));
+    r.run.microbatches = o.gbs / per_step;
+  }
+  validate_layout(r.layout, r.model, r.run);
+  if (!o.device.empty()) {
+    r.device = analytic::find_device(o.device);
+    if (!r.device) {
+      std::string names;
+      for (const auto& d : analytic::device_presets()) names += (names.empty() ? "" : ", ") + d.name;
+      throw ConfigError("device", "unknown device '" + o.device + "' (known: " + names + ")");
+    }
+    r.device_memory_bytes = r.device->memory_bytes;
+  } else if (!o.device_memory.empty()) {
+    try {
+      r.device_memory_bytes = parse_size(o.device_memory);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("device-memory", std::string("--device-memory: ") + e.what());
+    }
+  }
+  return r;
+}
+
+analytic::KvOptions resolve_kv(const Options& o, const ModelConfig& m) {
+  analytic::KvOptions k;
+  k.layout = *analytic::kv_layout_from_name(o.kv_layout);
+  k.dtype = *analytic::kv_dtype_from_name(o.kv_dtype);
+  k.scales = *analytic::kv_scales_from_name(o.kv_scales);
+  k.block = o.block;
+  k.max_model_len = o.max_model_len > 0 ? o.max_model_len : m.max_seq;
+  return k;
+}
+
+}  // namespace gpuledger::cli

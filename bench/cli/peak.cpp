@@ -1,0 +1,101 @@
+// `gpuledger peak`: measured GEMM FLOP/s (square and llama2-7b layer shapes)
+// and memory bandwidth (STREAM add) of a backend — the peak MFU is taken
+// against when the device has no datasheet figure (the CPU).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+#include <ostream>
+
+#include "bench/cli/commands.h"
+#include "bench/peak.h"
+#include "bench/report/format.h"
+#include "bench/report/report.h"
+#include "bench/report/table.h"
+#include "kernels/device.h"
+
+namespace gpuledger::cli {
+
+using nlohmann::json;
+
+namespace {
+
+struct PeakOptions {
+  std::string backend = "cpu";
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  int warmup = 1, reps = 5;
+  double bandwidth_mib = 256;
+  bool quick = false;
+  Options out;
+};
+
+int run_peak(const PeakOptions& o) {
+  Ledger ledger;
+  auto dev = make_device(o.backend, ledger);
+  json doc = report::make_report("peak");
+  doc["env"]["backend"] = o.backend;
+  doc["env"]["device"] = dev->description();
+  doc["config"] = {{"warmup", o.warmup}, {"reps", o.reps}, {"bandwidth_bytes_per_array", o.bandwidth_mib * 1048576.0},
+                   {"dtypes", o.dtypes}, {"quick", o.quick}};
+  std::ostream& os = table_stream(o.out);
+  if (!o.out.quiet)
+    os << fmt::format("# gpuledger peak on {} ({}): median of {} repetitions after {} warm-up\n", o.backend,
+                      dev->description(), o.reps, o.warmup);
+  std::vector<bench::GemmShape> shapes = bench::default_gemm_shapes();
+  if (o.quick) shapes = {{"square 1024", 1024, 1024, 1024}, {"square 2048", 2048, 2048, 2048}};
+  std::vector<bench::GemmPeak> peaks;
+  report::Table t("GEMM C(m×n) = A(m×k)·Bᵀ, fp32 accumulate");
+  t.columns({"shape", "m", "n", "k", "dtype", "median", "FLOP/s"});
+  for (const auto& dt : o.dtypes) {
+    const DType dtype = *dtype_from_name(dt);
+    for (const auto& s : shapes) {
+      peaks.push_back(bench::measure_gemm(*dev, s, dtype, o.warmup, o.reps));
+      const auto& p = peaks.back();
+      t.row({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k), dt,
+             report::format_seconds(p.median_seconds), report::format_si(p.flops_per_s, "FLOP/s")});
+      doc["gemm"].push_back({{"shape", s.name}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"dtype", dt},
+                             {"median_seconds", p.median_seconds}, {"flops_per_s", p.flops_per_s}});
+    }
+  }
+  const auto bw = bench::measure_bandwidth(*dev, static_cast<int64_t>(o.bandwidth_mib * 1048576.0), o.warmup, o.reps);
+  doc["bandwidth"] = {{"kernel", "STREAM add c = a + b (fp32), 3 arrays moved"},
+                      {"bytes_per_array", bw.bytes_per_array},
+                      {"median_seconds", bw.median_seconds},
+                      {"bytes_per_s", bw.bytes_per_s}};
+  json s = json::object();
+  for (const auto& dt : o.dtypes) s["peak_flops_" + dt] = bench::best_flops(peaks, *dtype_from_name(dt));
+  s["bandwidth_bytes_per_s"] = bw.bytes_per_s;
+  s["peak_source"] = "measured by gpuledger peak on " + o.backend + " (" + dev->description() + ")";
+  doc["summary"] = s;
+  if (!o.out.json_path.empty()) report::write_report(doc, o.out.json_path);
+  if (!o.out.quiet) {
+    os << t.render();
+    os << fmt::format("# bandwidth: STREAM add over 3 × {} arrays: {} (median {})\n",
+                      report::format_bytes(static_cast<double>(bw.bytes_per_array)),
+                      report::format_si(bw.bytes_per_s, "B/s"), report::format_seconds(bw.median_seconds));
+    for (const auto& dt : o.dtypes)
+      os << fmt::format("# peak {}: {}\n", dt, report::format_si(s["peak_flops_" + dt].get<double>(), "FLOP/s"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_peak_command(CLI::App& root, std::vector<Command>& out) {
+  auto o = std::make_shared<PeakOptions>();  // CLI11 binds to it; the run closure keeps it alive
+  auto* app = root.add_subcommand("peak", "measure achievable GEMM FLOP/s and memory bandwidth of a backend");
+  app->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--dtypes", o->dtypes, "GEMM operand dtypes")->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->delimiter(',');
+  app->add_option("--warmup", o->warmup, "untimed repetitions")->capture_default_str()->check(CLI::Range(0, 100));
+  app->add_option("--reps", o->reps, "timed repetitions (median reported)")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)")->capture_default_str()
+      ->check(CLI::Range(1.0, 65536.0));
+  app->add_flag("--quick", o->quick, "only the 1024 and 2048 squares");
+  add_output_options(*app, o->out);
+  out.push_back({app, [o]() { return run_peak(*o); }});
+}
+
+}  // namespace gpuledger::cli

@@ -1,0 +1,116 @@
+// Train report tables (see train_report.h).
+#include "bench/cli/train_report.h"
+
+#include <fmt/format.h>
+
+#include "bench/report/format.h"
+#include "bench/report/table.h"
+#include "kernels/account.h"
+
+namespace gpuledger::cli {
+
+using nlohmann::json;
+using report::format_bytes;
+
+namespace {
+std::string b(double v) { return v == 0 ? std::string("0") : format_bytes(v); }
+}  // namespace
+
+void print_checks(std::ostream& os, const json& checks) {
+  report::Table t("checks (measured vs analytic)");
+  t.columns({"check", "rank", "measured", "expected", "rel err", "tol", "result"});
+  int failed = 0;
+  for (const auto& c : checks) {
+    const bool ok = c["ok"].get<bool>();
+    failed += ok ? 0 : 1;
+    const bool bound = c.value("kind", "") == "upper_bound";
+    t.row({c["name"].get<std::string>(), std::to_string(c["rank"].get<int64_t>()),
+           report::format_count(static_cast<int64_t>(c["measured"].get<double>())),
+           (bound ? "≤ " : "") + report::format_count(static_cast<int64_t>(c["expected"].get<double>())),
+           c["rel_err"].is_null() ? "-" : fmt::format("{:+.2e}", c["rel_err"].get<double>()),
+           bound ? "bound" : fmt::format("{:g}", c["tol"].get<double>()), ok ? "ok" : "FAIL"});
+  }
+  t.note(fmt::format("{} checks, {} failed", checks.size(), failed));
+  os << t.render();
+}
+
+void print_train_summary(std::ostream& os, const json& doc) {
+  for (const auto& r : doc["ranks"]) {
+    const auto& meas = r["measured"];
+    const auto& exact = r["analytic"]["exact"];
+    report::Table t(fmt::format("rank {} ({}): bytes by account — measured vs exact budget", r["rank"].get<int64_t>(),
+                                r.value("role", std::string("")))
+                    );
+    t.columns({"account", "measured peak", "at rank peak", "exact budget", "difference", "allocs"});
+    for (auto name : kAccountNames) {
+      const std::string a(name);
+      const double mp = meas["peak_by_account"].value(a, 0.0);
+      const double ex = exact.value(a, 0.0);
+      t.row({a + (a == "workspace" ? " (budget ≤)" : ""), b(mp), b(meas["at_peak"].value(a, 0.0)), b(ex),
+             mp == ex ? "0" : fmt::format("{:+}", static_cast<int64_t>(mp - ex)),
+             std::to_string(meas["alloc_count"].value(a, 0))});
+    }
+    t.rule();
+    t.row({"total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()), b(exact["total"].get<double>()),
+           "", ""});
+    t.note("measured peak = each account's own peak; at rank peak = the breakdown when the total peaked");
+    os << "\n" << t.render();
+
+    report::Table pub("published formulas beside the measurement");
+    pub.columns({"formula", "published", "measured", "difference", "compared with"});
+    for (const auto& [name, p] : r["analytic"]["published"].items()) {
+      if (!p.contains("exact")) continue;
+      const std::string what = p["compares_to"].get<std::string>();
+      double measured = 0;
+      if (what == "model_states")
+        for (auto a : {"weights", "grads", "master", "optim"}) measured += meas["peak_by_account"].value(a, 0.0);
+      else if (what == "activations")
+        measured = meas["peak_by_account"].value("activations", 0.0);
+      else
+        measured = p["exact"].get<double>();  // per-layer figures: the exact count (the ledger books whole steps)
+      pub.row({name, b(p["bytes"].get<double>()), b(measured),
+               measured > 0 ? fmt::format("{:+.1f}%", 100.0 * (p["bytes"].get<double>() - measured) / measured) : "-",
+               what});
+    }
+    os << "\n" << pub.render();
+    if (!r["comm"].empty()) {
+      report::Table c("communication (measured)");
+      c.columns({"collective@group", "calls", "bytes", "seconds"});
+      for (const auto& [k, v] : r["comm"].items())
+        c.row({k, report::format_count(v["calls"].get<int64_t>()), b(v["bytes"].get<double>()),
+               fmt::format("{:.4f}", v["seconds"].get<double>())});
+      os << "\n" << c.render();
+    }
+  }
+  const auto& s = doc["summary"];
+  os << "\n";
+  report::Table t("summary");
+  t.columns({"quantity", "value"});
+  t.row({"steps completed", std::to_string(s["steps_completed"].get<int64_t>())});
+  if (!s["loss"].empty())
+    t.row({"loss first → last", fmt::format("{:.5f} → {:.5f}", s["loss"].front().get<double>(), s["loss"].back().get<double>())});
+  t.row({"median step", fmt::format("{:.2f} ms", s["median_step_ms"].get<double>())});
+  t.row({"tokens/s", fmt::format("{:.1f}", s["tokens_per_s"].get<double>())});
+  t.row({"model FLOPs / step", report::format_si(s["model_flops_per_step"].get<double>(), "FLOP")});
+  t.row({"hardware FLOPs / step", report::format_si(s["hardware_flops_per_step"].get<double>(), "FLOP")});
+  t.row({"peak", s["peak_flops"].is_null() ? "unknown" : report::format_si(s["peak_flops"].get<double>(), "FLOP/s")});
+  t.row({"MFU / HFU", s["mfu"].is_null() ? "unknown (no peak)"
+                                          : report::format_percent(s["mfu"].get<double>()) + " / " +
+                                                report::format_percent(s["hfu"].get<double>())});
+  t.note("peak source: " + s["peak_source"].get<std::string>());
+  os << t.render() << "\n";
+  print_checks(os, doc["checks"]);
+  if (doc["status"] != "ok") {
+    os << fmt::format("\n# FAILED ({}): {}\n", doc["status"].get<std::string>(), doc.value("error", std::string()));
+    if (doc.contains("suggestions")) {
+      report::Table f("what would make it fit (analytic totals for this rank's role)");
+      f.columns({"change", "total", "fits"});
+      for (const auto& sug : doc["suggestions"])
+        f.row({sug["change"].get<std::string>(), b(sug["total_bytes"].get<double>()),
+               sug["fits"].get<bool>() ? "yes" : "no"});
+      os << f.render();
+    }
+  }
+}
+
+}  // namespace gpuledger::cli

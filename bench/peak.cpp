@@ -1,0 +1,102 @@
+// Peak measurements (see peak.h).
+#include "bench/peak.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace gpuledger::bench {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+template <class F>
+double time_median(Device& dev, int warmup, int reps, F&& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  dev.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    dev.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+// Fills a buffer with small deterministic values (not zeros: some BLAS paths
+// short-cut on zeros) through a host staging vector.
+void fill(Device& dev, Buffer& b, DType t, int64_t n) {
+  if (!dev.touches_memory()) return;
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f;
+  if (t == DType::kFP32) {
+    dev.copy_from_host(b.data(), host.data(), n * 4);
+  } else {
+    std::vector<uint16_t> h16(static_cast<size_t>(n));
+    convert_from_fp32(host.data(), h16.data(), t, n);
+    dev.copy_from_host(b.data(), h16.data(), n * 2);
+  }
+}
+
+}  // namespace
+
+std::vector<GemmShape> default_gemm_shapes() {
+  return {{"square 1024", 1024, 1024, 1024},
+          {"square 2048", 2048, 2048, 2048},
+          {"square 4096", 4096, 4096, 4096},
+          {"llama2-7b qkv (1024 tok)", 1024, 3 * 4096, 4096},
+          {"llama2-7b attn-out", 1024, 4096, 4096},
+          {"llama2-7b mlp-in (gate)", 1024, 11008, 4096},
+          {"llama2-7b mlp-out", 1024, 4096, 11008}};
+}
+
+GemmPeak measure_gemm(Device& dev, const GemmShape& s, DType dtype, int warmup, int reps) {
+  const int64_t eb = dtype_bytes(dtype);
+  Buffer a = dev.alloc(s.m * s.k * eb, Account::kWorkspace, "peak.a");
+  Buffer b = dev.alloc(s.n * s.k * eb, Account::kWorkspace, "peak.b");
+  Buffer c = dev.alloc(s.m * s.n * 4, Account::kWorkspace, "peak.c");
+  fill(dev, a, dtype, s.m * s.k);
+  fill(dev, b, dtype, s.n * s.k);
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = s.m; g.n = s.n; g.k = s.k;
+  g.a = a.data(); g.lda = s.k;
+  g.b = b.data(); g.ldb = s.k;
+  g.ab_type = dtype;
+  g.c = c.data(); g.ldc = s.n; g.c_type = DType::kFP32;
+  GemmPeak p;
+  p.shape = s;
+  p.dtype = dtype;
+  p.median_seconds = time_median(dev, warmup, reps, [&] { dev.gemm(g); });
+  p.flops_per_s = p.median_seconds > 0 ? 2.0 * s.m * s.n * s.k / p.median_seconds : 0;
+  return p;
+}
+
+BandwidthPeak measure_bandwidth(Device& dev, int64_t bytes_per_array, int warmup, int reps) {
+  const int64_t n = bytes_per_array / 4;
+  Buffer a = dev.alloc(n * 4, Account::kWorkspace, "stream.a");
+  Buffer b = dev.alloc(n * 4, Account::kWorkspace, "stream.b");
+  Buffer c = dev.alloc(n * 4, Account::kWorkspace, "stream.c");
+  fill(dev, a, DType::kFP32, n);
+  fill(dev, b, DType::kFP32, n);
+  BandwidthPeak p;
+  p.bytes_per_array = n * 4;
+  p.median_seconds = time_median(dev, warmup, reps, [&] { dev.add(c.data(), a.data(), b.data(), DType::kFP32, n); });
+  p.bytes_per_s = p.median_seconds > 0 ? 3.0 * n * 4 / p.median_seconds : 0;
+  return p;
+}
+
+double best_flops(const std::vector<GemmPeak>& peaks, DType dtype) {
+  double best = 0;
+  for (const auto& p : peaks)
+    if (p.dtype == dtype) best = std::max(best, p.flops_per_s);
+  return best;
+}
+
+}  // namespace gpuledger::bench

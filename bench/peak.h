@@ -1,0 +1,44 @@
+// Measured peaks of a backend: GEMM FLOP/s at given shapes and dtypes, and
+// memory bandwidth (STREAM's "add" kernel, c = a + b: 3 arrays moved). Fixed
+// repetition counts (never adaptive: under MPI every rank must issue the same
+// calls); the median of the timed repetitions is reported.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+
+namespace gpuledger::bench {
+
+struct GemmShape {
+  std::string name;          // "square 2048", "llama2-7b qkv"
+  int64_t m = 0, n = 0, k = 0;
+};
+
+struct GemmPeak {
+  GemmShape shape;
+  DType dtype = DType::kFP32;
+  double median_seconds = 0;
+  double flops_per_s = 0;    // 2mnk / median
+};
+
+struct BandwidthPeak {
+  int64_t bytes_per_array = 0;
+  double median_seconds = 0;
+  double bytes_per_s = 0;    // 3 · bytes_per_array / median
+};
+
+// C (m×n, fp32 accumulate into `dtype` operands' C = fp32) = A (m×k) · Bᵀ (n×k), as a linear layer.
+GemmPeak measure_gemm(Device& dev, const GemmShape& shape, DType dtype, int warmup, int reps);
+BandwidthPeak measure_bandwidth(Device& dev, int64_t bytes_per_array, int warmup, int reps);
+
+// The shapes `gpuledger peak` measures: squares and the GEMMs of a llama2-7b
+// layer at 1024 tokens (QKV, attention-out, MLP in, MLP out).
+std::vector<GemmShape> default_gemm_shapes();
+
+// The best GEMM FLOP/s over `shapes` for `dtype` — what MFU on a backend without a
+// datasheet peak is taken against.
+double best_flops(const std::vector<GemmPeak>& peaks, DType dtype);
+
+}  // namespace gpuledger::bench

@@ -1,0 +1,31 @@
+// The report document (DESIGN.md "Report schema", gpuledger.report/1): its
+// skeleton, the config and environment sections, and the atomic writer. The
+// JSON document is the result model; the console tables are rendered from it.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/cli/options.h"
+#include "models/config.h"
+
+namespace gpuledger::report {
+
+inline constexpr std::string_view kSchema = "gpuledger.report/1";
+
+// {"schema", "kind", "status": "ok", "tool": {...}, "env": {"host", ...}, "checks": []}
+nlohmann::json make_report(std::string_view kind);
+nlohmann::json model_json(const ModelConfig& m);
+nlohmann::json config_json(const cli::Resolved& r);
+
+// Writes `doc` to `path` atomically (temporary file in the same folder, then
+// rename), creating the folder; "-" writes to stdout. Throws std::runtime_error.
+void write_report(const nlohmann::json& doc, const std::string& path);
+// Reads a report; throws std::runtime_error naming the path (and line:column for bad JSON).
+nlohmann::json read_report(const std::string& path);
+
+std::string host_name();
+std::string git_commit();   // the commit the binary was built from, or "unknown"
+
+}  // namespace gpuledger::report

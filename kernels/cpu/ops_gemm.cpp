@@ -1,0 +1,297 @@
+// CpuDevice::gemm: C = alpha·op(A)·op(B) + beta·C, row-major, batched with
+// element strides (GemmArgs in kernels/device.h).
+//
+// Compute is fp32 (DESIGN.md: the CPU stores 16-bit values and computes in
+// fp32). 16-bit operands are converted, one batch entry at a time, into fp32
+// workspace buffers allocated through Device::alloc under Account::kWorkspace,
+// so the ledger sees this backend-specific temporary (docs/exact-budget.md,
+// "Workspace"). A 16-bit C is computed in an fp32 buffer (read first when
+// beta != 0) and rounded back once.
+//
+// The fp32 kernel is OpenBLAS's cblas_sgemm when built with BLAS (Debian's
+// OpenBLAS has no bf16 GEMM, TOOLCHAIN.md), else a cache-blocked, OpenMP-
+// parallel GEMM below, organised as Goto & van de Geijn (2008), "Anatomy of
+// High-Performance Matrix Multiplication": C is cut into MC×NC tiles, the k
+// dimension into KC slices; op(A) and op(B) slices are packed into MR-row and
+// NR-column panels, and an MR×NR register-blocked micro-kernel runs over them.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_device.h"
+#include "kernels/flop_counts.h"
+
+#if GPULEDGER_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+namespace gpuledger {
+
+namespace {
+
+// Below this many elements a conversion or scaling loop stays on one thread:
+// the fork/join costs more than the loop (a few microseconds).
+constexpr int64_t kParallelMinElems = 1 << 15;
+
+// C (m×n, ldc) = beta·C, with beta == 0 writing zeros without reading C (BLAS
+// semantics: C may hold NaN or garbage when beta is 0).
+void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+#pragma omp parallel for if (m * n > kParallelMinElems)
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.0f)
+      std::fill(row, row + n, 0.0f);
+    else
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+  }
+}
+
+#if !GPULEDGER_HAVE_BLAS
+// ---- the built-in fp32 GEMM (used when no BLAS was found) ----
+
+constexpr int64_t kMR = 8;     // micro-tile: kMR·kNR = 128 accumulators in registers
+constexpr int64_t kNR = 16;    //   (8 of AVX-512's 32 registers, 16 of AVX2's 16)
+constexpr int64_t kMC = 64;    // A block kMC×kKC floats = 64 KiB: stays in L2
+constexpr int64_t kNC = 256;   // B block kKC×kNC floats = 256 KiB: L2; one kNR panel (16 KiB) in L1
+constexpr int64_t kKC = 256;
+
+// op(A)[i][p] for row-major A: A is m×k (lda) or, transposed, k×m.
+inline float op_a(const float* a, int64_t lda, bool ta, int64_t i, int64_t p) {
+  return ta ? a[p * lda + i] : a[i * lda + p];
+}
+// op(B)[p][j]: B is k×n (ldb) or, transposed, n×k.
+inline float op_b(const float* b, int64_t ldb, bool tb, int64_t p, int64_t j) {
+  return tb ? b[j * ldb + p] : b[p * ldb + j];
+}
+
+// Packs op(A)[i0:i0+mc, p0:p0+kc] as ⌈mc/kMR⌉ panels, each kc × kMR (the kMR
+// values of one p adjacent); rows past mc are zero so the micro-kernel needs
+// no edge case.
+void pack_a(const float* a, int64_t lda, bool ta, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+            float* ap) {
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    float* panel = ap + ir * kc;
+    const int64_t rows = std::min(kMR, mc - ir);
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t r = 0; r < kMR; ++r)
+        panel[p * kMR + r] = r < rows ? op_a(a, lda, ta, i0 + ir + r, p0 + p) : 0.0f;
+  }
+}
+
+// Packs op(B)[p0:p0+kc, j0:j0+nc] as ⌈nc/kNR⌉ panels, each kc × kNR.
+void pack_b(const float* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+            float* bp) {
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    float* panel = bp + jr * kc;
+    const int64_t cols = std::min(kNR, nc - jr);
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t j = 0; j < kNR; ++j)
+        panel[p * kNR + j] = j < cols ? op_b(b, ldb, tb, p0 + p, j0 + jr + j) : 0.0f;
+  }
+}
+
+// out = Σ_p ap[p]·bp[p]ᵀ over one kMR×kNR micro-tile: kMR rows of kNR floats,
+// each a GCC vector (one AVX-512 register; two AVX2 or four SSE ones), updated
+// by broadcasting ap[p][r] — the outer-product form of Goto's micro-kernel.
+// Written once, compiled three times: for AVX-512 and for AVX2 with fused
+// multiply-adds (the build targets baseline x86-64, so this is how the built-in
+// GEMM reaches the vector units), and portable.
+typedef float VecNR __attribute__((vector_size(kNR * sizeof(float))));
+
+#define GPL_MICRO_TILE_BODY                                              \
+  VecNR acc[kMR] = {};                                                   \
+  for (int64_t p = 0; p < kc; ++p) {                                     \
+    VecNR bv;                                                            \
+    std::memcpy(&bv, bp + p * kNR, sizeof bv);                           \
+    for (int64_t r = 0; r < kMR; ++r) acc[r] += ap[p * kMR + r] * bv;    \
+  }                                                                      \
+  std::memcpy(out, acc, sizeof acc);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))) void micro_tile_avx512(
+    int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
+  GPL_MICRO_TILE_BODY
+}
+__attribute__((target("avx2,fma"), optimize("fp-contract=fast"))) void micro_tile_avx2(
+    int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
+  GPL_MICRO_TILE_BODY
+}
+#define GPL_HAVE_MICRO_TILE_X86 1
+#endif
+void micro_tile_portable(int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
+  GPL_MICRO_TILE_BODY
+}
+#undef GPL_MICRO_TILE_BODY
+
+using MicroTileFn = void (*)(int64_t, const float*, const float*, float (&)[kMR][kNR]);
+
+MicroTileFn pick_micro_tile() {
+#ifdef GPL_HAVE_MICRO_TILE_X86
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return micro_tile_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return micro_tile_avx2;
+#endif
+  return micro_tile_portable;
+}
+
+// One micro-tile: C (rows×cols of it) gets alpha·acc; the first k slice also
+// applies beta (0: C not read).
+void micro_kernel(MicroTileFn tile, int64_t kc, const float* ap, const float* bp, float alpha,
+                  float beta, bool first, float* c, int64_t ldc, int64_t rows, int64_t cols) {
+  float acc[kMR][kNR];
+  tile(kc, ap, bp, acc);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* crow = c + r * ldc;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = alpha * acc[r][j];
+      if (!first)
+        crow[j] += v;
+      else
+        crow[j] = beta == 0.0f ? v : v + beta * crow[j];
+    }
+  }
+}
+
+void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int64_t tiles_m = (m + kMC - 1) / kMC, tiles_n = (n + kNC - 1) / kNC;
+  const int64_t tiles = tiles_m * tiles_n;
+  static const MicroTileFn tile_fn = pick_micro_tile();
+  // One C tile per task: tasks write disjoint parts of C, so no reduction and
+  // a result independent of the thread count. Each task packs its own slices.
+#pragma omp parallel if (tiles > 1 && m * n * k > kParallelMinElems)
+  {
+    // Panels hold whole micro-tiles (rows, columns rounded up); one pair per thread per call.
+    constexpr int64_t kMCr = (kMC + kMR - 1) / kMR * kMR, kNCr = (kNC + kNR - 1) / kNR * kNR;
+    std::vector<float> ap(static_cast<size_t>(kMCr * kKC)), bp(static_cast<size_t>(kNCr * kKC));
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t i0 = (t / tiles_n) * kMC, j0 = (t % tiles_n) * kNC;
+      const int64_t mc = std::min(kMC, m - i0), nc = std::min(kNC, n - j0);
+      for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+        const int64_t kc = std::min(kKC, k - p0);
+        pack_b(b, ldb, tb, p0, kc, j0, nc, bp.data());
+        pack_a(a, lda, ta, i0, mc, p0, kc, ap.data());
+        for (int64_t jr = 0; jr < nc; jr += kNR)
+          for (int64_t ir = 0; ir < mc; ir += kMR)
+            micro_kernel(tile_fn, kc, ap.data() + ir * kc, bp.data() + jr * kc, alpha, beta, p0 == 0,
+                         c + (i0 + ir) * ldc + j0 + jr, ldc, std::min(kMR, mc - ir),
+                         std::min(kNR, nc - jr));
+      }
+    }
+  }
+}
+#endif  // !GPULEDGER_HAVE_BLAS
+
+// One fp32 GEMM, row-major, cblas_sgemm's argument order and semantics.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) {  // BLAS: A and B are not read
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+#if GPULEDGER_HAVE_BLAS
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+#else
+  builtin_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+// rows×cols of a 16-bit (or fp32) matrix with leading dimension ld -> packed fp32.
+void matrix_to_fp32(const void* src, DType t, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  const auto* s = static_cast<const char*>(src);
+  const int64_t eb = dtype_bytes(t);
+#pragma omp parallel for if (rows * cols > kParallelMinElems)
+  for (int64_t r = 0; r < rows; ++r) convert_to_fp32(s + r * ld * eb, t, dst + r * cols, cols);
+}
+
+// packed fp32 rows×cols -> a matrix in dtype t with leading dimension ld (rounded once).
+void matrix_from_fp32(const float* src, int64_t rows, int64_t cols, void* dst, DType t, int64_t ld) {
+  auto* d = static_cast<char*>(dst);
+  const int64_t eb = dtype_bytes(t);
+#pragma omp parallel for if (rows * cols > kParallelMinElems)
+  for (int64_t r = 0; r < rows; ++r) convert_from_fp32(src + r * cols, d + r * ld * eb, t, cols);
+}
+
+void check_gemm_args(const GemmArgs& g) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("gemm: " + what); };
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("negative dimension");
+  if (g.c_type != DType::kFP32 && g.c_type != g.ab_type)
+    fail("C must be fp32 or the dtype of A and B");
+  const int64_t a_cols = g.trans_a ? g.m : g.k;  // A as stored is (rows × a_cols)
+  const int64_t b_cols = g.trans_b ? g.k : g.n;
+  if (g.lda < std::max<int64_t>(1, a_cols))
+    fail("lda " + std::to_string(g.lda) + " < " + std::to_string(a_cols));
+  if (g.ldb < std::max<int64_t>(1, b_cols))
+    fail("ldb " + std::to_string(g.ldb) + " < " + std::to_string(b_cols));
+  if (g.ldc < std::max<int64_t>(1, g.n))
+    fail("ldc " + std::to_string(g.ldc) + " < " + std::to_string(g.n));
+#if GPULEDGER_HAVE_BLAS
+  // cblas takes int dimensions.
+  for (int64_t d : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc})
+    if (d > INT_MAX) fail("dimension " + std::to_string(d) + " exceeds the BLAS int range");
+#endif
+}
+
+}  // namespace
+
+void CpuDevice::gemm(const GemmArgs& g) {
+  check_gemm_args(g);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // 0 FLOPs
+
+  const bool conv_ab = g.ab_type != DType::kFP32;
+  const bool conv_c = g.c_type != DType::kFP32;
+  // A and B as stored: rows × cols with leading dimension lda / ldb.
+  const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+  const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
+  const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
+
+  // Workspace for one batch entry at a time (the smallest that works), booked
+  // for the whole call and freed on return.
+  Buffer wa, wb, wc;
+  if (conv_ab) {
+    wa = alloc(a_rows * a_cols * 4, Account::kWorkspace, "gemm.a_fp32");
+    wb = alloc(b_rows * b_cols * 4, Account::kWorkspace, "gemm.b_fp32");
+  }
+  if (conv_c) wc = alloc(g.m * g.n * 4, Account::kWorkspace, "gemm.c_fp32");
+
+  const auto* a_base = static_cast<const char*>(g.a);
+  const auto* b_base = static_cast<const char*>(g.b);
+  auto* c_base = static_cast<char*>(g.c);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const void* ai = a_base + i * g.stride_a * ab_eb;
+    const void* bi = b_base + i * g.stride_b * ab_eb;
+    void* ci = c_base + i * g.stride_c * c_eb;
+
+    const float* a32 = static_cast<const float*>(ai);
+    const float* b32 = static_cast<const float*>(bi);
+    int64_t lda = g.lda, ldb = g.ldb;
+    if (conv_ab) {
+      // A stride of 0 broadcasts one matrix over the batch: convert it once.
+      if (i == 0 || g.stride_a != 0) matrix_to_fp32(ai, g.ab_type, g.lda, a_rows, a_cols, wa.as<float>());
+      if (i == 0 || g.stride_b != 0) matrix_to_fp32(bi, g.ab_type, g.ldb, b_rows, b_cols, wb.as<float>());
+      a32 = wa.as<float>();
+      b32 = wb.as<float>();
+      lda = a_cols;
+      ldb = b_cols;
+    }
+    if (conv_c) {
+      // beta == 0: C is not read (it may be uninitialised), as in BLAS.
+      if (g.beta != 0.0f) matrix_to_fp32(ci, g.c_type, g.ldc, g.m, g.n, wc.as<float>());
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta,
+            wc.as<float>(), g.n);
+      matrix_from_fp32(wc.as<float>(), g.m, g.n, ci, g.c_type, g.ldc);
+    } else {
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta,
+            static_cast<float*>(ci), g.ldc);
+    }
+  }
+  count_flops(gemm_flops(g));
+}
+
+}  // namespace gpuledger

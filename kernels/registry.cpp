@@ -1,0 +1,27 @@
+// make_device: the one place that maps a backend name to a Device, and the only
+// file that asks whether CUDA was built (as ggml's ggml-backend-reg.cpp does),
+// so nothing above the Device ever needs an #if.
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/cpu_device.h"
+#include "kernels/device.h"
+#include "kernels/meta/meta_device.h"
+
+namespace gpuledger {
+
+std::unique_ptr<Device> make_device(const std::string& backend, Ledger& ledger, int local_rank) {
+  if (backend == "cpu") return std::make_unique<CpuDevice>(ledger);
+  if (backend == "meta") return std::make_unique<MetaDevice>(ledger);
+  if (backend == "cuda") {
+#if GPULEDGER_HAVE_CUDA
+    throw std::invalid_argument("cuda backend not yet implemented");
+#else
+    throw std::invalid_argument("cuda backend not built (configure with CUDA)");
+#endif
+  }
+  throw std::invalid_argument("unknown backend '" + backend + "' (expected cpu, meta or cuda)");
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,27 @@
+// RankContext: who this rank is in the layout and the communicators of its
+// groups, passed explicitly to the model and the training step (no globals;
+// Megatron's ProcessGroupCollection idea). For one rank every group is a
+// one-rank Comm.
+#pragma once
+#include <cstdint>
+
+#include "parallel/comm/comm.h"
+#include "parallel/layout.h"
+
+namespace gpuledger {
+
+struct RankContext {
+  Layout layout;
+  int64_t rank = 0;          // in the world
+  Coords coords;             // layout.coords(rank)
+  Comm* tp = nullptr;        // tensor-parallel group
+  Comm* dp = nullptr;        // data-parallel group (ZeRO shards over it)
+  Comm* pp = nullptr;        // pipeline group (send/recv to stage ± 1)
+  Comm* emb = nullptr;       // first + last stage when embeddings are tied and pp > 1; else null
+  CommCounters* counters = nullptr;
+
+  bool first_stage() const { return coords.pp == 0; }
+  bool last_stage() const { return coords.pp == layout.pp - 1; }
+};
+
+}  // namespace gpuledger

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: set up, build, then run gpuledger on real
+# models and write one report per point under results/demo/:
+#   - plan: the per-rank budget of llama3-70b on 256 H100s (the README's example)
+#     and of llama2-7b under each ZeRO stage;
+#   - kv: KV bytes, capacity and decode roofline of llama3-8b and qwen2.5-7b;
+#   - train: real CPU training steps of small models, the ledger beside the budget.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+"$ROOT/scripts/setup.sh"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
+GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+OUT="$ROOT/results/demo"
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+
+run() {  # run NAME ARGS...: prints the table, writes $OUT/NAME.json
+  local name=$1; shift
+  echo "================ gpuledger $* ================"
+  "$GL" "$@" --json "$OUT/$name.json"
+  echo
+}
+
+run plan-llama3-70b-256xh100 plan --model llama3-70b --dp 8 --tp 8 --pp 4 --zero 1 --seq 8192 --mbs 1 \
+    --microbatches 32 --recompute selective --device h100-sxm
+for z in 0 1 2 3; do
+  run "plan-llama2-7b-dp8-zero$z" plan --model llama2-7b --dp 8 --zero "$z" --seq 4096 --mbs 1 \
+      --microbatches 4 --recompute selective --attention flash --device a100-80gb
+done
+run kv-llama3-8b-h100 kv --model llama3-8b --device h100-sxm --context 8192 --kv paged
+run kv-qwen2.5-7b-h200-fp8 kv --model qwen2.5-7b --device h200 --context 32768 --kv paged --kv-dtype fp8
+if "$GL" --help | grep -q " train"; then
+  run train-small-gpt-cpu train --model small-gpt --backend cpu --seq 128 --mbs 4 --microbatches 2 --steps 8
+  run train-small-llama-cpu train --model small-llama --backend cpu --seq 128 --mbs 4 --microbatches 2 \
+      --recompute selective --attention flash --steps 8
+fi
+echo "reports written under $OUT"

@@ -1,0 +1,175 @@
+// CLI tests for models, devices, plan and kv: exit statuses (0 ok, 2 usage),
+// error messages that say what is wrong, and the JSON reports they write.
+// Expected figures are published ones or computed here by hand.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "run_cli.h"
+
+using gpuledger::testing::run_cli;
+using gpuledger::testing::scratch_dir;
+using gpuledger::testing::write_file;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+TEST(CliModels, ListsPresetsWithPublishedParameterCounts) {
+  auto r = run_cli({"models", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto doc = r.json();
+  std::map<std::string, int64_t> params;
+  for (const auto& m : doc["models"]) params[m["name"]] = m["params"];
+  // Published counts (Meta's, Alibaba's and OpenAI's model cards).
+  EXPECT_EQ(params.at("llama2-7b"), 6738415616);
+  EXPECT_EQ(params.at("llama3-8b"), 8030261248);
+  EXPECT_EQ(params.at("qwen2.5-7b"), 7615616512);
+  EXPECT_EQ(params.at("gpt2"), 124439808);
+  // The human table goes to stderr when the JSON goes to stdout.
+  EXPECT_TRUE(contains(r.err, "llama3.1-405b"));
+}
+
+TEST(CliDevices, ListsDatasheetPresetsWithSources) {
+  auto r = run_cli({"devices", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  bool found = false;
+  const auto doc = r.json();
+  for (const auto& d : doc["devices"]) {
+    EXPECT_FALSE(d["source"].get<std::string>().empty()) << d["name"];
+    if (d["name"] == "h100-sxm") {
+      found = true;
+      EXPECT_NEAR(d["peak_bf16_flops"].get<double>(), 989.4e12, 1e12);  // NVIDIA H100 datasheet, dense
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(CliPlan, TheIssueExampleReportsEveryRoleAndAddsUp) {
+  auto r = run_cli({"plan", "--model", "llama3-70b", "--dp", "8", "--tp", "8", "--pp", "4", "--zero", "1",
+                    "--seq", "8192", "--mbs", "1", "--microbatches", "32", "--recompute", "selective",
+                    "--device", "h100-sxm", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto doc = r.json();
+  EXPECT_EQ(doc["schema"], "gpuledger.report/1");
+  EXPECT_EQ(doc["kind"], "plan");
+  EXPECT_EQ(doc["status"], "ok");
+  ASSERT_EQ(doc["ranks"].size(), 4u);  // one role per pipeline stage
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& rank = doc["ranks"][i];
+    EXPECT_EQ(rank["coords"]["pp"], static_cast<int64_t>(i));
+    // rank = tp + 8·(dp + 8·pp) with tp = dp = 0
+    EXPECT_EQ(rank["rank"], static_cast<int64_t>(64 * i));
+    int64_t sum = 0;
+    for (auto a : {"weights", "grads", "master", "optim", "activations", "kv", "comm", "workspace"})
+      sum += rank["analytic"]["exact"][a].get<int64_t>();
+    EXPECT_EQ(sum, rank["analytic"]["exact"]["total"].get<int64_t>());
+    // 1F1B: stage i of 4 holds 4 − i microbatches.
+    EXPECT_EQ(rank["in_flight_microbatches"], static_cast<int64_t>(4 - i));
+    EXPECT_EQ(rank["fits"].get<bool>(), rank["headroom_bytes"].get<int64_t>() >= 0);
+  }
+  // ZeRO-1 over dp 8 shards master (4 B) and optim (8 B): optim = 2 × master exactly.
+  const auto& e = doc["ranks"][1]["analytic"]["exact"];
+  EXPECT_EQ(e["optim"].get<int64_t>(), 2 * e["master"].get<int64_t>());
+  EXPECT_EQ(e["grads"].get<int64_t>(), e["weights"].get<int64_t>());  // bf16 both, unsharded
+  EXPECT_EQ(doc["params"]["total"], 70553706496);
+  EXPECT_NEAR(doc["summary"]["bubble_fraction"].get<double>(), 3.0 / 35.0, 1e-12);
+  // The table goes to stderr and names every account.
+  for (auto a : {"weights", "grads", "master", "optim", "activations", "comm", "workspace"})
+    EXPECT_TRUE(contains(r.err, a)) << a;
+}
+
+TEST(CliPlan, WritesTheReportAtomicallyToAFile) {
+  const std::string path = scratch_dir("plan") + "/sub/plan.json";
+  auto r = run_cli({"plan", "--model", "gpt2", "--json", path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_TRUE(contains(r.out, "weights"));  // the table on stdout
+  for (const auto& f : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    EXPECT_EQ(f.path().filename(), "plan.json") << "temporary file left behind";
+}
+
+TEST(CliErrors, UsageErrorsExitTwoAndSayWhatIsWrong) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string dir = scratch_dir("errors");
+  write_file(dir + "/broken.json", "{\n  \"name\": \"x\",\n  \"layers\": 2,,\n}\n");
+  write_file(dir + "/unknown.json",
+             R"({"name": "x", "flavour": "gpt", "layers": 2, "hidden": 64, "heads": 4, "ffn": 256,
+                 "vocab": 97, "max_seq": 64, "colour": "blue"})");
+  const std::vector<Case> cases = {
+      {{"plan", "--model", "no-such-model"}, "llama3-8b"},            // lists the known presets
+      {{"plan", "--model", "llama3-8b", "--tp", "3"}, "divide"},      // heads 32 % 3
+      {{"plan", "--model", "llama3-8b", "--pp", "5"}, "layers"},      // 32 layers % 5
+      {{"plan", "--model", dir + "/broken.json"}, ":3:"},             // line 3 of the file
+      {{"plan", "--model", dir + "/unknown.json"}, "colour"},         // names the unknown field
+      {{"plan", "--model", "gpt2", "--dp", "2", "--gbs", "3"}, "multiple"},
+      {{"plan", "--model", "gpt2", "--device", "tpu-v9"}, "h100-sxm"},
+      {{"plan", "--model", "gpt2", "--device-memory", "80X"}, "suffix"},
+      {{"plan", "--model", "gpt2", "--seq", "2048"}, "max_seq"},      // learned positions: 1024
+      {{"plan", "--model", "gpt2", "--ranks", "7"}, "rank"},
+      {{"plan", "--no-such-option"}, "no-such-option"},
+      {{"plan", "--model", "gpt2", "--recompute", "sometimes"}, "recompute"},
+      {{}, "subcommand"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli(c.args);
+    std::string joined;
+    for (const auto& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.status, 2) << joined << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err + r.out, c.message)) << joined << "\nexpected '" << c.message << "' in:\n" << r.err;
+  }
+}
+
+TEST(CliErrors, HelpExitsZero) {
+  for (auto cmd : {"models", "devices", "plan", "kv"}) {
+    auto r = run_cli({cmd, "--help"});
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_TRUE(contains(r.out, "--json")) << cmd;
+  }
+}
+
+// bf16 KV bytes per token: 2 (K, V) · layers · kv_heads · head_dim · 2 bytes.
+TEST(CliKv, PublishedPerTokenFigures) {
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"llama2-7b", 2 * 32 * 32 * 128 * 2},    // 512 KiB
+      {"llama3-8b", 2 * 32 * 8 * 128 * 2},     // 128 KiB
+      {"qwen2.5-7b", 2 * 28 * 4 * 128 * 2},    // 56 KiB
+      {"qwen2.5-32b", 2 * 64 * 8 * 128 * 2}};  // 256 KiB
+  for (const auto& [model, bytes] : cases) {
+    auto r = run_cli({"kv", "--model", model, "--seq", "1024", "--json", "-"});
+    ASSERT_EQ(r.status, 0) << model << r.err;
+    EXPECT_EQ(r.json()["summary"]["kv_bytes_per_token"].get<int64_t>(), bytes) << model;
+  }
+  EXPECT_EQ(512 * 1024, 2 * 32 * 32 * 128 * 2);
+}
+
+TEST(CliKv, TensorParallelSplitsAndReplicatesKvHeads) {
+  // llama3-8b has 8 KV heads: tp 4 -> 2 per rank; tp 16 -> 1 per rank (replicated).
+  auto r4 = run_cli({"kv", "--model", "llama3-8b", "--tp", "4", "--json", "-"});
+  ASSERT_EQ(r4.status, 0) << r4.err;
+  EXPECT_EQ(r4.json()["summary"]["kv_bytes_per_token"].get<int64_t>(), 2 * 32 * 2 * 128 * 2);
+  auto r16 = run_cli({"kv", "--model", "llama3-8b", "--tp", "16", "--json", "-"});
+  ASSERT_EQ(r16.status, 0) << r16.err;
+  EXPECT_EQ(r16.json()["summary"]["kv_bytes_per_token"].get<int64_t>(), 2 * 32 * 1 * 128 * 2);
+}
+
+TEST(CliKv, CapacityUnderTheMemoryRule) {
+  auto r = run_cli({"kv", "--model", "llama3-8b", "--device", "h100-sxm", "--context", "8192", "--kv", "paged",
+                    "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  const auto& rank = doc["ranks"][0];
+  const int64_t pool = rank["capacity"]["pool_bytes"];
+  const int64_t seqs = rank["capacity"]["sequences"];
+  const int64_t block_bytes = 16 * 2 * 32 * 8 * 128 * 2;   // 16 tokens per block
+  const int64_t blocks_per_seq = 8192 / 16;
+  // Capacity: whole sequences of 8192 tokens in the pool less vLLM's null block.
+  EXPECT_EQ(seqs, (pool / block_bytes - 1) / blocks_per_seq);
+  EXPECT_GT(seqs, 0);
+  EXPECT_GT(doc["summary"]["decode_roofline"]["tokens_per_s"].get<double>(), 0.0);
+}
+
+}  // namespace

@@ -1,0 +1,134 @@
+// A rank's whole budget: role ranks, and a pp 2 × dp 2 × tp 2 budget whose
+// accounts are counted by hand on both roles (model states, activations with
+// microbatches in flight, communication staging, the workspace bound).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "models/analytic/budget.h"
+#include "models/config.h"
+#include "parallel/layout.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+TEST(Budget, RoleRanksOnePerStage) {
+  Layout l;
+  l.dp = 2;
+  l.tp = 2;
+  l.pp = 2;
+  // rank = tp + T·(dp + D·pp): stage 0 → 0, stage 1 → 4.
+  EXPECT_EQ(role_ranks(l), (std::vector<int64_t>{0, 4}));
+  l.dp = 3;
+  l.pp = 4;
+  EXPECT_EQ(role_ranks(l), (std::vector<int64_t>{0, 6, 12, 18}));
+  EXPECT_EQ(role_ranks(Layout{}), (std::vector<int64_t>{0}));
+}
+
+// tiny-llama (h 64, a 4, k 2, d 16, f 176, V 97 → V' 256), dp 2, tp 2, pp 2,
+// ZeRO 1, bf16, seq 16, mbs 1, 4 microbatches, 1F1B, no recompute,
+// materialized attention, no dropout, no SP, 25 MiB buckets.
+struct Case {
+  ModelConfig m = load_model("tiny-llama");
+  Layout l;
+  RunConfig r;
+  Case() {
+    l.dp = 2;
+    l.tp = 2;
+    l.pp = 2;
+    l.zero = 1;
+    r.seq = 16;
+    r.mbs = 1;
+    r.microbatches = 4;
+  }
+};
+
+// One layer at t = 2: norms 128 + QKV 64·64 + out 32·64 + gate/up 2·64·88 +
+// down 88·64 = 23,168 parameters.
+constexpr int64_t kLayer = 23168;
+// One layer's activations, one microbatch, t = 2 (a_t 2, k_t 1):
+// layer input, norm-1 out, QKV (2·16·64), norm-2 in, norm-2 out: 5 × 2048;
+// rstd 2 × 64; probabilities 2·2·16² = 1024; context 2·16·32 = 1024;
+// gate, up, SwiGLU 3·2·16·88 = 8448.
+constexpr int64_t kLayerAct = 5 * 2048 + 128 + 1024 + 1024 + 8448;  // 20,864
+
+TEST(Budget, LastStageByHand) {
+  Case c;
+  const int64_t rank = 4;  // tp 0, dp 0, pp 1
+  const RankBudget b = rank_budget(c.m, c.l, c.r, rank);
+  EXPECT_EQ(b.rank, 4);
+  EXPECT_EQ(b.coords, (Coords{0, 0, 1}));
+
+  // Units: layer.1 (23,168) + head (norm 64 + 128·64 = 8256): P_r = 31,424;
+  // ZeRO-1 shard over dp 2: 11,584 + 4,128 = 15,712.
+  EXPECT_EQ(b.exact[Account::kWeights], 2 * 31424);
+  EXPECT_EQ(b.exact[Account::kGrads], 2 * 31424);
+  EXPECT_EQ(b.exact[Account::kMaster], 4 * 15712);
+  EXPECT_EQ(b.exact[Account::kOptim], 8 * 15712);
+
+  // Last of 2 stages, 1F1B: min(2 − 1, 4) = 1 microbatch in flight.
+  // Extras: final-norm in/out 2 × 2048, rstd 64, logits 4·16·128, targets 64.
+  EXPECT_EQ(b.in_flight, 1);
+  EXPECT_EQ(b.exact[Account::kActivations], kLayerAct + 2048 + 64 + 2048 + 8192 + 64);
+
+  // Comm: DP bucket fp32 4·min(25·2²⁰/2, 31,424) + PP recv-act and send-grad
+  // buffers 2 × 2·16·64.
+  EXPECT_EQ(b.exact[Account::kComm], 4 * 31424 + 2 * 2048);
+
+  // Workspace: max of (a) the layer without recompute 20,864, (b) logits
+  // gradient 4·16·128 + 2·2·16·64 = 12,288, (c) the largest GEMM's fp32 A, B, C:
+  // fused gate/up 4·(16·64 + 64·176 + 16·176) = 60,416 (head: 4·(1024 + 8192 +
+  // 2048) = 45,056).
+  EXPECT_EQ(b.exact[Account::kWorkspace], 60416);
+  EXPECT_EQ(workspace_bound_bytes(c.m, c.l, c.r, rank), 60416);
+  EXPECT_EQ(b.exact[Account::kKv], 0);
+
+  std::set<std::string> names;
+  for (const auto& p : b.published) names.insert(p.name);
+  for (const char* n : {"mixed_precision_16psi", "zero1", "megatron_distributed_optimizer",
+                        "korthikanti_per_layer", "korthikanti_stage"})
+    EXPECT_TRUE(names.count(n)) << n;
+
+  // Pass-through of the other budgets.
+  const auto comm = rank_comm_per_step(c.m, c.l, c.r, rank);
+  EXPECT_EQ(b.comm.size(), comm.size());
+  EXPECT_EQ(b.flops.hardware, rank_step_flops(c.m, c.l, c.r, rank).hardware);
+}
+
+TEST(Budget, FirstStageByHand) {
+  Case c;
+  const RankBudget b = rank_budget(c.m, c.l, c.r, 0);
+  // Units: embedding 128·64 = 8192 + layer.0: P_r = 31,360; shard 4096 + 11,584.
+  EXPECT_EQ(b.exact[Account::kWeights], 2 * 31360);
+  EXPECT_EQ(b.exact[Account::kMaster], 4 * 15680);
+  EXPECT_EQ(b.exact[Account::kOptim], 8 * 15680);
+  // min(2, 4) = 2 in flight × (layer + token ids 4·16).
+  EXPECT_EQ(b.in_flight, 2);
+  EXPECT_EQ(b.exact[Account::kActivations], 2 * (kLayerAct + 64));
+  EXPECT_EQ(b.exact[Account::kComm], 4 * 31360 + 2 * 2048);
+  // No head GEMM on the first stage; the fused gate/up GEMM is still the largest.
+  EXPECT_EQ(b.exact[Account::kWorkspace], 60416);
+}
+
+TEST(Budget, CommStagingByZeroStageAndBucket) {
+  Case c;
+  c.r.bucket_mb = 0.0625;  // 65,536 bytes / 2 = 32,768 elements > P_r: whole P_r
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 31424 + 4096);
+  c.r.bucket_mb = 0.03125;  // 16,384 elements < P_r: one bucket
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 16384 + 4096);
+  c.r.grad_dtype = DType::kFP32;  // bucket elements = bytes / 4 = 8192
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 8192 + 4096);
+  // ZeRO 2: the largest unit's full gradient, g·n·⌈P_u/n⌉ = 2·2·11,584.
+  c.r.grad_dtype = DType::kBF16;
+  c.l.zero = 2;
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 2 * 2 * 11584 + 4096);
+  // A middle stage holds all four PP buffers; SP shards them (s_l = 8).
+  c.m = with_layers(c.m, 3);
+  c.l.pp = 3;
+  c.l.dp = 1;
+  c.l.sp = true;
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 2).exact[Account::kComm], 4 * 2 * 8 * 64);
+}
+
+}  // namespace
+}  // namespace gpuledger::analytic
