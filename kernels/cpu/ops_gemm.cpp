@@ -14,6 +14,8 @@
 // High-Performance Matrix Multiplication": C is cut into MC×NC tiles, the k
 // dimension into KC slices; op(A) and op(B) slices are packed into MR-row and
 // NR-column panels, and an MR×NR register-blocked micro-kernel runs over them.
+// Those packed panels (320 KiB per thread) are the kernel's own scratch, as
+// OpenBLAS's internal buffers are: not booked, like any library's internals.
 #include <algorithm>
 #include <climits>
 #include <cstring>
