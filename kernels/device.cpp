@@ -45,6 +45,7 @@ Buffer Device::alloc(int64_t bytes, Account account, const std::string& what) {
     p = raw_alloc(bytes);
     if (p == nullptr) {
       ledger_.unbook(account, bytes);
+      ledger_.record_failure(account, bytes, what);
       const int64_t live = ledger_.live_total();
       throw OutOfMemory(name() + ": the device could not allocate " + std::to_string(bytes) +
                             " bytes for " + (what.empty() ? std::string("an unnamed buffer") : what) +

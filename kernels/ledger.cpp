@@ -28,9 +28,11 @@ void Ledger::book(Account account, int64_t bytes, const std::string& what) {
     throw std::invalid_argument("Ledger::book: negative size " + std::to_string(bytes) + " for " +
                                 (what.empty() ? std::string("an unnamed buffer") : what));
   // Check before touching anything, so a refused request books nothing.
-  if (limit_ && live_total_ + bytes > *limit_)
+  if (limit_ && live_total_ + bytes > *limit_) {
+    record_failure(account, bytes, what);
     throw OutOfMemory(oom_message(account, bytes, what, live_total_, *limit_), account, bytes,
                       live_total_, limit_);
+  }
 
   live_[account] += bytes;
   count_[account] += 1;
@@ -43,6 +45,18 @@ void Ledger::book(Account account, int64_t bytes, const std::string& what) {
     at_peak_ = live_;
   }
   peak_since_mark_ = std::max(peak_since_mark_, live_total_);
+}
+
+void Ledger::record_failure(Account account, int64_t bytes, const std::string& what) {
+  // Kept because the unwinding that follows frees everything: a failed point's
+  // report must show the ledger as it stood when the allocation was refused.
+  if (failure_) return;  // the first refusal is the one that ended the run
+  LedgerFailure f;
+  f.live = live_;
+  f.account = account;
+  f.requested_bytes = bytes;
+  f.what = what;
+  failure_ = f;
 }
 
 void Ledger::unbook(Account account, int64_t bytes) {

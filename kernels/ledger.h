@@ -37,6 +37,14 @@ struct PhaseSample {
   int64_t peak_since_prev = 0;
 };
 
+// The ledger as it stood when an allocation was refused (the first refusal).
+struct LedgerFailure {
+  AccountBytes live;
+  Account account = Account::kWorkspace;
+  int64_t requested_bytes = 0;
+  std::string what;
+};
+
 class Ledger {
  public:
   explicit Ledger(std::optional<int64_t> limit_bytes = std::nullopt) : limit_(limit_bytes) {}
@@ -56,6 +64,11 @@ class Ledger {
   const AccountBytes& at_peak() const { return at_peak_; }  // breakdown when peak_total was reached
   std::optional<int64_t> limit() const { return limit_; }
 
+  // Set when book() refused an allocation (kept through the unwinding that follows);
+  // a device's own allocation failure is recorded the same way (Device::alloc).
+  const std::optional<LedgerFailure>& failure() const { return failure_; }
+  void record_failure(Account account, int64_t bytes, const std::string& what);
+
   // Starts a new measurement window: peaks restart from the live bytes.
   void reset_peaks();
 
@@ -71,6 +84,7 @@ class Ledger {
   int64_t live_total_ = 0, peak_total_ = 0, peak_since_mark_ = 0;
   bool timeline_on_ = false;
   std::vector<PhaseSample> timeline_;
+  std::optional<LedgerFailure> failure_;
 };
 
 }  // namespace gpuledger

@@ -20,6 +20,12 @@ json ledger_json(const Ledger& l, bool with_timeline) {
             {"live_by_account", account_bytes_json(l.live_by_account())},
             {"alloc_count", account_bytes_json(counts)}};
   j["limit_bytes"] = l.limit() ? json(*l.limit()) : json(nullptr);
+  if (l.failure()) {
+    const auto& f = *l.failure();
+    j["at_failure"] = {{"live", account_bytes_json(f.live)}, {"live_total", f.live.total()},
+                       {"refused_account", std::string(account_name(f.account))},
+                       {"refused_bytes", f.requested_bytes}, {"refused_what", f.what}};
+  }
   if (with_timeline) {
     j["timeline"] = json::array();
     for (const auto& s : l.timeline())

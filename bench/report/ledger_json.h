@@ -8,7 +8,8 @@
 namespace gpuledger::report {
 
 // {"peak_bytes", "at_peak": {ACCOUNT: bytes}, "peak_by_account", "live_by_account",
-//  "alloc_count", "limit_bytes" | null, ["timeline": [{"phase", "live": {...}, "peak_since_prev"}]]}
+//  "alloc_count", "limit_bytes" | null, ["at_failure": {"live", "live_total", "refused_account",
+//  "refused_bytes", "refused_what"}], ["timeline": [{"phase", "live": {...}, "peak_since_prev"}]]}
 nlohmann::json ledger_json(const Ledger& ledger, bool with_timeline);
 nlohmann::json account_bytes_json(const AccountBytes& a);
 // {"all_reduce@dp": {"calls", "bytes", "seconds"}, ...}

@@ -282,3 +282,22 @@ TEST(Buffer, ZeroBytesIsAValidAllocation) {
 
 }  // namespace
 }  // namespace gpuledger
+
+// The ledger keeps its state at the first refused allocation, so a failed
+// point's report can show it after the unwinding has freed everything.
+TEST(LedgerFailure, KeepsTheLiveBytesAtTheFirstRefusal) {
+  gpuledger::Ledger l(1000);
+  l.book(gpuledger::Account::kWeights, 600, "w");
+  l.book(gpuledger::Account::kActivations, 300, "a");
+  EXPECT_FALSE(l.failure().has_value());
+  EXPECT_THROW(l.book(gpuledger::Account::kWorkspace, 200, "tmp"), gpuledger::OutOfMemory);
+  l.unbook(gpuledger::Account::kActivations, 300);
+  EXPECT_THROW(l.book(gpuledger::Account::kKv, 500, "second"), gpuledger::OutOfMemory);
+  ASSERT_TRUE(l.failure().has_value());
+  const auto& f = *l.failure();
+  EXPECT_EQ(f.live[gpuledger::Account::kWeights], 600);
+  EXPECT_EQ(f.live[gpuledger::Account::kActivations], 300);
+  EXPECT_EQ(f.account, gpuledger::Account::kWorkspace);
+  EXPECT_EQ(f.requested_bytes, 200);
+  EXPECT_EQ(f.what, "tmp");
+}
