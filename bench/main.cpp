@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, commands);
   add_kv_command(app, commands);
   add_peak_command(app, commands);
+  add_train_command(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -18,6 +18,7 @@
 
 #include "kernels/account.h"
 #include "kernels/dtype.h"
+#include "kernels/kv_storage.h"
 #include "kernels/ledger.h"
 
 namespace gpuledger {
@@ -217,6 +218,30 @@ class Device {
                      float weight_decay, int64_t step, float grad_scale) = 0;
   // Σ x² in double, read back to the host (synchronizes).
   virtual double sum_squares(const void* x, DType t, int64_t n) = 0;
+
+  // ---- KV cache (inference; the layout and codecs are kernels/kv_storage.h) ----
+  // Writes each sequence's n_new new tokens (positions len − n_new … len − 1)
+  // into their slots of the one layer `cache` views, converting from t to the
+  // cache format.
+  // k, v: per sequence (Hkv, n_new, D), the sequences one after another (for
+  // equal n_new that is split_qkv's (B, Hkv, n, D)). Quantized formats store
+  // code = encode(x / scale), saturating: per token-head, scale = amax of the
+  // head's D values / qmax, stored beside the token; per tensor and per
+  // channel, the scales in cache.fixed_scales — when `calibrate` is set they are
+  // first set from this write (amax over every new token of every sequence:
+  // of all heads and channels per tensor, per (head, channel) per channel, / qmax).
+  // No FLOPs counted (not a GEMM).
+  virtual void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t,
+                              bool calibrate) = 0;
+  // Attention of the new tokens against the cache (decode, or a prefill chunk):
+  // q and out per sequence (Hq, n_new, D) in t, packed like kv_cache_write's k.
+  // Query r of a sequence is position i = len − n_new + r; it attends to the
+  // cached keys first_key(i) … i (causal, sliding window; the new tokens must be
+  // written first), query head h reads KV head h / (Hq / Hkv) (GQA), scale
+  // 1/sqrt(D), K and V dequantized on read, softmax in fp32.
+  // FLOPs: cached_attention_flops (kernels/flop_counts.h).
+  virtual void cached_attention(void* out, const void* q, DType t, int64_t Hq,
+                                const KvCacheView& cache) = 0;
 
  protected:
   virtual void* raw_alloc(int64_t bytes) = 0;      // nullptr on failure -> OutOfMemory

@@ -22,4 +22,20 @@ inline int64_t flash_backward_flops(const AttnShape& s) {
   return 5 * (2 * s.B * s.Hq * s.T * s.T * s.D);
 }
 
+// Cached attention (decode, or a prefill chunk, against the KV cache): per
+// sequence and query head, S = q·Kᵀ over n_q new queries × n_kv keys held, and
+// O = P·V: 2 · 2·Hq·n_q·n_kv·D. n_kv is what the sequence keeps,
+// min(len, window). For decode (n_q = 1) every key is visible and the count is
+// exact; for a chunk of n_q > 1 the masked part of the rectangle is counted
+// too, the convention of flash_forward_flops (a prefill of T tokens into an
+// empty cache counts the same 2·2·T²·D per head as flash).
+inline int64_t cached_attention_flops(int64_t Hq, int64_t D, int64_t n_q, int64_t n_kv) {
+  return 2 * (2 * Hq * n_q * n_kv * D);
+}
+inline int64_t cached_attention_flops(int64_t Hq, const KvCacheView& c) {
+  int64_t f = 0;
+  for (const auto& s : c.seqs) f += cached_attention_flops(Hq, c.D, s.n_new, c.kept(s.len));
+  return f;
+}
+
 }  // namespace gpuledger

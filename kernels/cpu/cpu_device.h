@@ -4,7 +4,8 @@
 // The op implementations are split by family: cpu_device.cpp (memory, registry
 // glue), ops_gemm.cpp, ops_elementwise.cpp, ops_norm.cpp, ops_embedding.cpp,
 // ops_loss.cpp, ops_optim.cpp (one helper) and ops_attention.cpp, ops_flash.cpp,
-// ops_rope.cpp, ops_dropout.cpp, ops_activation.cpp (another).
+// ops_rope.cpp, ops_dropout.cpp, ops_activation.cpp (another); ops_kv_cache_write.cpp and
+// ops_cached_attention.cpp (the KV cache of inference).
 #pragma once
 #include <string>
 
@@ -55,6 +56,8 @@ class CpuDevice : public Device {
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V, float scale) override;
   void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) override;
   double sum_squares(const void* x, DType t, int64_t n) override;
+  void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) override;
+  void cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) override;
 
  protected:
   void* raw_alloc(int64_t bytes) override;

@@ -1,6 +1,6 @@
-// MetaDevice's few non-trivial members: the FLOP counting of GEMMs and flash
-// attention (the same definitions the CPU backend counts with), the zeroed
-// host reads, and its description. Every other op is an empty inline body.
+// MetaDevice's few non-trivial members: the FLOP counting of GEMMs, flash
+// attention and cached attention (the same definitions the CPU backend counts
+// with), the zeroed host reads, and its description. Every other op is an empty inline body.
 #include "kernels/meta/meta_device.h"
 
 #include <cstring>
@@ -31,6 +31,19 @@ void MetaDevice::flash_attention_backward(void* dq, void* dk, void* dv, const vo
                                           const void* out, const float* lse, DType t,
                                           const AttnShape& s, float p, RngKey key) {
   count_flops(flash_backward_flops(s));
+}
+
+// The KV ops check their view as the CPU ops do (so a bad engine step fails
+// the same way on meta), then write nothing; attention counts its FLOPs.
+void MetaDevice::kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t,
+                                bool calibrate) {
+  validate_kv_view(cache, "kv_cache_write");
+}
+
+void MetaDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq,
+                                  const KvCacheView& cache) {
+  validate_kv_view(cache, "cached_attention");
+  count_flops(cached_attention_flops(Hq, cache));
 }
 
 }  // namespace gpuledger

@@ -57,6 +57,8 @@ class MetaDevice : public Device {
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V, float scale) override {}
   void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) override {}
   double sum_squares(const void* x, DType t, int64_t n) override { return 0.0; }
+  void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) override;
+  void cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) override;
 
  protected:
   // Never called: Device::alloc skips raw_alloc when touches_memory() is false.

@@ -75,12 +75,12 @@ TEST(Budget, LastStageByHand) {
   // buffers 2 × 2·16·64.
   EXPECT_EQ(b.exact[Account::kComm], 4 * 31424 + 2 * 2048);
 
-  // Workspace: max of (a) the layer without recompute 20,864, (b) logits
+  // Workspace: the sum of (a) the layer without recompute 20,864, (b) logits
   // gradient 4·16·128 + 2·2·16·64 = 12,288, (c) the largest GEMM's fp32 A, B, C:
   // fused gate/up 4·(16·64 + 64·176 + 16·176) = 60,416 (head: 4·(1024 + 8192 +
-  // 2048) = 45,056).
-  EXPECT_EQ(b.exact[Account::kWorkspace], 60416);
-  EXPECT_EQ(workspace_bound_bytes(c.m, c.l, c.r, rank), 60416);
+  // 2048) = 45,056), and (d) one hidden-sized buffer 2·16·64 = 2,048.
+  EXPECT_EQ(b.exact[Account::kWorkspace], 20864 + 12288 + 60416 + 2048);
+  EXPECT_EQ(workspace_bound_bytes(c.m, c.l, c.r, rank), 20864 + 12288 + 60416 + 2048);
   EXPECT_EQ(b.exact[Account::kKv], 0);
 
   std::set<std::string> names;
@@ -106,8 +106,9 @@ TEST(Budget, FirstStageByHand) {
   EXPECT_EQ(b.in_flight, 2);
   EXPECT_EQ(b.exact[Account::kActivations], 2 * (kLayerAct + 64));
   EXPECT_EQ(b.exact[Account::kComm], 4 * 31360 + 2 * 2048);
-  // No head GEMM on the first stage; the fused gate/up GEMM is still the largest.
-  EXPECT_EQ(b.exact[Account::kWorkspace], 60416);
+  // No head GEMM or logits gradient on the first stage; the fused gate/up GEMM
+  // is still the largest: 20,864 + 2·2·16·64 + 60,416 + 2,048.
+  EXPECT_EQ(b.exact[Account::kWorkspace], 20864 + 4096 + 60416 + 2048);
 }
 
 TEST(Budget, CommStagingByZeroStageAndBucket) {

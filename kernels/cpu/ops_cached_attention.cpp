@@ -1,0 +1,149 @@
+// CPU reference of cached_attention: the new tokens of each sequence (one in
+// decode, a chunk in prefill) attend to the K and V the cache holds for that
+// sequence — PagedAttention's decode (Kwon et al. 2023, vLLM) generalised to
+// chunks, reading through the same block table for a paged and a contiguous
+// cache (kernels/kv_storage.h). Query i sees keys first_key(i) … i: causal,
+// and within the sliding window when there is one.
+//
+// One task per (sequence, KV head), OpenMP over the tasks: it dequantizes the
+// keys and values its queries can see once into fp32 scratch (kept · D floats
+// each, per thread; not booked in the ledger, like flash attention's tiles),
+// then serves every query head of its GQA group and every new token. Scores,
+// softmax (max-subtracted, fp32) and the weighted sum run in fp32; the output
+// is rounded to t once.
+//
+// FLOPs: cached_attention_flops (kernels/flop_counts.h), the full rectangle of
+// new queries × kept keys per head; a chunk's masked part is skipped here but
+// counted, as flash attention does.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_device.h"
+#include "kernels/flop_counts.h"
+
+namespace gpuledger {
+namespace {
+
+// Below this many multiply-adds the op stays on one thread (fork/join costs more).
+constexpr int64_t kParallelMinMacs = int64_t{1} << 20;
+
+// Dequantizes head h of K (or V) at position p of sequence s into dst (D floats).
+void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bool is_v,
+              const float* fp8, float* dst) {
+  const int64_t D = c.D, o = c.slot(p) % c.block_tokens;
+  const char* sec = c.section(s, p);
+  const char* src = sec + c.value_offset(is_v, h, o);
+  if (!kv_quantized(c.format)) {
+    for (int64_t d = 0; d < D; ++d) {
+      uint16_t b;
+      std::memcpy(&b, src + 2 * d, 2);
+      dst[d] = bf16_to_fp32(b);
+    }
+    return;
+  }
+  // The scale of each value: beside the token, or the layer's fixed ones.
+  float token_scale = 1.0f;
+  const float* scale = &token_scale;
+  int64_t step = 0;
+  if (c.token_scales()) {
+    std::memcpy(&token_scale, sec + c.scale_offset(is_v, h, o), sizeof(float));
+  } else {
+    const float* fixed = c.fixed_scales + (is_v ? c.fixed_per_tensor() : 0);
+    if (c.scales == KvScales::kPerChannel) {
+      scale = fixed + h * D;
+      step = 1;
+    } else {
+      scale = fixed;
+    }
+  }
+  const auto* u = reinterpret_cast<const uint8_t*>(src);
+  if (c.format == KvFormat::kFP8E4M3) {
+    for (int64_t d = 0; d < D; ++d) dst[d] = fp8[u[d]] * scale[d * step];
+  } else {
+    for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<float>(static_cast<int8_t>(u[d])) * scale[d * step];
+  }
+}
+
+}  // namespace
+
+void CpuDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq,
+                                 const KvCacheView& c) {
+  validate_kv_view(c, "cached_attention");
+  if (Hq < 1 || Hq % c.Hkv != 0)
+    throw std::invalid_argument("cached_attention: " + std::to_string(Hq) +
+                                " query heads are not a multiple of " + std::to_string(c.Hkv) +
+                                " KV heads");
+  const size_t nseq = c.seqs.size();
+  const int64_t D = c.D, Hkv = c.Hkv, group = Hq / Hkv, eb = dtype_bytes(t);
+  int64_t macs = 0;
+  std::vector<int64_t> first(nseq + 1, 0);  // element offset of sequence b's (Hq, n_new, D) rows
+  for (size_t b = 0; b < nseq; ++b) {
+    const KvSeqView& s = c.seqs[b];
+    first[b + 1] = first[b] + Hq * s.n_new * D;
+    macs += Hq * s.n_new * c.kept(s.len) * D;
+    if (s.n_new > 0 && s.base == nullptr)
+      throw std::invalid_argument("cached_attention: a sequence with queries has no cache memory");
+  }
+  if (c.fixed_per_tensor() > 0 && c.fixed_scales == nullptr && macs > 0)
+    throw std::invalid_argument("cached_attention: " + std::string(kv_scales_name(c.scales)) +
+                                " scales need the layer's fixed scales");
+  count_flops(cached_attention_flops(Hq, c));
+  if (macs == 0) return;
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float* fp8 = fp8_e4m3_table();
+  const int64_t tasks = static_cast<int64_t>(nseq) * Hkv;
+
+#pragma omp parallel if (macs > kParallelMinMacs)
+  {
+    std::vector<float> K, V, w, qrow(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const size_t b = static_cast<size_t>(task / Hkv);
+      const int64_t hk = task % Hkv;
+      const KvSeqView& s = c.seqs[b];
+      const int64_t n = s.n_new;
+      if (n == 0) continue;
+      // Keys visible to any of the new queries: first_key(len − n) … len − 1.
+      const int64_t i0 = s.len - n, j0 = c.first_key(i0), nk = s.len - j0;
+      K.resize(static_cast<size_t>(nk * D));
+      V.resize(static_cast<size_t>(nk * D));
+      w.resize(static_cast<size_t>(nk));
+      for (int64_t j = j0; j < s.len; ++j) {
+        read_row(c, s, j, hk, false, fp8, K.data() + (j - j0) * D);
+        read_row(c, s, j, hk, true, fp8, V.data() + (j - j0) * D);
+      }
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t i = i0 + r, jf = c.first_key(i);
+          const int64_t row = first[b] + (h * n + r) * D;
+          convert_to_fp32(static_cast<const char*>(q) + row * eb, t, qrow.data(), D);
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t j = jf; j <= i; ++j) {
+            const float* kr = K.data() + (j - j0) * D;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < D; ++d) dot += qrow[d] * kr[d];
+            w[j - j0] = dot * scale;
+            m = std::max(m, w[j - j0]);
+          }
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          float l = 0.0f;
+          for (int64_t j = jf; j <= i; ++j) {
+            const float e = std::exp(w[j - j0] - m);
+            l += e;
+            const float* vr = V.data() + (j - j0) * D;
+            for (int64_t d = 0; d < D; ++d) acc[d] += e * vr[d];
+          }
+          for (int64_t d = 0; d < D; ++d) acc[d] /= l;
+          convert_from_fp32(acc.data(), static_cast<char*>(out) + row * eb, t, D);
+        }
+    }
+  }
+}
+
+}  // namespace gpuledger

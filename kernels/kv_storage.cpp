@@ -1,0 +1,144 @@
+// KV storage formats (kernels/kv_storage.h): names, the OCP FP8 E4M3 and
+// symmetric int8 codecs, scale-from-amax, and the checks every KV op runs on
+// its view. Host code shared by the cpu and meta backends.
+#include "kernels/kv_storage.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace gpuledger {
+
+// ---- names ----
+
+std::string_view kv_format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::kBF16: return "bf16";
+    case KvFormat::kFP8E4M3: return "fp8";
+    case KvFormat::kInt8: return "int8";
+  }
+  return "?";
+}
+
+std::string_view kv_scales_name(KvScales s) {
+  switch (s) {
+    case KvScales::kPerTensor: return "tensor";
+    case KvScales::kPerTokenHead: return "token-head";
+    case KvScales::kPerChannel: return "channel";
+  }
+  return "?";
+}
+
+std::optional<KvFormat> kv_format_from_name(std::string_view n) {
+  if (n == "bf16") return KvFormat::kBF16;
+  if (n == "fp8" || n == "fp8-e4m3" || n == "e4m3") return KvFormat::kFP8E4M3;
+  if (n == "int8") return KvFormat::kInt8;
+  return std::nullopt;
+}
+
+std::optional<KvScales> kv_scales_from_name(std::string_view n) {
+  if (n == "tensor" || n == "per-tensor") return KvScales::kPerTensor;
+  if (n == "token-head" || n == "per-token-head") return KvScales::kPerTokenHead;
+  if (n == "channel" || n == "per-channel") return KvScales::kPerChannel;
+  return std::nullopt;
+}
+
+// ---- codecs ----
+
+uint8_t fp32_to_fp8_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return sign | 0x7F;
+  const float a = std::fabs(x);
+  // No infinity in E4M3: everything at or beyond the largest finite value saturates.
+  if (a >= kFp8E4M3Max) return sign | 0x7E;
+  // Below the smallest normal 2^−6 the grid is m · 2^−9 (m = 0 … 7); a·2^9 is
+  // exact, and nearbyint rounds half to even in the default rounding mode. m = 8
+  // is 2^−6, whose code 0x08 (exponent 1, mantissa 0) is again just m.
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  // Normal: a = q · 2^(E − 3) with q = 8 … 15 (1.mmm), E the unbiased exponent.
+  int e2 = 0;
+  std::frexp(a, &e2);  // a ∈ [2^(e2−1), 2^e2)
+  int E = e2 - 1;
+  int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - E)));  // exact scaling, RNE
+  if (q == 16) {  // rounded up into the next binade
+    q = 8;
+    ++E;
+  }
+  // a < 448 keeps E ≤ 8 and, at E = 8, q ≤ 14 (a·2^−5 < 14): never the NaN pattern.
+  return sign | static_cast<uint8_t>(((E + 7) << 3) | (q - 8));
+}
+
+float fp8_e4m3_to_fp32(uint8_t c) {
+  const float sign = (c & 0x80) ? -1.0f : 1.0f;
+  const int e = (c >> 3) & 0xF, m = c & 0x7;
+  if (e == 15 && m == 7) return std::copysign(std::numeric_limits<float>::quiet_NaN(), sign);
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);     // subnormal m·2^−9
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);         // 1.mmm · 2^(e−7)
+}
+
+const float* fp8_e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = fp8_e4m3_to_fp32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
+}
+
+int8_t fp32_to_int8_sym(float x) {
+  if (std::isnan(x)) return 0;
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kInt8Max, kInt8Max));
+}
+
+float kv_qmax(KvFormat f) {
+  switch (f) {
+    case KvFormat::kFP8E4M3: return kFp8E4M3Max;
+    case KvFormat::kInt8: return kInt8Max;
+    case KvFormat::kBF16: return 1.0f;
+  }
+  return 1.0f;
+}
+
+float kv_scale_from_amax(float amax, KvFormat f) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  const float s = amax / kv_qmax(f);
+  return s > 0.0f ? s : 1.0f;  // a subnormal amax could underflow to 0
+}
+
+// ---- view checks ----
+
+void validate_kv_view(const KvCacheView& c, const char* op) {
+  auto fail = [&](const std::string& msg) { throw std::invalid_argument(std::string(op) + ": " + msg); };
+  if (c.Hkv < 1 || c.D < 1 || c.block_tokens < 1)
+    fail("bad cache geometry (Hkv, D, block tokens) = (" + std::to_string(c.Hkv) + ", " +
+         std::to_string(c.D) + ", " + std::to_string(c.block_tokens) + ")");
+  if (c.layer_offset_bytes < 0 ||
+      c.layer_offset_bytes + c.block_tokens * c.layer_token_bytes() > c.block_bytes)
+    fail("the layer section [" + std::to_string(c.layer_offset_bytes) + ", +" +
+         std::to_string(c.block_tokens * c.layer_token_bytes()) + ") does not fit in a block of " +
+         std::to_string(c.block_bytes) + " bytes");
+  if (c.window && *c.window < 1) fail("window must be >= 1, got " + std::to_string(*c.window));
+  for (size_t b = 0; b < c.seqs.size(); ++b) {
+    const KvSeqView& s = c.seqs[b];
+    const std::string who = "sequence " + std::to_string(b);
+    if (s.len < 0 || s.n_new < 0 || s.n_new > s.len)
+      fail(who + ": need 0 <= n_new <= len, got n_new " + std::to_string(s.n_new) + ", len " +
+           std::to_string(s.len));
+    const int64_t need = (c.kept(s.len) + c.block_tokens - 1) / c.block_tokens;
+    if (static_cast<int64_t>(s.blocks.size()) < need)
+      fail(who + ": " + std::to_string(s.len) + " tokens need " + std::to_string(need) +
+           " blocks, the table has " + std::to_string(s.blocks.size()));
+    for (int32_t id : s.blocks)
+      if (id < 0) fail(who + ": negative block id " + std::to_string(id));
+    if (c.window && s.n_new > 1 && s.len > *c.window)
+      fail(who + ": a step of " + std::to_string(s.n_new) + " tokens ending at " +
+           std::to_string(s.len) + " exceeds the window " + std::to_string(*c.window) +
+           ": its writes would evict keys its own earlier queries read (write one token, or "
+           "end the step within the window)");
+  }
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,241 @@
+// The attention block of TransformerLayer (see layer.h): QKV projection
+// (column-parallel), RoPE (llama), the core — materialized or flash — and the
+// attention-out projection (row-parallel, all-reduced over the TP group).
+//
+// Materialized core, per (sample, KV head) as one batched GEMM each, so
+// grouped-query heads need no copy of K or V: the g = a_t/k_t query heads that
+// read KV head j are contiguous in Q (B, a_t, T, d), a (g·T × d) block.
+//   S  = Q·Kᵀ (fp32)           P = softmax(scale·S) (causal / window)   [e]
+//   P' = dropout(P) (if p)     ctx = P'·V                               [e]
+// Backward (Vaswani et al. 2017 products, differentiated):
+//   dP' = dctx·Vᵀ (fp32)   dV = P'ᵀ·dctx   dP = dropoutᵀ(dP')   dS = softmaxᵀ(dP)
+//   dQ = dS·K   dK = dSᵀ·Q     (dS rounded to e for the two GEMMs, as
+//   FlashAttention does for its dS tile).
+// Flash: the Device's kernel (Dao et al. 2022) saves only the log-sum-exp.
+#include <string>
+
+#include "models/transformer/layer.h"
+
+namespace gpuledger {
+
+void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKeys& keys,
+                                         LayerSaved& s, Account acc, bool keep_core) {
+  const LayerConfig& c = cfg_;
+  const int64_t n = c.tokens(), e = dtype_bytes(c.e);
+  const AttnShape sh = c.attn_shape();
+
+  // QKV (column-parallel): rows (B, T, (a_t + 2k_t)·d), then the head layout.
+  Buffer qkv_rows = ws(e * n * c.qkv_dim(), "qkv.rows");
+  linear_forward(dev_, qkv_rows.data(), xn, p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  done(s.norm1_out);
+  if (c.qkv_bias) dev_.bias_add(qkv_rows.data(), p_.qkv_b, c.e, n, c.qkv_dim());
+  s.qkv = dev_.alloc(e * n * c.qkv_dim(), acc, "qkv");
+  void* q = s.qkv.data();
+  void* k = byte_offset(q, e * n * c.q_dim());
+  void* v = byte_offset(k, e * n * c.kv_dim());
+  dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
+  qkv_rows.reset();
+  if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021), positions 0 … T − 1
+    dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, kRopeTheta);
+    dev_.rope_forward(k, c.e, c.b, c.k_t, c.s, c.d, 0, kRopeTheta);
+  }
+
+  // core -> context (B, a_t, T, d)
+  s.ctx = dev_.alloc(e * n * c.q_dim(), acc, "ctx");
+  core_forward(s, keys, acc, keep_core, s.ctx.data());
+  done(s.qkv);
+
+  // attention-out (row-parallel): rows (B, T, a_t·d) · Woᵀ, summed over the TP group
+  Buffer ctx_rows = ws(e * n * c.q_dim(), "ctx.rows");
+  dev_.merge_heads(ctx_rows.data(), s.ctx.data(), c.e, sh);
+  done(s.ctx);
+  linear_forward(dev_, y, ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
+  ctx_rows.reset();
+  tp_.all_reduce(y, n * c.h, c.e);  // Megatron's g (forward all-reduce); SP: reduce-scatter
+  if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, n, c.h);  // replicated bias, after the reduction
+}
+
+void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep,
+                                    void* ctx) {
+  const LayerConfig& c = cfg_;
+  const int64_t n = c.tokens(), e = dtype_bytes(c.e);
+  const AttnShape sh = c.attn_shape();
+  const float p = c.dropout;
+  // What the core saves is only an activation when it is kept for backward.
+  const Account core_acc = keep ? acc : Account::kWorkspace;
+  const void* q = s.qkv.data();
+  const void* k = byte_offset(q, e * n * c.q_dim());
+  const void* v = byte_offset(k, e * n * c.kv_dim());
+
+  if (c.attention == AttentionKind::kFlash) {
+    s.lse = dev_.alloc(4 * c.b * c.a_t * c.s, core_acc, "lse");
+    dev_.flash_attention_forward(ctx, s.lse.as<float>(), q, k, v, c.e, sh, p, keys.attn_probs);
+    if (!keep) s.lse.reset();
+    return;
+  }
+
+  const int64_t group = c.a_t / c.k_t, T = c.s, D = c.d;
+  const int64_t scores_elems = c.b * c.a_t * T * T;
+  Buffer scores = ws(4 * scores_elems, "attn.scores");
+  GemmArgs g;  // S = Q·Kᵀ per (sample, KV head): (g·T × d)·(d × T)
+  g.trans_b = true;
+  g.m = group * T; g.n = T; g.k = D;
+  g.a = q; g.lda = D; g.stride_a = group * T * D;
+  g.b = k; g.ldb = D; g.stride_b = T * D;
+  g.ab_type = c.e;
+  g.c = scores.data(); g.ldc = T; g.stride_c = group * T * T; g.c_type = DType::kFP32;
+  g.batch = c.b * c.k_t;
+  dev_.gemm(g);
+
+  s.probs = dev_.alloc(e * scores_elems, core_acc, "attn.probs");
+  dev_.softmax_forward(s.probs.data(), scores.as<float>(), c.e, sh);
+  scores.reset();
+  const void* pv = s.probs.data();
+  if (p > 0) {
+    s.attn_mask = dev_.alloc(scores_elems, core_acc, "attn.mask");
+    s.dropped = dev_.alloc(e * scores_elems, core_acc, "attn.dropped");
+    dev_.dropout_forward(s.dropped.data(), s.attn_mask.as<uint8_t>(), s.probs.data(), c.e,
+                         scores_elems, p, keys.attn_probs);
+    pv = s.dropped.data();
+  }
+  GemmArgs o;  // ctx = P'·V per (sample, KV head): (g·T × T)·(T × d)
+  o.m = group * T; o.n = D; o.k = T;
+  o.a = pv; o.lda = T; o.stride_a = group * T * T;
+  o.b = v; o.ldb = D; o.stride_b = T * D;
+  o.ab_type = c.e;
+  o.c = ctx; o.ldc = D; o.stride_c = group * T * D; o.c_type = c.e;
+  o.batch = c.b * c.k_t;
+  dev_.gemm(o);
+  if (!keep) {
+    s.probs.reset();
+    s.attn_mask.reset();
+    s.dropped.reset();
+  }
+}
+
+void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s,
+                                     const LayerKeys& keys) {
+  const LayerConfig& c = cfg_;
+  const int64_t n = c.tokens(), e = dtype_bytes(c.e);
+  const AttnShape sh = c.attn_shape();
+  const float p = c.dropout;
+  const void* q = s.qkv.data();
+  const void* k = byte_offset(q, e * n * c.q_dim());
+  const void* v = byte_offset(k, e * n * c.kv_dim());
+
+  if (c.attention == AttentionKind::kFlash) {
+    dev_.flash_attention_backward(dq, dk, dv, dctx, q, k, v, s.ctx.data(), s.lse.as<float>(), c.e,
+                                  sh, p, keys.attn_probs);
+    s.lse.reset();
+    return;
+  }
+
+  const int64_t group = c.a_t / c.k_t, T = c.s, D = c.d, batch = c.b * c.k_t;
+  const int64_t scores_elems = c.b * c.a_t * T * T;
+  const void* pv = p > 0 ? s.dropped.data() : s.probs.data();
+
+  Buffer dp = ws(4 * scores_elems, "attn.dP");
+  GemmArgs g1;  // dP' = dctx·Vᵀ: (g·T × d)·(d × T), fp32
+  g1.trans_b = true;
+  g1.m = group * T; g1.n = T; g1.k = D;
+  g1.a = dctx; g1.lda = D; g1.stride_a = group * T * D;
+  g1.b = v; g1.ldb = D; g1.stride_b = T * D;
+  g1.ab_type = c.e;
+  g1.c = dp.data(); g1.ldc = T; g1.stride_c = group * T * T; g1.c_type = DType::kFP32;
+  g1.batch = batch;
+  dev_.gemm(g1);
+
+  GemmArgs g2;  // dV = P'ᵀ·dctx: (T × g·T)·(g·T × d), summed over the group by the GEMM
+  g2.trans_a = true;
+  g2.m = T; g2.n = D; g2.k = group * T;
+  g2.a = pv; g2.lda = T; g2.stride_a = group * T * T;
+  g2.b = dctx; g2.ldb = D; g2.stride_b = group * T * D;
+  g2.ab_type = c.e;
+  g2.c = dv; g2.ldc = D; g2.stride_c = T * D; g2.c_type = c.e;
+  g2.batch = batch;
+  dev_.gemm(g2);
+  s.dropped.reset();
+
+  if (p > 0) {  // in place, fp32
+    dev_.dropout_backward(dp.data(), DType::kFP32, dp.data(), DType::kFP32,
+                          s.attn_mask.as<uint8_t>(), scores_elems, p);
+    s.attn_mask.reset();
+  }
+  dev_.softmax_backward(dp.as<float>(), dp.as<float>(), s.probs.data(), c.e, sh);  // in place: dS
+  s.probs.reset();
+
+  const void* ds = dp.data();
+  Buffer ds_e;
+  if (c.e != DType::kFP32) {
+    ds_e = ws(e * scores_elems, "attn.dS");
+    dev_.convert(ds_e.data(), c.e, dp.data(), DType::kFP32, scores_elems);
+    dp.reset();
+    ds = ds_e.data();
+  }
+  GemmArgs g3;  // dQ = dS·K: (g·T × T)·(T × d)
+  g3.m = group * T; g3.n = D; g3.k = T;
+  g3.a = ds; g3.lda = T; g3.stride_a = group * T * T;
+  g3.b = k; g3.ldb = D; g3.stride_b = T * D;
+  g3.ab_type = c.e;
+  g3.c = dq; g3.ldc = D; g3.stride_c = group * T * D; g3.c_type = c.e;
+  g3.batch = batch;
+  dev_.gemm(g3);
+  GemmArgs g4;  // dK = dSᵀ·Q: (T × g·T)·(g·T × d)
+  g4.trans_a = true;
+  g4.m = T; g4.n = D; g4.k = group * T;
+  g4.a = ds; g4.lda = T; g4.stride_a = group * T * T;
+  g4.b = q; g4.ldb = D; g4.stride_b = group * T * D;
+  g4.ab_type = c.e;
+  g4.c = dk; g4.ldc = D; g4.stride_c = T * D; g4.c_type = c.e;
+  g4.batch = batch;
+  dev_.gemm(g4);
+}
+
+void TransformerLayer::attention_backward(const void* dy, void* dxn, const LayerKeys& keys,
+                                          LayerSaved& s) {
+  const LayerConfig& c = cfg_;
+  const int64_t n = c.tokens(), e = dtype_bytes(c.e);
+  const AttnShape sh = c.attn_shape();
+
+  // attention-out: bias, weight and input gradients
+  if (c.gpt) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, n, c.h, /*accumulate=*/true);
+  Buffer rows = ws(e * n * c.q_dim(), "ctx.rows");
+  dev_.merge_heads(rows.data(), s.ctx.data(), c.e, sh);
+  linear_backward_weight(dev_, p_.d_out_w, c.g, dy, rows.data(), c.e, n, c.q_dim(), c.h);
+  linear_backward_data(dev_, rows.data(), dy, p_.out_w, c.e, n, c.q_dim(), c.h);  // now d(ctx rows)
+  Buffer dctx = ws(e * n * c.q_dim(), "dctx");
+  dev_.split_heads(dctx.data(), rows.data(), c.e, sh);
+  rows.reset();
+
+  // selective: rebuild the core's saved tensors (workspace) from Q, K, V —
+  // the same Philox keys give the same dropout mask.
+  if (c.recompute == Recompute::kSelective) {
+    Buffer ctx_again = ws(e * n * c.q_dim(), "recompute.ctx");
+    core_forward(s, keys, Account::kWorkspace, /*keep=*/true, ctx_again.data());
+  }
+
+  Buffer dqkv = ws(e * n * c.qkv_dim(), "dqkv.heads");
+  void* dq = dqkv.data();
+  void* dk = byte_offset(dq, e * n * c.q_dim());
+  void* dv = byte_offset(dk, e * n * c.kv_dim());
+  core_backward(dctx.data(), dq, dk, dv, s, keys);
+  dctx.reset();
+  s.ctx.reset();
+  s.qkv.reset();
+  if (!c.gpt) {  // RoPE is a rotation: its transpose rotates back
+    dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, kRopeTheta);
+    dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, kRopeTheta);
+  }
+  Buffer dqkv_rows = ws(e * n * c.qkv_dim(), "dqkv.rows");
+  dev_.merge_qkv_grad(dqkv_rows.data(), dq, dk, dv, c.e, sh);
+  dqkv.reset();
+
+  if (c.qkv_bias) dev_.bias_backward(p_.d_qkv_b, c.g, dqkv_rows.data(), c.e, n, c.qkv_dim(), true);
+  linear_backward_weight(dev_, p_.d_qkv_w, c.g, dqkv_rows.data(), s.norm1_out.data(), c.e, n, c.h,
+                         c.qkv_dim());
+  s.norm1_out.reset();
+  linear_backward_data(dev_, dxn, dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  tp_.all_reduce(dxn, n * c.h, c.e);  // Megatron's f (backward all-reduce); SP: reduce-scatter
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,264 @@
+// TransformerLayer (see layer.h): configuration, the norms, the residual and
+// dropout skeleton of forward and backward, and the three recompute modes.
+// The attention block is in attention.cpp, the MLP in mlp.cpp.
+#include "models/transformer/layer.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace gpuledger {
+
+AttnShape LayerConfig::attn_shape() const {
+  AttnShape sh;
+  sh.B = b;
+  sh.Hq = a_t;
+  sh.Hkv = k_t;
+  sh.T = s;
+  sh.D = d;
+  sh.window = window;
+  return sh;
+}
+
+LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t tp) {
+  LayerConfig c;
+  c.gpt = m.is_gpt();
+  c.qkv_bias = m.is_gpt() || m.qkv_bias;
+  c.b = r.mbs;
+  c.s = r.seq;
+  c.h = m.hidden;
+  c.a_t = m.heads / tp;
+  c.k_t = tp <= m.kv_heads ? m.kv_heads / tp : 1;  // replicated KV heads when t > k
+  c.d = m.head_dim;
+  c.f_t = m.ffn / tp;
+  c.window = m.sliding_window;
+  c.e = r.dtype;
+  c.g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;  // exact-budget.md: g = 4 under fp32
+  c.dropout = static_cast<float>(r.dropout);
+  c.attention = r.attention;
+  c.recompute = r.recompute;
+  return c;
+}
+
+LayerParams layer_params(const Params& p, size_t unit) {
+  LayerParams lp;
+  auto w = [&](const char* role) -> const void* { return p.weight_or_null(unit, role); };
+  auto g = [&](const char* role) -> void* { return p.grad_or_null(unit, role); };
+  lp.norm1_w = w("norm1.weight");     lp.d_norm1_w = g("norm1.weight");
+  lp.norm1_b = w("norm1.bias");       lp.d_norm1_b = g("norm1.bias");
+  lp.qkv_w = w("qkv.weight");         lp.d_qkv_w = g("qkv.weight");
+  lp.qkv_b = w("qkv.bias");           lp.d_qkv_b = g("qkv.bias");
+  lp.out_w = w("attn_out.weight");    lp.d_out_w = g("attn_out.weight");
+  lp.out_b = w("attn_out.bias");      lp.d_out_b = g("attn_out.bias");
+  lp.norm2_w = w("norm2.weight");     lp.d_norm2_w = g("norm2.weight");
+  lp.norm2_b = w("norm2.bias");       lp.d_norm2_b = g("norm2.bias");
+  lp.mlp_in_w = w("mlp_in.weight");   lp.d_mlp_in_w = g("mlp_in.weight");
+  lp.mlp_in_b = w("mlp_in.bias");     lp.d_mlp_in_b = g("mlp_in.bias");
+  lp.gate_w = w("mlp_gate.weight");   lp.d_gate_w = g("mlp_gate.weight");
+  lp.up_w = w("mlp_up.weight");       lp.d_up_w = g("mlp_up.weight");
+  lp.mlp_out_w = w("mlp_out.weight"); lp.d_mlp_out_w = g("mlp_out.weight");
+  lp.mlp_out_b = w("mlp_out.bias");   lp.d_mlp_out_b = g("mlp_out.bias");
+  return lp;
+}
+
+// ---- linear-layer GEMMs (row-major; W is out × in, y = x·Wᵀ) ----
+
+void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n,
+                    int64_t in, int64_t out) {
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = n; g.n = out; g.k = in;
+  g.a = x; g.lda = in;
+  g.b = w; g.ldb = in;
+  g.ab_type = t;
+  g.c = y; g.ldc = out; g.c_type = t;
+  dev.gemm(g);
+}
+
+void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n,
+                          int64_t in, int64_t out, float beta) {
+  GemmArgs g;
+  g.m = n; g.n = in; g.k = out;
+  g.a = dy; g.lda = out;
+  g.b = w; g.ldb = in;
+  g.ab_type = t;
+  g.c = dx; g.ldc = in; g.c_type = t;
+  g.beta = beta;
+  dev.gemm(g);
+}
+
+void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t,
+                            int64_t n, int64_t in, int64_t out) {
+  GemmArgs g;
+  g.trans_a = true;
+  g.m = out; g.n = in; g.k = n;
+  g.a = dy; g.lda = out;
+  g.b = x; g.ldb = in;
+  g.ab_type = t;
+  g.ldc = in;
+  if (gt == DType::kFP32 || gt == t) {  // the GEMM accumulates into the gradient directly
+    g.c = dw;
+    g.c_type = gt;
+    g.beta = 1.0f;
+    dev.gemm(g);
+    return;
+  }
+  Buffer tmp = dev.alloc(out * in * 4, Account::kWorkspace, "dW.fp32");
+  g.c = tmp.data();
+  g.c_type = DType::kFP32;
+  dev.gemm(g);
+  dev.accumulate(dw, gt, tmp.data(), DType::kFP32, out * in);
+}
+
+// ---- the layer ----
+
+TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg,
+                                   const LayerParams& params)
+    : dev_(device), tp_(tp), cfg_(cfg), p_(params) {
+  if (cfg.a_t % cfg.k_t != 0)
+    throw std::invalid_argument("TransformerLayer: query heads per rank (" + std::to_string(cfg.a_t) +
+                                ") must be a multiple of KV heads per rank (" +
+                                std::to_string(cfg.k_t) + ")");
+  if (!cfg.gpt && cfg.d % 2 != 0)
+    throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " +
+                                std::to_string(cfg.d));
+}
+
+Buffer TransformerLayer::ws(int64_t bytes, const char* what) {
+  return dev_.alloc(bytes, Account::kWorkspace, what);
+}
+
+void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, const void* w,
+                                    const void* b) {
+  const int64_t n = cfg_.tokens();
+  float* st = stats.as<float>();
+  if (cfg_.gpt)  // LayerNorm (Ba et al. 2016): mean then rstd, fp32
+    dev_.layernorm_forward(out, st, st ? st + n : nullptr, x, w, b, cfg_.e, n, cfg_.h, kNormEps);
+  else  // RMSNorm (Zhang & Sennrich 2019): rstd, fp32
+    dev_.rmsnorm_forward(out, st, x, w, cfg_.e, n, cfg_.h, kNormEps);
+}
+
+void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x,
+                                     const void* w, const Buffer& stats) {
+  const int64_t n = cfg_.tokens();
+  const float* st = stats.as<float>();
+  if (cfg_.gpt)
+    dev_.layernorm_backward(dx, dw, db, cfg_.g, dout, x, w, st, st ? st + n : nullptr, cfg_.e, n,
+                            cfg_.h, /*accumulate_dx=*/true);
+  else
+    dev_.rmsnorm_backward(dx, dw, cfg_.g, dout, x, w, st, cfg_.e, n, cfg_.h, /*accumulate_dx=*/true);
+}
+
+void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, LayerSaved& saved) {
+  switch (cfg_.recompute) {
+    case Recompute::kNone:
+      forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/true);
+      break;
+    case Recompute::kSelective:
+      forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/false);
+      break;
+    case Recompute::kFull:
+      // Nothing kept: the tensors live in workspace only as long as the
+      // forward needs them (the caller keeps x, the one saved tensor).
+      discard_ = true;
+      try {
+        forward_impl(x, out, keys, saved, Account::kWorkspace, /*keep_core=*/false);
+      } catch (...) {
+        discard_ = false;
+        throw;
+      }
+      discard_ = false;
+      saved.clear();
+      break;
+  }
+}
+
+void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s,
+                                    Account acc, bool keep_core) {
+  const int64_t n = cfg_.tokens(), hid = n * cfg_.h, e = dtype_bytes(cfg_.e);
+  const float p = cfg_.dropout;
+
+  // norm 1
+  s.norm1_stats = dev_.alloc(cfg_.norm_stats_bytes(), acc, "norm1.stats");
+  s.norm1_out = dev_.alloc(e * hid, acc, "norm1.out");
+  norm_forward(s.norm1_out.data(), s.norm1_stats, x, p_.norm1_w, p_.norm1_b);
+  done(s.norm1_stats);
+
+  // attention block -> y (row-parallel output, all-reduced, bias added)
+  Buffer y = ws(e * hid, "attn.y");
+  attention_forward(s.norm1_out.data(), y.data(), keys, s, acc, keep_core);
+  if (p > 0) {
+    s.out_mask = dev_.alloc(hid, acc, "attn_out.mask");
+    dev_.dropout_forward(y.data(), s.out_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, keys.attn_out);
+    done(s.out_mask);
+  }
+  s.norm2_in = dev_.alloc(e * hid, acc, "norm2.in");
+  dev_.add(s.norm2_in.data(), x, y.data(), cfg_.e, hid);  // residual
+  y.reset();
+
+  // norm 2
+  s.norm2_stats = dev_.alloc(cfg_.norm_stats_bytes(), acc, "norm2.stats");
+  s.norm2_out = dev_.alloc(e * hid, acc, "norm2.out");
+  norm_forward(s.norm2_out.data(), s.norm2_stats, s.norm2_in.data(), p_.norm2_w, p_.norm2_b);
+  done(s.norm2_stats);
+
+  // MLP -> y
+  y = ws(e * hid, "mlp.y");
+  mlp_forward(s.norm2_out.data(), y.data(), s, acc);
+  done(s.norm2_out);
+  if (p > 0) {
+    s.mlp_mask = dev_.alloc(hid, acc, "mlp.mask");
+    dev_.dropout_forward(y.data(), s.mlp_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, keys.mlp_out);
+    done(s.mlp_mask);
+  }
+  dev_.add(out, s.norm2_in.data(), y.data(), cfg_.e, hid);  // residual
+  done(s.norm2_in);
+}
+
+void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys, LayerSaved& saved) {
+  const int64_t n = cfg_.tokens(), hid = n * cfg_.h, e = dtype_bytes(cfg_.e);
+  const float p = cfg_.dropout;
+
+  // full: re-run the forward with every tensor in workspace (the core kept,
+  // so backward needs no second recompute), then run backward on it.
+  LayerSaved rerun;
+  LayerSaved& s = cfg_.recompute == Recompute::kFull ? rerun : saved;
+  if (cfg_.recompute == Recompute::kFull) {
+    Buffer out = ws(e * hid, "recompute.out");
+    forward_impl(x, out.data(), keys, rerun, Account::kWorkspace, /*keep_core=*/true);
+  }
+
+  // One hidden-sized buffer per branch holds first the branch's output
+  // gradient after dropout (when p > 0; else that is dres itself), then the
+  // norm's output gradient: the blocks write dxn only after their last read of dy.
+  Buffer tmp = ws(e * hid, "branch.grad");
+
+  // MLP branch: dres = dL/d(out) = dL/d(mlp dropout output)
+  const void* dy = dres;
+  if (p > 0) {
+    dev_.dropout_backward(tmp.data(), cfg_.e, dres, cfg_.e, s.mlp_mask.as<uint8_t>(), hid, p);
+    s.mlp_mask.reset();
+    dy = tmp.data();
+  }
+  mlp_backward(dy, tmp.data(), s);
+  // dres += norm2ᵀ(dxn): dres becomes dL/d(norm2 input)
+  norm_backward(dres, p_.d_norm2_w, p_.d_norm2_b, tmp.data(), s.norm2_in.data(), p_.norm2_w,
+                s.norm2_stats);
+  s.norm2_in.reset();
+  s.norm2_stats.reset();
+
+  // attention branch
+  dy = dres;
+  if (p > 0) {
+    dev_.dropout_backward(tmp.data(), cfg_.e, dres, cfg_.e, s.out_mask.as<uint8_t>(), hid, p);
+    s.out_mask.reset();
+    dy = tmp.data();
+  }
+  attention_backward(dy, tmp.data(), keys, s);
+  // dres += norm1ᵀ(dxn): dres becomes dL/dx
+  norm_backward(dres, p_.d_norm1_w, p_.d_norm1_b, tmp.data(), x, p_.norm1_w, s.norm1_stats);
+  tmp.reset();
+  s.clear();
+  saved.clear();
+}
+
+}  // namespace gpuledger

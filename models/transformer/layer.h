@@ -1,0 +1,159 @@
+// One transformer layer on one tensor-parallel rank — a single mechanism for
+// both flavours (DESIGN.md "Model flavours"), configured by LayerConfig:
+//   gpt:   LayerNorm, GELU MLP, biases on every linear layer;
+//   llama: RMSNorm, RoPE on Q and K, SwiGLU MLP, no biases (QKV bias optional);
+//   attention materialized (QKᵀ GEMM into fp32 scores, softmax, dropout, ·V)
+//   or flash (the Device's tiled kernel); recompute none / selective / full.
+//
+//   x ─ norm1 ─ QKV ─ (RoPE) ─ core ─ attn-out ─ AR ─ (+b) ─ dropout ─ + ─ norm2 ─ MLP ─ AR ─ (+b) ─ dropout ─ + ─ out
+//   └──────────────────────────────────────────────────────────────────┘  └──────────────────────────────────────┘
+// Tensor parallelism (Megatron, Shoeybi et al. 2019 §3): QKV and MLP-in are
+// column-parallel, attention-out and MLP-out row-parallel; the forward
+// all-reduces (AR) the two row-parallel outputs over ctx.tp, the backward the
+// gradients of the two column-parallel inputs. Sequence parallelism (an
+// all-gather / reduce-scatter in their place and sequence-sharded norms and
+// dropouts) is the next issue's: the four AR calls are its extension points.
+//
+// Saved tensors (docs/exact-budget.md "Activations", account activations):
+//   none:      norm-1 stats + output, Q K V (after RoPE), the core's saved
+//              tensors (materialized: probs, and with dropout its mask and the
+//              dropped probs; flash: the fp32 log-sum-exp), the context,
+//              attention-out dropout mask, norm-2 input, stats and output, the
+//              MLP's (gpt: GELU input and output; llama: gate, up, SwiGLU
+//              output), MLP dropout mask. The layer input is the caller's.
+//   selective: the same without the core's tensors, which backward recomputes
+//              from Q, K, V (re-running QKᵀ and P·V, as Megatron's
+//              checkpointed core attention does) in workspace.
+//   full:      nothing (only the caller's layer input); backward re-runs the
+//              whole forward with every tensor in workspace, then backward.
+// Backward frees each saved tensor once consumed; activation gradients and
+// every temporary are workspace. The residual gradient flows in place through
+// one buffer: on entry dL/d(out), on return dL/d(x).
+//
+// Conventions: tensors (B, T, C) row-major; Q (B, a_t, T, d), K and V
+// (B, k_t, T, d) in one buffer; the context (B, a_t, T, d). Weights (out × in),
+// y = x·Wᵀ. Weight gradients accumulate (the caller zeroes them once a step).
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "kernels/device.h"
+#include "models/config.h"
+#include "models/run_config.h"
+#include "models/transformer/params.h"
+#include "parallel/comm/comm.h"
+
+namespace gpuledger {
+
+// Norm epsilon: 1e-5 for both flavours (GPT-2's LayerNorm; Llama 2/3's rms_norm_eps).
+inline constexpr float kNormEps = 1e-5f;
+// RoPE base θ. The model file has no rope_theta field, so every llama-flavour
+// model uses 10000 (Su et al. 2021; Llama 2). Llama 3 uses 500000: its
+// attention scores differ slightly, its shapes, bytes and FLOPs not at all.
+inline constexpr float kRopeTheta = 10000.0f;
+
+struct LayerConfig {
+  bool gpt = true;         // gpt flavour (else llama)
+  bool qkv_bias = true;
+  int64_t b = 1, s = 1;    // microbatch, sequence
+  int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
+  std::optional<int64_t> window;
+  DType e = DType::kBF16;  // compute / activation dtype
+  DType g = DType::kBF16;  // gradient dtype
+  float dropout = 0.0f;
+  AttentionKind attention = AttentionKind::kMaterialized;
+  Recompute recompute = Recompute::kNone;
+
+  int64_t tokens() const { return b * s; }
+  int64_t q_dim() const { return a_t * d; }
+  int64_t kv_dim() const { return k_t * d; }
+  int64_t qkv_dim() const { return (a_t + 2 * k_t) * d; }
+  AttnShape attn_shape() const;
+  int64_t norm_stats_bytes() const { return (gpt ? 2 : 1) * 4 * tokens(); }  // fp32 mean, rstd
+};
+
+// The layer shape of `m` under tensor parallelism t, with the run's options.
+LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t tp);
+
+// Pointers into one layer unit (weights in e, gradients in g); absent tensors nullptr.
+struct LayerParams {
+  const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr,
+             *out_w = nullptr, *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr,
+             *mlp_in_w = nullptr, *mlp_in_b = nullptr, *gate_w = nullptr, *up_w = nullptr,
+             *mlp_out_w = nullptr, *mlp_out_b = nullptr;
+  void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr,
+       *d_out_w = nullptr, *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr,
+       *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr, *d_gate_w = nullptr, *d_up_w = nullptr,
+       *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr;
+};
+LayerParams layer_params(const Params& p, size_t unit);
+
+// Dropout streams of one layer for one microbatch (Philox keys, kernels/philox.h).
+struct LayerKeys {
+  RngKey attn_probs, attn_out, mlp_out;
+};
+
+// What one layer keeps between its forward and backward for one microbatch.
+struct LayerSaved {
+  Buffer norm1_stats, norm1_out, qkv, probs, attn_mask, dropped, lse, ctx, out_mask;
+  Buffer norm2_in, norm2_stats, norm2_out, mlp_a, mlp_b, mlp_act, mlp_mask;
+  void clear() { *this = LayerSaved{}; }
+};
+
+class TransformerLayer {
+ public:
+  TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params);
+
+  // out (B, T, h) = layer(x). x stays the caller's (it is the saved layer
+  // input); out is allocated by the caller. `saved` receives what backward needs.
+  void forward(const void* x, void* out, const LayerKeys& keys, LayerSaved& saved);
+  // dres: on entry dL/d(out), on return dL/d(x). Consumes (frees) `saved`;
+  // accumulates the weight gradients.
+  void backward(const void* x, void* dres, const LayerKeys& keys, LayerSaved& saved);
+
+  const LayerConfig& config() const { return cfg_; }
+
+ private:
+  // layer.cpp
+  void forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc,
+                    bool keep_core);
+  void norm_forward(void* out, Buffer& stats, const void* x, const void* w, const void* b);
+  void norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w,
+                     const Buffer& stats);
+  Buffer ws(int64_t bytes, const char* what);
+  // Under `full`'s first forward nothing is kept: a tensor is freed after its last forward use.
+  void done(Buffer& b) {
+    if (discard_) b.reset();
+  }
+  // attention.cpp
+  void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc,
+                         bool keep_core);
+  void core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx);
+  void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s,
+                     const LayerKeys& keys);
+  // dxn may alias dy: both blocks write dxn only after their last read of dy.
+  void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
+  // mlp.cpp
+  void mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc);
+  void mlp_backward(const void* dy, void* dxn, LayerSaved& s);
+
+  Device& dev_;
+  Comm& tp_;
+  LayerConfig cfg_;
+  LayerParams p_;
+  bool discard_ = false;  // forward under `full`: nothing is kept, free tensors after last use
+};
+
+// ---- GEMM helpers for a linear layer y = x·Wᵀ, W (out × in), n rows ----
+// y (n × out) = x·Wᵀ, y in t (beta = 0).
+void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n,
+                    int64_t in, int64_t out);
+// dx (n × in) = beta·dx + dy·W.
+void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n,
+                          int64_t in, int64_t out, float beta = 0.0f);
+// dW (out × in, dtype gt) += dyᵀ·x. A gradient dtype that is neither fp32 nor t
+// (fp16 weights, bf16 gradients) goes through an fp32 workspace product.
+void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t,
+                            int64_t n, int64_t in, int64_t out);
+
+}  // namespace gpuledger

@@ -1,0 +1,197 @@
+// make_param_layout (see param_layout.h): the per-rank tensor list of
+// docs/exact-budget.md "Parameters held by a rank", tensor by tensor.
+#include "models/transformer/param_layout.h"
+
+#include <stdexcept>
+
+namespace gpuledger {
+namespace {
+
+// Tensor ids: (layer + 1) << 8 | kind for layer tensors, kind alone for the
+// embedding and head ones. They name the full tensor, so they are the same on
+// every layout (and the tied copy of the word embedding shares its id).
+enum Kind : uint64_t {
+  kWord = 1, kPosition, kHeadOut, kHeadNormW, kHeadNormB,
+  kNorm1W = 16, kNorm1B, kQkvW, kQkvB, kOutW, kOutB, kNorm2W, kNorm2B,
+  kMlpInW, kMlpInB, kGateW, kUpW, kMlpOutW, kMlpOutB,
+};
+uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
+
+class UnitBuilder {
+ public:
+  UnitBuilder(std::string name, std::string prefix) : prefix_(std::move(prefix)) { u_.name = std::move(name); }
+  // Adds a tensor; vectors must follow every matrix (the decay prefix).
+  TensorSlot& add(const std::string& role, int64_t rows, int64_t cols, bool matrix, ParamInit init,
+                  uint64_t id, int64_t full_cols) {
+    if (matrix && u_.decay_elems != u_.elems)
+      throw std::logic_error("param layout: matrix " + role + " after a vector in " + u_.name);
+    TensorSlot t;
+    t.name = prefix_ + role;
+    t.role = role;
+    t.offset = u_.elems;
+    t.rows = rows;
+    t.cols = cols;
+    t.matrix = matrix;
+    t.init = init;
+    t.tensor_id = id;
+    t.full_cols = full_cols;
+    u_.elems += rows * cols;
+    if (matrix) u_.decay_elems = u_.elems;
+    u_.tensors.push_back(t);
+    return u_.tensors.back();
+  }
+  UnitLayout done() { return std::move(u_); }
+
+ private:
+  std::string prefix_;
+  UnitLayout u_;
+};
+
+}  // namespace
+
+int64_t padded_vocab_size(int64_t vocab, int64_t tp) {
+  if (tp == 1) return vocab;
+  const int64_t mult = 128 * tp;
+  return (vocab + mult - 1) / mult * mult;
+}
+
+int64_t kv_heads_on_rank(int64_t kv_heads, int64_t tp) { return tp <= kv_heads ? kv_heads / tp : 1; }
+
+std::optional<int64_t> global_row(const TensorSlot& t, int64_t r) {
+  switch (t.row_map) {
+    case RowMap::kBlock:
+      return t.row_begin + r;
+    case RowMap::kVocab: {
+      const int64_t g = t.row_begin + r;
+      if (g >= t.valid_rows_end) return std::nullopt;
+      return g;
+    }
+    case RowMap::kQkv:
+      if (r < t.q_rows) return t.q_row_begin + r;
+      r -= t.q_rows;
+      if (r < t.kv_rows) return t.full_q_rows + t.kv_row_begin + r;
+      r -= t.kv_rows;
+      return t.full_q_rows + t.full_kv_rows + t.kv_row_begin + r;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> global_element_index(const TensorSlot& t, int64_t r, int64_t c) {
+  const auto g = global_row(t, r);
+  if (!g) return std::nullopt;
+  return *g * t.full_cols + t.col_begin + c;
+}
+
+const TensorSlot* UnitLayout::find(std::string_view role) const {
+  for (const auto& t : tensors)
+    if (t.role == role) return &t;
+  return nullptr;
+}
+
+const TensorSlot& UnitLayout::at(std::string_view role) const {
+  if (const TensorSlot* t = find(role)) return *t;
+  throw std::out_of_range("param layout: unit " + name + " has no tensor " + std::string(role));
+}
+
+int64_t ParamLayout::total_elems() const {
+  int64_t n = 0;
+  for (const auto& u : units) n += u.elems;
+  return n;
+}
+
+ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coords& coords) {
+  const int64_t t = l.tp, j = coords.tp, h = m.hidden, d = m.head_dim;
+  if (m.heads % t != 0 || m.ffn % t != 0 || (m.kv_heads % t != 0 && t % m.kv_heads != 0))
+    throw std::invalid_argument("param layout: heads, ffn and kv_heads must divide by tp (or tp by kv_heads)");
+  const bool gpt = m.is_gpt();
+  const int64_t a_t = m.heads / t, k_t = kv_heads_on_rank(m.kv_heads, t), f_t = m.ffn / t;
+  // The first KV head this rank holds: a block of k/t, or with t > k the one
+  // head its t/k replicas share.
+  const int64_t kv_head0 = t <= m.kv_heads ? j * k_t : j / (t / m.kv_heads);
+  const int64_t stage = coords.pp;
+
+  ParamLayout pl;
+  pl.vocab_padded = padded_vocab_size(m.vocab, t);
+  pl.vocab_rows = pl.vocab_padded / t;
+  pl.first_layer = first_layer_of_stage(m, l, stage);
+  pl.layers = layers_on_stage(m, l, stage);
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  pl.head_uses_embedding = m.tied_embeddings && l.pp == 1;
+
+  auto vocab_matrix = [&](UnitBuilder& ub, const std::string& role, uint64_t id) {
+    TensorSlot& w = ub.add(role, pl.vocab_rows, h, true, ParamInit::kNormal, id, h);
+    w.row_map = RowMap::kVocab;
+    w.row_begin = j * pl.vocab_rows;
+    w.valid_rows_end = m.vocab;
+  };
+
+  if (first) {
+    UnitBuilder ub("embedding", "embedding.");
+    vocab_matrix(ub, "word.weight", kWord);
+    if (gpt) ub.add("position.weight", m.max_seq, h, true, ParamInit::kNormal, kPosition, h);
+    pl.embedding_unit = static_cast<int>(pl.units.size());
+    pl.units.push_back(ub.done());
+  }
+
+  pl.first_layer_unit = static_cast<int>(pl.units.size());
+  for (int64_t li = 0; li < pl.layers; ++li) {
+    const int64_t L = pl.first_layer + li;
+    const std::string idx = std::to_string(L);
+    UnitBuilder ub("layer." + idx, "layers." + idx + ".");
+    const int64_t qkv_rows = (a_t + 2 * k_t) * d;
+    auto qkv_map = [&](TensorSlot& s) {
+      s.row_map = RowMap::kQkv;
+      s.q_rows = a_t * d;
+      s.kv_rows = k_t * d;
+      s.q_row_begin = j * a_t * d;
+      s.kv_row_begin = kv_head0 * d;
+      s.full_q_rows = m.heads * d;
+      s.full_kv_rows = m.kv_heads * d;
+    };
+    auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
+    auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
+
+    // matrices
+    qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
+    col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal,
+                     layer_id(L, kOutW), m.heads * d),
+              a_t * d);
+    if (gpt) {
+      row_block(ub.add("mlp_in.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kMlpInW), h), f_t);
+    } else {
+      row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
+      row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
+    }
+    col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal,
+                     layer_id(L, kMlpOutW), m.ffn),
+              f_t);
+    // vectors (replicated unless column-parallel)
+    ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1);
+    if (gpt) ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1);
+    if (gpt || m.qkv_bias)
+      qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
+    if (gpt) ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1);
+    ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1);
+    if (gpt) {
+      ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1);
+      row_block(ub.add("mlp_in.bias", f_t, 1, false, ParamInit::kZeros, layer_id(L, kMlpInB), 1), f_t);
+      ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1);
+    }
+    pl.units.push_back(ub.done());
+  }
+
+  if (last) {
+    UnitBuilder ub("head", "head.");
+    if (!m.tied_embeddings)
+      vocab_matrix(ub, "output.weight", kHeadOut);
+    else if (l.pp > 1)
+      vocab_matrix(ub, "word_copy.weight", kWord);  // the tied matrix's copy: same values
+    ub.add("norm.weight", h, 1, false, ParamInit::kOnes, kHeadNormW, 1);
+    if (gpt) ub.add("norm.bias", h, 1, false, ParamInit::kZeros, kHeadNormB, 1);
+    pl.head_unit = static_cast<int>(pl.units.size());
+    pl.units.push_back(ub.done());
+  }
+  return pl;
+}
+
+}  // namespace gpuledger

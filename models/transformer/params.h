@@ -1,0 +1,75 @@
+// Params: a rank's parameters and their gradients, one flat buffer per unit of
+// its ParamLayout: weights in the compute dtype e (account weights), gradients
+// in the gradient dtype g (account grads) — docs/exact-budget.md "Model states".
+//
+// Initialisation is a function of (seed, tensor, element of the full t = 1
+// tensor) only, so every layout holds the same model (a TP slice holds exactly
+// the values of the one-rank tensor):
+//   matrices   N(0, 0.02²) (GPT-2, Radford et al. 2019), drawn by Box–Muller
+//              from Philox(key seed ^ kInitSeedSalt, stream tensor_id), two
+//              normals per Philox block (elements 2i, 2i+1 take cos, sin);
+//   attention-out and MLP-out weights ·1/sqrt(2L) (GPT-2 §2.3: residual
+//              projections scaled by the number of residual layers);
+//   norm γ 1, norm β and biases 0; padded vocabulary rows 0.
+// The host computes fp32 values, rounds them to e and copies them in; the
+// meta backend skips all of it (nothing to write).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "kernels/device.h"
+#include "models/transformer/param_layout.h"
+
+namespace gpuledger {
+
+// fp32 values of one unit (layout order). total_layers is the model's L.
+std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64_t total_layers);
+
+class Params {
+ public:
+  static constexpr uint64_t kInitSeedSalt = 0x9E3779B97F4A7C15ull;  // init draws apart from dropout's
+  static constexpr double kInitStd = 0.02;
+
+  // Allocates every unit's weights and gradients (gradients zeroed). Throws OutOfMemory.
+  Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type);
+
+  // Writes the initial values. `each_unit(u, values)` also receives each
+  // unit's fp32 values (e.g. to fill the fp32 master copy). A no-op on meta.
+  void initialise(uint64_t seed, int64_t total_layers,
+                  const std::function<void(size_t, const std::vector<float>&)>& each_unit = {});
+
+  const ParamLayout& layout() const { return layout_; }
+  size_t units() const { return weights_.size(); }
+  DType weight_type() const { return weight_t_; }
+  DType grad_type() const { return grad_t_; }
+  Device& device() const { return device_; }
+
+  const Buffer& weights(size_t unit) const { return weights_[unit]; }
+  const Buffer& grads(size_t unit) const { return grads_[unit]; }
+  // The tensor `role` of `unit` (nullptr on meta); throws if the unit has no such tensor.
+  void* weight(size_t unit, std::string_view role) const;
+  void* grad(size_t unit, std::string_view role) const;
+  // nullptr when the unit has no such tensor (optional biases).
+  void* weight_or_null(size_t unit, std::string_view role) const;
+  void* grad_or_null(size_t unit, std::string_view role) const;
+
+  void zero_grads();
+
+ private:
+  Device& device_;
+  ParamLayout layout_;
+  DType weight_t_, grad_t_;
+  std::vector<Buffer> weights_, grads_;
+};
+
+// Byte offset into a device buffer; stays nullptr on meta (no memory there).
+inline void* byte_offset(void* base, int64_t bytes) {
+  return base == nullptr ? nullptr : static_cast<char*>(base) + bytes;
+}
+inline const void* byte_offset(const void* base, int64_t bytes) {
+  return base == nullptr ? nullptr : static_cast<const char*>(base) + bytes;
+}
+
+}  // namespace gpuledger

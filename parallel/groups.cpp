@@ -1,0 +1,134 @@
+// Groups: building one rank's communicators for a layout (see groups.h). The
+// only file outside parallel/comm/ that names MPI, behind GPULEDGER_HAVE_MPI,
+// so that it builds in a binary without MPI.
+#include "parallel/groups.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "parallel/comm/sim_comm.h"
+
+#if GPULEDGER_HAVE_MPI
+#include <mpi.h>
+
+#include "parallel/comm/mpi_check.h"
+#include "parallel/comm/mpi_comm.h"
+#endif
+
+namespace gpuledger {
+namespace {
+
+int64_t position(const std::vector<int64_t>& members, int64_t rank) {
+  auto it = std::find(members.begin(), members.end(), rank);
+  if (it == members.end())
+    throw std::logic_error("rank " + std::to_string(rank) + " is not in its own group");
+  return it - members.begin();
+}
+
+// The four group kinds, in the one order every rank builds them (MPI_Comm_split
+// is collective over the world: ranks must agree on the sequence of calls).
+struct GroupSpec {
+  const char* name;
+  std::vector<int64_t> members;
+  bool exists;   // false: no rank has this kind of group (emb when untied or pp = 1)
+};
+
+std::vector<GroupSpec> group_specs(const Layout& l, int64_t rank, bool tied) {
+  return {{"tp", l.tp_group(rank), true},
+          {"dp", l.dp_group(rank), true},
+          {"pp", l.pp_group(rank), true},
+          {"emb", emb_group(l, rank, tied), tied && l.pp > 1}};
+}
+
+std::unique_ptr<Comm>* slot(Groups& g, const std::string& name) {
+  if (name == "tp") return &g.tp;
+  if (name == "dp") return &g.dp;
+  if (name == "pp") return &g.pp;
+  return &g.emb;
+}
+
+}  // namespace
+
+RankContext Groups::context() const {
+  RankContext c;
+  c.layout = layout;
+  c.rank = rank;
+  c.coords = layout.coords(rank);
+  c.tp = tp.get();
+  c.dp = dp.get();
+  c.pp = pp.get();
+  c.emb = emb.get();
+  c.counters = counters;
+  return c;
+}
+
+std::vector<int64_t> emb_group(const Layout& l, int64_t rank, bool tied_embeddings) {
+  if (!tied_embeddings || l.pp == 1) return {};
+  Coords c = l.coords(rank);
+  if (c.pp != 0 && c.pp != l.pp - 1) return {};
+  Coords first = c, last = c;
+  first.pp = 0;
+  last.pp = l.pp - 1;
+  return {l.rank(first), l.rank(last)};
+}
+
+Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, Device& device,
+                       bool tied_embeddings) {
+  Groups g;
+  g.layout = l;
+  g.rank = rank;
+  g.counters = &counters;
+  for (auto& spec : group_specs(l, rank, tied_embeddings)) {
+    if (spec.members.empty()) continue;
+    const int64_t n = static_cast<int64_t>(spec.members.size());
+    *slot(g, spec.name) = n == 1 ? make_self_comm(spec.name, counters, device)
+                                 : make_sim_comm(spec.name, counters, n, position(spec.members, rank));
+  }
+  return g;
+}
+
+Groups make_single_groups(CommCounters& counters, Device& device) {
+  return make_sim_groups(Layout{}, 0, counters, device, false);   // every group has one rank
+}
+
+#if GPULEDGER_HAVE_MPI
+
+Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device,
+                       bool tied_embeddings) {
+  int world_rank = 0, world_size = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "reading the world rank");
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "reading the world size");
+  // Every rank sees the same sizes, so every rank throws here together: no hang.
+  if (world_size != l.world())
+    throw LayoutError("mpirun -np " + std::to_string(world_size) +
+                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" +
+                      std::to_string(l.tp) + "·" + std::to_string(l.pp) + " = " +
+                      std::to_string(l.world()));
+  Groups g;
+  g.layout = l;
+  g.rank = world_rank;
+  g.counters = &counters;
+  for (auto& spec : group_specs(l, world_rank, tied_embeddings)) {
+    if (!spec.exists) continue;   // the same on every rank: nobody splits
+    // Every group of a kind has the same size, so either no rank splits or all do.
+    const bool single = spec.name == std::string("emb") ? false : spec.members.size() == 1;
+    if (single) {
+      *slot(g, spec.name) = make_self_comm(spec.name, counters, device);
+      continue;
+    }
+    // Middle stages pass no members for emb and get no comm, but still take part in the split.
+    *slot(g, spec.name) = split_world_comm(spec.name, counters, spec.members);
+  }
+  return g;
+}
+
+#else
+
+Groups make_mpi_groups(const Layout&, CommCounters&, Device&, bool) {
+  throw std::logic_error("make_mpi_groups: this gpuledger was built without MPI");
+}
+
+#endif
+
+}  // namespace gpuledger

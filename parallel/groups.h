@@ -1,0 +1,52 @@
+// Groups: the communicators of one rank (tp, dp, pp, and emb for tied
+// embeddings across pipeline stages), owned here and handed to the model and
+// the training step through a RankContext (passed explicitly, no globals:
+// Megatron's ProcessGroupCollection idea). Three ways to build them:
+//   make_mpi_groups    one real rank of an MPI job (MPI_Comm_split per group kind);
+//   make_sim_groups    rank r of a simulated world in one process (meta backend):
+//                      SimComm books what the real comm would;
+//   make_single_groups one rank, no other.
+// A group of one rank is always make_self_comm (it moves and books nothing).
+// The emb group is the first and last pipeline stage of the same (dp, tp)
+// coordinates, in that order, built when embeddings are tied and pp > 1;
+// other ranks (middle stages) get none.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "parallel/comm/comm.h"
+#include "parallel/layout.h"
+#include "parallel/rank_context.h"
+
+namespace gpuledger {
+
+class Device;
+
+struct Groups {
+  Layout layout;
+  int64_t rank = 0;                   // in the world
+  std::unique_ptr<Comm> tp, dp, pp;   // never null
+  std::unique_ptr<Comm> emb;          // null unless tied embeddings, pp > 1, first or last stage
+  CommCounters* counters = nullptr;
+
+  // Pointers into this object: it must outlive the context.
+  RankContext context() const;
+};
+
+// The emb group of `rank` (world ranks: first stage, last stage), or empty
+// when it has none. A pure function, like Layout's groups.
+std::vector<int64_t> emb_group(const Layout& layout, int64_t rank, bool tied_embeddings);
+
+// Collective over MPI_COMM_WORLD: every rank calls it with the same layout.
+// Throws LayoutError "mpirun -np N but the layout needs dp·tp·pp = M" (on every
+// rank) when the world size differs, and std::logic_error when built without MPI.
+Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device,
+                       bool tied_embeddings = false);
+
+Groups make_sim_groups(const Layout& layout, int64_t rank, CommCounters& counters, Device& device,
+                       bool tied_embeddings = false);
+
+Groups make_single_groups(CommCounters& counters, Device& device);
+
+}  // namespace gpuledger

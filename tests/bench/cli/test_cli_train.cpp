@@ -1,0 +1,102 @@
+// CLI tests for `gpuledger train` on one rank: the report's shape, its checks
+// (measured bytes == exact budget, executed FLOPs == analytic), a failed point
+// (out of memory) that still writes its report, and the meta backend.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "run_cli.h"
+
+using gpuledger::testing::run_cli;
+using gpuledger::testing::scratch_dir;
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
+  auto r = run_cli({"train", "--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--microbatches", "2",
+                    "--steps", "4", "--recompute", "selective", "--attention", "flash", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  EXPECT_EQ(doc["schema"], "gpuledger.report/1");
+  EXPECT_EQ(doc["kind"], "train");
+  EXPECT_EQ(doc["status"], "ok");
+  EXPECT_EQ(doc["summary"]["loss"].size(), 4u);
+  ASSERT_EQ(doc["ranks"].size(), 1u);
+  const auto& rank = doc["ranks"][0];
+  EXPECT_EQ(rank["time"]["step_ms"].size(), 4u);
+  // Every check passed, and there is one per account plus the FLOP check.
+  ASSERT_GE(doc["checks"].size(), 9u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  // The measured peak of every account equals the exact budget (but workspace).
+  for (auto a : {"weights", "grads", "master", "optim", "activations", "kv", "comm"})
+    EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
+  EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
+  // MFU is taken against a peak measured in this session, and says so.
+  EXPECT_NE(doc["summary"]["peak_source"].get<std::string>().find("measured"), std::string::npos);
+  EXPECT_GT(doc["summary"]["mfu"].get<double>(), 0.0);
+  // The per-step table went to stderr (JSON on stdout).
+  EXPECT_NE(r.err.find("loss"), std::string::npos);
+}
+
+TEST(CliTrain, OutOfMemoryIsAReportWithTheLedgerAndAdvice) {
+  const std::string path = scratch_dir("oom") + "/oom.json";
+  // tiny-gpt's model states alone are ~1.7 MiB in fp32: 1 MiB cannot hold them.
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "4",
+                    "--steps", "2", "--memory-limit", "1Mi", "--json", path});
+  EXPECT_EQ(r.status, 1) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  const auto doc = read_json(path);
+  EXPECT_EQ(doc["status"], "oom");
+  EXPECT_FALSE(doc["error"].get<std::string>().empty());
+  const auto& m = doc["ranks"][0]["measured"];
+  ASSERT_TRUE(m.contains("at_failure"));
+  EXPECT_LE(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(),
+            int64_t{2} * 1048576);
+  EXPECT_GT(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(),
+            1048576);
+  EXPECT_TRUE(doc.contains("suggestions"));
+  EXPECT_NE(r.out.find("FAILED (oom)"), std::string::npos);
+}
+
+TEST(CliTrain, MidStepOutOfMemoryNamesWhatWouldFit) {
+  // The budget of this point (gpuledger plan): about 25 MB with recompute none,
+  // 12.75 MB with full (model states 1.8 MB). A 14 MiB device holds the model
+  // states, fails in the first forward, and full recompute would fit.
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "16",
+                    "--steps", "1", "--memory-limit", "14Mi", "--json", "-"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  const auto doc = r.json();
+  EXPECT_EQ(doc["status"], "oom");
+  bool full_fits = false;
+  for (const auto& s : doc["suggestions"])
+    if (s["change"] == "--recompute full") full_fits = s["fits"].get<bool>();
+  EXPECT_TRUE(full_fits) << doc["suggestions"].dump();
+}
+
+TEST(CliTrain, MetaBackendBooksTheSameBytesAndFlops) {
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--backend", "meta", "--seq", "64", "--mbs", "2",
+                    "--microbatches", "3", "--schedule", "gpipe", "--steps", "2", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  const auto& rank = doc["ranks"][0];
+  // The model's own temporaries (activation gradients) are booked on meta too;
+  // only the backend's (a CPU GEMM's fp32 copies) are not — checked ≤ the bound.
+  EXPECT_GT(rank["measured"]["peak_by_account"]["activations"].get<int64_t>(), 0);
+}
+
+TEST(CliTrain, UsageErrors) {
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--backend", "tpu"});
+  EXPECT_EQ(r.status, 2);
+  r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--memory-limit", "lots"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("lots"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,79 @@
+// Helpers for the KV-cache tests (not a test binary): the analytic enums for a
+// KV format, host <-> device copies in a compute dtype, and deterministic
+// random vectors. The analytic side is only ever called from tests, never from
+// models/kv.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/device.h"
+#include "kernels/dtype.h"
+#include "models/analytic/kv_cache.h"
+#include "models/kv/kv_format.h"
+
+namespace gpuledger::kv::testing {
+
+inline analytic::KvDType to_analytic(KvFormat f) {
+  return f == KvFormat::kBF16 ? analytic::KvDType::kBF16
+         : f == KvFormat::kFP8E4M3 ? analytic::KvDType::kFP8 : analytic::KvDType::kInt8;
+}
+inline analytic::KvScales to_analytic(KvScales s) {
+  return s == KvScales::kPerTensor ? analytic::KvScales::kPerTensor
+         : s == KvScales::kPerChannel ? analytic::KvScales::kPerChannel : analytic::KvScales::kPerTokenHead;
+}
+inline analytic::KvOptions analytic_options(analytic::KvLayout layout, const KvGeometry& g,
+                                            int64_t block = 16, int64_t max_model_len = 0) {
+  analytic::KvOptions o;
+  o.layout = layout;
+  o.dtype = to_analytic(g.format);
+  o.scales = to_analytic(g.scales);
+  o.block = block;
+  o.max_model_len = max_model_len;
+  return o;
+}
+
+inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// Values rounded to t, so the device and a double reference read the same numbers.
+inline std::vector<float> rounded(std::vector<float> v, DType t) {
+  if (t == DType::kFP32) return v;
+  std::vector<uint16_t> raw(v.size());
+  convert_from_fp32(v.data(), raw.data(), t, static_cast<int64_t>(v.size()));
+  convert_to_fp32(raw.data(), t, v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+// A device buffer (workspace account) holding v in dtype t.
+inline Buffer upload(Device& dev, const std::vector<float>& v, DType t) {
+  const auto n = static_cast<int64_t>(v.size());
+  Buffer b = dev.alloc(n * dtype_bytes(t), Account::kWorkspace, "test.input");
+  if (t == DType::kFP32) {
+    dev.copy_from_host(b.data(), v.data(), 4 * n);
+  } else {
+    std::vector<uint16_t> raw(v.size());
+    convert_from_fp32(v.data(), raw.data(), t, n);
+    dev.copy_from_host(b.data(), raw.data(), 2 * n);
+  }
+  return b;
+}
+
+inline std::vector<float> download(Device& dev, const Buffer& b, DType t, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  if (t == DType::kFP32) {
+    dev.copy_to_host(out.data(), b.data(), 4 * n);
+  } else {
+    std::vector<uint16_t> raw(static_cast<size_t>(n));
+    dev.copy_to_host(raw.data(), b.data(), 2 * n);
+    convert_to_fp32(raw.data(), t, out.data(), n);
+  }
+  return out;
+}
+
+}  // namespace gpuledger::kv::testing

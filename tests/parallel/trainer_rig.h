@@ -1,0 +1,44 @@
+// Test helper (not a test binary): a one-rank Trainer on a chosen backend,
+// with every group a one-rank Comm (parallel/comm/comm.h make_self_comm).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "models/config.h"
+#include "models/run_config.h"
+#include "parallel/comm/comm.h"
+#include "parallel/rank_context.h"
+#include "parallel/train_step.h"
+
+namespace gpuledger::testing {
+
+struct TrainerRig {
+  Ledger ledger;
+  std::unique_ptr<Device> dev;
+  CommCounters counters;
+  std::unique_ptr<Comm> tp, dp, pp;
+  std::unique_ptr<Trainer> trainer;
+
+  TrainerRig(const std::string& backend, const ModelConfig& m, const RunConfig& r,
+             std::optional<int64_t> limit_bytes = std::nullopt)
+      : ledger(limit_bytes),
+        dev(make_device(backend, ledger)),
+        tp(make_self_comm("tp", counters, *dev)),
+        dp(make_self_comm("dp", counters, *dev)),
+        pp(make_self_comm("pp", counters, *dev)) {
+    RankContext ctx;
+    ctx.layout = Layout{};
+    ctx.rank = 0;
+    ctx.coords = Coords{};
+    ctx.tp = tp.get();
+    ctx.dp = dp.get();
+    ctx.pp = pp.get();
+    ctx.counters = &counters;
+    trainer = std::make_unique<Trainer>(*dev, m, r, ctx);
+  }
+};
+
+}  // namespace gpuledger::testing
