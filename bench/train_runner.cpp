@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "bench/report/ledger_json.h"
+#include "kernels/profiling_device.h"
 
 namespace gpuledger::bench {
 
@@ -50,6 +51,9 @@ RankRun run_rank_training(Device& device, const cli::Resolved& r, const RankCont
       if (executed_per_step >= 0 && executed_per_step != s.executed_flops) flops_constant = false;
       executed_per_step = s.executed_flops;
       if (o.on_step) o.on_step(step, s, ledger);
+      // Op times count the timed steps only, like the medians.
+      if (step + 1 == o.warmup && o.warmup < o.steps)
+        if (auto* prof = dynamic_cast<ProfilingDevice*>(&device)) prof->reset_op_times();
     }
   } catch (const OutOfMemory& e) {
     fail("oom", e.what());
@@ -71,6 +75,16 @@ RankRun run_rank_training(Device& device, const cli::Resolved& r, const RankCont
                     {"median_comm_ms", median(timed(run.comm_ms))}};
   if (executed_per_step >= 0) record["flops"]["executed_per_step"] = executed_per_step;
   record["flops"]["executed_same_every_step"] = flops_constant;
+  if (auto* prof = dynamic_cast<ProfilingDevice*>(&device)) {
+    json ops = json::object();
+    double total = 0;
+    for (const auto& [name, t] : prof->op_times()) total += t.seconds;
+    for (const auto& [name, t] : prof->op_times())
+      ops[name] = {{"calls", t.calls}, {"seconds", t.seconds}, {"flops", t.flops},
+                   {"share", total > 0 ? t.seconds / total : 0.0},
+                   {"flops_per_s", t.seconds > 0 ? t.flops / t.seconds : 0.0}};
+    record["op_time"] = ops;
+  }
   record["status"] = run.status;
   if (run.status != "ok") record["error"] = run.error;
   run.record = std::move(record);

@@ -243,10 +243,43 @@ class Device {
   virtual void cached_attention(void* out, const void* q, DType t, int64_t Hq,
                                 const KvCacheView& cache) = 0;
 
+  // ---- vocabulary-parallel embedding and cross-entropy (Megatron's
+  // VocabParallelEmbedding and vocab_parallel_cross_entropy, Shoeybi et al.
+  // 2019 §3): a TP rank holds rows / columns [begin, begin + rows) of the
+  // padded vocabulary. Added after the table above; a backend that has not
+  // implemented them yet throws std::logic_error (the defaults in device.cpp).
+  // out (N, C) = wte[ids[i] − row_begin] when row_begin <= ids[i] < row_begin +
+  // rows, else 0 (the other ranks' partial sums complete it).
+  virtual void vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
+                                       int64_t N, int64_t C, int64_t row_begin, int64_t rows);
+  // dwte (rows, C, grad_t) += dout rows of the tokens this rank owns; others ignored.
+  virtual void vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
+                                        const int32_t* ids, int64_t N, int64_t C,
+                                        int64_t row_begin, int64_t rows);
+  // Logits (N, Vl) fp32 hold global columns col_begin + j; columns >= V are
+  // padding (never in the softmax). row_max (N) = max over the valid local
+  // columns (−inf when none); target_logit (N) = the target's logit when this
+  // rank holds its column, else 0.
+  virtual void vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
+                              const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
+                              int64_t V);
+  // In place: logits <- exp(logits − row_max) on valid columns, 0 on padding;
+  // sum_exp (N) = Σ of the row (local partial sum).
+  virtual void vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
+                            int64_t Vl, int64_t col_begin, int64_t V);
+  // In place: rows of probs (N, Vl) divided by sum_exp (the global sums).
+  virtual void vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl);
+  // dlogits = (probs − onehot(target, if held here))·scale; may alias probs.
+  virtual void vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
+                                 int64_t N, int64_t Vl, int64_t col_begin, float scale);
+
  protected:
   virtual void* raw_alloc(int64_t bytes) = 0;      // nullptr on failure -> OutOfMemory
   virtual void raw_free(void* p, int64_t bytes) = 0;
   void count_flops(int64_t flops) { executed_flops_ += flops; }
+  // For a decorating device (ProfilingDevice) to allocate through the device it wraps.
+  static void* raw_alloc_of(Device& d, int64_t bytes) { return d.raw_alloc(bytes); }
+  static void raw_free_of(Device& d, void* p, int64_t bytes) { d.raw_free(p, bytes); }
 
  private:
   friend class Buffer;

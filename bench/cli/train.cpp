@@ -30,6 +30,7 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/train_runner.h"
+#include "kernels/profiling_device.h"
 #include "models/analytic/budget.h"
 #include "models/analytic/devices.h"
 #include "models/analytic/params.h"
@@ -54,7 +55,15 @@ struct TrainOptions {
   std::string memory_limit;
   std::optional<double> peak_flops;
   bool timeline = false;
+  bool profile = false;
 };
+
+// The rank's device, wrapped to time every op under --profile.
+std::unique_ptr<Device> make_rank_device(const TrainOptions& o, Ledger& ledger, int local_rank) {
+  auto dev = make_device(o.backend, ledger, local_rank);
+  if (o.profile) return std::make_unique<ProfilingDevice>(std::move(dev));
+  return dev;
+}
 
 // The peak MFU is taken against: --peak-flops, the device's datasheet, or (cpu)
 // an sgemm measured now, in this session, on a device of its own so that the
@@ -237,7 +246,7 @@ int run_local(TrainOptions& o, const Resolved& r, bool simulate) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int64_t rank = ranks[i];
     Ledger ledger(limit);
-    auto dev = make_device(o.backend, ledger);
+    auto dev = make_rank_device(o, ledger, 0);
     CommCounters counters;
     Groups groups = simulate ? make_sim_groups(l, rank, counters, *dev, r.model.tied_embeddings)
                              : make_single_groups(counters, *dev);
@@ -263,7 +272,7 @@ int run_mpi(TrainOptions& o, const Resolved& r) {
   const int64_t rank = mpi.world_rank();
   const auto limit = memory_limit(o, r);
   Ledger ledger(limit);
-  auto dev = make_device(o.backend, ledger, static_cast<int>(rank));
+  auto dev = make_rank_device(o, ledger, static_cast<int>(rank));
   const std::string desc = dev->description();
   // Rank 0 measures the peak (the others wait in the agreement below), then shares it.
   Peak peak;
@@ -392,6 +401,7 @@ void add_train_command(CLI::App& root, std::vector<Command>& out) {
   app->add_option("--grad-clip", o->common.run.grad_clip, "global gradient-norm clip (0 = off)")
       ->capture_default_str()->group(g);
   app->add_flag("--timeline", o->timeline, "record memory at every phase marker in the report")->group(g);
+  app->add_flag("--profile", o->profile, "time every op (synchronised): where the time goes, op by op")->group(g);
   add_output_options(*app, o->common);
   out.push_back({app, [o, world]() { return run_train(*o, *world); }});
 }

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "bench/report/format.h"
 #include "bench/report/table.h"
 #include "kernels/account.h"
@@ -73,6 +76,20 @@ void print_train_summary(std::ostream& os, const json& doc) {
                what});
     }
     os << "\n" << pub.render();
+    if (r.contains("op_time")) {
+      std::vector<std::pair<std::string, json>> ops;
+      for (const auto& [name, t] : r["op_time"].items()) ops.emplace_back(name, t);
+      std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+        return a.second["seconds"].template get<double>() > b.second["seconds"].template get<double>();
+      });
+      report::Table p("where the time goes (--profile: every op timed, warm-up steps left out)");
+      p.columns({"op", "calls", "seconds", "share", "FLOP/s"});
+      for (const auto& [name, t] : ops)
+        p.row({name, report::format_count(t["calls"].get<int64_t>()), fmt::format("{:.4f}", t["seconds"].get<double>()),
+               report::format_percent(t["share"].get<double>()),
+               t["flops"].get<int64_t>() > 0 ? report::format_si(t["flops_per_s"].get<double>(), "FLOP/s") : "-"});
+      os << "\n" << p.render();
+    }
     if (!r["comm"].empty()) {
       report::Table c("communication (measured)");
       c.columns({"collective@group", "calls", "bytes", "seconds"});
