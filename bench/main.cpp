@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   add_kv_command(app, commands);
   add_peak_command(app, commands);
   add_train_command(app, commands);
+  add_check_command(app, commands);
+  add_regress_command(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "bench/report/format.h"
@@ -19,6 +20,14 @@ namespace {
 std::string b(double v) { return v == 0 ? std::string("0") : format_bytes(v); }
 }  // namespace
 
+namespace {
+// Byte and FLOP counts print as integers; ratios (MFU) and rates as 4 significant digits.
+std::string check_value(double v) {
+  if (std::fabs(v) >= 1000 || v == std::floor(v)) return report::format_count(static_cast<int64_t>(v));
+  return fmt::format("{:.4g}", v);
+}
+}  // namespace
+
 void print_checks(std::ostream& os, const json& checks) {
   report::Table t("checks (measured vs analytic)");
   t.columns({"check", "rank", "measured", "expected", "rel err", "tol", "result"});
@@ -28,8 +37,8 @@ void print_checks(std::ostream& os, const json& checks) {
     failed += ok ? 0 : 1;
     const bool bound = c.value("kind", "") == "upper_bound";
     t.row({c["name"].get<std::string>(), std::to_string(c["rank"].get<int64_t>()),
-           report::format_count(static_cast<int64_t>(c["measured"].get<double>())),
-           (bound ? "≤ " : "") + report::format_count(static_cast<int64_t>(c["expected"].get<double>())),
+           check_value(c["measured"].get<double>()),
+           (bound ? "≤ " : c.value("kind", "") == "lower_bound" ? "≥ " : "") + check_value(c["expected"].get<double>()),
            c["rel_err"].is_null() ? "-" : fmt::format("{:+.2e}", c["rel_err"].get<double>()),
            bound ? "bound" : fmt::format("{:g}", c["tol"].get<double>()), ok ? "ok" : "FAIL"});
   }

@@ -1,0 +1,145 @@
+// `gpuledger check REPORT` re-checks a train/infer report against its own
+// budgets (measured vs exact per account, workspace vs its bound, executed vs
+// analytic FLOPs), optionally with a byte tolerance; exit 1 on a failure.
+// `gpuledger regress REPORT --baseline BASE` compares a report with a baseline
+// of the same configuration: MFU and tokens/s may not fall, and peak bytes per
+// rank may not grow, by more than their tolerances; exit 1 on a regression.
+// Nightly CI runs a point, then `regress` against results/baselines/.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include "bench/checks.h"
+#include "bench/cli/commands.h"
+#include "bench/cli/train_report.h"
+#include "bench/exit_codes.h"
+#include "bench/report/format.h"
+#include "bench/report/report.h"
+#include "bench/report/table.h"
+
+namespace gpuledger::cli {
+
+using nlohmann::json;
+
+namespace {
+
+struct CheckOptions {
+  std::string report;
+  double bytes_tol = 0.0;   // relative tolerance on exact accounts (0: to the byte)
+  Options out;
+};
+
+int run_check(const CheckOptions& o) {
+  const json doc = report::read_report(o.report);
+  if (doc.value("schema", "") != report::kSchema)
+    throw ConfigError("report", o.report + ": not a " + std::string(report::kSchema) + " report");
+  if (!doc.contains("ranks") || doc["ranks"].empty() || !doc["ranks"][0].contains("measured"))
+    throw ConfigError("report", o.report + ": kind '" + doc.value("kind", "?") +
+                                    "' has no measurement to check (train and infer reports do)");
+  json checks = json::array();
+  for (const auto& r : doc["ranks"])
+    for (auto c : bench::rank_checks(r)) {
+      if (c.value("kind", "") != "upper_bound" && o.bytes_tol > 0 && c["name"].get<std::string>().rfind("bytes.", 0) == 0)
+        c = bench::make_check(c["name"], c["rank"], c["measured"], c["expected"], o.bytes_tol);
+      checks.push_back(c);
+    }
+  const bool ok = bench::all_ok(checks) && doc.value("status", "ok") == "ok";
+  json result = report::make_report("check");
+  result["env"]["checked"] = o.report;
+  result["checks"] = checks;
+  result["status"] = doc.value("status", "ok");
+  if (!o.out.json_path.empty()) report::write_report(result, o.out.json_path);
+  if (!o.out.quiet) {
+    auto& os = table_stream(o.out);
+    os << fmt::format("# gpuledger check {} (status {})\n", o.report, doc.value("status", "ok"));
+    print_checks(os, checks);
+  }
+  return ok ? kExitOk : kExitFailed;
+}
+
+struct RegressOptions {
+  std::string report, baseline;
+  double mfu_tol = 0.05;      // MFU may fall by this fraction of the baseline's
+  double bytes_tol = 0.0;     // peak bytes may grow by this fraction
+  Options out;
+};
+
+// A figure of a report by path ("summary.mfu"); nullopt when absent or null.
+std::optional<double> figure(const json& doc, const std::string& a, const std::string& b) {
+  if (!doc.contains(a) || !doc[a].contains(b) || doc[a][b].is_null()) return std::nullopt;
+  return doc[a][b].get<double>();
+}
+
+int run_regress(const RegressOptions& o) {
+  const json cur = report::read_report(o.report);
+  const json base = report::read_report(o.baseline);
+  if (cur.value("kind", "") != base.value("kind", ""))
+    throw ConfigError("baseline", "report kinds differ: " + cur.value("kind", "?") + " vs " + base.value("kind", "?"));
+  if (cur["config"]["model"] != base["config"]["model"] || cur["config"]["layout"] != base["config"]["layout"] ||
+      cur["config"]["run"] != base["config"]["run"])
+    throw ConfigError("baseline", "the report and the baseline are not the same configuration (model, layout, run)");
+  json checks = json::array();
+  // Higher is better: MFU and tokens/s may fall by at most mfu_tol of the baseline.
+  for (const char* name : {"mfu", "tokens_per_s"}) {
+    const auto c = figure(cur, "summary", name), b = figure(base, "summary", name);
+    if (!c || !b) continue;
+    json chk = bench::make_check(std::string("regress.") + name + ">=baseline", -1, *c, *b, o.mfu_tol);
+    chk["ok"] = *c >= *b * (1.0 - o.mfu_tol);
+    chk["kind"] = "lower_bound";
+    checks.push_back(chk);
+  }
+  // Lower is better: each rank's peak bytes may grow by at most bytes_tol.
+  for (size_t i = 0; i < std::min(cur["ranks"].size(), base["ranks"].size()); ++i) {
+    const auto& cr = cur["ranks"][i];
+    const auto& br = base["ranks"][i];
+    if (!cr.contains("measured") || !br.contains("measured")) continue;
+    const double c = cr["measured"]["peak_bytes"].get<double>(), b = br["measured"]["peak_bytes"].get<double>();
+    json chk = bench::make_check("regress.peak_bytes<=baseline", cr["rank"].get<int64_t>(), c, b, o.bytes_tol);
+    chk["ok"] = c <= b * (1.0 + o.bytes_tol);
+    chk["kind"] = "upper_bound";
+    checks.push_back(chk);
+  }
+  const bool ok = bench::all_ok(checks) && cur.value("status", "ok") == "ok";
+  json result = report::make_report("regress");
+  result["env"]["report"] = o.report;
+  result["env"]["baseline"] = o.baseline;
+  result["checks"] = checks;
+  if (!o.out.json_path.empty()) report::write_report(result, o.out.json_path);
+  if (!o.out.quiet) {
+    auto& os = table_stream(o.out);
+    os << fmt::format("# gpuledger regress {} against {} (MFU/tokens tolerance {}, bytes tolerance {})\n", o.report,
+                      o.baseline, report::format_percent(o.mfu_tol), report::format_percent(o.bytes_tol));
+    print_checks(os, checks);
+  }
+  return ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& root, std::vector<Command>& out) {
+  auto o = std::make_shared<CheckOptions>();  // CLI11 binds to it; the run closure keeps it alive
+  auto* app = root.add_subcommand("check", "re-check a train/infer report against its budgets; exit 1 on failure");
+  app->add_option("report", o->report, "the report (JSON)")->required()->check(CLI::ExistingFile);
+  app->add_option("--bytes-tol", o->bytes_tol, "relative tolerance on the exact accounts (default 0: to the byte)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  add_output_options(*app, o->out);
+  out.push_back({app, [o]() { return run_check(*o); }});
+}
+
+void add_regress_command(CLI::App& root, std::vector<Command>& out) {
+  auto o = std::make_shared<RegressOptions>();  // CLI11 binds to it; the run closure keeps it alive
+  auto* app = root.add_subcommand("regress", "compare a report with a baseline; exit 1 on a regression");
+  app->add_option("report", o->report, "the new report (JSON)")->required()->check(CLI::ExistingFile);
+  app->add_option("--baseline", o->baseline, "the baseline report (JSON)")->required()->check(CLI::ExistingFile);
+  app->add_option("--mfu-tol", o->mfu_tol, "MFU and tokens/s may fall by this fraction")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--bytes-tol", o->bytes_tol, "peak bytes may grow by this fraction")->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  add_output_options(*app, o->out);
+  out.push_back({app, [o]() { return run_regress(*o); }});
+}
+
+}  // namespace gpuledger::cli
