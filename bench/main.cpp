@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_train_command(app, commands);
   add_check_command(app, commands);
   add_regress_command(app, commands);
+  add_infer_command(app, commands);
 
   try {
     app.parse(argc, argv);

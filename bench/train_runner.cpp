@@ -57,8 +57,10 @@ RankRun run_rank_training(Device& device, const cli::Resolved& r, const RankCont
     }
   } catch (const OutOfMemory& e) {
     fail("oom", e.what());
+    run.failed_in_step = true;
   } catch (const std::exception& e) {
     fail("error", e.what());
+    run.failed_in_step = true;
   }
   trainer.reset();
   record["measured"] = report::ledger_json(ledger, o.timeline);

@@ -37,6 +37,7 @@ struct RankRun {
   std::vector<double> losses, step_ms, compute_ms, comm_ms;
   std::string status = "ok";          // ok | oom | error
   std::string error;
+  bool failed_in_step = false;        // inside a step: peers may be waiting in a collective
 };
 
 // `record_base` is the rank's analytic section (plan_rank_json); the measured

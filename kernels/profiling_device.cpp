@@ -254,4 +254,40 @@ void ProfilingDevice::cached_attention(void* out, const void* q, DType t, int64_
   op_timer.done(cached_attention_flops(Hq, cache));
 }
 
+void ProfilingDevice::vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
+  OpTimer op_timer(*this, "vocab_embedding_forward");
+  inner_->vocab_embedding_forward(out, ids, wte, t, N, C, row_begin, rows);
+  op_timer.done(0);
+}
+
+void ProfilingDevice::vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
+  OpTimer op_timer(*this, "vocab_embedding_backward");
+  inner_->vocab_embedding_backward(dwte, grad_t, dout, t, ids, N, C, row_begin, rows);
+  op_timer.done(0);
+}
+
+void ProfilingDevice::vocab_ce_stats(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
+  OpTimer op_timer(*this, "vocab_ce_stats");
+  inner_->vocab_ce_stats(row_max, target_logit, logits, targets, N, Vl, col_begin, V);
+  op_timer.done(0);
+}
+
+void ProfilingDevice::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
+  OpTimer op_timer(*this, "vocab_ce_exp");
+  inner_->vocab_ce_exp(logits, sum_exp, row_max, N, Vl, col_begin, V);
+  op_timer.done(0);
+}
+
+void ProfilingDevice::vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl) {
+  OpTimer op_timer(*this, "vocab_ce_normalize");
+  inner_->vocab_ce_normalize(probs, sum_exp, N, Vl);
+  op_timer.done(0);
+}
+
+void ProfilingDevice::vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+  OpTimer op_timer(*this, "vocab_ce_backward");
+  inner_->vocab_ce_backward(dlogits, probs, targets, N, Vl, col_begin, scale);
+  op_timer.done(0);
+}
+
 }  // namespace gpuledger

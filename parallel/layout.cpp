@@ -95,6 +95,13 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) +
                       " (required by --sp)");
+  // ZeRO 2/3 keep a unit's full gradient only during that unit's backward; a
+  // tied word embedding is written by two units (the embedding and the head),
+  // so its gradient cannot be reduce-scattered unit by unit. Refused here so
+  // that plan, train and the budget agree (the Trainer refuses it too).
+  if (m.tied_embeddings && l.zero >= 2 && l.dp > 1)
+    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 needs untied embeddings" + who +
+                      ": the tied word embedding's gradient comes from two units; use --zero 1");
   // gpt has max_seq learned positions: no position beyond them exists.
   if (m.is_gpt() && r.seq > m.max_seq)
     throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) +

@@ -36,6 +36,8 @@ class Trainer {
 
   // Host copy of every parameter this rank holds, as fp32, in a fixed order
   // (unit by unit, tensor by tensor): for equivalence tests and checkpoints.
+  // Under ZeRO 3 with dp > 1 the rank holds shards: each unit's elements
+  // [r·⌈P_u/n⌉, …) inside the unit (parallel/zero/shard.h), unit by unit.
   std::vector<float> parameters_fp32() const;
   // The names and element counts of those tensors, same order.
   std::vector<std::pair<std::string, int64_t>> parameter_tensors() const;

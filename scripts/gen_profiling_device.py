@@ -44,7 +44,8 @@ def split_params(params):
 def ops():
     src = DEVICE_H.read_text()
     block = src[src.index("// ---- the op table"):src.index(" protected:")]
-    for decl in re.findall(r"virtual ([^;]*?)\s*=\s*0;", block, re.S):
+    # Every virtual of the op table: pure ones and those with a default body (defined elsewhere).
+    for decl in re.findall(r"virtual ([^;{]*?)\s*(?:=\s*0)?;", block, re.S):
         decl = re.sub(r"\s+", " ", decl).strip()
         m = re.match(r"(.*?)\b(\w+)\((.*)\)$", decl)
         ret, name, params = m.group(1).strip(), m.group(2), m.group(3)

@@ -25,6 +25,7 @@ void add_peak_command(CLI::App& root, std::vector<Command>& out);
 void add_train_command(CLI::App& root, std::vector<Command>& out);
 void add_check_command(CLI::App& root, std::vector<Command>& out);
 void add_regress_command(CLI::App& root, std::vector<Command>& out);
+void add_infer_command(CLI::App& root, std::vector<Command>& out);
 
 // Where the human-readable table goes: stdout, or stderr when the JSON report goes to stdout.
 std::ostream& table_stream(const Options& o);

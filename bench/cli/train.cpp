@@ -315,13 +315,14 @@ int run_mpi(TrainOptions& o, const Resolved& r) {
                  peak.flops.has_value(), l.world());
     };
   bench::RankRun run = bench::run_rank_training(*dev, r, groups->context(), counters, ro, plan_rank_json(r, rank, limit));
-  if (run.status != "ok" && !run.losses.empty()) {
+  if (run.failed_in_step && l.world() > 1) {
     // Failed inside a step: peers may be waiting in a collective this rank will
     // never enter. Write what this rank knows and end the job (no hang).
     json doc = assemble_report(o, r, {run}, peak, devices, desc, mode);
     add_oom_advice(doc, r, limit);
-    std::cerr << fmt::format("gpuledger train: rank {} failed during step {}: {} — aborting all ranks\n", rank,
-                             run.losses.size(), run.error);
+    std::cerr << fmt::format("gpuledger train: rank {} failed during step {}: {} — aborting all ranks "
+                             "(its report: {})\n", rank, run.losses.size(), run.error,
+                             o.common.json_path.empty() ? "not requested" : o.common.json_path);
     if (!o.common.json_path.empty() && o.common.json_path != "-") report::write_report(doc, o.common.json_path);
     MPI_Abort(MPI_COMM_WORLD, kExitFailed);
   }

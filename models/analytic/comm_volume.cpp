@@ -10,8 +10,9 @@
 //   - A group of one rank issues no call (ZeRO over dp = 1 is plain DP).
 //   - e = bytes of --dtype; g = bytes of --grad-dtype (4 when --dtype fp32);
 //     m microbatches per step; n = dp, t = tp, p = pp; s_l = s/t under --sp.
-//   - Not counted: the loss reduction for the report and barriers (they
-//     happen outside the training step, in the report gather).
+//   - The step's loss is reported by every rank (parallel/train_step.h
+//     StepResult::loss): one fp32 all-reduce over dp (n > 1), then one over pp
+//     (p > 1). Not counted: barriers and the report gather.
 #include "models/analytic/comm_volume.h"
 
 #include <cmath>
@@ -152,6 +153,19 @@ void tp_comm(Tally& tally, const ModelConfig& m,
     if (first && m.is_gpt()) tally.add("all_reduce", "tp", times, m.max_seq * h_bytes);
     if (last) tally.add("all_reduce", "tp", times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm
   }
+  if (l.tp > m.kv_heads) {
+    // Replicated KV heads (t > k; each KV head on t/k ranks): a replica's K and
+    // V weight (and bias) gradients cover only its own rank's queries, so they
+    // are summed over the ranks sharing the head. With no sub-group of those
+    // ranks, one all-reduce over tp per layer of a staging buffer with a slot
+    // per KV head — k·2·d·(h + 1 if qkv_bias) elements of g — the rank's slot
+    // filled, the rest zero. With or without SP; when, as for the
+    // sequence-partial gradients.
+    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const bool bias = m.is_gpt() || m.qkv_bias;
+    const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
+    tally.add("all_reduce", "tp", times * layers, m.kv_heads * slot * g);
+  }
 }
 
 // ---- PP (p > 1): point-to-point between neighbouring stages ----
@@ -210,6 +224,13 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   }
+
+  // The loss of the global batch on every rank: each last-stage rank's share
+  // (its token losses / global tokens, one fp32) summed over dp, then over pp
+  // (the other stages add 0). TP ranks compute the same loss (vocab-parallel
+  // cross-entropy), so tp needs none.
+  if (l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+  if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   return tally.take();
 }
 

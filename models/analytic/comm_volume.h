@@ -43,6 +43,7 @@ struct CommCount {
 //   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step
 //     (LayoutError under ZeRO 2/3 with dp > 1).
 //   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
+//   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,
                                                     const RunConfig& r, int64_t rank);
 

@@ -12,6 +12,9 @@
 //   dQ = dS·K   dK = dSᵀ·Q     (dS rounded to e for the two GEMMs, as
 //   FlashAttention does for its dS tile).
 // Flash: the Device's kernel (Dao et al. 2022) saves only the log-sum-exp.
+// Sequence parallelism (cfg.sp): xn and y are token shards; the block
+// all-gathers xn before QKV and reduce-scatters attention-out's output, and in
+// backward all-gathers dy and the saved norm output, and reduce-scatters dxn.
 #include <string>
 
 #include "models/transformer/layer.h"
@@ -25,8 +28,14 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   const AttnShape sh = c.attn_shape();
 
   // QKV (column-parallel): rows (B, T, (a_t + 2k_t)·d), then the head layout.
+  Buffer xg;  // sp: the full norm output (Megatron's g: all-gather)
+  if (c.sp) {
+    xg = gather_tokens(xn, "norm1.out.gathered");
+    xn = xg.data();
+  }
   Buffer qkv_rows = ws(e * n * c.qkv_dim(), "qkv.rows");
   linear_forward(dev_, qkv_rows.data(), xn, p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  xg.reset();
   done(s.norm1_out);
   if (c.qkv_bias) dev_.bias_add(qkv_rows.data(), p_.qkv_b, c.e, n, c.qkv_dim());
   s.qkv = dev_.alloc(e * n * c.qkv_dim(), acc, "qkv");
@@ -49,10 +58,18 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   Buffer ctx_rows = ws(e * n * c.q_dim(), "ctx.rows");
   dev_.merge_heads(ctx_rows.data(), s.ctx.data(), c.e, sh);
   done(s.ctx);
-  linear_forward(dev_, y, ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
-  ctx_rows.reset();
-  tp_.all_reduce(y, n * c.h, c.e);  // Megatron's g (forward all-reduce); SP: reduce-scatter
-  if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, n, c.h);  // replicated bias, after the reduction
+  if (c.sp) {  // partial sums of every token, reduce-scattered to the token shards
+    Buffer yf = ws(e * n * c.h, "attn_out.partial");
+    linear_forward(dev_, yf.data(), ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
+    ctx_rows.reset();
+    tp_.reduce_scatter(y, yf.data(), c.tokens_local() * c.h, c.e);
+  } else {
+    linear_forward(dev_, y, ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
+    ctx_rows.reset();
+    tp_.all_reduce(y, n * c.h, c.e);  // Megatron's g (forward all-reduce)
+  }
+  // replicated bias, after the reduction (on the shard under sp)
+  if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, c.tokens_local(), c.h);
 }
 
 void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep,
@@ -197,8 +214,15 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();
 
-  // attention-out: bias, weight and input gradients
-  if (c.gpt) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, n, c.h, /*accumulate=*/true);
+  // attention-out: bias, weight and input gradients. Under sp the bias
+  // gradient is the shard's partial sum (all-reduced once a step, as Megatron
+  // does for sequence-parallel parameters); dy is then gathered.
+  if (c.gpt) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);
+  Buffer dyg;
+  if (c.sp) {
+    dyg = gather_tokens(dy, "attn_out.dy.gathered");
+    dy = dyg.data();
+  }
   Buffer rows = ws(e * n * c.q_dim(), "ctx.rows");
   dev_.merge_heads(rows.data(), s.ctx.data(), c.e, sh);
   linear_backward_weight(dev_, p_.d_out_w, c.g, dy, rows.data(), c.e, n, c.q_dim(), c.h);
@@ -206,6 +230,7 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   Buffer dctx = ws(e * n * c.q_dim(), "dctx");
   dev_.split_heads(dctx.data(), rows.data(), c.e, sh);
   rows.reset();
+  dyg.reset();
 
   // selective: rebuild the core's saved tensors (workspace) from Q, K, V —
   // the same Philox keys give the same dropout mask.
@@ -231,11 +256,25 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   dqkv.reset();
 
   if (c.qkv_bias) dev_.bias_backward(p_.d_qkv_b, c.g, dqkv_rows.data(), c.e, n, c.qkv_dim(), true);
-  linear_backward_weight(dev_, p_.d_qkv_w, c.g, dqkv_rows.data(), s.norm1_out.data(), c.e, n, c.h,
-                         c.qkv_dim());
+  {
+    Buffer xg;  // sp: the saved shard of the norm output, gathered again
+    const void* xn = s.norm1_out.data();
+    if (c.sp) {
+      xg = gather_tokens(xn, "norm1.out.regathered");
+      xn = xg.data();
+    }
+    linear_backward_weight(dev_, p_.d_qkv_w, c.g, dqkv_rows.data(), xn, c.e, n, c.h, c.qkv_dim());
+  }
   s.norm1_out.reset();
-  linear_backward_data(dev_, dxn, dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
-  tp_.all_reduce(dxn, n * c.h, c.e);  // Megatron's f (backward all-reduce); SP: reduce-scatter
+  if (c.sp) {  // every token's partial input gradient, reduce-scattered to the shards
+    Buffer dxf = ws(e * n * c.h, "norm1.dout.partial");
+    linear_backward_data(dev_, dxf.data(), dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+    dqkv_rows.reset();
+    tp_.reduce_scatter(dxn, dxf.data(), c.tokens_local() * c.h, c.e);
+  } else {
+    linear_backward_data(dev_, dxn, dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+    tp_.all_reduce(dxn, n * c.h, c.e);  // Megatron's f (backward all-reduce)
+  }
 }
 
 }  // namespace gpuledger

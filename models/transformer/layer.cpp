@@ -36,6 +36,7 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.dropout = static_cast<float>(r.dropout);
   c.attention = r.attention;
   c.recompute = r.recompute;
+  c.tp = tp;  // sp is the caller's (a Layout field, not the run's)
   return c;
 }
 
@@ -114,6 +115,9 @@ void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, con
 TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg,
                                    const LayerParams& params)
     : dev_(device), tp_(tp), cfg_(cfg), p_(params) {
+  if (cfg.sp && (cfg.tp < 2 || cfg.tokens() % cfg.tp != 0 || tp.size() != cfg.tp))
+    throw std::invalid_argument("TransformerLayer: sequence parallelism needs tp > 1 dividing b·s "
+                                "and a tp communicator of that size");
   if (cfg.a_t % cfg.k_t != 0)
     throw std::invalid_argument("TransformerLayer: query heads per rank (" + std::to_string(cfg.a_t) +
                                 ") must be a multiple of KV heads per rank (" +
@@ -127,9 +131,24 @@ Buffer TransformerLayer::ws(int64_t bytes, const char* what) {
   return dev_.alloc(bytes, Account::kWorkspace, what);
 }
 
+Buffer TransformerLayer::gather_tokens(const void* shard, const char* what) {
+  const int64_t local = cfg_.tokens_local() * cfg_.h;
+  Buffer full = ws(dtype_bytes(cfg_.e) * local * cfg_.tp, what);
+  tp_.all_gather(full.data(), shard, local, cfg_.e);
+  return full;
+}
+
+RngKey TransformerLayer::hidden_key(RngKey k) const {
+  if (!cfg_.sp) return k;
+  // Sites use bits 0-1 of rng_stream_id's 8-bit site field (model.h): bits
+  // 2-7 take rank + 1, so the t shards draw distinct masks (t < 64).
+  k.stream ^= static_cast<uint64_t>(tp_.rank() + 1) << 2;
+  return k;
+}
+
 void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, const void* w,
                                     const void* b) {
-  const int64_t n = cfg_.tokens();
+  const int64_t n = cfg_.tokens_local();
   float* st = stats.as<float>();
   if (cfg_.gpt)  // LayerNorm (Ba et al. 2016): mean then rstd, fp32
     dev_.layernorm_forward(out, st, st ? st + n : nullptr, x, w, b, cfg_.e, n, cfg_.h, kNormEps);
@@ -139,7 +158,7 @@ void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, con
 
 void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x,
                                      const void* w, const Buffer& stats) {
-  const int64_t n = cfg_.tokens();
+  const int64_t n = cfg_.tokens_local();
   const float* st = stats.as<float>();
   if (cfg_.gpt)
     dev_.layernorm_backward(dx, dw, db, cfg_.g, dout, x, w, st, st ? st + n : nullptr, cfg_.e, n,
@@ -174,7 +193,8 @@ void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, 
 
 void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s,
                                     Account acc, bool keep_core) {
-  const int64_t n = cfg_.tokens(), hid = n * cfg_.h, e = dtype_bytes(cfg_.e);
+  // hid: the residual stream's elements on this rank (the token shard under sp)
+  const int64_t hid = cfg_.tokens_local() * cfg_.h, e = dtype_bytes(cfg_.e);
   const float p = cfg_.dropout;
 
   // norm 1
@@ -188,7 +208,7 @@ void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& k
   attention_forward(s.norm1_out.data(), y.data(), keys, s, acc, keep_core);
   if (p > 0) {
     s.out_mask = dev_.alloc(hid, acc, "attn_out.mask");
-    dev_.dropout_forward(y.data(), s.out_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, keys.attn_out);
+    dev_.dropout_forward(y.data(), s.out_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, hidden_key(keys.attn_out));
     done(s.out_mask);
   }
   s.norm2_in = dev_.alloc(e * hid, acc, "norm2.in");
@@ -207,7 +227,7 @@ void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& k
   done(s.norm2_out);
   if (p > 0) {
     s.mlp_mask = dev_.alloc(hid, acc, "mlp.mask");
-    dev_.dropout_forward(y.data(), s.mlp_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, keys.mlp_out);
+    dev_.dropout_forward(y.data(), s.mlp_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, hidden_key(keys.mlp_out));
     done(s.mlp_mask);
   }
   dev_.add(out, s.norm2_in.data(), y.data(), cfg_.e, hid);  // residual
@@ -215,7 +235,7 @@ void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& k
 }
 
 void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys, LayerSaved& saved) {
-  const int64_t n = cfg_.tokens(), hid = n * cfg_.h, e = dtype_bytes(cfg_.e);
+  const int64_t hid = cfg_.tokens_local() * cfg_.h, e = dtype_bytes(cfg_.e);
   const float p = cfg_.dropout;
 
   // full: re-run the forward with every tensor in workspace (the core kept,

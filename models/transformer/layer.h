@@ -10,9 +10,21 @@
 // Tensor parallelism (Megatron, Shoeybi et al. 2019 §3): QKV and MLP-in are
 // column-parallel, attention-out and MLP-out row-parallel; the forward
 // all-reduces (AR) the two row-parallel outputs over ctx.tp, the backward the
-// gradients of the two column-parallel inputs. Sequence parallelism (an
-// all-gather / reduce-scatter in their place and sequence-sharded norms and
-// dropouts) is the next issue's: the four AR calls are its extension points.
+// gradients of the two column-parallel inputs.
+// Sequence parallelism (cfg.sp, Korthikanti et al. 2022 §4.2.2): the residual
+// stream, the norms, the dropouts and the residual adds run on this rank's
+// token shard — tokens [r·N/t, (r+1)·N/t) of the N = b·s tokens in (B, T)
+// order (norms and dropouts are per token, so any token split serves; the
+// bytes are b·s_l·h, s_l = s/t). Each AR becomes: forward, all-gather (AG) of
+// the norm output into QKV / MLP-in and reduce-scatter (RS) of the
+// attention-out / MLP-out output; backward, AG of the output gradient, AG of
+// the saved sharded norm output again (for the weight gradients) and RS of the
+// input gradient. The gradients of the replicated tensors computed on shards
+// (norm γ β, gpt's row-parallel biases) are then partial sums, all-reduced
+// over tp once per step by StageModel::reduce_tp_partial_grads.
+// KV heads replicated over ranks (t > k): each replica's K/V weight gradient
+// covers only its rank's queries; StageModel::reduce_tp_partial_grads sums
+// them too.
 //
 // Saved tensors (docs/exact-budget.md "Activations", account activations):
 //   none:      norm-1 stats + output, Q K V (after RoPE), the core's saved
@@ -63,13 +75,17 @@ struct LayerConfig {
   float dropout = 0.0f;
   AttentionKind attention = AttentionKind::kMaterialized;
   Recompute recompute = Recompute::kNone;
+  bool sp = false;         // sequence parallelism (only with tp > 1)
+  int64_t tp = 1;          // tensor-parallel size (the shard count under sp)
 
   int64_t tokens() const { return b * s; }
+  // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
+  int64_t tokens_local() const { return sp ? tokens() / tp : tokens(); }
   int64_t q_dim() const { return a_t * d; }
   int64_t kv_dim() const { return k_t * d; }
   int64_t qkv_dim() const { return (a_t + 2 * k_t) * d; }
   AttnShape attn_shape() const;
-  int64_t norm_stats_bytes() const { return (gpt ? 2 : 1) * 4 * tokens(); }  // fp32 mean, rstd
+  int64_t norm_stats_bytes() const { return (gpt ? 2 : 1) * 4 * tokens_local(); }  // fp32 mean, rstd
 };
 
 // The layer shape of `m` under tensor parallelism t, with the run's options.
@@ -104,7 +120,8 @@ class TransformerLayer {
  public:
   TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params);
 
-  // out (B, T, h) = layer(x). x stays the caller's (it is the saved layer
+  // out = layer(x), both (tokens_local × h): the whole (B, T, h) without sp,
+  // the rank's token shard with it. x stays the caller's (it is the saved layer
   // input); out is allocated by the caller. `saved` receives what backward needs.
   void forward(const void* x, void* out, const LayerKeys& keys, LayerSaved& saved);
   // dres: on entry dL/d(out), on return dL/d(x). Consumes (frees) `saved`;
@@ -114,6 +131,7 @@ class TransformerLayer {
   const LayerConfig& config() const { return cfg_; }
 
  private:
+  friend class InferenceLayer;  // models/transformer/infer_layer.h reuses norm_forward / mlp_forward
   // layer.cpp
   void forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc,
                     bool keep_core);
@@ -125,6 +143,11 @@ class TransformerLayer {
   void done(Buffer& b) {
     if (discard_) b.reset();
   }
+  // Under sp: the full (N × h) tensor of the shards `shard` in a workspace buffer (AG over tp).
+  Buffer gather_tokens(const void* shard, const char* what);
+  // Dropout key of the hidden-sized masks: under sp each rank draws its own
+  // shard's mask (the site field's spare bits carry the TP rank).
+  RngKey hidden_key(RngKey k) const;
   // attention.cpp
   void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc,
                          bool keep_core);

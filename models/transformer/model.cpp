@@ -2,6 +2,8 @@
 // one pipeline stage, with per-microbatch saved state.
 #include "models/transformer/model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -22,11 +24,14 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
                        const Layout& layout, const Coords& coords, Params& params)
     : dev_(device), tp_(tp), model_(model), run_(run), params_(params),
       lcfg_(make_layer_config(model, run, layout.tp)), first_(coords.pp == 0),
-      last_(coords.pp == layout.pp - 1), tp_size_(layout.tp) {
-  if (tp_size_ > 1 && (first_ || last_))
-    throw std::invalid_argument(
-        "StageModel: tensor parallelism on the first or last stage needs the vocabulary-parallel "
-        "embedding and cross-entropy, which the Device does not offer yet");
+      last_(coords.pp == layout.pp - 1), tp_size_(layout.tp), tp_rank_(coords.tp) {
+  lcfg_.sp = layout.sp && layout.tp > 1;
+  if (tp.size() != tp_size_)
+    throw std::invalid_argument("StageModel: the tp communicator has " + std::to_string(tp.size()) +
+                                " ranks, the layout " + std::to_string(tp_size_));
+  if (lcfg_.sp && lcfg_.tokens() % tp_size_ != 0)
+    throw std::invalid_argument("StageModel: --sp needs b·s divisible by tp");
+  vocab_begin_ = tp_rank_ * params.layout().vocab_rows;
   if (model.is_gpt() && run.seq > model.max_seq)
     throw std::invalid_argument("StageModel: seq " + std::to_string(run.seq) + " exceeds max_seq " +
                                 std::to_string(model.max_seq) + " (learned positions)");
@@ -60,8 +65,13 @@ int64_t StageModel::in_flight() const {
   return n;
 }
 
+RngKey StageModel::hidden_key(RngKey k) const {
+  if (lcfg_.sp) k.stream ^= static_cast<uint64_t>(tp_rank_ + 1) << 2;  // as TransformerLayer::hidden_key
+  return k;
+}
+
 void StageModel::norm_forward(void* out, float* stats, const void* x, const void* w, const void* b) {
-  const int64_t n = lcfg_.tokens();
+  const int64_t n = lcfg_.tokens_local();
   if (lcfg_.gpt)
     dev_.layernorm_forward(out, stats, stats ? stats + n : nullptr, x, w, b, lcfg_.e, n, lcfg_.h,
                            kNormEps);
@@ -82,7 +92,8 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
   s.sample_offset = sample_offset;
 
   const ParamLayout& pl = params_.layout();
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = n * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  // hid: elements of the residual stream on this rank (the token shard under sp)
+  const int64_t L = pl.layers, hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const float p = lcfg_.dropout;
   const std::string mb = "fwd.mb" + std::to_string(slot);
   s.hidden.resize(static_cast<size_t>(L + 1));
@@ -91,16 +102,13 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
   s.hidden[0] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(pl.first_layer) + ".in");
   if (first_) {
     dev_.ledger().mark_phase(mb + ".embedding");
-    const auto eu = static_cast<size_t>(pl.embedding_unit);
-    s.ids = dev_.alloc(4 * n, Account::kActivations, "token_ids");
-    dev_.copy_from_host(s.ids.data(), host_ids, 4 * n);
-    dev_.embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"),
-                           lcfg_.gpt ? params_.weight(eu, "position.weight") : nullptr, lcfg_.e,
-                           lcfg_.b, lcfg_.s, lcfg_.h, 0);
+    forward_hook(pl.embedding_unit, true);
+    embedding_forward(s, host_ids);
+    forward_hook(pl.embedding_unit, false);
     if (p > 0) {
       s.emb_mask = dev_.alloc(hid, Account::kActivations, "embedding.mask");
       dev_.dropout_forward(s.hidden[0].data(), s.emb_mask.as<uint8_t>(), s.hidden[0].data(), lcfg_.e,
-                           hid, p, key(step, sample_offset, 0, kSiteEmbedding));
+                           hid, p, hidden_key(key(step, sample_offset, 0, kSiteEmbedding)));
     }
   } else {
     dev_.copy(s.hidden[0].data(), stage_input, e * hid);
@@ -114,17 +122,112 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
       s.hidden[i + 1] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(layer) + ".out");
       out = s.hidden[i + 1].data();
     }
+    forward_hook(pl.first_layer_unit + static_cast<int>(i), true);
     layers_[i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
+    forward_hook(pl.first_layer_unit + static_cast<int>(i), false);
   }
   if (!last_) return 0.0;
   dev_.ledger().mark_phase(mb + ".head");
-  return head_forward(s, host_targets);
+  forward_hook(pl.head_unit, true);
+  const double loss = head_forward(s, host_targets);
+  forward_hook(pl.head_unit, false);
+  return loss;
+}
+
+// ZeRO 3 (model.h forward_unit_hook, rebind_layer_unit; helper i1).
+void StageModel::forward_hook(int unit, bool begin) {
+  if (forward_unit_hook) forward_unit_hook(static_cast<size_t>(unit), begin);
+}
+
+void StageModel::rebind_layer_unit(size_t unit) {
+  const ParamLayout& pl = params_.layout();
+  const int64_t i = static_cast<int64_t>(unit) - pl.first_layer_unit;
+  if (i < 0 || i >= pl.layers) return;  // the embedding and head units read Params on each use
+  layers_[static_cast<size_t>(i)] = std::make_unique<TransformerLayer>(dev_, tp_, lcfg_, layer_params(params_, unit));
+}
+
+void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
+  const ParamLayout& pl = params_.layout();
+  const auto eu = static_cast<size_t>(pl.embedding_unit);
+  const int64_t n = lcfg_.tokens(), h = lcfg_.h, e = dtype_bytes(lcfg_.e);
+  s.ids = dev_.alloc(4 * n, Account::kActivations, "token_ids");
+  dev_.copy_from_host(s.ids.data(), host_ids, 4 * n);
+  const void* wpe = lcfg_.gpt ? params_.weight(eu, "position.weight") : nullptr;
+  if (tp_size_ == 1) {
+    dev_.embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"),
+                           wpe, lcfg_.e, lcfg_.b, lcfg_.s, h, 0);
+    return;
+  }
+  // Vocabulary-parallel: this rank's rows, zeros for the others' ids, summed over tp.
+  const void* wte = params_.weight(eu, "word.weight");
+  if (lcfg_.sp) {
+    Buffer full = dev_.alloc(e * n * h, Account::kWorkspace, "embedding.partial");
+    dev_.vocab_embedding_forward(full.data(), s.ids.as<int32_t>(), wte, lcfg_.e, n, h, vocab_begin_,
+                                 pl.vocab_rows);
+    tp_.reduce_scatter(s.hidden[0].data(), full.data(), lcfg_.tokens_local() * h, lcfg_.e);
+  } else {
+    dev_.vocab_embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), wte, lcfg_.e, n, h,
+                                 vocab_begin_, pl.vocab_rows);
+    tp_.all_reduce(s.hidden[0].data(), n * h, lcfg_.e);
+  }
+  if (wpe) add_positions(s.hidden[0].data(), wpe);
+}
+
+// Token i of the rank's rows (global token token_begin() + i, (B, T) order)
+// sits at position (token_begin() + i) mod s: contiguous runs, at most b + 1.
+void StageModel::add_positions(void* out, const void* wpe) {
+  const int64_t h = lcfg_.h, T = lcfg_.s, e = dtype_bytes(lcfg_.e);
+  const int64_t begin = token_begin(), end = begin + lcfg_.tokens_local();
+  for (int64_t i = begin; i < end;) {
+    const int64_t pos = i % T, len = std::min(T - pos, end - i);
+    void* dst = byte_offset(out, e * (i - begin) * h);
+    dev_.add(dst, dst, byte_offset(wpe, e * pos * h), lcfg_.e, len * h);
+    i += len;
+  }
+}
+
+void StageModel::positions_backward(void* dwpe, const void* dout) {
+  const int64_t h = lcfg_.h, T = lcfg_.s, e = dtype_bytes(lcfg_.e), g = dtype_bytes(lcfg_.g);
+  const int64_t begin = token_begin(), end = begin + lcfg_.tokens_local();
+  for (int64_t i = begin; i < end;) {
+    const int64_t pos = i % T, len = std::min(T - pos, end - i);
+    dev_.accumulate(byte_offset(dwpe, g * pos * h), lcfg_.g, byte_offset(dout, e * (i - begin) * h),
+                    lcfg_.e, len * h);
+    i += len;
+  }
+}
+
+void StageModel::embedding_backward(Slot& s, void* dres) {
+  const ParamLayout& pl = params_.layout();
+  const auto eu = static_cast<size_t>(pl.embedding_unit);
+  const int64_t n = lcfg_.tokens(), h = lcfg_.h;
+  void* dwpe = lcfg_.gpt ? params_.grad(eu, "position.weight") : nullptr;
+  if (tp_size_ == 1) {
+    dev_.embedding_backward(params_.grad(eu, "word.weight"), dwpe, lcfg_.g, dres, lcfg_.e,
+                            s.ids.as<int32_t>(), lcfg_.b, lcfg_.s, h, 0);
+    s.ids.reset();
+    return;
+  }
+  // positions: the whole gradient without sp (dres is the same on every TP
+  // rank); the shard's partial sum under sp (reduce_tp_partial_grads).
+  if (dwpe) positions_backward(dwpe, dres);
+  Buffer full;
+  const void* d = dres;
+  if (lcfg_.sp) {  // the reduce-scatter's transpose
+    full = dev_.alloc(dtype_bytes(lcfg_.e) * n * h, Account::kWorkspace, "embedding.dout");
+    tp_.all_gather(full.data(), dres, lcfg_.tokens_local() * h, lcfg_.e);
+    d = full.data();
+  }
+  dev_.vocab_embedding_backward(params_.grad(eu, "word.weight"), lcfg_.g, d, lcfg_.e,
+                                s.ids.as<int32_t>(), n, h, vocab_begin_, pl.vocab_rows);
+  s.ids.reset();
 }
 
 double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   const ParamLayout& pl = params_.layout();
   const auto hu = static_cast<size_t>(pl.head_unit);
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = n * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = lcfg_.tokens_local() * lcfg_.h,
+                e = dtype_bytes(lcfg_.e);
   const int64_t vr = pl.vocab_rows;
   const void* w_out = pl.head_uses_embedding
                           ? params_.weight(static_cast<size_t>(pl.embedding_unit), "word.weight")
@@ -134,27 +237,60 @@ double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   s.final_out = dev_.alloc(e * hid, Account::kActivations, "final_norm.out");
   norm_forward(s.final_out.data(), s.final_stats.as<float>(), s.hidden[L].data(),
                params_.weight(hu, "norm.weight"), params_.weight_or_null(hu, "norm.bias"));
+  Buffer gathered;  // sp: the head reads every token
+  const void* a = s.final_out.data();
+  if (lcfg_.sp) {
+    gathered = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.out.gathered");
+    tp_.all_gather(gathered.data(), a, hid, lcfg_.e);
+    a = gathered.data();
+  }
 
   // logits (N × V'/t, fp32) = final_out · W_outᵀ: fp32 output for a stable loss
   s.logits = dev_.alloc(4 * n * vr, Account::kActivations, "logits");
   GemmArgs g;
   g.trans_b = true;
   g.m = n; g.n = vr; g.k = lcfg_.h;
-  g.a = s.final_out.data(); g.lda = lcfg_.h;
+  g.a = a; g.lda = lcfg_.h;
   g.b = w_out; g.ldb = lcfg_.h;
   g.ab_type = lcfg_.e;
   g.c = s.logits.data(); g.ldc = vr; g.c_type = DType::kFP32;
   dev_.gemm(g);
+  gathered.reset();
 
   s.targets = dev_.alloc(4 * n, Account::kActivations, "targets");
   dev_.copy_from_host(s.targets.data(), host_targets, 4 * n);
-  Buffer losses = dev_.alloc(4 * n, Account::kWorkspace, "losses");
-  dev_.cross_entropy_forward(losses.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
-                             vr, model_.vocab);
-  std::vector<float> host(static_cast<size_t>(n));
-  dev_.copy_to_host(host.data(), losses.data(), 4 * n);
+  if (tp_size_ == 1) {
+    Buffer losses = dev_.alloc(4 * n, Account::kWorkspace, "losses");
+    dev_.cross_entropy_forward(losses.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
+                               vr, model_.vocab);
+    std::vector<float> host(static_cast<size_t>(n));
+    dev_.copy_to_host(host.data(), losses.data(), 4 * n);
+    double sum = 0.0;
+    for (float x : host) sum += x;
+    return sum;
+  }
+
+  // Vocabulary-parallel cross-entropy: loss = max + log Σ exp(x − max) − x_target,
+  // each of the three per-row figures all-reduced over tp (b·s fp32 each).
+  Buffer stats = dev_.alloc(3 * 4 * n, Account::kWorkspace, "ce.stats");
+  float* row_max = stats.as<float>();
+  float* target_logit = row_max ? row_max + n : nullptr;
+  float* sum_exp = row_max ? row_max + 2 * n : nullptr;
+  float* logits = s.logits.as<float>();
+  const int32_t* targets = s.targets.as<int32_t>();
+  dev_.vocab_ce_stats(row_max, target_logit, logits, targets, n, vr, vocab_begin_, model_.vocab);
+  tp_.all_reduce(row_max, n, DType::kFP32, ReduceOp::kMax);
+  tp_.all_reduce(target_logit, n, DType::kFP32);
+  dev_.vocab_ce_exp(logits, sum_exp, row_max, n, vr, vocab_begin_, model_.vocab);
+  tp_.all_reduce(sum_exp, n, DType::kFP32);
+  dev_.vocab_ce_normalize(logits, sum_exp, n, vr);  // the logits now hold the probabilities
+  if (!dev_.touches_memory()) return 0.0;
+  std::vector<float> host(static_cast<size_t>(3 * n));
+  dev_.copy_to_host(host.data(), stats.data(), 3 * 4 * n);
   double sum = 0.0;
-  for (float x : host) sum += x;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(host[i]) + std::log(static_cast<double>(host[2 * n + i])) -
+           static_cast<double>(host[n + i]);
   return sum;
 }
 
@@ -162,15 +298,21 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
   const ParamLayout& pl = params_.layout();
   const auto hu = static_cast<size_t>(pl.head_unit);
   const auto eu = static_cast<size_t>(pl.embedding_unit);
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = n * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t L = pl.layers, n = lcfg_.tokens(), nl = lcfg_.tokens_local(), hid = nl * lcfg_.h,
+                e = dtype_bytes(lcfg_.e);
   const int64_t vr = pl.vocab_rows;
   const char* out_role = model_.tied_embeddings ? "word_copy.weight" : "output.weight";
   const void* w_out = pl.head_uses_embedding ? params_.weight(eu, "word.weight") : params_.weight(hu, out_role);
   void* dw_out = pl.head_uses_embedding ? params_.grad(eu, "word.weight") : params_.grad(hu, out_role);
 
-  // dlogits = (softmax − onehot)·scale, in place over the logits
-  dev_.cross_entropy_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
-                              vr, model_.vocab, loss_scale);
+  // dlogits = (softmax − onehot)·scale, in place over the logits (under TP
+  // they already hold the softmax: the backward is local)
+  if (tp_size_ == 1)
+    dev_.cross_entropy_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(),
+                                n, vr, model_.vocab, loss_scale);
+  else
+    dev_.vocab_ce_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
+                           vr, vocab_begin_, loss_scale);
   s.targets.reset();
   const void* dl = s.logits.data();
   Buffer dl_e;
@@ -180,22 +322,39 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
     s.logits.reset();
     dl = dl_e.data();
   }
-  linear_backward_weight(dev_, dw_out, lcfg_.g, dl, s.final_out.data(), lcfg_.e, n, lcfg_.h, vr);
+  {
+    Buffer gathered;  // sp: the saved shard of the final-norm output, gathered again
+    const void* a = s.final_out.data();
+    if (lcfg_.sp) {
+      gathered = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.out.regathered");
+      tp_.all_gather(gathered.data(), a, hid, lcfg_.e);
+      a = gathered.data();
+    }
+    linear_backward_weight(dev_, dw_out, lcfg_.g, dl, a, lcfg_.e, n, lcfg_.h, vr);
+  }
   s.final_out.reset();
   Buffer dfinal = dev_.alloc(e * hid, Account::kWorkspace, "final_norm.dout");
-  linear_backward_data(dev_, dfinal.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
-  dl_e.reset();
-  s.logits.reset();
-  tp_.all_reduce(dfinal.data(), hid, lcfg_.e);  // vocabulary-parallel head: partial sums
+  if (lcfg_.sp) {  // vocabulary-parallel head: partial sums of every token, scattered to shards
+    Buffer full = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.dout.partial");
+    linear_backward_data(dev_, full.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
+    dl_e.reset();
+    s.logits.reset();
+    tp_.reduce_scatter(dfinal.data(), full.data(), hid, lcfg_.e);
+  } else {
+    linear_backward_data(dev_, dfinal.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
+    dl_e.reset();
+    s.logits.reset();
+    tp_.all_reduce(dfinal.data(), hid, lcfg_.e);  // vocabulary-parallel head: partial sums
+  }
 
   const float* st = s.final_stats.as<float>();
   if (lcfg_.gpt)
     dev_.layernorm_backward(dres, params_.grad(hu, "norm.weight"), params_.grad(hu, "norm.bias"),
                             lcfg_.g, dfinal.data(), s.hidden[L].data(), params_.weight(hu, "norm.weight"),
-                            st, st ? st + n : nullptr, lcfg_.e, n, lcfg_.h, /*accumulate_dx=*/false);
+                            st, st ? st + nl : nullptr, lcfg_.e, nl, lcfg_.h, /*accumulate_dx=*/false);
   else
     dev_.rmsnorm_backward(dres, params_.grad(hu, "norm.weight"), lcfg_.g, dfinal.data(),
-                          s.hidden[L].data(), params_.weight(hu, "norm.weight"), st, lcfg_.e, n,
+                          s.hidden[L].data(), params_.weight(hu, "norm.weight"), st, lcfg_.e, nl,
                           lcfg_.h, /*accumulate_dx=*/false);
   s.final_stats.reset();
   s.hidden[L].reset();
@@ -206,38 +365,91 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     throw std::logic_error("StageModel::backward: slot " + std::to_string(slot) + " has no forward");
   Slot& s = *slots_[slot];
   const ParamLayout& pl = params_.layout();
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = n * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t L = pl.layers, hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const std::string mb = "bwd.mb" + std::to_string(slot);
 
   Buffer dres = dev_.alloc(e * hid, Account::kWorkspace, "dresidual");
+  auto unit_hook = [&](int unit, bool begin) {  // ZeRO 2 (model.h backward_unit_hook)
+    if (backward_unit_hook) backward_unit_hook(static_cast<size_t>(unit), begin);
+  };
   if (last_) {
     dev_.ledger().mark_phase(mb + ".head");
+    unit_hook(pl.head_unit, true);
     head_backward(s, loss_scale, dres.data());
+    unit_hook(pl.head_unit, false);
   } else {
     dev_.copy(dres.data(), output_grad, e * hid);
   }
   for (int64_t i = L - 1; i >= 0; --i) {
     const int64_t layer = pl.first_layer + i;
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), true);
     layers_[i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), false);
     s.hidden[i].reset();
   }
   if (first_) {
     dev_.ledger().mark_phase(mb + ".embedding");
-    const auto eu = static_cast<size_t>(pl.embedding_unit);
     if (lcfg_.dropout > 0) {
       dev_.dropout_backward(dres.data(), lcfg_.e, dres.data(), lcfg_.e, s.emb_mask.as<uint8_t>(), hid,
                             lcfg_.dropout);
       s.emb_mask.reset();
     }
-    dev_.embedding_backward(params_.grad(eu, "word.weight"),
-                            lcfg_.gpt ? params_.grad(eu, "position.weight") : nullptr, lcfg_.g,
-                            dres.data(), lcfg_.e, s.ids.as<int32_t>(), lcfg_.b, lcfg_.s, lcfg_.h, 0);
-    s.ids.reset();
+    unit_hook(pl.embedding_unit, true);
+    embedding_backward(s, dres.data());
+    unit_hook(pl.embedding_unit, false);
   } else {
     dev_.copy(input_grad, dres.data(), e * hid);
   }
   *slots_[slot] = Slot{};
+}
+
+void StageModel::reduce_tp_partial_grads() {
+  for (size_t u = 0; u < params_.units(); ++u) reduce_tp_partial_grads(u, params_.grads(u).data());
+}
+
+void StageModel::reduce_tp_partial_grads(size_t unit, void* unit_grads) {
+  if (tp_size_ < 2) return;
+  const UnitLayout& ul = params_.layout().units[unit];
+  const int64_t g = dtype_bytes(lcfg_.g);
+  // Under sp: the replicated tensors whose gradient each rank computed from its
+  // token shard (docs/formulas/comm.md "Sequence-partial gradients"), one
+  // all_reduce each, in layout order.
+  if (lcfg_.sp) {
+    for (const TensorSlot& t : ul.tensors) {
+      const std::string& r = t.role;
+      const bool partial = r == "norm1.weight" || r == "norm1.bias" || r == "norm2.weight" ||
+                           r == "norm2.bias" || r == "norm.weight" || r == "norm.bias" ||
+                           (lcfg_.gpt && (r == "attn_out.bias" || r == "mlp_out.bias" ||
+                                          r == "position.weight"));
+      if (partial) tp_.all_reduce(byte_offset(unit_grads, g * t.offset), t.elems(), lcfg_.g);
+    }
+  }
+  // KV heads replicated over t/k ranks (t > k): each replica's K and V rows
+  // (and bias) hold the gradient of its own queries only. A staging buffer
+  // with one slot per KV head, [K rows | V rows | K bias | V bias], the rank's
+  // slot filled and the rest zero, all-reduced over tp: slot j then holds the
+  // sum over the ranks sharing head j (docs/formulas/comm.md).
+  const int64_t k = model_.kv_heads;
+  const TensorSlot* w = ul.find("qkv.weight");
+  if (w == nullptr || tp_size_ <= k) return;
+  const TensorSlot* b = ul.find("qkv.bias");
+  const int64_t d = lcfg_.d, h = lcfg_.h, kv_w = d * h, kv_b = b ? d : 0;
+  const int64_t slot_elems = 2 * kv_w + 2 * kv_b;
+  const int64_t head = tp_rank_ / (tp_size_ / k);
+  Buffer stage = dev_.alloc(g * k * slot_elems, Account::kWorkspace, "kv_replica.grads");
+  dev_.fill_zero(stage.data(), stage.bytes());
+  void* slot = byte_offset(stage.data(), g * head * slot_elems);
+  // local qkv rows: a_t·d query rows, then d K rows, then d V rows (k_t = 1)
+  const int64_t q_rows = lcfg_.q_dim();
+  void* gw = byte_offset(unit_grads, g * w->offset);
+  void* gk = byte_offset(gw, g * q_rows * h);
+  void* gb = b ? byte_offset(unit_grads, g * (b->offset + q_rows)) : nullptr;
+  dev_.copy(slot, gk, g * 2 * kv_w);  // K then V rows: contiguous
+  if (b) dev_.copy(byte_offset(slot, g * 2 * kv_w), gb, g * 2 * kv_b);
+  tp_.all_reduce(stage.data(), k * slot_elems, lcfg_.g);
+  dev_.copy(gk, slot, g * 2 * kv_w);
+  if (b) dev_.copy(gb, byte_offset(slot, g * 2 * kv_w), g * 2 * kv_b);
 }
 
 }  // namespace gpuledger

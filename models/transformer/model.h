@@ -23,16 +23,40 @@
 // < 2¹⁶, rng_stream_id's field). Under TP the attention-probability masks are
 // indexed by the rank's local heads, so with dropout > 0 a TP layout draws
 // other attention masks than one rank (Megatron too draws them from a
-// per-TP-rank RNG state); the hidden-sized masks are the same on every TP rank.
+// per-TP-rank RNG state); the hidden-sized masks are the same on every TP rank
+// without sp; under sp each rank draws its own shard's (layer.h hidden_key),
+// so they are not one rank's masks either.
 //
 // Pipeline extension points (next issue): a non-first stage takes its input
 // from `stage_input` (the received activation, copied into its saved layer
 // input), a non-last stage writes its output to `stage_output` (the send
 // buffer); backward takes `output_grad` there and writes `input_grad`.
-// Vocabulary-parallel embedding and cross-entropy (t > 1 on the first or last
-// stage) need Device ops that do not exist yet: the constructor refuses them.
+// Tensor parallelism (t > 1): the word embedding and the head are
+// vocabulary-parallel (Megatron's VocabParallelEmbedding and
+// vocab_parallel_cross_entropy): TP rank r holds rows [r·V'/t, (r+1)·V'/t).
+//   embedding: ids outside the rank's rows look up zeros; the partial outputs
+//     are all-reduced over tp (sp: reduce-scattered to the token shards);
+//     gpt's positions (replicated) are added after, on the shard under sp;
+//     backward accumulates the rank's own rows only (sp: the gradient is
+//     all-gathered first).
+//   head: logits (b·s × V'/t, fp32) from the full final-norm output (sp:
+//     all-gathered, and again in backward); the loss needs three all-reduces
+//     of b·s fp32 over tp — the row max (max), the target's logit and the sum
+//     of exp(logit − max) — after which the logits are overwritten in place
+//     with the probabilities (Megatron does the same) so the backward is
+//     local; padding columns (global index >= V) are masked out. The head
+//     input gradient is all-reduced (sp: reduce-scattered).
+// Under sp (layout.sp) the residual stream between layers, the embedding's
+// and the final norm's tensors are the rank's token shard (layer.h), and
+// stage_input / stage_output / output_grad / input_grad are shards too.
+// Gradients that TP ranks hold only in part — under sp the replicated tensors
+// computed on shards (norm γ β, gpt's row-parallel biases and positions), and
+// with t > k the K/V rows of replicated KV heads — are summed over tp by
+// reduce_tp_partial_grads, which the training step calls after the last
+// microbatch's backward (docs/formulas/comm.md "Sequence-partial gradients").
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -68,6 +92,28 @@ class StageModel {
   void discard(int64_t slot);
 
   int64_t in_flight() const;  // slots holding a forward's saved tensors
+
+  // ZeRO 2 (parallel/train_step.cpp, helper i1 — an additive hook, please keep
+  // its calls): when set, called with a ParamLayout unit index just before
+  // (begin = true) and just after (false) that unit's part of backward: the
+  // head, each layer, the embedding. The training step zeroes the unit's
+  // gradient staging buffer before and reduce-scatters it after.
+  std::function<void(size_t unit, bool begin)> backward_unit_hook;
+  // ZeRO 3 (helper i1, additive): the same around each unit's part of forward
+  // (the embedding, each layer, the head); the step all-gathers the unit's
+  // weights at begin and frees them at end.
+  std::function<void(size_t unit, bool begin)> forward_unit_hook;
+  // ZeRO 3: re-reads a layer unit's LayerParams from Params (the layer keeps
+  // pointers from its construction; a gathered copy lives at a new address).
+  // The embedding and head read Params on every use and need none.
+  void rebind_layer_unit(size_t unit);
+
+  // Sums over tp the partial gradients of every unit (see above): one
+  // all_reduce per tensor. A no-op when t = 1 or nothing is partial.
+  void reduce_tp_partial_grads();
+  // The same for one unit, on `unit_grads` (the unit's gradient buffer in
+  // layout order, dtype g; e.g. a ZeRO staging buffer).
+  void reduce_tp_partial_grads(size_t unit, void* unit_grads);
   const LayerConfig& layer_config() const { return lcfg_; }
 
  private:
@@ -75,8 +121,16 @@ class StageModel {
   LayerKeys keys(int64_t step, int64_t sample_offset, int64_t layer) const;
   RngKey key(int64_t step, int64_t sample_offset, int64_t layer, uint64_t site) const;
   void norm_forward(void* out, float* stats, const void* x, const void* w, const void* b);
+  void forward_hook(int unit, bool begin);
   double head_forward(Slot& s, const int32_t* host_targets);
   void head_backward(Slot& s, float loss_scale, void* dres);
+  void embedding_forward(Slot& s, const int32_t* host_ids);
+  void embedding_backward(Slot& s, void* dres);
+  // out (tokens_local × h) += the learned positions of the rank's tokens; and the transpose.
+  void add_positions(void* out, const void* wpe);
+  void positions_backward(void* dwpe, const void* dout);
+  RngKey hidden_key(RngKey k) const;  // the layer's rule (layer.h): sp shards draw their own mask
+  int64_t token_begin() const { return lcfg_.sp ? tp_rank_ * lcfg_.tokens_local() : 0; }
 
   Device& dev_;
   Comm& tp_;
@@ -85,7 +139,8 @@ class StageModel {
   Params& params_;
   LayerConfig lcfg_;
   bool first_, last_;
-  int64_t tp_size_;
+  int64_t tp_size_, tp_rank_;
+  int64_t vocab_begin_ = 0;  // first padded-vocabulary row of this rank
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::vector<std::unique_ptr<Slot>> slots_;
 };

@@ -86,12 +86,22 @@ std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64
   return v;
 }
 
-Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type)
-    : device_(device), layout_(std::move(layout)), weight_t_(weight_type), grad_t_(grad_type) {
+Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type,
+               ParamSharding sharding)
+    : device_(device), layout_(std::move(layout)), weight_t_(weight_type), grad_t_(grad_type),
+      sharding_(sharding) {
+  const int64_t gb = dtype_bytes(grad_t_);
+  int64_t largest_shard = 0;
   for (const auto& u : layout_.units) {
-    weights_.push_back(device_.alloc(u.elems * dtype_bytes(weight_t_), Account::kWeights, u.name + ".weights"));
-    grads_.push_back(device_.alloc(u.elems * dtype_bytes(grad_t_), Account::kGrads, u.name + ".grads"));
+    const int64_t shard = (u.elems + sharding_.n - 1) / sharding_.n;
+    largest_shard = std::max(largest_shard, shard);
+    weights_.push_back(device_.alloc((sharding_.weights ? shard : u.elems) * dtype_bytes(weight_t_),
+                                     Account::kWeights, u.name + ".weights"));
+    grads_.push_back(device_.alloc((sharding_.grads ? shard : u.elems) * gb, Account::kGrads, u.name + ".grads"));
   }
+  gathered_.resize(layout_.units.size());
+  if (sharding_.grads)
+    grad_staging_ = device_.alloc(gb * sharding_.n * largest_shard, Account::kComm, "zero.grad_staging");
   zero_grads();
 }
 
@@ -101,6 +111,18 @@ void Params::initialise(uint64_t seed, int64_t total_layers,
   std::vector<char> host;
   for (size_t u = 0; u < layout_.units.size(); ++u) {
     const std::vector<float> v = init_unit_values(layout_.units[u], seed, total_layers);
+    if (sharding_.weights) {  // the rank's shard of the unit, padding 0
+      const int64_t shard = (layout_.units[u].elems + sharding_.n - 1) / sharding_.n;
+      const int64_t begin = std::min<int64_t>(sharding_.rank * shard, static_cast<int64_t>(v.size()));
+      const int64_t end = std::min<int64_t>(begin + shard, static_cast<int64_t>(v.size()));
+      std::vector<float> part(static_cast<size_t>(shard), 0.0f);
+      std::copy(v.begin() + begin, v.begin() + end, part.begin());
+      host.resize(static_cast<size_t>(shard * dtype_bytes(weight_t_)));
+      convert_from_fp32(part.data(), host.data(), weight_t_, shard);
+      device_.copy_from_host(weights_[u].data(), host.data(), static_cast<int64_t>(host.size()));
+      if (each_unit) each_unit(u, v);
+      continue;
+    }
     const int64_t n = static_cast<int64_t>(v.size());
     if (weight_t_ == DType::kFP32) {
       device_.copy_from_host(weights_[u].data(), v.data(), n * 4);
@@ -116,23 +138,23 @@ void Params::initialise(uint64_t seed, int64_t total_layers,
 void* Params::weight_or_null(size_t unit, std::string_view role) const {
   const TensorSlot* t = layout_.units[unit].find(role);
   if (t == nullptr) return nullptr;
-  return byte_offset(weights_[unit].data(), t->offset * dtype_bytes(weight_t_));
+  return byte_offset(weight_base(unit), t->offset * dtype_bytes(weight_t_));
 }
 
 void* Params::grad_or_null(size_t unit, std::string_view role) const {
   const TensorSlot* t = layout_.units[unit].find(role);
   if (t == nullptr) return nullptr;
-  return byte_offset(grads_[unit].data(), t->offset * dtype_bytes(grad_t_));
+  return byte_offset(grad_base(unit), t->offset * dtype_bytes(grad_t_));
 }
 
 void* Params::weight(size_t unit, std::string_view role) const {
   const TensorSlot& t = layout_.units[unit].at(role);
-  return byte_offset(weights_[unit].data(), t.offset * dtype_bytes(weight_t_));
+  return byte_offset(weight_base(unit), t.offset * dtype_bytes(weight_t_));
 }
 
 void* Params::grad(size_t unit, std::string_view role) const {
   const TensorSlot& t = layout_.units[unit].at(role);
-  return byte_offset(grads_[unit].data(), t.offset * dtype_bytes(grad_t_));
+  return byte_offset(grad_base(unit), t.offset * dtype_bytes(grad_t_));
 }
 
 void Params::zero_grads() {

@@ -2,6 +2,19 @@
 // its ParamLayout: weights in the compute dtype e (account weights), gradients
 // in the gradient dtype g (account grads) — docs/exact-budget.md "Model states".
 //
+// Sharded gradients (ZeRO 2, GradSharding): each unit's gradient buffer holds
+// only the rank's shard, ⌈P_u/n⌉ elements (account grads), and one staging
+// buffer of n·max_u ⌈P_u/n⌉ elements (account comm, docs/exact-budget.md
+// "Communication staging") holds the full gradient of the unit whose backward
+// is running: grad(unit, role) and grad_or_null point into it, at the
+// tensor's offset, for every unit (only one unit's backward runs at a time;
+// the training step zeroes it before and reduce-scatters it after).
+// Sharded weights (ZeRO 3): each unit's weight buffer holds only the rank's
+// shard (elements [rank·S_u, rank·S_u + S_u) of the unit, padding 0), and
+// weight(unit, role) points into gathered(unit) — the unit's full padded
+// copy (account weights) that the training step all-gathers before the
+// unit's forward and backward and frees after; nullptr while not gathered.
+//
 // Initialisation is a function of (seed, tensor, element of the full t = 1
 // tensor) only, so every layout holds the same model (a TP slice holds exactly
 // the values of the one-rank tensor):
@@ -27,13 +40,21 @@ namespace gpuledger {
 // fp32 values of one unit (layout order). total_layers is the model's L.
 std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64_t total_layers);
 
+struct ParamSharding {
+  bool grads = false;    // ZeRO 2/3
+  bool weights = false;  // ZeRO 3
+  int64_t n = 1;         // data-parallel ranks
+  int64_t rank = 0;      // this rank among them
+};
+
 class Params {
  public:
   static constexpr uint64_t kInitSeedSalt = 0x9E3779B97F4A7C15ull;  // init draws apart from dropout's
   static constexpr double kInitStd = 0.02;
 
   // Allocates every unit's weights and gradients (gradients zeroed). Throws OutOfMemory.
-  Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type);
+  Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type,
+         ParamSharding sharding = {});
 
   // Writes the initial values. `each_unit(u, values)` also receives each
   // unit's fp32 values (e.g. to fill the fp32 master copy). A no-op on meta.
@@ -47,7 +68,15 @@ class Params {
   Device& device() const { return device_; }
 
   const Buffer& weights(size_t unit) const { return weights_[unit]; }
+  // The unit's gradient buffer: all of it, or its shard when sharded.
   const Buffer& grads(size_t unit) const { return grads_[unit]; }
+  bool grads_sharded() const { return sharding_.grads; }
+  bool weights_sharded() const { return sharding_.weights; }
+  // Sharded weights only: the unit's gathered copy (the training step allocates and frees it).
+  Buffer& gathered(size_t unit) { return gathered_[unit]; }
+  // Sharded only: the staging buffer the model's gradient pointers point into.
+  void* grad_staging() const { return grad_staging_.data(); }
+  int64_t grad_staging_bytes() const { return grad_staging_.bytes(); }
   // The tensor `role` of `unit` (nullptr on meta); throws if the unit has no such tensor.
   void* weight(size_t unit, std::string_view role) const;
   void* grad(size_t unit, std::string_view role) const;
@@ -55,13 +84,22 @@ class Params {
   void* weight_or_null(size_t unit, std::string_view role) const;
   void* grad_or_null(size_t unit, std::string_view role) const;
 
-  void zero_grads();
+  void zero_grads();  // the gradient buffers (shards when sharded)
 
  private:
   Device& device_;
   ParamLayout layout_;
   DType weight_t_, grad_t_;
   std::vector<Buffer> weights_, grads_;
+  ParamSharding sharding_;
+  Buffer grad_staging_;
+  std::vector<Buffer> gathered_;
+  void* grad_base(size_t unit) const {
+    return sharding_.grads ? grad_staging_.data() : grads_[unit].data();
+  }
+  void* weight_base(size_t unit) const {
+    return sharding_.weights ? gathered_[unit].data() : weights_[unit].data();
+  }
 };
 
 // Byte offset into a device buffer; stays nullptr on meta (no memory there).

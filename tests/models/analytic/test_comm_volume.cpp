@@ -75,23 +75,24 @@ TEST(CommVolume, DataParallelZero0Buckets) {
   RunConfig r = run(3);
   // One 25 MiB bucket holds all 2048 bf16 gradients: one all-reduce of 4096 B,
   // once per step whatever m. No norm reduction: the gradients are whole on every rank.
-  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 1), {{"all_reduce@dp", {1, 4096}}});
+  // Every dp/pp entry below adds the step's loss: one all-reduce of one fp32.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 1), {{"all_reduce@dp", {1 + 1, 4096 + 4}}});
   // Buckets of ⌊(1000/2²⁰)·2²⁰ / 2⌋ = 500 elements: ⌈2048/500⌉ = 5 calls, same bytes.
   r.bucket_mb = 1000.0 / 1048576.0;
-  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {5, 4096}}});
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {5 + 1, 4096 + 4}}});
   // fp32 gradients: 4 bytes each, 250 per bucket: 9 calls of 8192 B in all.
   r.grad_dtype = DType::kFP32;
-  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {9, 8192}}});
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {9 + 1, 8192 + 4}}});
 }
 
 TEST(CommVolume, DataParallelZero1) {
   // ZeRO 1: the bucketed all-reduce, then one all-gather of updated bf16
   // weights per unit (4 units, each even: 2048·2 B in all).
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), run(3), 0),
-                {{"all_reduce@dp", {1, 4096}}, {"all_gather@dp", {4, 4096}}});
+                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 4096}}});
   // n = 3 pads each unit to a multiple of 3: 210 + 873 + 873 + 96 = 2052 elements.
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
-                {{"all_reduce@dp", {1, 4096}}, {"all_gather@dp", {4, 2 * 2052}}});
+                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 2 * 2052}}});
 }
 
 TEST(CommVolume, DataParallelZero2) {
@@ -101,7 +102,7 @@ TEST(CommVolume, DataParallelZero2) {
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 2), run(3), 0),
                 {{"reduce_scatter@dp", {12, 3 * 4096}},
                  {"all_gather@dp", {4, 4096}},
-                 {"all_reduce@dp", {1, 4}}});
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
 }
 
 TEST(CommVolume, DataParallelZero3) {
@@ -110,7 +111,7 @@ TEST(CommVolume, DataParallelZero3) {
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 3), run(3), 1),
                 {{"reduce_scatter@dp", {12, 3 * 4096}},
                  {"all_gather@dp", {24, 6 * 4096}},
-                 {"all_reduce@dp", {1, 4}}});
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // The published ZeRO-3 ratio: 1.5× the DP all-reduce volume at m = 1
   // (gather fwd + gather bwd + reduce-scatter = 3 buffers vs 2 for all-reduce
   // in bus traffic) — here in buffer bytes: 3 × 4096 against 4096.
@@ -164,17 +165,33 @@ TEST(CommVolume, SequencePartialGradientsUnderZero2EveryMicrobatch) {
   EXPECT_EQ(c.at("all_reduce@tp").bytes, 2 * 48 + 4 + 2 * (192 + 256 + 32));
 }
 
+TEST(CommVolume, ReplicatedKvHeadGradientsAllReducedOverTp) {
+  // tiny_gpt with k = 1 at t = 2: the one KV head lives on both ranks. Per
+  // layer one all-reduce of its K and V gradients, weight and bias:
+  // 1·2·4·(8 + 1) = 72 elements · 2 B = 144 B, × 2 layers, once per step.
+  // Everything else as in TensorParallel at t = 2 (k_t changes no activation):
+  // 10 × 64 B, cross-entropy 3 × 16 B, norm 4 B.
+  ModelConfig m = tiny_gpt();
+  m.kv_heads = 1;
+  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0),
+                {{"all_reduce@tp", {14 + 2, 640 + 48 + 4 + 2 * 144}}});
+  // No replication at t = k: nothing added.
+  m.kv_heads = 2;
+  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0),
+                {{"all_reduce@tp", {14, 640 + 48 + 4}}});
+}
+
 TEST(CommVolume, PipelineParallel) {
   // p = 2, m = 3: each stage sends 3 and receives 3 messages of b·s·h·e = 64 B
   // (activations one way, gradients the other); the norm's sum over pp.
   for (int64_t rank : {0, 1})
     expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 1, 2), run(3), rank),
-                  {{"send@pp", {3, 192}}, {"recv@pp", {3, 192}}, {"all_reduce@pp", {1, 4}}});
+                  {{"send@pp", {3, 192}}, {"recv@pp", {3, 192}}, {"all_reduce@pp", {1 + 1, 4 + 4}}});
   // A middle stage talks both ways: p = 4 needs 4 layers.
   auto m = tiny_gpt();
   m.layers = 4;
   expect_counts(rank_comm_per_step(m, layout(1, 1, 4), run(3), 1),
-                {{"send@pp", {6, 384}}, {"recv@pp", {6, 384}}, {"all_reduce@pp", {1, 4}}});
+                {{"send@pp", {6, 384}}, {"recv@pp", {6, 384}}, {"all_reduce@pp", {1 + 1, 4 + 4}}});
   // Under SP the message is the sequence shard: s_l = s/t = 2, 32 B.
   const Counts c = rank_comm_per_step(tiny_gpt(), layout(1, 2, 2, 0, true), run(3), 0);
   EXPECT_EQ(c.at("send@pp").bytes, 3 * 32);
@@ -188,7 +205,7 @@ TEST(CommVolume, TiedEmbeddingsAcrossStages) {
   // all-reduce their gradient once per step: V'/t·h·g = 10·8·2 B.
   for (int64_t rank : {0, 1})
     expect_counts(rank_comm_per_step(m, layout(1, 1, 2), run(2), rank),
-                  {{"send@pp", {2, 128}}, {"recv@pp", {2, 128}}, {"all_reduce@pp", {1, 4}},
+                  {{"send@pp", {2, 128}}, {"recv@pp", {2, 128}}, {"all_reduce@pp", {1 + 1, 4 + 4}},
                    {"all_reduce@emb", {1, 160}}});
   // t = 2: V' = 256, 128 rows per rank: 128·8·2 B.
   const Counts c = rank_comm_per_step(m, layout(1, 2, 2), run(1), 3);
@@ -204,7 +221,10 @@ TEST(CommVolume, TiedEmbeddingsAcrossStages) {
 TEST(CommVolume, NoGradientClippingNoNormReduction) {
   RunConfig r = run(1);
   r.grad_clip = 0;
-  EXPECT_EQ(rank_comm_per_step(tiny_gpt(), layout(1, 1, 2), r, 0).count("all_reduce@pp"), 0u);
+  // only the loss's all-reduce is left on pp
+  const Counts c = rank_comm_per_step(tiny_gpt(), layout(1, 1, 2), r, 0);
+  EXPECT_EQ(c.at("all_reduce@pp").calls, 1);
+  EXPECT_EQ(c.at("all_reduce@pp").bytes, 4);
 }
 
 TEST(CommVolume, BusBandwidthFactors) {

@@ -1,0 +1,102 @@
+// InferenceLayer (see infer_layer.h): the serving forward of one layer against
+// a KV cache. The per-sequence loops only move pointers (split/merge of the
+// head layout, RoPE offsets); the GEMMs run over all n rows of the step at once.
+#include "models/transformer/infer_layer.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace gpuledger {
+
+InferenceLayer::InferenceLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params,
+                               int64_t layer)
+    : dev_(device), tp_(tp), cfg_(cfg), p_(params), layer_(layer) {
+  cfg_.b = 1;
+  cfg_.dropout = 0.0f;
+  cfg_.recompute = Recompute::kNone;
+  TransformerLayer check(dev_, tp_, cfg_, p_);  // the same shape checks (GQA grouping, RoPE head dim)
+}
+
+void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::SeqStep>& batch,
+                             kv::KvCache& cache) {
+  int64_t n = 0;
+  for (const auto& s : batch) {
+    if (s.n_new < 1)
+      throw std::invalid_argument("InferenceLayer: sequence " + std::to_string(s.id) + " brings no new token");
+    n += s.n_new;
+  }
+  if (n == 0) return;
+  LayerConfig c = cfg_;
+  c.s = n;  // one "sample" of n packed rows: the norms and the MLP are row-wise
+  TransformerLayer tl(dev_, tp_, c, p_);
+  tl.discard_ = true;  // the MLP frees each temporary after its last use
+  const int64_t e = dtype_bytes(c.e), hid = n * c.h;
+  auto ws = [&](int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); };
+
+  // norm 1
+  Buffer stats = ws(c.norm_stats_bytes(), "infer.norm.stats");
+  Buffer xn = ws(e * hid, "infer.norm.out");
+  tl.norm_forward(xn.data(), stats, x, p_.norm1_w, p_.norm1_b);
+
+  // QKV rows (n, (a_t + 2k_t)·d), then per sequence the head layout (heads, n_new, d)
+  Buffer rows = ws(e * n * c.qkv_dim(), "infer.qkv.rows");
+  linear_forward(dev_, rows.data(), xn.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  if (c.qkv_bias) dev_.bias_add(rows.data(), p_.qkv_b, c.e, n, c.qkv_dim());
+  Buffer q = ws(e * n * c.q_dim(), "infer.q");
+  Buffer k = ws(e * n * c.kv_dim(), "infer.k");
+  Buffer v = ws(e * n * c.kv_dim(), "infer.v");
+  int64_t r0 = 0;
+  for (const auto& s : batch) {
+    AttnShape sh;
+    sh.B = 1; sh.Hq = c.a_t; sh.Hkv = c.k_t; sh.T = s.n_new; sh.D = c.d;
+    void* qs = byte_offset(q.data(), e * r0 * c.q_dim());
+    void* ks = byte_offset(k.data(), e * r0 * c.kv_dim());
+    dev_.split_qkv(qs, ks, byte_offset(v.data(), e * r0 * c.kv_dim()),
+                   byte_offset(rows.data(), e * r0 * c.qkv_dim()), c.e, sh);
+    if (!c.gpt) {  // RoPE (Su et al. 2021) at the sequence's own positions len − n_new …
+      const int64_t pos = cache.length(s.id) - s.n_new;
+      dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, kRopeTheta);
+      dev_.rope_forward(ks, c.e, 1, c.k_t, s.n_new, c.d, pos, kRopeTheta);
+    }
+    r0 += s.n_new;
+  }
+  rows.reset();
+
+  // the cache: write the new K, V, then attend every new query to its cached keys
+  cache.write(layer_, batch, k.data(), v.data(), c.e);
+  k.reset();
+  v.reset();
+  Buffer ctx = ws(e * n * c.q_dim(), "infer.ctx");
+  cache.attend(layer_, batch, ctx.data(), q.data(), c.e, c.a_t);
+  q.reset();
+  Buffer ctx_rows = ws(e * n * c.q_dim(), "infer.ctx.rows");
+  r0 = 0;
+  for (const auto& s : batch) {
+    AttnShape sh;
+    sh.B = 1; sh.Hq = c.a_t; sh.Hkv = c.k_t; sh.T = s.n_new; sh.D = c.d;
+    dev_.merge_heads(byte_offset(ctx_rows.data(), e * r0 * c.q_dim()),
+                     byte_offset(ctx.data(), e * r0 * c.q_dim()), c.e, sh);
+    r0 += s.n_new;
+  }
+  ctx.reset();
+
+  // attention-out (row-parallel, all-reduced), residual
+  Buffer y = ws(e * hid, "infer.y");
+  linear_forward(dev_, y.data(), ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
+  ctx_rows.reset();
+  tp_.all_reduce(y.data(), hid, c.e);
+  if (c.gpt) dev_.bias_add(y.data(), p_.out_b, c.e, n, c.h);
+  Buffer resid = ws(e * hid, "infer.resid");
+  dev_.add(resid.data(), x, y.data(), c.e, hid);
+
+  // norm 2, MLP (TransformerLayer's, all workspace), residual
+  tl.norm_forward(xn.data(), stats, resid.data(), p_.norm2_w, p_.norm2_b);
+  stats.reset();
+  LayerSaved scratch;
+  tl.mlp_forward(xn.data(), y.data(), scratch, Account::kWorkspace);
+  scratch.clear();
+  xn.reset();
+  dev_.add(out, resid.data(), y.data(), c.e, hid);
+}
+
+}  // namespace gpuledger

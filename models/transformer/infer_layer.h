@@ -1,0 +1,49 @@
+// InferenceLayer: one transformer layer's forward for serving, against a KV
+// cache (DESIGN.md "Inference and the KV cache"). The same weights and the
+// same math as TransformerLayer's forward, for a batch of sequences that each
+// bring n_new new tokens (a prefill chunk, or one decode token):
+//
+//   x ─ norm1 ─ QKV ─ RoPE at each sequence's own positions ─ kv write ─ cached attention
+//     ─ attn-out ─ AR ─ (+b) ─ + ─ norm2 ─ MLP ─ AR ─ (+b) ─ + ─ out
+//
+// Rows are packed sequence after sequence: x and out (n, h) with n = Σ n_new.
+// Q, K, V and the context are per sequence (heads, n_new, d), packed in batch
+// order — the layout Device::kv_cache_write / cached_attention take.
+// Nothing is kept for a backward: every temporary is workspace, freed before
+// return. No dropout (inference). The norms and the MLP are TransformerLayer's
+// own (it befriends this class), run on a layer configured for b = 1, s = n.
+//
+// Tensor parallelism: the QKV / attention-out / MLP split of TransformerLayer
+// (its all-reduces over `tp`), with the rank's k_t KV heads in the cache.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device.h"
+#include "models/kv/kv_cache.h"
+#include "models/transformer/layer.h"
+#include "parallel/comm/comm.h"
+
+namespace gpuledger {
+
+class InferenceLayer {
+ public:
+  // cfg: the layer shape (b and s are set per call); layer: the cache layer (0 … L_i − 1).
+  InferenceLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params, int64_t layer);
+
+  // out (n, h) = layer(x (n, h)) for the new tokens of `batch`, whose K and V
+  // are written into `cache` first (the cache already counts them: length(id)
+  // includes the n_new tokens). out may not alias x.
+  void forward(const void* x, void* out, const std::vector<kv::SeqStep>& batch, kv::KvCache& cache);
+
+  int64_t layer() const { return layer_; }
+
+ private:
+  Device& dev_;
+  Comm& tp_;
+  LayerConfig cfg_;
+  LayerParams p_;
+  int64_t layer_;
+};
+
+}  // namespace gpuledger

@@ -1,0 +1,195 @@
+// InferenceModel and InferWeights (see infer_model.h).
+#include "models/transformer/infer_model.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "models/transformer/params.h"
+
+namespace gpuledger {
+
+// ---- weights ----
+
+InferWeights::InferWeights(Device& device, ParamLayout layout, DType weight_type)
+    : device_(device), layout_(std::move(layout)), type_(weight_type) {
+  for (const auto& u : layout_.units)
+    units_.push_back(device_.alloc(u.elems * dtype_bytes(type_), Account::kWeights, u.name + ".weights"));
+}
+
+void InferWeights::initialise(uint64_t seed, int64_t total_layers) {
+  if (!device_.touches_memory()) return;
+  std::vector<char> host;
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    const std::vector<float> v = init_unit_values(layout_.units[u], seed, total_layers);
+    const auto n = static_cast<int64_t>(v.size());
+    if (type_ == DType::kFP32) {
+      device_.copy_from_host(units_[u].data(), v.data(), 4 * n);
+      continue;
+    }
+    host.resize(static_cast<size_t>(n * dtype_bytes(type_)));
+    convert_from_fp32(v.data(), host.data(), type_, n);
+    device_.copy_from_host(units_[u].data(), host.data(), static_cast<int64_t>(host.size()));
+  }
+}
+
+int64_t InferWeights::bytes() const {
+  int64_t b = 0;
+  for (const auto& u : units_) b += u.bytes();
+  return b;
+}
+
+void* InferWeights::weight_or_null(size_t unit, std::string_view role) const {
+  const TensorSlot* t = layout_.units[unit].find(role);
+  return t ? byte_offset(units_[unit].data(), t->offset * dtype_bytes(type_)) : nullptr;
+}
+
+void* InferWeights::weight(size_t unit, std::string_view role) const {
+  const TensorSlot& t = layout_.units[unit].at(role);
+  return byte_offset(units_[unit].data(), t.offset * dtype_bytes(type_));
+}
+
+LayerParams InferWeights::layer_params(size_t unit) const {
+  LayerParams lp;
+  auto w = [&](const char* role) -> const void* { return weight_or_null(unit, role); };
+  lp.norm1_w = w("norm1.weight");
+  lp.norm1_b = w("norm1.bias");
+  lp.qkv_w = w("qkv.weight");
+  lp.qkv_b = w("qkv.bias");
+  lp.out_w = w("attn_out.weight");
+  lp.out_b = w("attn_out.bias");
+  lp.norm2_w = w("norm2.weight");
+  lp.norm2_b = w("norm2.bias");
+  lp.mlp_in_w = w("mlp_in.weight");
+  lp.mlp_in_b = w("mlp_in.bias");
+  lp.gate_w = w("mlp_gate.weight");
+  lp.up_w = w("mlp_up.weight");
+  lp.mlp_out_w = w("mlp_out.weight");
+  lp.mlp_out_b = w("mlp_out.bias");
+  return lp;
+}
+
+// ---- the model ----
+
+namespace {
+Layout one_rank() {
+  Layout l;
+  l.dp = l.tp = l.pp = 1;
+  return l;
+}
+LayerConfig serving_layer_config(const ModelConfig& m, DType dtype) {
+  RunConfig r;
+  r.dtype = dtype;
+  r.grad_dtype = dtype;
+  r.dropout = 0;
+  r.mbs = 1;
+  r.seq = 1;
+  return make_layer_config(m, r, 1);
+}
+}  // namespace
+
+InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed)
+    : dev_(device), tp_(tp), model_(model), lcfg_(serving_layer_config(model, dtype)),
+      weights_(device, make_param_layout(model, one_rank(), Coords{}), dtype) {
+  weights_.initialise(seed, model.layers);
+  const ParamLayout& pl = weights_.layout();
+  for (int64_t i = 0; i < pl.layers; ++i)
+    layers_.push_back(std::make_unique<InferenceLayer>(
+        dev_, tp_, lcfg_, weights_.layer_params(static_cast<size_t>(pl.first_layer_unit + i)), i));
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& batch,
+                                             const std::vector<int32_t>& tokens, kv::KvCache& cache,
+                                             std::vector<float>* logits) {
+  int64_t n = 0;
+  for (const auto& s : batch) n += s.n_new;
+  if (static_cast<int64_t>(tokens.size()) != n)
+    throw std::invalid_argument("InferenceModel::forward: " + std::to_string(tokens.size()) + " token ids for " +
+                                std::to_string(n) + " new tokens");
+  const auto B = static_cast<int64_t>(batch.size());
+  if (B == 0) return {};
+  const ParamLayout& pl = weights_.layout();
+  const auto eu = static_cast<size_t>(pl.embedding_unit), hu = static_cast<size_t>(pl.head_unit);
+  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e), V = model_.vocab, vr = pl.vocab_rows;
+  auto ws = [&](int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); };
+
+  // embedding at each sequence's positions len − n_new … len − 1 (gpt: learned positions)
+  Buffer ids = ws(4 * n, "infer.token_ids");
+  dev_.copy_from_host(ids.data(), tokens.data(), 4 * n);
+  Buffer a = ws(e * n * h, "infer.hidden.a");
+  int64_t r0 = 0;
+  for (const auto& s : batch) {
+    const int64_t pos = cache.length(s.id) - s.n_new;
+    if (model_.is_gpt() && pos + s.n_new > model_.max_seq)
+      throw std::invalid_argument("sequence " + std::to_string(s.id) + " reaches position " +
+                                  std::to_string(pos + s.n_new) + ", past the learned positions (" +
+                                  std::to_string(model_.max_seq) + ")");
+    dev_.embedding_forward(byte_offset(a.data(), e * r0 * h), ids.as<int32_t>() ? ids.as<int32_t>() + r0 : nullptr,
+                           weights_.weight(eu, "word.weight"),
+                           model_.is_gpt() ? weights_.weight(eu, "position.weight") : nullptr, lcfg_.e, 1, s.n_new,
+                           h, pos);
+    r0 += s.n_new;
+  }
+  ids.reset();
+
+  // the layers, ping-pong between two hidden buffers
+  Buffer b = ws(e * n * h, "infer.hidden.b");
+  for (auto& layer : layers_) {
+    layer->forward(a.data(), b.data(), batch, cache);
+    std::swap(a, b);
+  }
+  b.reset();
+
+  // each sequence's last row -> final norm -> head GEMM (B × V'), fp32 logits
+  Buffer last = ws(e * B * h, "infer.last_rows");
+  r0 = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    r0 += batch[static_cast<size_t>(i)].n_new;
+    dev_.copy(byte_offset(last.data(), e * i * h), byte_offset(a.data(), e * (r0 - 1) * h), e * h);
+  }
+  a.reset();
+  Buffer normed = ws(e * B * h, "infer.final_norm.out");
+  Buffer stats = ws((lcfg_.gpt ? 2 : 1) * 4 * B, "infer.final_norm.stats");
+  float* st = stats.as<float>();
+  if (lcfg_.gpt)
+    dev_.layernorm_forward(normed.data(), st, st ? st + B : nullptr, last.data(), weights_.weight(hu, "norm.weight"),
+                           weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, kNormEps);
+  else
+    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h,
+                         kNormEps);
+  stats.reset();
+  last.reset();
+  const void* w_out = pl.head_uses_embedding
+                          ? weights_.weight(eu, "word.weight")
+                          : weights_.weight(hu, model_.tied_embeddings ? "word_copy.weight" : "output.weight");
+  Buffer lg = ws(4 * B * vr, "infer.logits");
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = B; g.n = vr; g.k = h;
+  g.a = normed.data(); g.lda = h;
+  g.b = w_out; g.ldb = h;
+  g.ab_type = lcfg_.e;
+  g.c = lg.data(); g.ldc = vr; g.c_type = DType::kFP32;
+  dev_.gemm(g);
+  normed.reset();
+
+  // greedy sampling on the host
+  std::vector<float> host(static_cast<size_t>(B * vr), 0.0f);
+  dev_.copy_to_host(host.data(), lg.data(), 4 * B * vr);
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  if (logits) logits->assign(static_cast<size_t>(B * V), 0.0f);
+  for (int64_t i = 0; i < B; ++i) {
+    const float* row = host.data() + i * vr;
+    next[static_cast<size_t>(i)] = argmax(row, V);
+    if (logits) std::copy(row, row + V, logits->begin() + i * V);
+  }
+  return next;
+}
+
+}  // namespace gpuledger

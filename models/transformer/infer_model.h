@@ -1,0 +1,78 @@
+// InferenceModel: the whole transformer for serving on one rank — the
+// weights (deterministic init, the same values Params gives for the same
+// seed: no checkpoint), the embedding at each sequence's own positions, the
+// InferenceLayers against a KV cache, the final norm and the head GEMM into
+// fp32 logits for each sequence's last new token, and greedy sampling (argmax
+// on the host, over the V real vocabulary columns).
+//
+// Memory: the weights are booked in `weights` (no gradients: a serving engine
+// holds none); everything a step allocates is `workspace`, freed before the
+// step returns; the cache books its own `kv`.
+//
+// One pipeline stage and one tensor-parallel rank: the vocabulary-parallel
+// embedding and head need Device ops that do not exist yet (as StageModel).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/device.h"
+#include "models/config.h"
+#include "models/kv/kv_cache.h"
+#include "models/transformer/infer_layer.h"
+#include "models/transformer/param_layout.h"
+#include "parallel/comm/comm.h"
+
+namespace gpuledger {
+
+// A rank's weights, one flat buffer per unit of its ParamLayout (account weights).
+class InferWeights {
+ public:
+  InferWeights(Device& device, ParamLayout layout, DType weight_type);
+  // The values init_unit_values gives (Params' initialisation); a no-op on meta.
+  void initialise(uint64_t seed, int64_t total_layers);
+
+  const ParamLayout& layout() const { return layout_; }
+  DType type() const { return type_; }
+  int64_t bytes() const;
+  void* weight(size_t unit, std::string_view role) const;           // throws when absent
+  void* weight_or_null(size_t unit, std::string_view role) const;
+  LayerParams layer_params(size_t unit) const;                      // weights only, no gradients
+
+ private:
+  Device& device_;
+  ParamLayout layout_;
+  DType type_;
+  std::vector<Buffer> units_;
+};
+
+class InferenceModel {
+ public:
+  // `layout` must be one rank (tp = pp = 1); weights in `dtype`, initialised from `seed`.
+  InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed);
+
+  // One engine step: each sequence of `batch` brings n_new tokens (host ids,
+  // packed in batch order, Σ n_new of them); the cache already counts them.
+  // Returns the greedy next token of each sequence (argmax of the logits of
+  // its last new token); `logits`, when given, receives those rows (B × V).
+  std::vector<int32_t> forward(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,
+                               kv::KvCache& cache, std::vector<float>* logits = nullptr);
+
+  const ModelConfig& model() const { return model_; }
+  const InferWeights& weights() const { return weights_; }
+  const LayerConfig& layer_config() const { return lcfg_; }
+  Device& device() { return dev_; }
+
+ private:
+  Device& dev_;
+  Comm& tp_;
+  ModelConfig model_;
+  LayerConfig lcfg_;
+  InferWeights weights_;
+  std::vector<std::unique_ptr<InferenceLayer>> layers_;
+};
+
+// Index of the largest of the first n values (the first one on ties).
+int32_t argmax(const float* x, int64_t n);
+
+}  // namespace gpuledger

@@ -1,0 +1,64 @@
+// Data parallelism on real ranks (np 2 and 4): dp = world, ZeRO 0, against
+// one rank with the same global batch (tests/parallel/mpi/layout_check.h):
+// fp32 within 1e-5, bf16 within a stated tolerance; the ranks book what their
+// meta simulation books. And a failure on one rank (a memory limit there
+// only) is agreed by every rank before any collective: no hang.
+#include <gtest/gtest.h>
+
+#include "layout_check.h"
+
+namespace gpuledger {
+namespace {
+
+using namespace testing;
+
+Layout dp_layout(int zero = 0) {
+  Layout l;
+  l.dp = world_size();
+  l.zero = zero;
+  return l;
+}
+
+TEST(DataParallel, LlamaFp32MatchesOneRank) {
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), dp_layout(), 3, Tolerance{});
+}
+
+TEST(DataParallel, GptTiedFp32GpipeMatchesOneRank) {
+  check_layout(load_model("tiny-gpt"), small_run(3, Schedule::kGPipe), dp_layout(), 3, Tolerance{});
+}
+
+// bf16: the reduction rounds the summed gradient to bf16 once, where one rank
+// accumulates microbatch by microbatch into bf16 — different roundings of the
+// same sum (see layout_check.h bf16_tolerance).
+TEST(DataParallel, LlamaBf16WithinRounding) {
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16), dp_layout(), 3,
+               bf16_tolerance());
+}
+
+TEST(DataParallel, FailureOnOneRankIsAgreedByAll) {
+  const ModelConfig m = load_model("tiny-llama");
+  const RunConfig r = small_run(1, Schedule::k1F1B);
+  const Layout l = dp_layout();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // rank 1 behaves as a device of 64 KiB: its parameters do not fit
+  RankRig rig(RankRig::Mpi{}, "cpu", m, r, l);
+  Ledger small(rank == 1 ? std::optional<int64_t>(64 * 1024) : std::nullopt);
+  auto dev = make_device("cpu", rank == 1 ? small : rig.ledger);
+  std::string error;
+  try {
+    RankContext ctx = rig.groups.context();
+    Trainer t(*dev, m, r, ctx);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error.empty(), rank != 1);
+  const AgreedStatus st = agree_status(error.empty(), error);
+  EXPECT_FALSE(st.all_ok);
+  EXPECT_EQ(st.first_failed_rank, 1);
+  EXPECT_EQ(st.failed_ranks, 1);
+  EXPECT_EQ(st.error, rank == 1 ? error : st.error);
+}
+
+}  // namespace
+}  // namespace gpuledger
