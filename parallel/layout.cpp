@@ -3,6 +3,7 @@
 // is allocated. Order is Megatron's RankGenerator default "tp-dp-pp" (tp
 // fastest): rank = tp + T·(dp + D·pp), so a TP group is T consecutive ranks
 // (one node's NVLink domain when T <= GPUs per node).
+#include <algorithm>
 #include "parallel/layout.h"
 
 #include "models/config.h"
@@ -89,8 +90,9 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (m.ffn % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide ffn " + s(m.ffn) + who);
   // Contiguous, equal pipeline stages of >= 1 layer.
-  if (m.layers % l.pp != 0)
-    throw LayoutError("--pp " + s(l.pp) + " does not divide layers " + s(m.layers) + who);
+  if (m.layers < l.pp)
+    throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + who +
+                      ": every stage needs at least one layer");
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) +
@@ -111,16 +113,28 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
 // ---- pipeline stages ----
 
 int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
-  if (l.pp < 1 || m.layers % l.pp != 0)
-    throw LayoutError("--pp " + s(l.pp) + " does not divide layers " + s(m.layers) + " (" +
-                      m.name + ")");
+  if (l.pp < 1 || m.layers < l.pp)
+    throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + " (" + m.name +
+                      "): every stage needs at least one layer");
   if (stage < 0 || stage >= l.pp)
     throw LayoutError("stage " + s(stage) + " is outside --pp " + s(l.pp));
-  return m.layers / l.pp;
+  // Contiguous stages of L / p layers. When p does not divide L, the stages at
+  // the ends hold one layer fewer — first, last, second, second-to-last, … —
+  // as Meta balanced Llama 3 405B's 126 layers over 16 stages (Llama 3 paper,
+  // §3.3.2: "we reduce one Transformer layer each from the first and the last
+  // stages"); the first and last stages also carry the embedding and the head.
+  const int64_t base = m.layers / l.pp, rem = m.layers % l.pp;
+  if (rem == 0) return base;
+  const int64_t shorter = l.pp - rem;                       // stages holding `base`
+  const int64_t from_end = std::min(stage, l.pp - 1 - stage);
+  const int64_t order = 2 * from_end + (stage <= l.pp - 1 - stage ? 0 : 1);
+  return order < shorter ? base : base + 1;
 }
 
 int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
-  return stage * layers_on_stage(m, l, stage);
+  int64_t first = 0;
+  for (int64_t i = 0; i < stage; ++i) first += layers_on_stage(m, l, i);
+  return first;
 }
 
 }  // namespace gpuledger

@@ -41,10 +41,11 @@ struct RunConfig;
 
 // Throws LayoutError saying what divides what: sizes >= 1, zero in 0..3,
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
-// layers % pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt.
+// layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt.
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 
-// Layers held by pipeline stage `stage` (contiguous, equal: layers / pp each)
+// Layers held by pipeline stage `stage` (contiguous, layers / pp each; when pp
+// does not divide layers the stages at the ends hold one fewer, Llama 3 style)
 // and the index of its first layer.
 int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage);

@@ -108,7 +108,13 @@ TEST(LayoutStages, ContiguousEqualStages) {
   EXPECT_EQ(layers_on_stage(m, make(1, 1, 1), 0), 32);
   EXPECT_EQ(first_layer_of_stage(m, make(1, 1, 32), 31), 31);
   EXPECT_THROW(layers_on_stage(m, l, 4), LayoutError);
-  EXPECT_THROW(layers_on_stage(m, make(1, 1, 3), 0), LayoutError);  // 3 ∤ 32
+  EXPECT_THROW(layers_on_stage(m, make(1, 1, 33), 0), LayoutError);  // 33 stages > 32 layers
+  // 32 layers on 3 stages: the ends hold one fewer (10, 11... no: 32 = 3·10 + 2,
+  // one stage of 10 — the first — and two of 11).
+  EXPECT_EQ(layers_on_stage(m, make(1, 1, 3), 0), 10);
+  EXPECT_EQ(layers_on_stage(m, make(1, 1, 3), 1), 11);
+  EXPECT_EQ(layers_on_stage(m, make(1, 1, 3), 2), 11);
+  EXPECT_EQ(first_layer_of_stage(m, make(1, 1, 3), 2), 21);
 }
 
 // ---- validation ----
@@ -166,7 +172,7 @@ TEST(ValidateLayout, EachError) {
   ModelConfig f = load_model("tiny-llama");
   f.ffn = 170;  // 4 ∤ 170
   expect_layout_error(make(1, 4, 1), f, run(64), {"--tp 4 does not divide ffn 170"});
-  expect_layout_error(make(1, 1, 5), l3, run(), {"--pp 5 does not divide layers 32 (llama3-8b)"});
+  expect_layout_error(make(1, 1, 33), l3, run(), {"--pp 33 exceeds layers 32 (llama3-8b)"});
   expect_layout_error(make(1, 4, 1, 0, true), l3, run(1026), {"--tp 4", "--seq 1026", "--sp"});
   expect_layout_error(make(1, 1, 1), g, run(1025), {"--seq 1025", "max_seq 1024", "gpt2"});
 
@@ -213,3 +219,19 @@ TEST(RunConfigNames, BatchArithmetic) {
 
 }  // namespace
 }  // namespace gpuledger
+
+// Llama 3 405B: 126 layers on 16 stages, the first and last holding one fewer
+// (Llama 3 paper §3.3.2): 7 + 14·8 + 7.
+TEST(LayoutStages, UnevenStagesAsMetaBalancedLlama3) {
+  gpuledger::ModelConfig m = gpuledger::load_model("llama3.1-405b");
+  gpuledger::Layout l;
+  l.pp = 16;
+  int64_t total = 0;
+  for (int64_t s = 0; s < 16; ++s) {
+    const int64_t n = gpuledger::layers_on_stage(m, l, s);
+    EXPECT_EQ(n, (s == 0 || s == 15) ? 7 : 8) << s;
+    EXPECT_EQ(gpuledger::first_layer_of_stage(m, l, s), total) << s;
+    total += n;
+  }
+  EXPECT_EQ(total, 126);
+}

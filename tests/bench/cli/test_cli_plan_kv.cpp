@@ -102,7 +102,7 @@ TEST(CliErrors, UsageErrorsExitTwoAndSayWhatIsWrong) {
   const std::vector<Case> cases = {
       {{"plan", "--model", "no-such-model"}, "llama3-8b"},            // lists the known presets
       {{"plan", "--model", "llama3-8b", "--tp", "3"}, "divide"},      // heads 32 % 3
-      {{"plan", "--model", "llama3-8b", "--pp", "5"}, "layers"},      // 32 layers % 5
+      {{"plan", "--model", "llama3-8b", "--pp", "64"}, "layers"},     // 64 stages > 32 layers
       {{"plan", "--model", dir + "/broken.json"}, ":3:"},             // line 3 of the file
       {{"plan", "--model", dir + "/unknown.json"}, "colour"},         // names the unknown field
       {{"plan", "--model", "gpt2", "--dp", "2", "--gbs", "3"}, "multiple"},
