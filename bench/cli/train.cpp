@@ -106,7 +106,7 @@ std::optional<int64_t> memory_limit(const TrainOptions& o, const Resolved& r) {
 }
 
 void print_step(std::ostream& os, int64_t step, const StepResult& s, const Ledger& ledger, int64_t tokens_per_step,
-                int64_t model_flops_job, double peak_total, bool have_peak, int64_t world) {
+                double model_flops_job, double peak_total, bool have_peak, int64_t world) {
   const double tps = s.seconds > 0 ? tokens_per_step / s.seconds : 0;
   std::string mfu = "-", hfu = "-";
   if (have_peak && s.seconds > 0) {

@@ -130,20 +130,21 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
   return f;
 }
 
-StepFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   // The DP replicas do identical work: Σ over one replica's t·p ranks, × n.
-  StepFlops sum;
+  JobFlops sum;
   for (int64_t stage = 0; stage < l.pp; ++stage) {
     for (int64_t j = 0; j < l.tp; ++j) {
       const StepFlops f = rank_step_flops(m, l, r, l.rank(Coords{0, j, stage}));
-      sum.model = add(sum.model, f.model);
-      sum.hardware = add(sum.hardware, f.hardware);
-      sum.model_causal = add(sum.model_causal, f.model_causal);
+      sum.model += static_cast<double>(f.model);
+      sum.hardware += static_cast<double>(f.hardware);
+      sum.model_causal += static_cast<double>(f.model_causal);
     }
   }
-  sum.model = mul(sum.model, l.dp);
-  sum.hardware = mul(sum.hardware, l.dp);
-  sum.model_causal = mul(sum.model_causal, l.dp);
+  const double n = static_cast<double>(l.dp);
+  sum.model *= n;
+  sum.hardware *= n;
+  sum.model_causal *= n;
   return sum;
 }
 

@@ -25,8 +25,13 @@ struct StepFlops {
 int64_t layer_forward_flops(const ModelConfig& m, const Layout& l, const RunConfig& r);
 // FLOPs executed by `rank` in one step (m microbatches of its stage).
 StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank);
-// Whole-job FLOPs of one step (all ranks' model FLOPs: what tokens/s × 6N approximates).
-StepFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r);
+// Whole-job FLOPs of one step (all ranks: what tokens/s × 6N approximates). In
+// double: a 405B model's step on 16,384 ranks is ~3e20 FLOPs, past int64; the
+// per-rank counts (rank_step_flops) stay exact integers.
+struct JobFlops {
+  double model = 0, hardware = 0, model_causal = 0;
+};
+JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r);
 
 // Published whole-job figures per step (global batch), each cited:
 // "kaplan_6n", "palm_6n_12lhs", "korthikanti_per_layer", "megatron_2021_96", "megatron_72".

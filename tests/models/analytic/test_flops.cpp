@@ -4,6 +4,8 @@
 // total, and the model-vs-hardware conventions of docs/exact-budget.md.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <map>
 
 #include "models/analytic/flops.h"
@@ -157,8 +159,8 @@ TEST(Flops, ReplicatedKvHeadsAreHardwareNotModel) {
   // tiny_llama has k = 2; t = 4 > k replicates each KV head twice.
   const auto m = tiny_llama();
   const auto r = run(8, 1, 1);
-  const StepFlops one = job_step_flops(m, layout(1, 1, 1), r);
-  const StepFlops four = job_step_flops(m, layout(1, 4, 1), r);
+  const JobFlops one = job_step_flops(m, layout(1, 1, 1), r);
+  const JobFlops four = job_step_flops(m, layout(1, 4, 1), r);
   EXPECT_EQ(four.model, one.model);
   // Hardware per layer: 4 ranks × 2·b·s·h·2·d (one K and one V head each)
   // against 2·b·s·h·2·k·d at t = 1: 3 × 2 layers × 2·8·16·8·(4 − 2) extra;
@@ -177,7 +179,7 @@ TEST(Flops, PipelineStagesAndTheJob) {
   // dp 2 × tp 2 × pp 2, m = 2: model = n·m·(one-rank model per microbatch).
   const auto big = layout(2, 2, 2);
   RunConfig r2 = run(4, 1, 2);
-  const StepFlops job = job_step_flops(m, big, r2);
+  const JobFlops job = job_step_flops(m, big, r2);
   EXPECT_EQ(job.model, 2 * 2 * 41856);
   // Hardware per microbatch: stage 0 ranks 3·3328 each; stage 1 ranks
   // 3·3328 + 3·2·4·8·128; × 2 ranks per stage, × m, × n.
@@ -247,7 +249,14 @@ TEST(Flops, OverflowIsAnError) {
   m.vocab = 128256;
   m.max_seq = 8192;
   RunConfig r = run(8192, 1, 2048);
-  EXPECT_THROW(job_step_flops(m, layout(1, 1, 1), r), std::overflow_error);
+  // One rank's step overflows int64 and says so; the job total is a double.
+  EXPECT_THROW(rank_step_flops(m, layout(1, 1, 1), r, 0), std::overflow_error);
+  Layout big = layout(1, 8, 16);
+  RunConfig r16 = run(8192, 1, 128);
+  const JobFlops job = job_step_flops(m, big, r16);
+  // ~6·N·tokens: 6 · 4.05e11 · 128·8192 ≈ 2.5e18 per replica at least.
+  EXPECT_GT(job.model, 2.0e18);
+  EXPECT_TRUE(std::isfinite(job.hardware));
 }
 
 }  // namespace
