@@ -2,6 +2,7 @@
 #include "bench/checks.h"
 
 #include <cmath>
+#include <set>
 
 #include "kernels/account.h"
 
@@ -35,6 +36,26 @@ json rank_checks(const json& r) {
       checks.push_back(make_bound_check("bytes.workspace<=bound", rank, m, e));
     else
       checks.push_back(make_check("bytes." + a, rank, m, e, 0.0));
+  }
+  // Communication: every collective@group the budget or the measurement names,
+  // calls and bytes per step (the measurement covers the whole run: divided by
+  // its steps), to the byte.
+  if (r.contains("comm") && r["analytic"].contains("comm") && r.contains("time")) {
+    const double steps = static_cast<double>(r["time"]["step_ms"].size());
+    if (steps > 0) {
+      std::set<std::string> keys;
+      for (const auto& [k, v] : r["comm"].items()) keys.insert(k);
+      for (const auto& [k, v] : r["analytic"]["comm"].items()) keys.insert(k);
+      for (const auto& k : keys) {
+        const json zero = {{"calls", 0}, {"bytes", 0}};
+        const json& m = r["comm"].contains(k) ? r["comm"][k] : zero;
+        const json& a = r["analytic"]["comm"].contains(k) ? r["analytic"]["comm"][k] : zero;
+        checks.push_back(make_check("comm." + k + ".calls", rank, m["calls"].get<double>() / steps,
+                                    a["calls"].get<double>(), 0.0));
+        checks.push_back(make_check("comm." + k + ".bytes", rank, m["bytes"].get<double>() / steps,
+                                    a["bytes"].get<double>(), 0.0));
+      }
+    }
   }
   if (r.contains("flops") && r["flops"].contains("executed_per_step"))
     checks.push_back(make_check("flops.executed==analytic_hardware", rank,

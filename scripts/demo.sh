@@ -30,9 +30,26 @@ for z in 0 1 2 3; do
 done
 run kv-llama3-8b-h100 kv --model llama3-8b --device h100-sxm --context 8192 --kv paged
 run kv-qwen2.5-7b-h200-fp8 kv --model qwen2.5-7b --device h200 --context 32768 --kv paged --kv-dtype fp8
-if "$GL" --help | grep -q " train"; then
-  run train-small-gpt-cpu train --model small-gpt --backend cpu --seq 128 --mbs 4 --microbatches 2 --steps 8
-  run train-small-llama-cpu train --model small-llama --backend cpu --seq 128 --mbs 4 --microbatches 2 \
-      --recompute selective --attention flash --steps 8
-fi
+# One rank: real CPU training of small models, the ledger beside the budget.
+run train-small-gpt-cpu train --model small-gpt --backend cpu --seq 128 --mbs 4 --microbatches 2 --steps 6
+run train-small-llama-cpu train --model small-llama --backend cpu --seq 128 --mbs 4 --microbatches 2 \
+    --recompute selective --attention flash --steps 6
+
+# Four ranks (mpirun, CPU): a gpt2-shaped model (GPT-2 small's layer and vocabulary, 4 layers) in each
+# layout; every rank's bytes and communication are checked against the budget.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+GPT2="--model gpt2 --layers 4 --seq 128 --gbs 8 --mbs 2 --steps 3 --warmup 1"
+mpi() { local name=$1; shift; echo "================ mpirun -np 4 gpuledger $* ================"
+        mpirun -np 4 --oversubscribe "$GL" "$@" --json "$OUT/$name.json"; echo; }
+mpi train-gpt2-4l-dp4 train $GPT2 --dp 4
+mpi train-gpt2-4l-tp2-dp2-sp train $GPT2 --tp 2 --dp 2 --sp
+mpi train-gpt2-4l-pp2-dp2-1f1b train $GPT2 --pp 2 --dp 2 --schedule 1f1b
+# ZeRO 2/3 need untied embeddings (parallel/layout.cpp says why): the same shape, head untied.
+sed 's/"tied_embeddings": *true/"tied_embeddings": false/; s/"name": *"gpt2"/"name": "gpt2-untied"/' \
+    "$ROOT/models/presets/gpt2.json" > "$OUT/gpt2-untied.json"
+mpi train-gpt2-untied-4l-dp4-zero3 train ${GPT2/--model gpt2/--model $OUT/gpt2-untied.json} --dp 4 --zero 3
+
+# Inference on the CPU: a paged KV cache, the pool, capacity and bandwidth beside the kv budget.
+run infer-small-llama-paged infer --model small-llama --device-memory 2Gi --requests 16 --prompt-len 64 \
+    --gen-len 32 --max-batch 8 --kv paged
 echo "reports written under $OUT"

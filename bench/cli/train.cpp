@@ -105,14 +105,16 @@ std::optional<int64_t> memory_limit(const TrainOptions& o, const Resolved& r) {
   return r.device_memory_bytes;
 }
 
+// One line per step on the printing rank. MFU: the job's model FLOPs; HFU: the
+// job's hardware FLOPs (analytic — the checks show every rank executes exactly
+// its share), both over the step time and the job's peak.
 void print_step(std::ostream& os, int64_t step, const StepResult& s, const Ledger& ledger, int64_t tokens_per_step,
-                double model_flops_job, double peak_total, bool have_peak, int64_t world) {
+                const analytic::JobFlops& job, double peak_total, bool have_peak) {
   const double tps = s.seconds > 0 ? tokens_per_step / s.seconds : 0;
   std::string mfu = "-", hfu = "-";
   if (have_peak && s.seconds > 0) {
-    mfu = report::format_percent(model_flops_job / s.seconds / peak_total);
-    // HFU: this rank's executed FLOPs × world approximates the job's (exact when balanced).
-    hfu = report::format_percent(static_cast<double>(s.executed_flops) * world / s.seconds / peak_total);
+    mfu = report::format_percent(job.model / s.seconds / peak_total);
+    hfu = report::format_percent(job.hardware / s.seconds / peak_total);
   }
   os << fmt::format("  {:>5} {:>10.5f} {:>10.2f} {:>12.1f} {:>7} {:>7} {:>12}\n", step, s.loss, s.seconds * 1e3, tps,
                     mfu, hfu, report::format_bytes(static_cast<double>(ledger.peak_total()))) << std::flush;
@@ -253,8 +255,8 @@ int run_local(TrainOptions& o, const Resolved& r, bool simulate) {
     auto ro = runner_options(o);
     if (i == 0 && !o.common.quiet)
       ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {
-        print_step(os, step, s, lg, r.run.tokens_per_step(l.dp), job.model,
-                   peak.flops ? *peak.flops * devices : 0, peak.flops.has_value(), l.world());
+        print_step(os, step, s, lg, r.run.tokens_per_step(l.dp), job, peak.flops ? *peak.flops * devices : 0,
+                   peak.flops.has_value());
       };
     runs.push_back(bench::run_rank_training(*dev, r, groups.context(), counters, ro, plan_rank_json(r, rank, limit)));
   }
@@ -311,8 +313,8 @@ int run_mpi(TrainOptions& o, const Resolved& r) {
   };
   if (rank == 0 && !o.common.quiet)
     ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {
-      print_step(os, step, s, lg, r.run.tokens_per_step(l.dp), job.model, peak.flops ? *peak.flops * devices : 0,
-                 peak.flops.has_value(), l.world());
+      print_step(os, step, s, lg, r.run.tokens_per_step(l.dp), job, peak.flops ? *peak.flops * devices : 0,
+                 peak.flops.has_value());
     };
   bench::RankRun run = bench::run_rank_training(*dev, r, groups->context(), counters, ro, plan_rank_json(r, rank, limit));
   if (run.failed_in_step && l.world() > 1) {

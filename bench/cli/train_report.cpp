@@ -100,11 +100,36 @@ void print_train_summary(std::ostream& os, const json& doc) {
       os << "\n" << p.render();
     }
     if (!r["comm"].empty()) {
-      report::Table c("communication (measured)");
-      c.columns({"collective@group", "calls", "bytes", "seconds"});
-      for (const auto& [k, v] : r["comm"].items())
-        c.row({k, report::format_count(v["calls"].get<int64_t>()), b(v["bytes"].get<double>()),
-               fmt::format("{:.4f}", v["seconds"].get<double>())});
+      // Bus bandwidth as nccl-tests defines it: bytes / time × the collective's
+      // factor (all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n).
+      const auto& layout = doc["config"]["layout"];
+      auto group_size = [&](const std::string& key) -> double {
+        const auto at = key.find('@');
+        const std::string g = at == std::string::npos ? "" : key.substr(at + 1);
+        if (g == "dp") return layout["dp"].get<double>();
+        if (g == "tp") return layout["tp"].get<double>();
+        if (g == "pp") return layout["pp"].get<double>();
+        return 2.0;  // emb: first and last stage
+      };
+      auto factor = [&](const std::string& key) {
+        const double n = group_size(key);
+        if (key.rfind("all_reduce", 0) == 0) return 2.0 * (n - 1) / n;
+        if (key.rfind("all_gather", 0) == 0 || key.rfind("reduce_scatter", 0) == 0) return (n - 1) / n;
+        return 1.0;
+      };
+      const double steps = std::max<double>(1.0, static_cast<double>(r["time"]["step_ms"].size()));
+      report::Table c("communication per step: measured beside the budget; algbw and busbw (nccl-tests)");
+      c.columns({"collective@group", "calls", "budget", "bytes", "budget", "seconds", "algbw", "busbw"});
+      for (const auto& [k, v] : r["comm"].items()) {
+        const json zero = {{"calls", 0}, {"bytes", 0}};
+        const json& a = r["analytic"]["comm"].contains(k) ? r["analytic"]["comm"][k] : zero;
+        const double sec = v["seconds"].get<double>();
+        const double algbw = sec > 0 ? v["bytes"].get<double>() / sec : 0;
+        c.row({k, report::format_count(static_cast<int64_t>(v["calls"].get<double>() / steps)),
+               report::format_count(a["calls"].get<int64_t>()), b(v["bytes"].get<double>() / steps),
+               b(a["bytes"].get<double>()), fmt::format("{:.4f}", sec / steps),
+               sec > 0 ? report::format_si(algbw, "B/s") : "-", sec > 0 ? report::format_si(algbw * factor(k), "B/s") : "-"});
+      }
       os << "\n" << c.render();
     }
   }
