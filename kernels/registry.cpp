@@ -8,6 +8,9 @@
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/device.h"
 #include "kernels/meta/meta_device.h"
+#if GPULEDGER_HAVE_CUDA
+#include "kernels/cuda/make_cuda_device.h"
+#endif
 
 namespace gpuledger {
 
@@ -16,7 +19,7 @@ std::unique_ptr<Device> make_device(const std::string& backend, Ledger& ledger, 
   if (backend == "meta") return std::make_unique<MetaDevice>(ledger);
   if (backend == "cuda") {
 #if GPULEDGER_HAVE_CUDA
-    throw std::invalid_argument("cuda backend not yet implemented");
+    return make_cuda_device(ledger, local_rank);  // throws "cuda: no GPU found (…)" without one
 #else
     throw std::invalid_argument("cuda backend not built (configure with CUDA)");
 #endif

@@ -67,7 +67,8 @@ int run_kv(const Options& o, int64_t prefill_chunk) {
   doc["params"] = {{"total", analytic::model_params(m)}, {"padded_vocab", analytic::padded_vocab(m, l.tp)}};
 
   const int64_t overhead = parse_size(o.overhead);
-  const auto bandwidth = r.device ? r.device->bandwidth_bytes_per_s : std::nullopt;
+  std::optional<double> bandwidth;
+  if (r.device && r.device->bandwidth_bytes_per_s) bandwidth = *r.device->bandwidth_bytes_per_s;
   doc["ranks"] = json::array();
   json first_summary;
   for (int64_t rank : ranks) {

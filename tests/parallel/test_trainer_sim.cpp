@@ -89,7 +89,9 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
     rig.counters.reset();
     rig.trainer->step(1);
     for (Account a : kAllAccounts)
-      if (a != Account::kWorkspace) EXPECT_EQ(rig.ledger.peak_by_account()[a], peak[a]) << account_name(a);
+      if (a != Account::kWorkspace) {
+        EXPECT_EQ(rig.ledger.peak_by_account()[a], peak[a]) << account_name(a);
+      }
     for (const auto& [key, c] : want) EXPECT_EQ(rig.counters.by_key().at(key).calls, c.calls) << key;
   }
 }

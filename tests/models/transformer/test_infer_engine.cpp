@@ -152,7 +152,9 @@ TEST(InferEngine, PrefillChunkingAndSlidingWindowKeepTheTokens) {
       kv::PagedKvCache cache(*env.dev, geometry(m), 64, 4, window);
       InferenceEngine engine(model, cache, {4, chunk, 0});
       for (const auto& r : engine.run(fixed(3, 20, 10, m.vocab))) out[i].push_back(r.tokens);
-      if (window) EXPECT_LE(cache.blocks().peak_blocks_in_use(), 3 * 2);   // ⌈8/4⌉ blocks per sequence
+      if (window) {
+        EXPECT_LE(cache.blocks().peak_blocks_in_use(), 3 * 2);   // ⌈8/4⌉ blocks per sequence
+      }
       ++i;
     }
     EXPECT_EQ(out[0], out[1]) << (window ? "window" : "no window");

@@ -110,10 +110,12 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
         EXPECT_EQ(it->second.calls, c.calls) << key;
         EXPECT_EQ(it->second.bytes, c.bytes) << key;
       }
-      for (Account a : kAllAccounts)
-        if (a != Account::kWorkspace)
+      for (Account a : kAllAccounts) {
+        if (a != Account::kWorkspace) {
           EXPECT_EQ(rig.ledger.peak_by_account()[a], sim.ledger.peak_by_account()[a])
               << "rank " << rank << " " << account_name(a);
+        }
+      }
       // model states only between steps
       EXPECT_EQ(rig.ledger.live_by_account()[Account::kActivations], 0);
       EXPECT_EQ(rig.ledger.live_by_account()[Account::kWorkspace], 0);
@@ -183,7 +185,9 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
     EXPECT_LE(static_cast<double>(bad), tol.outlier_fraction * static_cast<double>(v.size()))
         << "rank " << rank << " " << name << ": " << bad << " of " << v.size()
         << " elements outside the bound, worst difference " << worst;
-    if (tol.outlier_fraction > 0) EXPECT_LE(worst, tol.hard_abs) << "rank " << rank << " " << name;
+    if (tol.outlier_fraction > 0) {
+      EXPECT_LE(worst, tol.hard_abs) << "rank " << rank << " " << name;
+    }
   }
 }
 

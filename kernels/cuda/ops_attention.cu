@@ -1,0 +1,149 @@
+// CUDA ops of materialized attention: the head layout moves (split_qkv,
+// merge_qkv_grad, merge_heads, split_heads: byte copies, no conversion) and the
+// masked softmax with its backward (one block per score row). Semantics of the
+// CPU reference, kernels/cpu/ops_attention.cpp: probabilities are
+// exp(scale·(s − max))/Σ over the visible keys (attn_tiles.h), every other
+// entry an exact 0 whose score is never read; dscores = p ⊙ (dp − Σ dp·p)·scale.
+// The QKᵀ and P·V products are ordinary device GEMMs.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/attn_tiles.h"
+#include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/simt_device.cuh"
+
+namespace gpuledger {
+inline namespace GPL_SIMT_NAMESPACE {
+namespace {
+
+using namespace simt;
+
+void check_shape(const AttnShape& s, const char* op) {
+  if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
+    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
+                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
+                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
+                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
+  if (s.window && *s.window < 1)
+    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
+                                std::to_string(*s.window));
+}
+
+int64_t window_of(const AttnShape& s) { return s.window ? *s.window : 0; }
+
+// Element e of the per-head layout (B, H, T, D) <-> the fused layout
+// (B, T, row_heads·D) at head columns col0 + h. U: the element's bits.
+template <class U>
+__global__ void move_heads_kernel(U* dst, const U* src, int64_t B, int64_t H, int64_t T, int64_t D,
+                                  int64_t row_heads, int64_t col0, bool to_heads) {
+  const int64_t n = B * H * T * D;
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    const int64_t d = e % D, t = e / D % T, h = e / (D * T) % H, b = e / (D * T * H);
+    const int64_t fused = (b * T + t) * row_heads * D + (col0 + h) * D + d;
+    if (to_heads)
+      dst[e] = src[fused];
+    else
+      dst[fused] = src[e];
+  }
+}
+
+void move_heads(cudaStream_t stream, void* dst, const void* src, DType t, int64_t B, int64_t H,
+                int64_t T, int64_t D, int64_t row_heads, int64_t col0, bool to_heads) {
+  const auto l = cuda_launch::elementwise(B * H * T * D);
+  if (dtype_bytes(t) == 2)
+    launch_kernel(move_heads_kernel<uint16_t>, grid1d(l.blocks), dim3(l.threads), 0, stream,
+                  static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), B, H, T, D,
+                  row_heads, col0, to_heads);
+  else
+    launch_kernel(move_heads_kernel<uint32_t>, grid1d(l.blocks), dim3(l.threads), 0, stream,
+                  static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), B, H, T, D,
+                  row_heads, col0, to_heads);
+}
+
+// One block per row r of the (B·Hq·T, T) scores; query i = r mod T.
+template <class T>
+__global__ void softmax_forward_kernel(T* probs, const float* scores, int64_t T_, int64_t window,
+                                       float scale) {
+  GPL_SHARED float scratch[32];
+  const int64_t r = blockIdx.x, i = r % T_, j0 = attn::first_key(i, window);
+  const float* sr = scores + r * T_;
+  T* pr = probs + r * T_;
+  float mx = -INFINITY;
+  for (int64_t j = j0 + threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, sr[j]);
+  mx = block_reduce(mx, scratch, MaxOp{});
+  float sum = 0.0f;
+  for (int64_t j = j0 + threadIdx.x; j <= i; j += blockDim.x) sum += expf(scale * (sr[j] - mx));
+  sum = block_reduce(sum, scratch, SumOp{});
+  const float inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < T_; j += blockDim.x)
+    pr[j] = (j >= j0 && j <= i) ? from_float<T>(expf(scale * (sr[j] - mx)) * inv) : from_float<T>(0.0f);
+}
+
+template <class T>
+__global__ void softmax_backward_kernel(float* dscores, const float* dprobs, const T* probs,
+                                        int64_t T_, int64_t window, float scale) {
+  GPL_SHARED float scratch[32];
+  const int64_t r = blockIdx.x, i = r % T_, j0 = attn::first_key(i, window);
+  const float* dp = dprobs + r * T_;
+  const T* pr = probs + r * T_;
+  float* ds = dscores + r * T_;
+  float dot = 0.0f;
+  for (int64_t j = j0 + threadIdx.x; j <= i; j += blockDim.x) dot += dp[j] * to_float(pr[j]);
+  dot = block_reduce(dot, scratch, SumOp{});
+  for (int64_t j = threadIdx.x; j < T_; j += blockDim.x)
+    ds[j] = (j >= j0 && j <= i) ? to_float(pr[j]) * (dp[j] - dot) * scale : 0.0f;
+}
+
+}  // namespace
+
+// qkv row layout: [q heads 0..Hq−1 | k heads 0..Hkv−1 | v heads 0..Hkv−1], D each.
+void SimtDevice::split_qkv(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) {
+  check_shape(s, "split_qkv");
+  const int64_t row_heads = s.Hq + 2 * s.Hkv;
+  move_heads(stream(), q, qkv, t, s.B, s.Hq, s.T, s.D, row_heads, 0, true);
+  move_heads(stream(), k, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, true);
+  move_heads(stream(), v, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, true);
+}
+
+void SimtDevice::merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
+                                const AttnShape& s) {
+  check_shape(s, "merge_qkv_grad");
+  const int64_t row_heads = s.Hq + 2 * s.Hkv;
+  move_heads(stream(), dqkv, dq, t, s.B, s.Hq, s.T, s.D, row_heads, 0, false);
+  move_heads(stream(), dqkv, dk, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, false);
+  move_heads(stream(), dqkv, dv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, false);
+}
+
+void SimtDevice::merge_heads(void* out, const void* ctx, DType t, const AttnShape& s) {
+  check_shape(s, "merge_heads");
+  move_heads(stream(), out, ctx, t, s.B, s.Hq, s.T, s.D, s.Hq, 0, false);
+}
+
+void SimtDevice::split_heads(void* ctx, const void* in, DType t, const AttnShape& s) {
+  check_shape(s, "split_heads");
+  move_heads(stream(), ctx, in, t, s.B, s.Hq, s.T, s.D, s.Hq, 0, true);
+}
+
+void SimtDevice::softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s) {
+  check_shape(s, "softmax_forward");
+  dispatch(t, [&](auto tag) {
+    using E = decltype(tag);
+    launch_kernel(softmax_forward_kernel<E>, grid1d(s.B * s.Hq * s.T),
+                  dim3(cuda_launch::row_threads(s.T)), 0, stream(), static_cast<E*>(probs), scores,
+                  s.T, window_of(s), s.scale());
+  });
+}
+
+void SimtDevice::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
+                                  const AttnShape& s) {
+  check_shape(s, "softmax_backward");
+  dispatch(t, [&](auto tag) {
+    using E = decltype(tag);
+    launch_kernel(softmax_backward_kernel<E>, grid1d(s.B * s.Hq * s.T),
+                  dim3(cuda_launch::row_threads(s.T)), 0, stream(), dscores, dprobs,
+                  static_cast<const E*>(probs), s.T, window_of(s), s.scale());
+  });
+}
+
+}  // namespace GPL_SIMT_NAMESPACE
+}  // namespace gpuledger
