@@ -191,4 +191,30 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
   }
 }
 
+// ---- tensor parallelism mixed with dp/pp/ZeRO (test_mixed_train, test_mixed_sp_train) ----
+inline Layout mixed(int64_t tp, int64_t dp, int64_t pp, int zero, bool sp) {
+  Layout l;
+  l.tp = tp;
+  l.dp = dp;
+  l.pp = pp;
+  l.zero = zero;
+  l.sp = sp;
+  return l;
+}
+
+struct MixedCase {
+  const char* model;
+  Layout layout;
+  const char* name;
+};
+
+// One mixed layout against one rank, fp32, dropout 0 (np 4 only).
+inline void check_mixed_case(const MixedCase& c) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.dropout = 0.0;
+  check_layout(load_model(c.model), r, c.layout, 2, tp_tolerance());
+}
+
 }  // namespace gpuledger::testing
+

@@ -19,31 +19,9 @@ namespace {
 
 using namespace testing;
 
-Layout mixed(int64_t tp, int64_t dp, int64_t pp, int zero, bool sp) {
-  Layout l;
-  l.tp = tp;
-  l.dp = dp;
-  l.pp = pp;
-  l.zero = zero;
-  l.sp = sp;
-  return l;
-}
-
-struct MixedCase {
-  const char* model;
-  Layout layout;
-  const char* name;
-};
-
 class Mixed : public ::testing::TestWithParam<MixedCase> {};
 
-TEST_P(Mixed, MatchesOneRank) {
-  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
-  const MixedCase& c = GetParam();
-  RunConfig r = small_run(2, Schedule::k1F1B);
-  r.dropout = 0.0;
-  check_layout(load_model(c.model), r, c.layout, 2, tp_tolerance());
-}
+TEST_P(Mixed, MatchesOneRank) { check_mixed_case(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Mixed,
