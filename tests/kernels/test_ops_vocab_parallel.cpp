@@ -50,8 +50,9 @@ TEST(VocabParallelCrossEntropy, BlocksCombineToTheOneRankLossAndGradient) {
       gmax[i] = std::max(gmax[i], mx[i]);  // all_reduce max
       gtgt[i] += tg[i];                    // all_reduce sum
     }
-    if (r == kBlocks - 1)  // padding only (columns 48..63 >= V): no maximum
+    if (r == kBlocks - 1) {  // padding only (columns 48..63 >= V): no maximum
       for (float m : mx) EXPECT_EQ(m, -std::numeric_limits<float>::infinity());
+    }
   }
   for (int64_t r = 0; r < kBlocks; ++r) {
     std::vector<float> se(N);
