@@ -15,13 +15,21 @@
 //   5. the engine serves --requests N (--prompt-len, --gen-len) or --trace.
 // The analytic side (models/analytic/kv_cache.h) is called here only for
 // the report's "analytic" section and the checks — never by the engine.
-// One rank: --tp/--pp/--dp > 1 is refused (vocabulary-parallel embedding and
-// head are not in the Device yet).
+// Tensor parallelism: `mpirun -np N gpuledger infer --tp N` (dp = pp = 1;
+// other layouts are refused, exit 2). Every rank builds its slice of the
+// model (a_t query heads, k_t KV heads — replicated when t > kv_heads — the
+// vocabulary-parallel embedding and head) and its own KV pool on its own
+// device, and runs the same engine schedule (the same pool on every rank:
+// the smallest, agreed by an all-reduce, so admission and preemption agree).
+// Rank 0 gathers every rank's record (its measured pool and peaks) and
+// writes the report; the analytic figures are per rank under the layout.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
@@ -36,6 +44,15 @@
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_setup.h"
 #include "parallel/comm/comm.h"
+#include "parallel/groups.h"
+#if GPULEDGER_HAVE_MPI
+#include "parallel/comm/mpi_check.h"
+#include "parallel/comm/mpi_runtime.h"
+#endif
+
+namespace gpuledger {
+class MpiRuntime;  // parallel/comm/mpi_runtime.h (built only with MPI)
+}
 
 namespace gpuledger::cli {
 
@@ -90,13 +107,43 @@ Peaks resolve_peaks(const InferOptions& o, const Resolved& r) {
   return p;
 }
 
+// Whether an MPI launcher started this process (as `train` checks it).
+bool under_mpirun() {
+  for (auto v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+// One serving rank: the only one (mpi null), or tp rank mpi->world_rank() of an MPI job.
+int serve_rank(InferOptions& o, const Resolved& r, MpiRuntime* mpi);
+
 int run_infer(InferOptions& o) {
   const Resolved r = resolve(o.common);
+  const Layout& l = r.layout;
+  if (l.world() == 1) return serve_rank(o, r, nullptr);
+  if (l.dp != 1 || l.pp != 1)
+    throw LayoutError(fmt::format("infer parallelises over --tp only (dp = pp = 1), got dp {} tp {} pp {}", l.dp,
+                                  l.tp, l.pp));
+  if (!under_mpirun())
+    throw LayoutError(fmt::format("infer --tp {} runs one process per rank: mpirun -np {} gpuledger infer --tp {}",
+                                  l.tp, l.tp, l.tp));
+#if GPULEDGER_HAVE_MPI
+  MpiRuntime mpi;
+  return serve_rank(o, r, &mpi);
+#else
+  throw LayoutError(fmt::format("infer --tp {} needs MPI, and this binary was built without it", l.tp));
+#endif
+}
+
+int serve_rank(InferOptions& o, const Resolved& r, MpiRuntime* mpi) {
   const ModelConfig& m = r.model;
   const Layout& l = r.layout;
-  if (l.world() != 1)
-    throw LayoutError("infer runs one rank (--tp, --pp, --dp 1): tensor-parallel serving needs the "
-                      "vocabulary-parallel embedding and head, which the Device does not offer yet");
+#if GPULEDGER_HAVE_MPI
+  const int64_t rank_id = mpi ? mpi->world_rank() : 0;
+#else
+  (void)mpi;
+  const int64_t rank_id = 0;
+#endif
   if (!r.device_memory_bytes) throw ConfigError("device", "infer sizes its KV pool from device memory: give --device or --device-memory");
   const analytic::KvOptions akv = resolve_kv(o.common, m);
   const KvFormat format = *kv_format_from_name(o.common.kv_dtype);
@@ -122,7 +169,7 @@ int run_infer(InferOptions& o) {
 
   json doc = report::make_report("infer");
   doc["env"]["backend"] = o.backend;
-  doc["env"]["world"] = 1;
+  doc["env"]["world"] = l.world();
   doc["config"] = report::config_json(r);
   doc["config"]["infer"] = {{"kv", o.common.kv_layout}, {"kv_dtype", o.common.kv_dtype}, {"kv_scales", o.common.kv_scales},
                             {"block", akv.block}, {"max_model_len", akv.max_model_len}, {"context", context},
@@ -135,19 +182,33 @@ int run_infer(InferOptions& o) {
   const Peaks peaks = resolve_peaks(o, r);
 
   Ledger ledger(dev_bytes);
-  auto dev = make_device(o.backend, ledger);
+  auto dev = make_device(o.backend, ledger, static_cast<int>(rank_id));
   doc["env"]["device"] = dev->description();
   CommCounters counters;
-  auto tp = make_self_comm("tp", counters, *dev);
+  std::unique_ptr<Comm> self;
+  std::optional<Groups> groups;  // MPI: the tp group is the world (dp = pp = 1)
+  Comm* tp = nullptr;
+  if (mpi) {
+    groups.emplace(make_mpi_groups(l, counters, *dev, m.tied_embeddings));  // LayoutError on every rank: np != tp
+    tp = groups->tp.get();
+  } else {
+    self = make_self_comm("tp", counters, *dev);
+    tp = self.get();
+  }
   json checks = json::array();
-  json rank = {{"rank", 0}, {"coords", {{"dp", 0}, {"tp", 0}, {"pp", 0}}}};
+  json rank = {{"rank", rank_id}, {"coords", {{"dp", 0}, {"tp", rank_id}, {"pp", 0}}}};
   try {
     InferenceModel model(*dev, *tp, m, r.run.dtype, r.run.seed);
     const kv::KvGeometry g = kv::kv_geometry(m, l, format, scales);
     const int64_t weights = model.weights().bytes();
     const int64_t act = profile_activation_peak(model, g, chunk);
     ledger.reset_peaks();
-    const int64_t pool = serving_pool_bytes(dev_bytes, util, weights, act, overhead);
+    int64_t pool = serving_pool_bytes(dev_bytes, util, weights, act, overhead);
+#if GPULEDGER_HAVE_MPI
+    // Every rank must run the same schedule: the same pool (equal anyway for
+    // equal slices; the smallest, should a rank's profile differ).
+    if (mpi) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &pool, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "agreeing the KV pool");
+#endif
     const CacheSpec spec{o.common.kv_layout, akv.block, akv.max_model_len, m.sliding_window};
 
     // capacity, measured on a bookkeeping twin of the cache
@@ -200,7 +261,7 @@ int run_infer(InferOptions& o) {
     rank["measured"] = measured;
     rank["capacity"] = {{"context", context}, {"measured", measured_cap}, {"predicted", predicted.sequences},
                         {"pool_bytes", pool}, {"assigned_bytes_full", assigned_full}};
-    const int64_t analytic_weights = analytic::rank_params(m, l, 0) * dtype_bytes(r.run.dtype);
+    const int64_t analytic_weights = analytic::rank_params(m, l, rank_id) * dtype_bytes(r.run.dtype);
     rank["analytic"] = {{"exact", {{"weights", analytic_weights},
                                    {"kv_full", analytic::kv_reserved_bytes(m, l, akv, measured_cap, context)}}},
                         {"capacity", {{"pool_bytes", predicted.pool_bytes}, {"sequences", predicted.sequences},
@@ -210,13 +271,13 @@ int run_infer(InferOptions& o) {
     rank["flops"] = {{"executed", dev->executed_flops()}};
     doc["ranks"] = json::array({rank});
 
-    checks.push_back(bench::make_check("weights", 0, static_cast<double>(weights), static_cast<double>(analytic_weights), 0));
-    checks.push_back(bench::make_check("kv.pool_rule", 0, static_cast<double>(pool), static_cast<double>(predicted.pool_bytes), 0));
-    checks.push_back(bench::make_check("kv.capacity_sequences", 0, static_cast<double>(measured_cap),
+    checks.push_back(bench::make_check("weights", rank_id, static_cast<double>(weights), static_cast<double>(analytic_weights), 0));
+    checks.push_back(bench::make_check("kv.pool_rule", rank_id, static_cast<double>(pool), static_cast<double>(predicted.pool_bytes), 0));
+    checks.push_back(bench::make_check("kv.capacity_sequences", rank_id, static_cast<double>(measured_cap),
                                        static_cast<double>(predicted.sequences), 0));
-    checks.push_back(bench::make_check("kv.assigned_when_full", 0, static_cast<double>(assigned_full),
+    checks.push_back(bench::make_check("kv.assigned_when_full", rank_id, static_cast<double>(assigned_full),
                                        static_cast<double>(analytic::kv_reserved_bytes(m, l, akv, measured_cap, context)), 0));
-    checks.push_back(bench::make_check("requests.completed", 0, static_cast<double>(completed),
+    checks.push_back(bench::make_check("requests.completed", rank_id, static_cast<double>(completed),
                                        static_cast<double>(shapes.size()), 0));
 
     // ---- summary ----
@@ -255,6 +316,26 @@ int run_infer(InferOptions& o) {
     doc["error"] = e.what();
   }
   doc["checks"] = checks;
+#if GPULEDGER_HAVE_MPI
+  if (mpi) {  // rank 0 gathers every rank's record and checks; the summary is rank 0's
+    json mine = {{"record", doc.contains("ranks") ? doc["ranks"][0] : rank}, {"checks", checks},
+                 {"status", doc["status"]}, {"error", doc.value("error", "")}};
+    const auto all = gather_strings(mine.dump());
+    const bool ok = doc["status"] == "ok" && bench::all_ok(checks);
+    if (rank_id != 0) return ok ? kExitOk : kExitFailed;
+    doc["ranks"] = json::array();
+    doc["checks"] = json::array();
+    for (const auto& a : all) {
+      const json j = json::parse(a);
+      doc["ranks"].push_back(j["record"]);
+      for (const auto& c : j["checks"]) doc["checks"].push_back(c);
+      if (j["status"] != "ok" && doc["status"] == "ok") {
+        doc["status"] = j["status"];
+        doc["error"] = j["error"];
+      }
+    }
+  }
+#endif
   if (!o.common.json_path.empty()) report::write_report(doc, o.common.json_path);
   if (!o.common.quiet) print_infer_summary(table_stream(o.common), doc);
   if (doc["status"] != "ok") return kExitFailed;

@@ -1,6 +1,8 @@
 // InferenceModel and InferWeights (see infer_model.h).
 #include "models/transformer/infer_model.h"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -71,25 +73,33 @@ LayerParams InferWeights::layer_params(size_t unit) const {
 // ---- the model ----
 
 namespace {
-Layout one_rank() {
+// The serving layout: one stage, one data-parallel replica, the tp comm's size.
+Layout tp_layout(int64_t tp) {
   Layout l;
-  l.dp = l.tp = l.pp = 1;
+  l.dp = l.pp = 1;
+  l.tp = tp;
   return l;
 }
-LayerConfig serving_layer_config(const ModelConfig& m, DType dtype) {
+Coords tp_coords(int64_t tp_rank) {
+  Coords c;
+  c.tp = tp_rank;
+  return c;
+}
+LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp) {
   RunConfig r;
   r.dtype = dtype;
   r.grad_dtype = dtype;
   r.dropout = 0;
   r.mbs = 1;
   r.seq = 1;
-  return make_layer_config(m, r, 1);
+  return make_layer_config(m, r, tp);
 }
 }  // namespace
 
 InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed)
-    : dev_(device), tp_(tp), model_(model), lcfg_(serving_layer_config(model, dtype)),
-      weights_(device, make_param_layout(model, one_rank(), Coords{}), dtype) {
+    : dev_(device), tp_(tp), model_(model), lcfg_(serving_layer_config(model, dtype, tp.size())),
+      weights_(device, make_param_layout(model, tp_layout(tp.size()), tp_coords(tp.rank())), dtype) {
+  vocab_begin_ = tp.rank() * weights_.layout().vocab_rows;
   weights_.initialise(seed, model.layers);
   const ParamLayout& pl = weights_.layout();
   for (int64_t i = 0; i < pl.layers; ++i)
@@ -123,6 +133,14 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
   Buffer ids = ws(4 * n, "infer.token_ids");
   dev_.copy_from_host(ids.data(), tokens.data(), 4 * n);
   Buffer a = ws(e * n * h, "infer.hidden.a");
+  const int64_t t = tp_.size();
+  if (t > 1) {
+    // Vocabulary-parallel (as StageModel): this rank's rows, zeros for the
+    // others' ids, summed over tp; then the learned positions (gpt).
+    dev_.vocab_embedding_forward(a.data(), ids.as<int32_t>(), weights_.weight(eu, "word.weight"), lcfg_.e, n, h,
+                                 vocab_begin_, vr);
+    tp_.all_reduce(a.data(), n * h, lcfg_.e);
+  }
   int64_t r0 = 0;
   for (const auto& s : batch) {
     const int64_t pos = cache.length(s.id) - s.n_new;
@@ -130,10 +148,14 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
       throw std::invalid_argument("sequence " + std::to_string(s.id) + " reaches position " +
                                   std::to_string(pos + s.n_new) + ", past the learned positions (" +
                                   std::to_string(model_.max_seq) + ")");
-    dev_.embedding_forward(byte_offset(a.data(), e * r0 * h), ids.as<int32_t>() ? ids.as<int32_t>() + r0 : nullptr,
-                           weights_.weight(eu, "word.weight"),
-                           model_.is_gpt() ? weights_.weight(eu, "position.weight") : nullptr, lcfg_.e, 1, s.n_new,
-                           h, pos);
+    void* rows = byte_offset(a.data(), e * r0 * h);
+    if (t == 1)
+      dev_.embedding_forward(rows, ids.as<int32_t>() ? ids.as<int32_t>() + r0 : nullptr,
+                             weights_.weight(eu, "word.weight"),
+                             model_.is_gpt() ? weights_.weight(eu, "position.weight") : nullptr, lcfg_.e, 1, s.n_new,
+                             h, pos);
+    else if (model_.is_gpt())
+      dev_.add(rows, rows, byte_offset(weights_.weight(eu, "position.weight"), e * pos * h), lcfg_.e, s.n_new * h);
     r0 += s.n_new;
   }
   ids.reset();
@@ -184,10 +206,55 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
   dev_.copy_to_host(host.data(), lg.data(), 4 * B * vr);
   std::vector<int32_t> next(static_cast<size_t>(B));
   if (logits) logits->assign(static_cast<size_t>(B * V), 0.0f);
+  if (t == 1) {
+    for (int64_t i = 0; i < B; ++i) {
+      const float* row = host.data() + i * vr;
+      next[static_cast<size_t>(i)] = argmax(row, V);
+      if (logits) std::copy(row, row + V, logits->begin() + i * V);
+    }
+    return next;
+  }
+  // Vocabulary-parallel head: this rank holds global columns vocab_begin_ …
+  // vocab_begin_ + vr − 1, those >= V padding. Each rank's (max, global
+  // index) per row, all-gathered: the largest value wins, the lowest index on
+  // ties (ranks hold ascending columns) — argmax over the full row, the same
+  // token on every rank. Indices travel as fp32 (exact below 2^24 columns).
+  const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(vr, V - vocab_begin_));
+  std::vector<float> mine(static_cast<size_t>(2 * B));
   for (int64_t i = 0; i < B; ++i) {
     const float* row = host.data() + i * vr;
-    next[static_cast<size_t>(i)] = argmax(row, V);
-    if (logits) std::copy(row, row + V, logits->begin() + i * V);
+    const int32_t j = valid > 0 ? argmax(row, valid) : 0;
+    mine[static_cast<size_t>(2 * i)] = valid > 0 ? row[j] : -std::numeric_limits<float>::infinity();
+    mine[static_cast<size_t>(2 * i + 1)] = static_cast<float>(vocab_begin_ + j);
+  }
+  Buffer pair = ws(4 * 2 * B, "infer.argmax.local");
+  Buffer pairs = ws(4 * 2 * B * t, "infer.argmax.gathered");
+  dev_.copy_from_host(pair.data(), mine.data(), 4 * 2 * B);
+  tp_.all_gather(pairs.data(), pair.data(), 2 * B, DType::kFP32);
+  std::vector<float> all(static_cast<size_t>(2 * B * t));
+  dev_.copy_to_host(all.data(), pairs.data(), 4 * 2 * B * t);
+  for (int64_t i = 0; i < B; ++i) {
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t best_idx = -1;
+    for (int64_t r = 0; r < t; ++r) {
+      const float v = all[static_cast<size_t>(r * 2 * B + 2 * i)];
+      const auto idx = static_cast<int64_t>(all[static_cast<size_t>(r * 2 * B + 2 * i + 1)]);
+      if (best_idx < 0 || v > best || (v == best && idx < best_idx)) {
+        best = v;
+        best_idx = idx;
+      }
+    }
+    next[static_cast<size_t>(i)] = static_cast<int32_t>(best_idx);
+  }
+  if (logits) {  // every rank's slice, in rank order = column order
+    Buffer full = ws(4 * B * vr * t, "infer.logits.gathered");
+    tp_.all_gather(full.data(), lg.data(), B * vr, DType::kFP32);
+    std::vector<float> f(static_cast<size_t>(B * vr * t));
+    dev_.copy_to_host(f.data(), full.data(), 4 * B * vr * t);
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t j = 0; j < vr && r * vr + j < V; ++j)
+          (*logits)[static_cast<size_t>(i * V + r * vr + j)] = f[static_cast<size_t>((r * B + i) * vr + j)];
   }
   return next;
 }

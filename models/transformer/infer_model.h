@@ -9,8 +9,13 @@
 // holds none); everything a step allocates is `workspace`, freed before the
 // step returns; the cache books its own `kv`.
 //
-// One pipeline stage and one tensor-parallel rank: the vocabulary-parallel
-// embedding and head need Device ops that do not exist yet (as StageModel).
+// One pipeline stage; tensor parallelism over the `tp` comm (its size is t,
+// its rank this rank's coordinate): the layers split as TransformerLayer's
+// (a_t query heads, k_t KV heads, replicated when t > kv_heads), the
+// embedding and head vocabulary-parallel (as StageModel): the embedding
+// all-reduced, the head's local logits slice reduced to one greedy token per
+// sequence that every rank agrees on (each rank's local max and its index,
+// all-gathered; padded columns never count).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -48,13 +53,14 @@ class InferWeights {
 
 class InferenceModel {
  public:
-  // `layout` must be one rank (tp = pp = 1); weights in `dtype`, initialised from `seed`.
+  // One stage, tp = tp.size() (1: the one-rank model); weights in `dtype`, initialised from `seed`.
   InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed);
 
   // One engine step: each sequence of `batch` brings n_new tokens (host ids,
   // packed in batch order, Σ n_new of them); the cache already counts them.
   // Returns the greedy next token of each sequence (argmax of the logits of
-  // its last new token); `logits`, when given, receives those rows (B × V).
+  // its last new token); `logits`, when given, receives those rows (B × V,
+  // all-gathered over tp). Every tp rank calls it with the same batch.
   std::vector<int32_t> forward(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,
                                kv::KvCache& cache, std::vector<float>* logits = nullptr);
 
@@ -69,6 +75,7 @@ class InferenceModel {
   ModelConfig model_;
   LayerConfig lcfg_;
   InferWeights weights_;
+  int64_t vocab_begin_ = 0;  // the first vocabulary row this tp rank holds
   std::vector<std::unique_ptr<InferenceLayer>> layers_;
 };
 
