@@ -99,4 +99,14 @@ double best_flops(const std::vector<GemmPeak>& peaks, DType dtype) {
   return best;
 }
 
+SessionPeak measure_cpu_session_peak() {
+  Ledger scratch;
+  auto dev = make_device("cpu", scratch);
+  SessionPeak p;
+  for (int64_t n : {1024, 2048})
+    p.flops_per_s = std::max(p.flops_per_s, measure_gemm(*dev, {"square", n, n, n}, DType::kFP32, 1, 3).flops_per_s);
+  p.source = "measured now: best fp32 sgemm of 1024² and 2048² on " + dev->description();
+  return p;
+}
+
 }  // namespace gpuledger::bench

@@ -41,4 +41,14 @@ std::vector<GemmShape> default_gemm_shapes();
 // datasheet peak is taken against.
 double best_flops(const std::vector<GemmPeak>& peaks, DType dtype);
 
+// The CPU peak `train` and `infer` take MFU against when there is no datasheet:
+// the best fp32 sgemm of 1024² and 2048², measured now on a device of its own
+// (so the run's ledger and FLOP counter never see it). Compute is fp32 on the
+// CPU whatever the storage dtype, so this is the ceiling for every dtype.
+struct SessionPeak {
+  double flops_per_s = 0;
+  std::string source;
+};
+SessionPeak measure_cpu_session_peak();
+
 }  // namespace gpuledger::bench

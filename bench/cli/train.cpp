@@ -75,21 +75,15 @@ struct Peak {
   std::string source;
 };
 
-Peak resolve_peak(const TrainOptions& o, const Resolved& r, const std::string& backend, const std::string& desc) {
+Peak resolve_peak(const TrainOptions& o, const Resolved& r, const std::string& backend) {
   if (o.peak_flops) return {*o.peak_flops, "--peak-flops"};
   if (r.device) {
     auto p = analytic::device_peak_flops(*r.device, r.run.dtype);
     if (p) return {p, r.device->name + " datasheet (" + r.device->source + ")"};
   }
   if (backend == "cpu") {
-    // Compute is fp32 on the CPU whatever the storage dtype, so the fp32 GEMM
-    // peak is the ceiling for every dtype.
-    Ledger scratch;
-    auto dev = make_device("cpu", scratch);
-    double best = 0;
-    for (int64_t n : {1024, 2048})
-      best = std::max(best, bench::measure_gemm(*dev, {"square", n, n, n}, DType::kFP32, 1, 3).flops_per_s);
-    return {best, "measured now: best fp32 sgemm of 1024² and 2048² on " + desc};
+    const auto p = bench::measure_cpu_session_peak();
+    return {p.flops_per_s, p.source};
   }
   return {std::nullopt, "unknown: no datasheet peak for this device (pass --peak-flops or --device)"};
 }
@@ -235,7 +229,7 @@ int run_local(TrainOptions& o, const Resolved& r, bool simulate) {
   const std::vector<int64_t> ranks = simulate ? select_ranks(o.common.ranks, l, l.world()) : std::vector<int64_t>{0};
   Ledger probe_ledger;
   const std::string desc = make_device(o.backend, probe_ledger)->description();
-  const Peak peak = resolve_peak(o, r, o.backend, desc);
+  const Peak peak = resolve_peak(o, r, o.backend);
   const int64_t peak_devices = 1;  // one process: one CPU node, or the one simulated device's peak × world below
   const int64_t devices = simulate ? l.world() : peak_devices;
   const std::string mode = simulate ? fmt::format("meta simulation of {} of {} ranks", ranks.size(), l.world())
@@ -278,7 +272,7 @@ int run_mpi(TrainOptions& o, const Resolved& r) {
   const std::string desc = dev->description();
   // Rank 0 measures the peak (the others wait in the agreement below), then shares it.
   Peak peak;
-  if (rank == 0) peak = resolve_peak(o, r, o.backend, desc);
+  if (rank == 0) peak = resolve_peak(o, r, o.backend);
   double peak_value = peak.flops.value_or(-1.0);
   MPI_CHECK(MPI_Bcast(&peak_value, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "sharing the measured peak");
   if (rank != 0) peak.flops = peak_value > 0 ? std::optional<double>(peak_value) : std::nullopt;
