@@ -39,6 +39,19 @@ class CommCounters {
 // One communicator over a group of ranks. Buffers live on the Device the
 // backend pairs with (host memory for MPI, device memory for NCCL). Counts are
 // elements of `t`. Collectives are blocking from the caller's view.
+// A collective in flight, from one of Comm's *_start calls. wait() returns
+// when it is complete (the buffers hold the result and may be reused) and
+// books it; test() drives progress and says whether it is complete without
+// blocking. Destroying a request that was never waited for waits for it, so a
+// buffer is never freed under a collective in flight.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;          // idempotent
+  virtual bool test() = 0;          // true once complete (then wait() returns at once)
+};
+using CommHandle = std::unique_ptr<CommRequest>;
+
 class Comm {
  public:
   Comm(std::string group, CommCounters& counters) : group_(std::move(group)), counters_(counters) {}
@@ -57,6 +70,24 @@ class Comm {
   virtual void send(const void* buf, int64_t n, DType t, int64_t peer) = 0;
   virtual void recv(void* buf, int64_t n, DType t, int64_t peer) = 0;
   virtual void barrier() = 0;
+
+  // Nonblocking collectives (async start / wait; PyTorch's async_op=True,
+  // MPI_Iallreduce, NCCL on a side stream): same arguments and results as the
+  // blocking calls; the buffers must not be touched until the request
+  // completes. Requests complete in any order, but every rank of the group
+  // must start the same collectives in the same order. A collective is booked
+  // once, when it completes, with the seconds spent inside the start and the
+  // wait/test calls — the communication time the caller was exposed to, not
+  // the time the transfer took. The defaults here run the blocking call and
+  // return a completed request (a comm that cannot overlap: self, meta);
+  // MpiComm and NcclComm override them.
+  virtual CommHandle all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum);
+  virtual CommHandle all_gather_start(void* out, const void* in, int64_t n, DType t);
+  virtual CommHandle reduce_scatter_start(void* out, const void* in, int64_t n, DType t);
+  // Whether a started collective progresses while the caller computes (NCCL
+  // on its own stream: yes; MPI: only inside MPI calls, i.e. test(); the
+  // default: no, it ran inside start).
+  virtual bool overlaps_compute() const { return false; }
 
  protected:
   void book(CommKind kind, int64_t bytes, double seconds) { counters_.add(kind, group_, bytes, seconds); }

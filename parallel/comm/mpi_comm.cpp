@@ -147,6 +147,134 @@ void MpiComm::recv(void* buf, int64_t n, DType t, int64_t peer) {
   book(CommKind::kRecv, comm_call_bytes(CommKind::kRecv, n, t, size_), seconds_since(t0));
 }
 
+// ---- nonblocking collectives ----
+
+// One MPI request in flight. `staging` holds the fp32 copy of a 16-bit
+// operand (input and output of the reduction), converted back into `result`
+// when the request completes. The seconds booked are those spent in the start
+// call and in test()/wait(): the exposed time.
+class MpiRequest final : public CommRequest {
+ public:
+  MpiRequest(MpiComm& comm, CommKind kind, int64_t bytes, std::string what)
+      : comm_(comm), kind_(kind), bytes_(bytes), what_(std::move(what)) {}
+  ~MpiRequest() override {
+    if (done_) return;
+    try {
+      wait();
+    } catch (...) {
+      // A destructor must not throw; the error was in a request nobody waited for.
+    }
+  }
+  MPI_Request* handle() { return &request_; }
+  // The result is staging[result_at, result_at + n), converted into `result` (n of t).
+  void set_staging(std::vector<float> staging, int64_t result_at, void* result, DType t, int64_t n) {
+    staging_ = std::move(staging);
+    result_at_ = result_at;
+    result_ = result;
+    result_type_ = t;
+    result_elems_ = n;
+  }
+  std::vector<float>& staging() { return staging_; }
+  void add_seconds(double s) { seconds_ += s; }
+
+  void wait() override {
+    if (done_) return;
+    const auto t0 = Clock::now();
+    MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE), "waiting for " + what_);
+    complete(seconds_since(t0));
+  }
+  bool test() override {
+    if (done_) return true;
+    const auto t0 = Clock::now();
+    int flag = 0;
+    MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "testing " + what_);
+    if (flag != 0)
+      complete(seconds_since(t0));
+    else
+      seconds_ += seconds_since(t0);
+    return done_;
+  }
+
+ private:
+  void complete(double wait_seconds) {
+    const auto t0 = Clock::now();
+    if (result_ != nullptr) convert_from_fp32(staging_.data() + result_at_, result_, result_type_, result_elems_);
+    done_ = true;
+    comm_.book_completed(kind_, bytes_, seconds_ + wait_seconds + seconds_since(t0));
+  }
+
+  MpiComm& comm_;
+  CommKind kind_;
+  int64_t bytes_;
+  std::string what_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::vector<float> staging_;
+  int64_t result_at_ = 0;
+  void* result_ = nullptr;
+  DType result_type_ = DType::kFP32;
+  int64_t result_elems_ = 0;
+  double seconds_ = 0;
+  bool done_ = false;
+};
+
+CommHandle MpiComm::all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op) {
+  const auto t0 = Clock::now();
+  const int count = mpi_count(n, group(), "all_reduce");
+  const std::string what = describe("all-reducing (nonblocking)", n, t, group());
+  auto req = std::make_unique<MpiRequest>(*this, CommKind::kAllReduce,
+                                          comm_call_bytes(CommKind::kAllReduce, n, t, size_), what);
+  if (t == DType::kFP32) {
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, mpi_op(op), comm_, req->handle()), what);
+  } else {
+    std::vector<float> staging(static_cast<size_t>(n));
+    convert_to_fp32(buf, t, staging.data(), n);
+    req->set_staging(std::move(staging), 0, buf, t, n);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, req->staging().data(), count, MPI_FLOAT, mpi_op(op), comm_,
+                             req->handle()),
+              what);
+  }
+  req->add_seconds(seconds_since(t0));
+  return req;
+}
+
+CommHandle MpiComm::all_gather_start(void* out, const void* in, int64_t n, DType t) {
+  const auto t0 = Clock::now();
+  const int count = mpi_count(n, group(), "all_gather");
+  mpi_count(n * size_, group(), "all_gather (output)");
+  const std::string what = describe("all-gathering (nonblocking)", n, t, group());
+  auto req = std::make_unique<MpiRequest>(*this, CommKind::kAllGather,
+                                          comm_call_bytes(CommKind::kAllGather, n, t, size_), what);
+  const void* send = in;
+  if (in == static_cast<const char*>(out) + rank_ * n * dtype_bytes(t)) send = MPI_IN_PLACE;
+  MPI_CHECK(MPI_Iallgather(send, count, move_type(t), out, count, move_type(t), comm_, req->handle()), what);
+  req->add_seconds(seconds_since(t0));
+  return req;
+}
+
+CommHandle MpiComm::reduce_scatter_start(void* out, const void* in, int64_t n, DType t) {
+  const auto t0 = Clock::now();
+  const int count = mpi_count(n, group(), "reduce_scatter");
+  const int64_t total = n * size_;
+  mpi_count(total, group(), "reduce_scatter (input)");
+  const std::string what = describe("reduce-scattering (nonblocking)", n, t, group());
+  auto req = std::make_unique<MpiRequest>(
+      *this, CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_), what);
+  if (t == DType::kFP32) {
+    const void* send = in == out ? MPI_IN_PLACE : in;
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, out, count, MPI_FLOAT, MPI_SUM, comm_, req->handle()), what);
+  } else {
+    // staging = [input (n·size) | output (n)], fp32; the output converted back at completion
+    std::vector<float> staging(static_cast<size_t>(total + n));
+    convert_to_fp32(in, t, staging.data(), total);
+    req->set_staging(std::move(staging), total, out, t, n);
+    float* st = req->staging().data();
+    MPI_CHECK(MPI_Ireduce_scatter_block(st, st + total, count, MPI_FLOAT, MPI_SUM, comm_, req->handle()),
+              what);
+  }
+  req->add_seconds(seconds_since(t0));
+  return req;
+}
+
 void MpiComm::barrier() { MPI_CHECK(MPI_Barrier(comm_), "in a barrier over '" + group() + "'"); }
 
 std::unique_ptr<MpiComm> split_world_comm(std::string group, CommCounters& counters,

@@ -53,12 +53,25 @@ class MpiComm final : public Comm {
   void recv(void* buf, int64_t n, DType t, int64_t peer) override;
   void barrier() override;
 
+  // Nonblocking: MPI_Iallreduce / MPI_Iallgather / MPI_Ireduce_scatter_block.
+  // A 16-bit reduction converts into an fp32 vector owned by the request (so
+  // requests in flight do not share staging) and back at completion. Open MPI
+  // progresses these only inside MPI calls (no progress thread over the
+  // shared-memory transport), so a caller overlapping compute calls test()
+  // between pieces of work.
+  CommHandle all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum) override;
+  CommHandle all_gather_start(void* out, const void* in, int64_t n, DType t) override;
+  CommHandle reduce_scatter_start(void* out, const void* in, int64_t n, DType t) override;
+  bool overlaps_compute() const override { return true; }
+
   static constexpr int kTag = 4242;
 
  private:
   MPI_Comm comm_;
   int64_t size_ = 0, rank_ = 0;
   std::vector<float> stage_in_, stage_out_;   // fp32 staging of 16-bit reductions, reused
+  friend class MpiRequest;
+  void book_completed(CommKind kind, int64_t bytes, double seconds) { book(kind, bytes, seconds); }
 };
 
 // Collective over MPI_COMM_WORLD (MPI_Comm_split): every world rank calls it,

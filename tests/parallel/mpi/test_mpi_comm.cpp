@@ -169,6 +169,70 @@ TEST(MpiComm, ReduceScatterFp32AndBf16) {
   for (int64_t j = 0; j < n; ++j) ASSERT_EQ(buf[j], out[j]);
 }
 
+// ---- nonblocking collectives (Comm::*_start) ----
+
+// Several requests in flight on one comm at once, completed in reverse order
+// of starting, give the blocking calls' results; each is booked once, at its
+// completion, with the same bytes as the blocking call.
+TEST(MpiComm, NonblockingCollectivesMatchTheBlockingOnes) {
+  World w;
+  const int64_t n = 24, W = w.size;
+  std::vector<float> ar(n), ar_want(n);
+  for (int64_t j = 0; j < n; ++j) ar[j] = float(w.rank + j);
+  for (int64_t j = 0; j < n; ++j) ar_want[j] = float(W * (W - 1) / 2 + W * j);
+  std::vector<uint16_t> ar_b = to_bf16(std::vector<float>(ar.begin(), ar.begin() + 8));
+  std::vector<float> ag_in(n), ag_out(n * W, -1.0f);
+  for (int64_t j = 0; j < n; ++j) ag_in[j] = float(w.rank * 100 + j);
+  std::vector<float> rs_in(n * W), rs_out(n, -1.0f);
+  for (int64_t k = 0; k < n * W; ++k) rs_in[k] = float(w.rank + k);
+  std::vector<uint16_t> rs_in_b = to_bf16(std::vector<float>(rs_in.begin(), rs_in.begin() + 4 * W)), rs_out_b(4);
+
+  w.counters.reset();
+  std::vector<CommHandle> reqs;
+  reqs.push_back(w.comm->all_reduce_start(ar.data(), n, DType::kFP32));
+  reqs.push_back(w.comm->all_reduce_start(ar_b.data(), 8, DType::kBF16));
+  reqs.push_back(w.comm->all_gather_start(ag_out.data(), ag_in.data(), n, DType::kFP32));
+  reqs.push_back(w.comm->reduce_scatter_start(rs_out.data(), rs_in.data(), n, DType::kFP32));
+  reqs.push_back(w.comm->reduce_scatter_start(rs_out_b.data(), rs_in_b.data(), 4, DType::kBF16));
+  EXPECT_TRUE(w.comm->overlaps_compute());
+  // nothing booked before completion
+  EXPECT_TRUE(w.counters.by_key().empty());
+  for (auto it = reqs.rbegin(); it != reqs.rend(); ++it) {
+    (*it)->wait();
+    (*it)->wait();  // idempotent
+    EXPECT_TRUE((*it)->test());
+  }
+  for (int64_t j = 0; j < n; ++j) ASSERT_EQ(ar[j], ar_want[j]) << j;
+  for (int64_t j = 0; j < 8; ++j) ASSERT_EQ(bf16_to_fp32(ar_b[j]), ar_want[j]) << j;
+  for (int64_t r = 0; r < W; ++r)
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(ag_out[r * n + j], float(r * 100 + j));
+  for (int64_t j = 0; j < n; ++j) ASSERT_EQ(rs_out[j], float(W * (W - 1) / 2 + W * (w.rank * n + j))) << j;
+  for (int64_t j = 0; j < 4; ++j)
+    ASSERT_EQ(bf16_to_fp32(rs_out_b[j]), float(W * (W - 1) / 2 + W * (w.rank * 4 + j))) << j;
+  const auto& c = w.counters.by_key();
+  EXPECT_EQ(c.at("all_reduce@world").calls, 2);
+  EXPECT_EQ(c.at("all_reduce@world").bytes, 4 * n + 2 * 8);
+  EXPECT_EQ(c.at("all_gather@world").calls, 1);
+  EXPECT_EQ(c.at("all_gather@world").bytes, 4 * n * W);
+  EXPECT_EQ(c.at("reduce_scatter@world").calls, 2);
+  EXPECT_EQ(c.at("reduce_scatter@world").bytes, 4 * n * W + 2 * 4 * W);
+}
+
+// test() drives a request to completion without wait(); a request dropped
+// unwaited completes in its destructor (the buffer is never left in flight).
+TEST(MpiComm, TestPollsToCompletionAndDestructorWaits) {
+  World w;
+  std::vector<float> x(1000, float(w.rank + 1));
+  auto req = w.comm->all_reduce_start(x.data(), 1000, DType::kFP32);
+  int64_t polls = 0;
+  while (!req->test()) ++polls;
+  const float want = float(w.size * (w.size + 1) / 2);
+  EXPECT_EQ(x[999], want);
+  std::vector<float> y(10, 1.0f);
+  { auto dropped = w.comm->all_reduce_start(y.data(), 10, DType::kFP32); }
+  EXPECT_EQ(y[0], float(w.size));
+}
+
 TEST(MpiComm, BroadcastFromTheLastRank) {
   World w;
   const int64_t n = 50, root = w.size - 1;
