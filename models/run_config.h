@@ -33,6 +33,7 @@ struct RunConfig {
   double dropout = 0.0;           // p; > 0 adds masks (1 byte each) to the activations
   uint64_t seed = 1234;
   double bucket_mb = 25.0;        // DP gradient bucket size (MiB)
+  bool overlap_grad_reduce = true;// DP buckets all-reduced during the backward (two staging slots)
   int64_t prefetch = 1;           // ZeRO-3 layers gathered ahead
   double lr = 1e-3;               // AdamW
   double weight_decay = 0.0;

@@ -37,7 +37,13 @@
 //      all-reduce the word-embedding gradient of the first stage and the
 //      last stage's copy over ctx.emb (Megatron's
 //      embedding group); then the DP all-reduce in buckets (n > 1, ZeRO 0/1;
-//      parallel/dp/grad_buckets.h) — after the last backward, not overlapped;
+//      parallel/dp/grad_buckets.h). With run.overlap_grad_reduce (the
+//      default) the buckets are started during the last microbatch's
+//      backward instead: when a unit's backward ends for the m-th time its
+//      TP-partial gradients are summed and it is marked final, and every
+//      bucket whose units are all final starts (a unit holding a tied copy
+//      waits for the embedding sum after the schedule); the step waits for
+//      all of them before the norm;
 //   4. global gradient norm: Σ of squares of every gradient element, a tensor
 //      replicated over TP (norms, row-parallel biases, positions) counted on TP
 //      rank 0 only, K/V rows of a KV head replicated over t/k ranks (t > k) on
@@ -55,8 +61,8 @@
 //      returns the global batch's mean (docs/formulas/comm.md counts both).
 // Phase markers: "fwd.mb<k>.layer<i>", "bwd.mb<k>.layer<i>" (and .embedding,
 // .head) from the model, "grad_sync", "optimizer" and "zero.all_gather" here.
-// Not done: overlapping the DP reduction with backward; ZeRO 2/3 with tied
-// embeddings and dp > 1 (refused, see the constructor).
+// Not done: ZeRO 2/3 with tied embeddings and dp > 1 (refused, see the
+// constructor).
 #include "parallel/train_step.h"
 
 #include <algorithm>
@@ -113,6 +119,10 @@ struct Trainer::Impl {
   std::vector<Buffer> master, adam_m, adam_v;    // per unit, shard-sized under ZeRO >= 1
   Buffer dp_bucket;                              // comm: DP staging (n > 1, ZeRO 0/1)
   int64_t bucket = 0;
+  bool overlap_dp = false;                       // DP buckets started during the backward
+  std::unique_ptr<GradBucketReducer> reducer;    // this step's DP reduction (n > 1, ZeRO 0/1)
+  std::vector<int64_t> backward_ends;            // per unit: backward passes finished this step
+  std::vector<bool> held_back;                   // per unit: a tied copy summed over emb first
   Buffer send_act, recv_act, send_grad, recv_grad;  // comm: PP (p > 1)
   std::unique_ptr<StageModel> stage;
   BigramData data;
@@ -206,7 +216,16 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
   // comm staging (docs/exact-budget.md "Communication staging")
   if (I.n > 1 && l.zero <= 1) {
     I.bucket = bucket_elems(run.bucket_mb, dtype_bytes(I.g));
-    I.dp_bucket = device.alloc(4 * std::min(I.bucket, pl.total_elems()), Account::kComm, "dp.bucket");
+    I.overlap_dp = run.overlap_grad_reduce;
+    I.dp_bucket = device.alloc(grad_bucket_staging_bytes(I.bucket, pl.total_elems(), I.overlap_dp),
+                               Account::kComm, "dp.bucket");
+    // Units whose gradient is summed over the embedding group after the
+    // schedule (tied embeddings, p > 1) are final only then.
+    I.held_back.assign(pl.units.size(), false);
+    if (model.tied_embeddings && l.pp > 1 && ctx.emb != nullptr) {
+      if (ctx.first_stage()) I.held_back[static_cast<size_t>(pl.embedding_unit)] = true;
+      if (ctx.last_stage()) I.held_back[static_cast<size_t>(pl.head_unit)] = true;
+    }
   }
   if (l.pp > 1) {
     const int64_t s_l = l.sp ? run.seq / l.tp : run.seq;
@@ -242,6 +261,23 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
       if (ip->shard_weights) ip->params->gathered(u).reset();
     };
   }
+  if (I.overlap_dp) {
+    // DP overlap: after a unit's m-th backward (the step's last microbatch)
+    // its gradient is final but for the TP sums, done here per unit; then the
+    // buckets it completes start while the backward of the units below runs.
+    Impl* ip = impl_.get();
+    I.stage->backward_unit_hook = [ip](size_t u, bool begin) {
+      if (!ip->reducer) return;
+      if (begin) {
+        ip->reducer->progress();
+        return;
+      }
+      if (++ip->backward_ends[u] < ip->run.microbatches) return;
+      if (ip->held_back[u]) return;
+      ip->stage->reduce_tp_partial_grads(u, ip->params->grads(u).data());
+      ip->reducer->unit_ready(u);
+    };
+  }
   if (I.shard_weights) {
     // ZeRO 3: a unit's weights exist whole from its all-gather (prefetch units
     // ahead) to the end of its forward; and again for its backward (a full
@@ -268,6 +304,18 @@ StepResult Trainer::step(int64_t step_index) {
   const double comm0 = comm_seconds(I.ctx.counters);
 
   I.params->zero_grads();
+  const ParamLayout& pl = I.params->layout();
+  if (I.n > 1 && l.zero <= 1) {
+    std::vector<void*> grads;
+    std::vector<int64_t> elems;
+    for (size_t u = 0; u < pl.units.size(); ++u) {
+      grads.push_back(I.params->grads(u).data());
+      elems.push_back(pl.units[u].elems);
+    }
+    I.reducer = std::make_unique<GradBucketReducer>(dev, *I.ctx.dp, std::move(grads), std::move(elems), I.g,
+                                                    I.bucket, I.dp_bucket.data(), I.overlap_dp);
+    I.backward_ends.assign(pl.units.size(), 0);
+  }
 
   const int64_t m = r.microbatches, b = r.mbs, s = r.seq;
   const int64_t gbs = r.global_batch(l.dp);
@@ -308,10 +356,10 @@ StepResult Trainer::step(int64_t step_index) {
     chan.abandon();
     for (int64_t j = 0; j < m; ++j) I.stage->discard(j);
     I.release_all();
+    I.reducer.reset();
     throw;
   }
 
-  const ParamLayout& pl = I.params->layout();
   const int64_t eb = dtype_bytes(I.e), gb = dtype_bytes(I.g);
   const bool sync_emb = I.model.tied_embeddings && l.pp > 1 && I.ctx.emb != nullptr;
   if (l.tp > 1 || sync_emb || I.n > 1) dev.ledger().mark_phase("grad_sync");
@@ -319,21 +367,23 @@ StepResult Trainer::step(int64_t step_index) {
   // rows of replicated KV heads (t > k): summed over tp once, on the
   // accumulated gradient (StageModel::reduce_tp_partial_grads). Under ZeRO 2
   // the per-unit overload runs on each unit's staging gradient instead.
-  if (!I.shard_grads) I.stage->reduce_tp_partial_grads();
+  // With the DP overlap those of the units already final were summed in the
+  // hook; the held-back units' are summed here.
+  if (I.overlap_dp) {
+    for (size_t u = 0; u < pl.units.size(); ++u)
+      if (I.held_back[u]) I.stage->reduce_tp_partial_grads(u, I.params->grads(u).data());
+  } else if (!I.shard_grads) {
+    I.stage->reduce_tp_partial_grads();
+  }
   // tied embeddings across stages: one parameter, two copies (Megatron's embedding group)
   if (sync_emb) {
     void* word = first ? I.params->grad(static_cast<size_t>(pl.embedding_unit), "word.weight")
                        : I.params->grad(static_cast<size_t>(pl.head_unit), "word_copy.weight");
     I.ctx.emb->all_reduce(word, pl.vocab_rows * I.model.hidden, I.g);
   }
-  if (I.n > 1 && l.zero <= 1) {
-    std::vector<void*> grads;
-    std::vector<int64_t> elems;
-    for (size_t u = 0; u < pl.units.size(); ++u) {
-      grads.push_back(I.params->grads(u).data());
-      elems.push_back(pl.units[u].elems);
-    }
-    all_reduce_gradients(dev, *I.ctx.dp, grads, elems, I.g, I.bucket, I.dp_bucket.data());
+  if (I.reducer) {
+    I.reducer->finish();  // the held-back units (and, without overlap, every bucket)
+    I.reducer.reset();
   }
 
   // global gradient norm: every element once over the model-parallel ranks

@@ -59,6 +59,9 @@ void add_run_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")->capture_default_str()->group(g);
   app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)")->capture_default_str()
       ->check(CLI::Range(0.001, 1e6))->group(g);
+  app.add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", o.run.overlap_grad_reduce,
+               "DP: all-reduce gradient buckets during the backward (two staging buckets; default on)")
+      ->group(g);
   app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1024}))->group(g);
 }

@@ -76,6 +76,7 @@ json config_json(const cli::Resolved& r) {
               {"dropout", run.dropout},
               {"seed", run.seed},
               {"bucket_mb", run.bucket_mb},
+              {"overlap_grad_reduce", run.overlap_grad_reduce},
               {"prefetch", run.prefetch}};
   if (r.device) c["device"] = r.device->name;
   if (r.device_memory_bytes) c["device_memory_bytes"] = *r.device_memory_bytes;

@@ -19,8 +19,10 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // docs/exact-budget.md "Communication staging", summed (they coexist):
-//   DP bucket (n > 1, ZeRO 0/1): fp32 staging for the MPI reduction,
-//     4 · min(⌊bucket_mb·2²⁰ / g⌋, P_r);
+//   DP bucket (n > 1, ZeRO 0/1): fp32 staging slots of the bucketed
+//     reduction, 4 · min(S·⌊bucket_mb·2²⁰ / g⌋, P_r), S = 2 slots when the
+//     reduction overlaps the backward (--overlap-grad-reduce, the default),
+//     else 1 (parallel/dp/grad_buckets.h);
 //   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉;
 //   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
 //     recv-gradient, last stage recv-activation + send-gradient, middle all four.
@@ -36,7 +38,8 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
       for (const auto& u : units) p_r += u.elems();
       const auto bucket_elems =
           static_cast<int64_t>(std::floor(r.bucket_mb * 1048576.0 / static_cast<double>(g)));
-      n += 4 * std::min(bucket_elems, p_r);
+      const int64_t slots = r.overlap_grad_reduce ? 2 : 1;
+      n += 4 * std::min(slots * bucket_elems, p_r);
     } else {
       int64_t largest_shard = 0;
       for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));

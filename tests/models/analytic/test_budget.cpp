@@ -115,10 +115,15 @@ TEST(Budget, CommStagingByZeroStageAndBucket) {
   Case c;
   c.r.bucket_mb = 0.0625;  // 65,536 bytes / 2 = 32,768 elements > P_r: whole P_r
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 31424 + 4096);
-  c.r.bucket_mb = 0.03125;  // 16,384 elements < P_r: one bucket
+  c.r.bucket_mb = 0.03125;  // 16,384 elements < P_r
+  // overlapped with backward (the default): two slots, min(2·16,384, 31,424) = P_r
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 31424 + 4096);
+  c.r.overlap_grad_reduce = false;  // one slot: one bucket
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 16384 + 4096);
   c.r.grad_dtype = DType::kFP32;  // bucket elements = bytes / 4 = 8192
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 8192 + 4096);
+  c.r.overlap_grad_reduce = true;  // two slots of 8192 < P_r
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 2 * 8192 + 4096);
   // ZeRO 2: the largest unit's full gradient, g·n·⌈P_u/n⌉ = 2·2·11,584.
   c.r.grad_dtype = DType::kBF16;
   c.l.zero = 2;

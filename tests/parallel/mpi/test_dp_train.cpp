@@ -27,6 +27,14 @@ TEST(DataParallel, GptTiedFp32GpipeMatchesOneRank) {
   check_layout(load_model("tiny-gpt"), small_run(3, Schedule::kGPipe), dp_layout(), 3, Tolerance{});
 }
 
+// The bucketed reduction without the overlap (every bucket after the last
+// backward, one staging slot): the same losses and weights.
+TEST(DataParallel, LlamaFp32WithoutOverlapMatchesOneRank) {
+  RunConfig r = small_run(3, Schedule::k1F1B);
+  r.overlap_grad_reduce = false;
+  check_layout(load_model("tiny-llama"), r, dp_layout(), 2, Tolerance{});
+}
+
 // bf16: the reduction rounds the summed gradient to bf16 once, where one rank
 // accumulates microbatch by microbatch into bf16 — different roundings of the
 // same sum (see layout_check.h bf16_tolerance).
