@@ -130,6 +130,7 @@ json assemble_report(const TrainOptions& o, const Resolved& r, const std::vector
   json checks = json::array();
   doc["ranks"] = json::array();
   std::string status = "ok", error;
+  bool status_is_own = false;
   double step_ms = 0, compute_ms = 0, comm_ms = 0;
   int64_t executed_sum = 0;
   for (const auto& run : runs) {
@@ -137,8 +138,12 @@ json assemble_report(const TrainOptions& o, const Resolved& r, const std::vector
     for (auto& c : bench::rank_checks(run.record)) checks.push_back(c);
     if (!run.record["flops"].value("executed_same_every_step", true))
       checks.push_back(bench::make_check("flops.same_every_step", run.record["rank"].get<int64_t>(), 0, 1, 0));
-    if (run.status != "ok" && status == "ok") {
+    // The report's status is the first failure's own ("oom" on the rank that ran out),
+    // not that of a rank that merely did not run because of it ("not run: rank N failed").
+    const bool own_failure = run.error.rfind("not run: ", 0) != 0;
+    if (run.status != "ok" && (status == "ok" || (own_failure && !status_is_own))) {
       status = run.status;
+      status_is_own = own_failure;
       error = fmt::format("rank {}: {}", run.record["rank"].get<int64_t>(), run.error);
     }
     step_ms = std::max(step_ms, run.record["time"]["median_step_ms"].get<double>());
