@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add_check_command(app, commands);
   add_regress_command(app, commands);
   add_infer_command(app, commands);
+  add_sweep_command(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -26,6 +26,8 @@ void add_train_command(CLI::App& root, std::vector<Command>& out);
 void add_check_command(CLI::App& root, std::vector<Command>& out);
 void add_regress_command(CLI::App& root, std::vector<Command>& out);
 void add_infer_command(CLI::App& root, std::vector<Command>& out);
+// Runs plan, kv, train or infer over a grid of points (bench/cli/sweep.cpp).
+void add_sweep_command(CLI::App& root, std::vector<Command>& out);
 
 // Where the human-readable table goes: stdout, or stderr when the JSON report goes to stdout.
 std::ostream& table_stream(const Options& o);
