@@ -1,8 +1,10 @@
 // The backend-independent half of the Device: the owning Buffer handle, and
 // alloc/release, which keep the ledger and the backend's memory in step
-// (book first, then allocate; free, then unbook). Also AttnShape::scale.
+// (book first, then allocate; free, then unbook). Also AttnShape::scale and
+// the default timer (the host's clock around synchronize()).
 #include "kernels/device.h"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -68,6 +70,33 @@ void Device::release(Buffer& b) {
   if (b.ptr_ != nullptr) raw_free(b.ptr_, b.bytes_);
   ledger_.unbook(b.account_, b.bytes_);
 }
+
+// ---- timing ----
+
+namespace {
+
+// Host time between two synchronize() calls: on a synchronous backend (cpu,
+// meta) the op's own time; on an asynchronous one it includes the launches
+// and the wait, which is why CudaDevice overrides start_timer with events.
+class HostClockTimer final : public DeviceTimer {
+ public:
+  explicit HostClockTimer(Device& d) : device_(d) {
+    device_.synchronize();  // earlier work is not this timer's
+    t0_ = std::chrono::steady_clock::now();
+  }
+  double stop_seconds() override {
+    device_.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  Device& device_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceTimer> Device::start_timer() { return std::make_unique<HostClockTimer>(*this); }
 
 // ---- AttnShape ----
 

@@ -86,6 +86,15 @@ struct MemoryInfo {
   std::optional<int64_t> free_bytes, total_bytes;  // what the device says (CUDA); none on cpu/meta
 };
 
+// Times the work a Device runs between Device::start_timer() and
+// stop_seconds(). One use: stop_seconds() is called once.
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  // Waits until the work queued since the start has finished; its seconds.
+  virtual double stop_seconds() = 0;
+};
+
 class Device {
  public:
   Device(Ledger& ledger) : ledger_(ledger) {}
@@ -106,6 +115,14 @@ class Device {
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;   // device to device
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() {}
+
+  // ---- timing (optional) ----
+  // A timer of the work queued on this device from now on (ProfilingDevice
+  // times each op with it). Default (device.cpp): synchronize(), the host's
+  // steady_clock, synchronize() again at stop — host time, launch overheads
+  // included. CUDA: a cudaEvent pair on the device's stream, read with
+  // cudaEventElapsedTime (GPU time between the events; no synchronize at start).
+  virtual std::unique_ptr<DeviceTimer> start_timer();
 
   // ---- FLOPs executed by GEMMs (incl. the GEMMs inside flash attention) ----
   int64_t executed_flops() const { return executed_flops_; }
@@ -246,32 +263,32 @@ class Device {
   // ---- vocabulary-parallel embedding and cross-entropy (Megatron's
   // VocabParallelEmbedding and vocab_parallel_cross_entropy, Shoeybi et al.
   // 2019 §3): a TP rank holds rows / columns [begin, begin + rows) of the
-  // padded vocabulary. Added after the table above; a backend that has not
-  // implemented them yet throws std::logic_error (the defaults in device.cpp).
+  // padded vocabulary; the caller all-reduces the per-row partials over the
+  // TP group between the ops.
   // out (N, C) = wte[ids[i] − row_begin] when row_begin <= ids[i] < row_begin +
   // rows, else 0 (the other ranks' partial sums complete it).
   virtual void vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
-                                       int64_t N, int64_t C, int64_t row_begin, int64_t rows);
+                                       int64_t N, int64_t C, int64_t row_begin, int64_t rows) = 0;
   // dwte (rows, C, grad_t) += dout rows of the tokens this rank owns; others ignored.
   virtual void vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
                                         const int32_t* ids, int64_t N, int64_t C,
-                                        int64_t row_begin, int64_t rows);
+                                        int64_t row_begin, int64_t rows) = 0;
   // Logits (N, Vl) fp32 hold global columns col_begin + j; columns >= V are
   // padding (never in the softmax). row_max (N) = max over the valid local
   // columns (−inf when none); target_logit (N) = the target's logit when this
   // rank holds its column, else 0.
   virtual void vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
                               const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
-                              int64_t V);
+                              int64_t V) = 0;
   // In place: logits <- exp(logits − row_max) on valid columns, 0 on padding;
   // sum_exp (N) = Σ of the row (local partial sum).
   virtual void vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                            int64_t Vl, int64_t col_begin, int64_t V);
+                            int64_t Vl, int64_t col_begin, int64_t V) = 0;
   // In place: rows of probs (N, Vl) divided by sum_exp (the global sums).
-  virtual void vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl);
+  virtual void vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl) = 0;
   // dlogits = (probs − onehot(target, if held here))·scale; may alias probs.
   virtual void vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
-                                 int64_t N, int64_t Vl, int64_t col_begin, float scale);
+                                 int64_t N, int64_t Vl, int64_t col_begin, float scale) = 0;
 
  protected:
   virtual void* raw_alloc(int64_t bytes) = 0;      // nullptr on failure -> OutOfMemory

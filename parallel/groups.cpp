@@ -15,6 +15,17 @@
 #include "parallel/comm/mpi_check.h"
 #include "parallel/comm/mpi_comm.h"
 #endif
+#if GPULEDGER_HAVE_NCCL
+#include "parallel/comm/make_nccl_comm.h"
+#endif
+
+namespace {
+#if GPULEDGER_HAVE_NCCL
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
+}  // namespace
 
 namespace gpuledger {
 namespace {
@@ -88,6 +99,10 @@ Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, De
   return g;
 }
 
+CommBackend comm_backend_for(const std::string& device_backend) {
+  return device_backend == "cuda" ? CommBackend::kNccl : CommBackend::kMpi;
+}
+
 Groups make_single_groups(CommCounters& counters, Device& device) {
   return make_sim_groups(Layout{}, 0, counters, device, false);   // every group has one rank
 }
@@ -95,7 +110,7 @@ Groups make_single_groups(CommCounters& counters, Device& device) {
 #if GPULEDGER_HAVE_MPI
 
 Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device,
-                       bool tied_embeddings) {
+                       bool tied_embeddings, CommBackend backend) {
   int world_rank = 0, world_size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "reading the world rank");
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "reading the world size");
@@ -117,15 +132,27 @@ Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device,
       *slot(g, spec.name) = make_self_comm(spec.name, counters, device);
       continue;
     }
+    // Same on every rank (group sizes and existence are), so every rank throws together.
+    if (backend == CommBackend::kNccl && !kHaveNccl)
+      throw std::invalid_argument(std::string("the cuda backend's '") + spec.name +
+                                  "' group needs NCCL, and this gpuledger was built without it "
+                                  "(configure with CUDA and NCCL found)");
     // Middle stages pass no members for emb and get no comm, but still take part in the split.
-    *slot(g, spec.name) = split_world_comm(spec.name, counters, spec.members);
+    auto mpi = split_world_comm(spec.name, counters, spec.members);
+#if GPULEDGER_HAVE_NCCL
+    if (backend == CommBackend::kNccl && mpi) {
+      *slot(g, spec.name) = make_nccl_comm(std::move(mpi), counters, device);   // collective over the group
+      continue;
+    }
+#endif
+    *slot(g, spec.name) = std::move(mpi);
   }
   return g;
 }
 
 #else
 
-Groups make_mpi_groups(const Layout&, CommCounters&, Device&, bool) {
+Groups make_mpi_groups(const Layout&, CommCounters&, Device&, bool, CommBackend) {
   throw std::logic_error("make_mpi_groups: this gpuledger was built without MPI");
 }
 

@@ -2,7 +2,8 @@
 // embeddings across pipeline stages), owned here and handed to the model and
 // the training step through a RankContext (passed explicitly, no globals:
 // Megatron's ProcessGroupCollection idea). Three ways to build them:
-//   make_mpi_groups    one real rank of an MPI job (MPI_Comm_split per group kind);
+//   make_mpi_groups    one real rank of an MPI job (MPI_Comm_split per group kind;
+//                      MpiComm, or NcclComm bootstrapped over it for the cuda backend);
 //   make_sim_groups    rank r of a simulated world in one process (meta backend):
 //                      SimComm books what the real comm would;
 //   make_single_groups one rank, no other.
@@ -13,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "parallel/comm/comm.h"
@@ -38,11 +40,21 @@ struct Groups {
 // when it has none. A pure function, like Layout's groups.
 std::vector<int64_t> emb_group(const Layout& layout, int64_t rank, bool tied_embeddings);
 
+// Which comm carries an MPI job's groups of more than one rank: MpiComm on
+// host buffers (cpu backend), or NcclComm on device buffers (cuda backend;
+// one GPU per rank, bootstrapped over the group's MPI communicator).
+enum class CommBackend { kMpi, kNccl };
+
+// kNccl for the "cuda" device backend, kMpi for any other.
+CommBackend comm_backend_for(const std::string& device_backend);
+
 // Collective over MPI_COMM_WORLD: every rank calls it with the same layout.
 // Throws LayoutError "mpirun -np N but the layout needs dp·tp·pp = M" (on every
 // rank) when the world size differs, and std::logic_error when built without MPI.
+// With kNccl, `device` must be the cuda backend's; a build without NCCL throws
+// std::invalid_argument (on every rank) once a group has more than one rank.
 Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device,
-                       bool tied_embeddings = false);
+                       bool tied_embeddings = false, CommBackend backend = CommBackend::kMpi);
 
 Groups make_sim_groups(const Layout& layout, int64_t rank, CommCounters& counters, Device& device,
                        bool tied_embeddings = false);

@@ -190,7 +190,7 @@ int serve_rank(InferOptions& o, const Resolved& r, MpiRuntime* mpi) {
   std::optional<Groups> groups;  // MPI: the tp group is the world (dp = pp = 1)
   Comm* tp = nullptr;
   if (mpi) {
-    groups.emplace(make_mpi_groups(l, counters, *dev, m.tied_embeddings));  // LayoutError on every rank: np != tp
+    groups.emplace(make_mpi_groups(l, counters, *dev, m.tied_embeddings, comm_backend_for(o.backend)));  // cuda: NCCL; LayoutError on every rank: np != tp
     tp = groups->tp.get();
   } else {
     self = make_self_comm("tp", counters, *dev);

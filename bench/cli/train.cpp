@@ -291,7 +291,7 @@ int run_mpi(TrainOptions& o, const Resolved& r) {
   std::optional<Groups> groups;
   std::string setup_error;
   try {
-    groups.emplace(make_mpi_groups(l, counters, *dev, r.model.tied_embeddings));
+    groups.emplace(make_mpi_groups(l, counters, *dev, r.model.tied_embeddings, comm_backend_for(o.backend)));  // cuda: NCCL
   } catch (const std::exception& e) {
     setup_error = e.what();
   }

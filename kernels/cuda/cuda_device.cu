@@ -197,4 +197,9 @@ std::unique_ptr<Device> make_cuda_device(Ledger& ledger, int local_rank) {
   return std::make_unique<CudaDevice>(ledger, (local_rank < 0 ? 0 : local_rank) % count);
 }
 
+void* cuda_device_stream(Device& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
+}
+
 }  // namespace gpuledger

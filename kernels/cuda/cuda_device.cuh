@@ -43,8 +43,14 @@ class CudaDevice : public SimtDevice {
   void copy(void* dst, const void* src, int64_t bytes) override;
   void fill_zero(void* dst, int64_t bytes) override;
   void synchronize() override;
+  // A cudaEvent pair on the stream: GPU time (cuda_event_timer.cu).
+  std::unique_ptr<DeviceTimer> start_timer() override;
 
   void gemm(const GemmArgs& g) override;
+
+  // The stream every op and copy runs on, public for the NCCL comm
+  // (parallel/comm/nccl_comm.cpp), which orders its collectives against it.
+  using SimtDevice::stream;
 
  protected:
   void* raw_alloc(int64_t bytes) override;

@@ -9,7 +9,7 @@
 // The op bodies live beside their kernels, one file per family as on the CPU:
 // ops_elementwise.cu, ops_norm.cu, ops_embedding.cu, ops_loss.cu,
 // ops_optim.cu, ops_attention.cu, ops_rope.cu, ops_dropout.cu,
-// ops_activation.cu, ops_flash.cu, ops_kv_cache.cu.
+// ops_activation.cu, ops_flash.cu, ops_kv_cache.cu, ops_vocab_parallel.cu.
 //
 // Temporaries an op needs (column-sum partials, grouping tables, reduction
 // partials, flash's D_i) are allocated through Device::alloc under
@@ -62,6 +62,12 @@ class SimtDevice : public Device {
   double sum_squares(const void* x, DType t, int64_t n) override;
   void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) override;
   void cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) override;
+  void vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C, int64_t row_begin, int64_t rows) override;
+  void vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t N, int64_t C, int64_t row_begin, int64_t rows) override;
+  void vocab_ce_stats(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) override;
+  void vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) override;
+  void vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl) override;
+  void vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, float scale) override;
 
  protected:
   // The stream every kernel is launched on (nullptr: the default stream; the

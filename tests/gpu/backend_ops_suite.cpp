@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -258,6 +259,22 @@ TEST_F(BackendOps, BiasForwardBackward) {
           expect_close(db, tag(t, "bias_backward rows " + std::to_string(rows)));
         }
     }
+}
+
+// ---- timing ----
+
+// Device::start_timer: CUDA events on a GPU, the host clock on the emulator.
+// The time of real work is positive and finite; the op's result is complete.
+TEST_F(BackendOps, TimerTimesQueuedWork) {
+  const int64_t n = 1 << 16;
+  Pair x = random(DType::kFP32, n), y = output(DType::kBF16, n);
+  auto timer = dut().start_timer();
+  dut().convert(P(y, 1), DType::kBF16, P(x, 1), DType::kFP32, n);
+  const double s = timer->stop_seconds();
+  EXPECT_GT(s, 0.0);
+  EXPECT_LT(s, 10.0);
+  ref().convert(P(y, 0), DType::kBF16, P(x, 0), DType::kFP32, n);
+  expect_same_bytes(y, n * 2, "convert timed");
 }
 
 // ---- embedding ----
@@ -523,6 +540,98 @@ TEST_F(BackendOps, CrossEntropy) {
   Pair targets = raw(bad), logits = random(DType::kFP32, 2 * 8), losses = output(DType::kFP32, 2);
   EXPECT_THROW(dut().cross_entropy_forward(P<float>(losses, 1), P<float>(logits, 1), P<int32_t>(targets, 1), 2, 8, 7),
                std::invalid_argument);
+}
+
+// ---- vocabulary-parallel embedding and cross-entropy ----
+
+// A rank's slice of the padded vocabulary: rows / columns [begin, begin + n).
+// Ids come from [0, 45) with repeats, so a slice holds some of them, none, or
+// (past 45) only padding. Copies and sums in the CPU's order: bytes must match.
+TEST_F(BackendOps, VocabParallelEmbedding) {
+  struct Case { int64_t N, C, begin, rows; };
+  const Case cases[] = {{40, 96, 16, 16}, {7, 300, 0, 20}, {33, 64, 48, 16}, {1, 5, 40, 8}};
+  for (const Case& c : cases) {
+    std::vector<int32_t> ids(static_cast<size_t>(c.N));
+    std::uniform_int_distribution<int32_t> u(0, 44);
+    for (auto& i : ids) i = u(rng_) / 3 * 3;  // multiples of 3: repeats
+    ids[0] = static_cast<int32_t>(c.begin);    // the slice's first row
+    Pair dids = raw(ids);
+    const std::string sh = "N " + std::to_string(c.N) + " C " + std::to_string(c.C) + " rows [" +
+                           std::to_string(c.begin) + ", " + std::to_string(c.begin + c.rows) + ")";
+    for (DType t : kAllTypes) {
+      const int64_t eb = dtype_bytes(t);
+      Pair wte = random(t, c.rows * c.C), out = output(t, c.N * c.C);
+      both([&](Device& d, int s) {
+        d.vocab_embedding_forward(P(out, s), P<int32_t>(dids, s), P(wte, s), t, c.N, c.C, c.begin, c.rows);
+      });
+      expect_same_bytes(out, c.N * c.C * eb, tag(t, "vocab_embedding_forward " + sh));
+      for (DType gt : kAllTypes) {
+        Pair dout = random(t, c.N * c.C), dwte = random(gt, c.rows * c.C);
+        both([&](Device& d, int s) {
+          d.vocab_embedding_backward(P(dwte, s), gt, P(dout, s), t, P<int32_t>(dids, s), c.N, c.C,
+                                     c.begin, c.rows);
+        });
+        expect_same_bytes(dwte, c.rows * c.C * dtype_bytes(gt),
+                          tag(gt, "vocab_embedding_backward from " + std::string(dtype_name(t)) + " " + sh));
+      }
+    }
+  }
+}
+
+// The padded vocabulary (V valid of Vp) in tp column blocks; each block's ops
+// run on both devices with the same inputs, the global max and sums made on
+// the host as the TP all-reduces would.
+TEST_F(BackendOps, VocabParallelCrossEntropy) {
+  struct Case { int64_t N, V, Vp, tp; };
+  const Case cases[] = {{6, 45, 64, 4}, {33, 1000, 1024, 2}, {3, 5000, 5120, 1}, {2, 9000, 9216, 1}};
+  for (const Case& c : cases) {
+    const int64_t Vl = c.Vp / c.tp;
+    std::vector<int32_t> tg(static_cast<size_t>(c.N));
+    std::uniform_int_distribution<int32_t> u(0, static_cast<int32_t>(c.V - 1));
+    for (auto& x : tg) x = u(rng_);
+    tg[0] = static_cast<int32_t>(c.V - 1);
+    if (c.N > 1) tg[1] = 0;
+    Pair targets = raw(tg);
+    const std::vector<float> x = uniform(c.N * c.Vp, -8, 8);
+    std::vector<float> gmax(static_cast<size_t>(c.N), -INFINITY);
+    for (int64_t i = 0; i < c.N; ++i)
+      for (int64_t j = 0; j < c.V; ++j) gmax[i] = std::max(gmax[i], x[i * c.Vp + j]);
+    Pair row_max_in = raw(gmax);
+    for (int64_t r = 0; r < c.tp; ++r) {
+      const int64_t begin = r * Vl;
+      const std::string sh = "N " + std::to_string(c.N) + " V " + std::to_string(c.V) + " Vp " +
+                             std::to_string(c.Vp) + " block " + std::to_string(r) + "/" + std::to_string(c.tp);
+      std::vector<float> blk(static_cast<size_t>(c.N * Vl));
+      for (int64_t i = 0; i < c.N; ++i)
+        std::copy_n(x.begin() + i * c.Vp + begin, Vl, blk.begin() + i * Vl);
+      Pair logits = raw(blk), mx = output(DType::kFP32, c.N), tl = output(DType::kFP32, c.N);
+      both([&](Device& d, int s) {
+        d.vocab_ce_stats(P<float>(mx, s), P<float>(tl, s), P<float>(logits, s), P<int32_t>(targets, s), c.N,
+                         Vl, begin, c.V);
+      });
+      expect_same_bytes(mx, c.N * 4, "vocab_ce_stats row_max " + sh);  // −inf on padding-only blocks
+      expect_same_bytes(tl, c.N * 4, "vocab_ce_stats target_logit " + sh);
+      Pair se = output(DType::kFP32, c.N);
+      both([&](Device& d, int s) {
+        d.vocab_ce_exp(P<float>(logits, s), P<float>(se, s), P<float>(row_max_in, s), c.N, Vl, begin, c.V);
+      });
+      expect_close(logits, "vocab_ce_exp " + sh);
+      expect_close(se, "vocab_ce_exp sum " + sh);
+      Pair gsum = raw(uniform(c.N, 1.0f, 50.0f));  // stands for the all-reduced sums
+      both([&](Device& d, int s) { d.vocab_ce_normalize(P<float>(logits, s), P<float>(gsum, s), c.N, Vl); });
+      expect_close(logits, "vocab_ce_normalize " + sh);
+      Pair dl = output(DType::kFP32, c.N * Vl);
+      both([&](Device& d, int s) {
+        d.vocab_ce_backward(P<float>(dl, s), P<float>(logits, s), P<int32_t>(targets, s), c.N, Vl, begin, 0.25f);
+      });
+      expect_close(dl, "vocab_ce_backward " + sh);
+      both([&](Device& d, int s) {  // in place
+        d.vocab_ce_backward(P<float>(logits, s), P<float>(logits, s), P<int32_t>(targets, s), c.N, Vl, begin,
+                            1.0f);
+      });
+      expect_close(logits, "vocab_ce_backward in place " + sh);
+    }
+  }
 }
 
 TEST_F(BackendOps, AdamWAndSumSquares) {
