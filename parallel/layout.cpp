@@ -97,13 +97,19 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) +
                       " (required by --sp)");
-  // ZeRO 2/3 keep a unit's full gradient only during that unit's backward; a
-  // tied word embedding is written by two units (the embedding and the head),
-  // so its gradient cannot be reduce-scattered unit by unit. Refused here so
-  // that plan, train and the budget agree (the Trainer refuses it too).
-  if (m.tied_embeddings && l.zero >= 2 && l.dp > 1)
-    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 needs untied embeddings" + who +
-                      ": the tied word embedding's gradient comes from two units; use --zero 1");
+  // ZeRO 2/3 keep a unit's full gradient only during that unit's backward. With
+  // p = 1 the head's share of the tied word embedding's gradient waits in a side
+  // buffer for the embedding unit's backward (parallel/train_step.cpp). With
+  // p > 1 the two stages' copies are summed over the embedding group after the
+  // schedule, when ZeRO 2/3 hold only shards: refused, as DeepSpeed's
+  // PipelineEngine refuses ZeRO 2/3 with any pipeline (deepspeed/runtime/pipe/
+  // engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
+  // Refused here so that plan, train and the budget agree (the Trainer too).
+  if (m.tied_embeddings && l.zero >= 2 && l.dp > 1 && l.pp > 1)
+    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 and --pp > 1 needs untied embeddings" +
+                      who + ": the two stages' tied word-embedding gradients are summed after the schedule, "
+                      "when ZeRO 2/3 hold only shards (DeepSpeed's pipeline engine allows ZeRO <= 1 only); "
+                      "use --zero 1 or --pp 1");
   // gpt has max_seq learned positions: no position beyond them exists.
   if (m.is_gpt() && r.seq > m.max_seq)
     throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) +

@@ -15,6 +15,20 @@
 // --prefetch units ahead, and freed after (StageModel::forward_unit_hook,
 // backward_unit_hook; the layer rebinds to the copy); the optimizer updates
 // the shard and nothing is gathered after the step.
+// Tied embeddings under ZeRO 2/3 with n > 1 and p = 1 (the head reads and
+// writes the embedding unit's word matrix, ParamLayout head_uses_embedding):
+// the head's backward accumulates d(word) into a side buffer "tied_word.grad"
+// of V'/t·h elements of g (account comm; StageModel::tied_word_grad), zeroed
+// at the head unit's backward begin, since the staging buffer then holds the
+// head unit's gradient; at the embedding unit's backward begin (the staging
+// buffer zeroed) it is copied into the staging buffer's word slot and freed,
+// the embedding's backward accumulates on top and the unit's reduce-scatter
+// carries both. ZeRO 3 also gathers the embedding unit for the head's forward
+// and backward (when not already gathered, i.e. outside the backward prefetch
+// window) and frees it at the head's end: docs/exact-budget.md and
+// docs/formulas/comm.md count the side buffer, the extra gathered copy and
+// the extra all-gathers. With p > 1 tied + ZeRO 2/3 + n > 1 is refused
+// (validate_layout; as DeepSpeed's PipelineEngine allows ZeRO <= 1 only).
 // Comm staging (account comm, allocated once, docs/exact-budget.md
 // "Communication staging"): the DP bucket (n > 1, ZeRO 0/1), and the PP
 // send/recv buffers of e·b·s_l·h each (p > 1: first stage send-activation +
@@ -61,8 +75,8 @@
 //      returns the global batch's mean (docs/formulas/comm.md counts both).
 // Phase markers: "fwd.mb<k>.layer<i>", "bwd.mb<k>.layer<i>" (and .embedding,
 // .head) from the model, "grad_sync", "optimizer" and "zero.all_gather" here.
-// Not done: ZeRO 2/3 with tied embeddings and dp > 1 (refused, see the
-// constructor).
+// Not done: ZeRO 2/3 with tied embeddings, dp > 1 and pp > 1 (refused, see
+// the constructor and validate_layout).
 #include "parallel/train_step.h"
 
 #include <algorithm>
@@ -114,6 +128,9 @@ struct Trainer::Impl {
   bool shard_grads = false;      // ZeRO 2/3, n > 1: gradients hold the shard (Params ParamSharding)
   bool shard_weights = false;    // ZeRO 3, n > 1: weights hold the shard, gathered per unit
   int64_t prefetch = 1;          // ZeRO 3: units gathered ahead
+  bool tied_sharded = false;     // ZeRO 2/3, n > 1, p = 1, tied: the head's d(word) goes to tied_grad
+  Buffer tied_grad;              // comm: "tied_word.grad", head backward begin -> embedding backward begin
+  bool emb_for_head = false;     // ZeRO 3, tied: the head's hook gathered the embedding unit
   std::unique_ptr<Params> params;
   std::vector<UnitShard> shards;                 // per unit (the whole unit without ZeRO)
   std::vector<Buffer> master, adam_m, adam_v;    // per unit, shard-sized under ZeRO >= 1
@@ -153,8 +170,25 @@ struct Trainer::Impl {
     }
   }
   void release_all() {
+    tied_grad.reset();
+    emb_for_head = false;
     if (!shard_weights) return;
     for (size_t u = 0; u < shards.size(); ++u) params->gathered(u).reset();
+  }
+  // ZeRO 3, tied, p = 1: the head reads the embedding unit's word matrix.
+  // Gathered for the head unless already gathered (the backward prefetch
+  // window of the head reaching unit 0); freed at the head's end only if so.
+  bool is_tied_head(size_t u) const {
+    return tied_sharded && static_cast<int>(u) == params->layout().head_unit;
+  }
+  void gather_embedding_for_head() {
+    const auto eu = static_cast<size_t>(params->layout().embedding_unit);
+    emb_for_head = params->gathered(eu).empty();
+    gather(eu);
+  }
+  void release_embedding_for_head() {
+    if (emb_for_head) params->gathered(static_cast<size_t>(params->layout().embedding_unit)).reset();
+    emb_for_head = false;
   }
 
   // One fp32 value summed over `comm` (a group of one returns it unchanged).
@@ -178,11 +212,12 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
   const Layout& l = ctx.layout;
   if (ctx.dp->size() != l.dp || ctx.pp->size() != l.pp || ctx.tp->size() != l.tp)
     throw std::invalid_argument("Trainer: the communicators' sizes differ from the layout");
-  if (l.zero >= 2 && l.dp > 1 && model.tied_embeddings)
+  // (validate_layout refuses it first; kept so that the Trainer states its own limit)
+  if (l.zero >= 2 && l.dp > 1 && l.pp > 1 && model.tied_embeddings)
     throw std::invalid_argument(
-        "Trainer: ZeRO 2/3 with dp > 1 need untied embeddings: the head's backward adds to the "
-        "word embedding's gradient while another unit's gradient is staged (with pp > 1 see "
-        "docs/formulas/comm.md, tied embeddings)");
+        "Trainer: ZeRO 2/3 with dp > 1 and pp > 1 need untied embeddings: the two stages' word "
+        "gradients are summed over the embedding group after the schedule, when ZeRO 2/3 hold "
+        "only shards (DeepSpeed's PipelineEngine likewise allows ZeRO <= 1 with pipelines)");
   if (model.tied_embeddings && l.pp > 1 && ctx.emb == nullptr && (ctx.first_stage() || ctx.last_stage()))
     throw std::invalid_argument("Trainer: tied embeddings with pp > 1 need the emb communicator");
   if (run.microbatches < 1 || run.mbs < 1 || run.seq < 1)
@@ -193,6 +228,7 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
   I.shard_grads = l.zero >= 2 && I.n > 1;
   I.shard_weights = l.zero >= 3 && I.n > 1;
   I.prefetch = std::max<int64_t>(run.prefetch, 0);
+  I.tied_sharded = I.shard_grads && model.tied_embeddings && l.pp == 1;
 
   I.params = std::make_unique<Params>(device, make_param_layout(model, l, ctx.coords), I.e, I.g,
                                       ParamSharding{I.shard_grads, I.shard_weights, I.n, I.dp_rank});
@@ -250,16 +286,33 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
       const UnitShard& sh = ip->shards[u];
       const int64_t gb = dtype_bytes(ip->g);
       void* st = ip->params->grad_staging();
+      const ParamLayout& pl = ip->params->layout();
       if (begin) {
-        if (ip->shard_weights) ip->gather_window(u, /*backward=*/true);
+        if (ip->shard_weights) {
+          ip->gather_window(u, /*backward=*/true);
+          if (ip->is_tied_head(u)) ip->gather_embedding_for_head();
+        }
         ip->dev.fill_zero(st, gb * sh.padded_elems(ip->n));  // padding stays 0
+        if (ip->tied_sharded && static_cast<int>(u) == pl.head_unit) {
+          // the head's d(word) (StageModel::tied_word_grad), apart from the head's own gradient
+          ip->tied_grad = ip->dev.alloc(gb * pl.vocab_rows * ip->model.hidden, Account::kComm,
+                                        "tied_word.grad");
+          ip->dev.fill_zero(ip->tied_grad.data(), ip->tied_grad.bytes());
+        } else if (ip->tied_sharded && static_cast<int>(u) == pl.embedding_unit && !ip->tied_grad.empty()) {
+          ip->dev.copy(ip->params->grad(u, "word.weight"), ip->tied_grad.data(), ip->tied_grad.bytes());
+          ip->tied_grad.reset();
+        }
         return;
       }
       ip->stage->reduce_tp_partial_grads(u, st);
       ip->ctx.dp->reduce_scatter(st, st, sh.shard_elems, ip->g);  // in place: the shard at the start
       ip->dev.accumulate(ip->params->grads(u).data(), ip->g, st, ip->g, sh.shard_elems);
-      if (ip->shard_weights) ip->params->gathered(u).reset();
+      if (ip->shard_weights) {
+        ip->params->gathered(u).reset();
+        if (ip->is_tied_head(u)) ip->release_embedding_for_head();
+      }
     };
+    if (I.tied_sharded) I.stage->tied_word_grad = [ip] { return ip->tied_grad.data(); };
   }
   if (I.overlap_dp) {
     // DP overlap: after a unit's m-th backward (the step's last microbatch)
@@ -284,10 +337,13 @@ Trainer::Trainer(Device& device, const ModelConfig& model, const RunConfig& run,
     // recompute runs on the backward's copy).
     Impl* ip = impl_.get();
     I.stage->forward_unit_hook = [ip](size_t u, bool begin) {
-      if (begin)
+      if (begin) {
         ip->gather_window(u, /*backward=*/false);
-      else
+        if (ip->is_tied_head(u)) ip->gather_embedding_for_head();
+      } else {
         ip->params->gathered(u).reset();
+        if (ip->is_tied_head(u)) ip->release_embedding_for_head();
+      }
     };
   }
 }

@@ -24,6 +24,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //     reduction overlaps the backward (--overlap-grad-reduce, the default),
 //     else 1 (parallel/dp/grad_buckets.h);
 //   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉;
+//   ZeRO-2/3 with tied embeddings, n > 1, p = 1: the head's word-embedding
+//     gradient, g · V'/t · h, held from the head's backward to the
+//     embedding's (the staging buffer then holds another unit's gradient);
 //   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
 //     recv-gradient, last stage recv-activation + send-gradient, middle all four.
 int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
@@ -44,6 +47,7 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
       int64_t largest_shard = 0;
       for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
       n += g * l.dp * largest_shard;
+      if (m.tied_embeddings && l.pp == 1) n += g * padded_vocab(m, l.tp) / l.tp * m.hidden;
     }
   }
   if (l.pp > 1) {

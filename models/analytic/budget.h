@@ -1,6 +1,7 @@
 // One rank's whole analytic budget: the exact accounts, the published figures,
 // the communication and the FLOPs. Assembled from the per-budget files; this
-// file adds no formula of its own except the workspace upper bound.
+// file adds no formula of its own except the communication staging and the
+// workspace upper bound.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -15,6 +15,7 @@
 //     (p > 1). Not counted: barriers and the report gather.
 #include "models/analytic/comm_volume.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -48,7 +49,7 @@ class Tally {
 };
 
 // ---- DP and ZeRO over the dp group (n > 1) ----
-void dp_comm(Tally& tally, const std::vector<ParamUnit>& units, const Layout& l,
+void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& units, const Layout& l,
              const RunConfig& r, int64_t e, int64_t g) {
   const int64_t n = l.dp;
   if (n < 2) return;
@@ -84,6 +85,18 @@ void dp_comm(Tally& tally, const std::vector<ParamUnit>& units, const Layout& l,
       // backward, every microbatch (a full recompute runs on the backward's copy).
       tally.add("all_gather", "dp", 2 * mb, padded * e);
     }
+  }
+  if (l.zero == 3 && m.tied_embeddings && l.pp == 1 && !units.empty()) {
+    // ZeRO 3, tied, p = 1: the head reads the embedding unit's word matrix,
+    // so the embedding unit (units[0]; the head is the last unit) is gathered
+    // again for the head's forward, every microbatch (it was freed after its
+    // own forward), and for the head's backward unless the head's backward
+    // prefetch window, units head − q … head, already reaches it (head − q ≤ 0);
+    // that copy is freed at the head's end (parallel/train_step.cpp).
+    const int64_t head = static_cast<int64_t>(units.size()) - 1;
+    const int64_t q = std::max<int64_t>(r.prefetch, 0);
+    const int64_t padded = n * ceil_div(units.front().elems(), n);
+    tally.add("all_gather", "dp", mb * (head - q > 0 ? 2 : 1), padded * e);
   }
 }
 
@@ -199,7 +212,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   const auto units = rank_param_units(m, l, rank);
   Tally tally;
 
-  dp_comm(tally, units, l, r, e, g);
+  dp_comm(tally, m, units, l, r, e, g);
   tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
   pp_comm(tally, m, l, r, first, last, e);
 
@@ -212,7 +225,8 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
       throw LayoutError(
           "tied embeddings with --pp > 1 need ZeRO 0 or 1 (or --dp 1): the word-embedding "
           "gradient must be summed over the first and last stage before the DP "
-          "reduce-scatter, and ZeRO 2/3 keep no full gradient past a unit's backward");
+          "reduce-scatter, and ZeRO 2/3 keep no full gradient past a unit's backward "
+          "(DeepSpeed's pipeline engine allows ZeRO <= 1 only)");
     tally.add("all_reduce", "emb", 1, padded_vocab(m, l.tp) / l.tp * m.hidden * g);
   }
 

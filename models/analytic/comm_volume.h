@@ -30,7 +30,10 @@ struct CommCount {
 //   ZeRO 2: reduce-scatter of each unit's gradient after every microbatch's
 //     backward, all-gather of weights after the step.
 //   ZeRO 3: all-gather of each unit before forward and before backward, every
-//     microbatch, and the reduce-scatter of ZeRO 2 (1.5× the DP volume at m = 1).
+//     microbatch, and the reduce-scatter of ZeRO 2 (1.5× the DP volume at m = 1);
+//     tied embeddings with p = 1 add the embedding unit's all-gather for the
+//     head's forward, and for its backward when the head's prefetch window
+//     (--prefetch q) does not reach the embedding, every microbatch.
 //   TP: per layer per microbatch 2 all-reduces of b·s·h·e forward and 2
 //     backward (SP: 2 all-gathers + 2 reduce-scatters forward, 4 all-gathers +
 //     2 reduce-scatters backward, the norm outputs being gathered again); full
@@ -41,7 +44,8 @@ struct CommCount {
 //   PP: one activation send and one gradient recv of b·s_l·h·e per microbatch per
 //     downstream boundary (and the mirror upstream).
 //   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step
-//     (LayoutError under ZeRO 2/3 with dp > 1).
+//     (LayoutError under ZeRO 2/3 with dp > 1: DeepSpeed's pipeline engine
+//     too allows ZeRO <= 1 only).
 //   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
 //   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,

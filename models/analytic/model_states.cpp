@@ -27,15 +27,29 @@ int64_t grad_elem_bytes(const RunConfig& r) {
 // gathered ahead, so the peak adds the largest sum over 1 + q consecutive
 // units in forward order (docs/exact-budget.md). Backward visits the same
 // units in reverse, so its windows are the same sums.
+// With tied embeddings on one stage (tied_head) the head's forward and
+// backward read the embedding unit's word matrix, so the embedding unit is
+// gathered for the head too: the forward set {head, embedding}, and the
+// backward set of the head's window (units head − q … head) plus the
+// embedding when that window does not reach it (head − q > 0). Units are in
+// forward order, the embedding first and the head last.
 int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n, int64_t e,
-                                  int64_t prefetch) {
+                                  int64_t prefetch, bool tied_head) {
   const int64_t count = static_cast<int64_t>(units.size());
-  const int64_t window = std::min<int64_t>(count, 1 + std::max<int64_t>(prefetch, 0));
-  int64_t best = 0;
-  for (int64_t i = 0; i + window <= count; ++i) {
+  const int64_t q = std::max<int64_t>(prefetch, 0);
+  auto gathered = [&](int64_t u) { return e * n * ceil_div(units[static_cast<size_t>(u)].elems(), n); };
+  auto window_sum = [&](int64_t lo, int64_t hi) {  // units [lo, hi)
     int64_t sum = 0;
-    for (int64_t j = i; j < i + window; ++j) sum += e * n * ceil_div(units[j].elems(), n);
-    best = std::max(best, sum);
+    for (int64_t u = lo; u < hi; ++u) sum += gathered(u);
+    return sum;
+  };
+  const int64_t window = std::min<int64_t>(count, 1 + q);
+  int64_t best = 0;
+  for (int64_t i = 0; i + window <= count; ++i) best = std::max(best, window_sum(i, i + window));
+  if (tied_head && count > 1) {
+    const int64_t head = count - 1, lo = std::max<int64_t>(0, head - q);
+    best = std::max(best, gathered(head) + gathered(0));
+    best = std::max(best, window_sum(lo, head + 1) + (lo > 0 ? gathered(0) : 0));
   }
   return best;
 }
@@ -132,7 +146,9 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
   // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
   b[Account::kWeights] =
-      z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch) : e * p_r;
+      z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
+                                                   m.tied_embeddings && l.pp == 1 && l.dp > 1)
+             : e * p_r;
   b[Account::kGrads] = g * (z >= 2 ? s_r : p_r);
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? 4 * (z >= 1 ? s_r : p_r) : 0;

@@ -303,7 +303,10 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
   const int64_t vr = pl.vocab_rows;
   const char* out_role = model_.tied_embeddings ? "word_copy.weight" : "output.weight";
   const void* w_out = pl.head_uses_embedding ? params_.weight(eu, "word.weight") : params_.weight(hu, out_role);
-  void* dw_out = pl.head_uses_embedding ? params_.grad(eu, "word.weight") : params_.grad(hu, out_role);
+  // tied, p = 1: the embedding's gradient, or the side buffer a ZeRO 2/3 step provides (model.h)
+  void* dw_out = !pl.head_uses_embedding ? params_.grad(hu, out_role)
+                 : tied_word_grad        ? tied_word_grad()
+                                         : params_.grad(eu, "word.weight");
 
   // dlogits = (softmax − onehot)·scale, in place over the logits (under TP
   // they already hold the softmax: the backward is local)

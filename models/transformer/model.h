@@ -103,6 +103,12 @@ class StageModel {
   // (the embedding, each layer, the head); the step all-gathers the unit's
   // weights at begin and frees them at end.
   std::function<void(size_t unit, bool begin)> forward_unit_hook;
+  // ZeRO 2/3 with tied embeddings and p = 1 (parallel/train_step.cpp): when
+  // set, the head's backward accumulates d(word) into the buffer it returns
+  // (V'/t·h elements of g, the training step's side buffer) instead of
+  // params.grad(embedding unit, "word.weight") — which under ZeRO 2 points
+  // into the staging buffer, then holding the head unit's gradient.
+  std::function<void*()> tied_word_grad;
   // ZeRO 3: re-reads a layer unit's LayerParams from Params (the layer keeps
   // pointers from its construction; a gathered copy lives at a new address).
   // The embedding and head read Params on every use and need none.

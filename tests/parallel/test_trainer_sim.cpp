@@ -1,5 +1,7 @@
 // Every rank of 2- to 4-rank layouts (data, pipeline, ZeRO 1, 2 and 3 with
-// --prefetch 0, 1 and 2, mixed),
+// --prefetch 0, 1 and 2, mixed; ZeRO 2/3 with tied embeddings at p = 1: the
+// head's word-gradient side buffer, and under ZeRO 3 the embedding unit
+// gathered for the head),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
 // equals the analytic rank_budget (models/analytic/budget.h, written
@@ -31,6 +33,7 @@ struct SimPoint {
   DType dtype;
   std::string name;
   int64_t prefetch = 1;
+  int64_t vocab = 0;  // > 0: the preset's vocabulary replaced
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -60,6 +63,7 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
   const SimPoint& p = GetParam();
   ModelConfig m = load_model(p.model);
   m.layers = p.layers;
+  if (p.vocab > 0) m.vocab = p.vocab;
   const RunConfig r = sim_run(p);
   for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
@@ -109,15 +113,25 @@ std::vector<SimPoint> sim_points() {
       pts.push_back({model, 4, lay(1, 4, 0), Schedule::k1F1B, 4, dt, mn + "_pp4_1f1b_m4_" + dn});
       pts.push_back({model, 4, lay(2, 2, 1), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero1_" + dn});
       pts.push_back({model, 2, lay(3, 1, 1), Schedule::kGPipe, 2, dt, mn + "_dp3_zero1_padded_" + dn});
-      if (mn == "llama") {  // ZeRO 2 with dp > 1 needs untied embeddings
-        pts.push_back({model, 2, lay(2, 1, 2), Schedule::k1F1B, 3, dt, mn + "_dp2_zero2_" + dn});
-        pts.push_back({model, 2, lay(3, 1, 2), Schedule::kGPipe, 2, dt, mn + "_dp3_zero2_padded_" + dn});
+      // ZeRO 2/3 at p = 1: tiny-gpt is tied (the head's side buffer; ZeRO 3
+      // gathers the embedding unit for the head: with --prefetch 0 and 1 also
+      // in the backward, with --prefetch 4 at L = 3 the head's backward window
+      // already reaches it).
+      pts.push_back({model, 2, lay(2, 1, 2), Schedule::k1F1B, 3, dt, mn + "_dp2_zero2_" + dn});
+      pts.push_back({model, 2, lay(3, 1, 2), Schedule::kGPipe, 2, dt, mn + "_dp3_zero2_padded_" + dn});
+      pts.push_back({model, 2, lay(2, 1, 3), Schedule::k1F1B, 3, dt, mn + "_dp2_zero3_" + dn});
+      pts.push_back({model, 3, lay(3, 1, 3), Schedule::kGPipe, 2, dt, mn + "_dp3_zero3_padded_" + dn});
+      pts.push_back({model, 4, lay(2, 1, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_zero3_prefetch0_" + dn, 0});
+      pts.push_back({model, 4, lay(2, 1, 3), Schedule::kGPipe, 2, dt, mn + "_dp2_zero3_prefetch2_" + dn, 2});
+      pts.push_back({model, 3, lay(4, 1, 3), Schedule::kGPipe, 2, dt, mn + "_dp4_zero3_prefetch4_" + dn, 4});
+      // a word embedding larger than a layer (V = 2000: 2000·64 > 49,984 of a
+      // tiny-gpt layer): the head's gathered embedding sets the weights peak
+      // (docs/exact-budget.md "Model states", tied + ZeRO 3)
+      pts.push_back({model, 2, lay(2, 1, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_zero3_v2000_" + dn, 1, 2000});
+      pts.push_back({model, 2, lay(2, 1, 2), Schedule::kGPipe, 2, dt, mn + "_dp2_zero2_v2000_" + dn, 1, 2000});
+      if (mn == "llama") {  // with pp > 1, ZeRO 2/3 with dp > 1 need untied embeddings
         pts.push_back({model, 4, lay(2, 2, 2), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero2_" + dn});
-        pts.push_back({model, 2, lay(2, 1, 3), Schedule::k1F1B, 3, dt, mn + "_dp2_zero3_" + dn});
-        pts.push_back({model, 3, lay(3, 1, 3), Schedule::kGPipe, 2, dt, mn + "_dp3_zero3_padded_" + dn});
         pts.push_back({model, 4, lay(2, 2, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero3_" + dn});
-        pts.push_back({model, 4, lay(2, 1, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_zero3_prefetch0_" + dn, 0});
-        pts.push_back({model, 4, lay(2, 1, 3), Schedule::kGPipe, 2, dt, mn + "_dp2_zero3_prefetch2_" + dn, 2});
       }
     }
   }
@@ -126,6 +140,70 @@ std::vector<SimPoint> sim_points() {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TrainerSim, ::testing::ValuesIn(sim_points()),
                          [](const auto& info) { return info.param.name; });
+
+// Tied embeddings + ZeRO 2/3 + dp > 1 at p = 1 on the cpu backend (SimComm
+// moves no data, so the values are meaningless; the allocations are the real
+// backend's): every rank books the analytic budget to the byte, as on meta
+// above. tests/parallel/mpi/test_zero_train.cpp checks the values on real ranks.
+TEST(TrainerSimTied, CpuRanksBookTheAnalyticBytes) {
+  std::vector<SimPoint> pts;
+  for (DType dt : {DType::kBF16, DType::kFP32}) {
+    pts.push_back({"tiny-gpt", 2, lay(2, 1, 2), Schedule::k1F1B, 2, dt, "zero2"});
+    pts.push_back({"tiny-gpt", 2, lay(3, 1, 2), Schedule::kGPipe, 2, dt, "zero2_dp3"});
+    pts.push_back({"tiny-gpt", 2, lay(2, 1, 3), Schedule::k1F1B, 2, dt, "zero3", 1, 2000});
+    pts.push_back({"tiny-gpt", 3, lay(2, 1, 3), Schedule::kGPipe, 2, dt, "zero3_prefetch0", 0, 2000});
+    pts.push_back({"tiny-gpt", 3, lay(2, 1, 3), Schedule::kGPipe, 2, dt, "zero3_prefetch4", 4});
+  }
+  for (const SimPoint& p : pts) {
+    ModelConfig m = load_model(p.model);
+    m.layers = p.layers;
+    if (p.vocab > 0) m.vocab = p.vocab;
+    const RunConfig r = sim_run(p);
+    for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
+      SCOPED_TRACE(p.name + " " + std::string(dtype_name(p.dtype)) + " rank " + std::to_string(rank));
+      RankRig rig("cpu", m, r, p.layout, rank);
+      rig.trainer->step(0);
+      const auto budget = analytic::rank_budget(m, p.layout, r, rank);
+      const AccountBytes peak = rig.ledger.peak_by_account();
+      for (Account a : kAllAccounts) {
+        if (a == Account::kWorkspace) {
+          EXPECT_LE(peak[a], budget.exact[a]) << account_name(a);
+          continue;
+        }
+        EXPECT_EQ(peak[a], budget.exact[a]) << account_name(a);
+      }
+    }
+  }
+}
+
+// Tied embeddings + ZeRO 2/3 + dp > 1 + pp > 1: refused by the layout (plan,
+// train and the budget agree), by the Trainer and by the comm budget, each
+// saying why (as DeepSpeed's pipeline engine allows ZeRO <= 1 only).
+TEST(TrainerSimTied, ZeroTwoThreeWithPipelinesRefused) {
+  ModelConfig m = load_model("tiny-gpt");
+  m.layers = 4;
+  RunConfig r;
+  r.seq = 16;
+  r.mbs = 2;
+  r.microbatches = 2;
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    const Layout l = lay(2, 2, zero);
+    try {
+      validate_layout(l, m, r);
+      ADD_FAILURE() << "validate_layout accepted tied + ZeRO " << zero << " + pp 2";
+    } catch (const LayoutError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("--pp > 1 needs untied embeddings"), std::string::npos) << what;
+      EXPECT_NE(what.find("DeepSpeed"), std::string::npos) << what;
+    }
+    EXPECT_THROW(RankRig("meta", m, r, l, 0), LayoutError);
+    EXPECT_THROW(analytic::rank_comm_per_step(m, l, r, 0), LayoutError);
+    // one pipeline stage, or ZeRO 1, is accepted
+    EXPECT_NO_THROW(validate_layout(lay(4, 1, zero), m, r));
+    EXPECT_NO_THROW(validate_layout(lay(2, 2, 1), m, r));
+  }
+}
 
 }  // namespace
 }  // namespace gpuledger

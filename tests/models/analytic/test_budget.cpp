@@ -136,5 +136,86 @@ TEST(Budget, CommStagingByZeroStageAndBucket) {
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 2).exact[Account::kComm], 4 * 2 * 8 * 64);
 }
 
+// Tied embeddings under ZeRO 2/3 with dp > 1 and pp = 1 (docs/exact-budget.md
+// "Model states" and "Communication staging"): gpt, L = 2, h 8, a = k = 2,
+// d 4, f 32, V 200, max_seq 16, tied, bf16 (e = g = 2), dp 2. Units (t = 1):
+// embedding 200·8 + 16·8 = 1728; layer 2h + (8·24 + 24) + (64 + 8) + 2h +
+// (256 + 32) + (256 + 8) = 872 (twice); head, the final norm only, 2h = 16.
+// P_r = 3488; shards over 2 (all even): S_r = 864 + 436 + 436 + 8 = 1744.
+ModelConfig tied_gpt() {
+  ModelConfig m;
+  m.name = "tied-gpt";
+  m.flavour = Flavour::kGpt;
+  m.layers = 2;
+  m.hidden = 8;
+  m.heads = 2;
+  m.kv_heads = 2;
+  m.head_dim = 4;
+  m.ffn = 32;
+  m.vocab = 200;
+  m.max_seq = 16;
+  m.qkv_bias = true;
+  m.tied_embeddings = true;
+  return m;
+}
+
+Layout dp2(int zero) {
+  Layout l;
+  l.dp = 2;
+  l.zero = zero;
+  return l;
+}
+
+RunConfig tied_run(int64_t prefetch) {
+  RunConfig r;
+  r.seq = 4;
+  r.mbs = 1;
+  r.prefetch = prefetch;
+  return r;
+}
+
+TEST(Budget, TiedZero2ByHand) {
+  const RankBudget b = rank_budget(tied_gpt(), dp2(2), tied_run(1), 1);
+  EXPECT_EQ(b.exact[Account::kWeights], 2 * 3488);
+  EXPECT_EQ(b.exact[Account::kGrads], 2 * 1744);
+  EXPECT_EQ(b.exact[Account::kMaster], 4 * 1744);
+  EXPECT_EQ(b.exact[Account::kOptim], 8 * 1744);
+  // The unit gradient buffer g·n·max⌈P_u/n⌉ = 2·2·864, and the head's
+  // word-embedding gradient held until the embedding's backward, g·V'·h = 2·200·8.
+  EXPECT_EQ(b.exact[Account::kComm], 3456 + 3200);
+  // untied (the head then holds its own 200·8 output: no side buffer; the
+  // largest unit is still the embedding)
+  ModelConfig untied = tied_gpt();
+  untied.tied_embeddings = false;
+  EXPECT_EQ(rank_budget(untied, dp2(2), tied_run(1), 1).exact[Account::kComm], 3456);
+  // dp 1: ZeRO is plain DP (no staging); pp 2 with dp 2 is refused by the layout
+  Layout one = dp2(2);
+  one.dp = 1;
+  EXPECT_EQ(rank_budget(tied_gpt(), one, tied_run(1), 0).exact[Account::kComm], 0);
+}
+
+TEST(Budget, TiedZero3GathersTheEmbeddingForTheHead) {
+  // Weights e·S_r = 3488 plus the gathered copies' peak (e·n·⌈P_u/n⌉ = 2·P_u here).
+  // --prefetch 1: windows of 2 units in forward order: 1728 + 872 = 2600, 1744,
+  // 888; the head adds forward {head, embedding} = 1744 and backward its window
+  // {layer 1, head} plus the embedding = 872 + 16 + 1728 = 2616 > 2600.
+  const RankBudget b1 = rank_budget(tied_gpt(), dp2(3), tied_run(1), 0);
+  EXPECT_EQ(b1.exact[Account::kWeights], 2 * 1744 + 2 * 2616);
+  EXPECT_EQ(b1.exact[Account::kGrads], 2 * 1744);
+  EXPECT_EQ(b1.exact[Account::kMaster], 4 * 1744);
+  EXPECT_EQ(b1.exact[Account::kOptim], 8 * 1744);
+  EXPECT_EQ(b1.exact[Account::kComm], 3456 + 3200);
+  // --prefetch 0: one unit at a time (largest 1728), the head with the
+  // embedding 16 + 1728 = 1744, forward and backward.
+  EXPECT_EQ(rank_budget(tied_gpt(), dp2(3), tied_run(0), 0).exact[Account::kWeights], 2 * 1744 + 2 * 1744);
+  // --prefetch 3: the window is all 4 units (3488), and the head's backward
+  // window reaches the embedding: nothing added.
+  EXPECT_EQ(rank_budget(tied_gpt(), dp2(3), tied_run(3), 0).exact[Account::kWeights], 2 * 1744 + 2 * 3488);
+  // untied: the windows alone (the head 16 + 1600 output: 872 + 1616 < 2600)
+  ModelConfig untied = tied_gpt();
+  untied.tied_embeddings = false;
+  EXPECT_EQ(rank_budget(untied, dp2(3), tied_run(1), 0).exact[Account::kWeights], 2 * 2544 + 2 * 2600);
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

@@ -213,9 +213,38 @@ TEST(CommVolume, TiedEmbeddingsAcrossStages) {
   EXPECT_EQ(c.at("all_reduce@emb").bytes, 2048);
   // p = 1: one matrix serves both, nothing to sum.
   EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1), run(1), 0).count("all_reduce@emb"), 0u);
-  // ZeRO 2/3 keep no full gradient past a unit's backward: refused.
+  // ZeRO 2/3 keep no full gradient past a unit's backward: refused with p > 1.
   EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 2), run(1), 0), LayoutError);
+  EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 3), run(1), 0), LayoutError);
   EXPECT_NO_THROW(rank_comm_per_step(m, layout(1, 1, 2, 2), run(1), 0));   // n = 1: ZeRO is a no-op
+}
+
+TEST(CommVolume, TiedZero2And3OneStage) {
+  auto m = tiny_gpt();
+  m.tied_embeddings = true;
+  // Tied, p = 1: units embedding 208, layers 872, head (final norm) 16;
+  // P_r = 1968, all even over dp 2. ZeRO 2, m = 3: as untied (the head's word
+  // gradient joins the embedding unit's reduce-scatter): 4 units × 3
+  // reduce-scatters of 1968·2 B per microbatch, one all-gather of the weights.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 2), run(3), 0),
+                {{"reduce_scatter@dp", {12, 3 * 3936}},
+                 {"all_gather@dp", {4, 3936}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // ZeRO 3, m = 3, --prefetch 1: 2·3·4 unit gathers (6 × 3936 B) plus the
+  // embedding unit (208·2 = 416 B) gathered for the head's forward and, its
+  // backward window {head, layer 1} not reaching unit 0, its backward: + 2·3.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 3), run(3), 1),
+                {{"reduce_scatter@dp", {12, 3 * 3936}},
+                 {"all_gather@dp", {24 + 6, 6 * 3936 + 6 * 416}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // --prefetch 3: the head's backward window is units 0-3: the forward's only.
+  RunConfig r = run(3);
+  r.prefetch = 3;
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").calls, 24 + 3);
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").bytes, 6 * 3936 + 3 * 416);
+  // --prefetch 0 (2 = head − 0 > 0): both, as with 1.
+  r.prefetch = 0;
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").calls, 24 + 6);
 }
 
 TEST(CommVolume, NoGradientClippingNoNormReduction) {

@@ -4,8 +4,10 @@
 // and all-gathering the weights; against one rank with the same global batch
 // (tests/parallel/mpi/layout_check.h): fp32 within 1e-5; bf16 within a
 // stated tolerance; the ranks book what their meta simulation books (ZeRO
-// shards included). Mixed: dp 2 × pp 2 with ZeRO 1 and 2 at np 4. ZeRO 2 with
-// dp > 1 needs untied embeddings (tiny-llama).
+// shards included). Mixed: dp 2 × pp 2 with ZeRO 1 and 2 at np 4. Tied
+// embeddings (tiny-gpt) with ZeRO 2/3 at pp = 1: the head's word gradient in a
+// side buffer until the embedding's backward, and under ZeRO 3 the embedding
+// unit gathered for the head (--prefetch 0, 1, 2); with pp > 1 refused.
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -95,10 +97,54 @@ TEST(Zero3, Dp2Pp2MatchesOneRank) {
   check_layout(m, small_run(2, Schedule::k1F1B), zero_layout(2, 3), 2, Tolerance{});
 }
 
-TEST(Zero2, TiedEmbeddingsRefused) {
-  const Layout l = zero_layout(world_size(), 2);
-  // Refused by the layout validation (plan, train and the budget agree).
-  EXPECT_THROW(validate_layout(l, load_model("tiny-gpt"), small_run(1, Schedule::k1F1B)), LayoutError);
+TEST(Zero2, GptTiedFp32MatchesOneRank) {
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 2), 3,
+               Tolerance{});
+}
+
+TEST(Zero2, GptTiedGpipeMatchesOneRank) {
+  check_layout(load_model("tiny-gpt"), small_run(3, Schedule::kGPipe), zero_layout(world_size(), 2), 2,
+               Tolerance{});
+}
+
+TEST(Zero3, GptTiedFp32MatchesOneRank) {
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 3), 3,
+               Tolerance{});
+}
+
+TEST(Zero3, GptTiedNoPrefetchMatchesOneRank) {
+  RunConfig r = small_run(2, Schedule::kGPipe);
+  r.prefetch = 0;
+  check_layout(load_model("tiny-gpt"), r, zero_layout(world_size(), 3), 2, Tolerance{});
+}
+
+// --prefetch 2 with full recompute; and at L = 1 the head's backward window
+// (units 2, 1, 0) reaches the embedding, which the head then leaves gathered.
+TEST(Zero3, GptTiedPrefetchTwoMatchesOneRank) {
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.prefetch = 2;
+  r.recompute = Recompute::kFull;
+  check_layout(load_model("tiny-gpt"), r, zero_layout(world_size(), 3), 2, Tolerance{});
+  ModelConfig one = load_model("tiny-gpt");
+  one.layers = 1;
+  check_layout(one, r, zero_layout(world_size(), 3), 2, Tolerance{});
+}
+
+TEST(Zero3, GptTiedBf16WithinRounding) {
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B, DType::kBF16),
+               zero_layout(world_size(), 3), 3, bf16_tolerance());
+}
+
+TEST(Zero2, TiedEmbeddingsWithPipelinesRefused) {
+  // Refused by the layout validation (plan, train and the budget agree): the
+  // two stages' word gradients are summed after the schedule.
+  Layout l = zero_layout(2, 2);
+  l.pp = 2;
+  ModelConfig m = load_model("tiny-gpt");
+  m.layers = 4;
+  EXPECT_THROW(validate_layout(l, m, small_run(1, Schedule::k1F1B)), LayoutError);
+  l.zero = 3;
+  EXPECT_THROW(validate_layout(l, m, small_run(1, Schedule::k1F1B)), LayoutError);
 }
 
 }  // namespace
