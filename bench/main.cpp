@@ -4,14 +4,42 @@
 // a layout that does not divide).
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
 #include "models/config.h"
 #include "parallel/layout.h"
+
+namespace {
+
+// Under mpirun/srun every rank parses the same command line, so a usage error
+// is the same on every rank: only the launcher's rank 0 prints it (the exit
+// status is 2 on all). Read from the launcher's environment, before MPI starts.
+// The silent ranks linger a moment before exiting (quiet_usage_exit), because
+// mpirun kills the whole job as soon as one rank exits non-zero and rank 0
+// could die before its message is out.
+bool prints_usage_errors() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return std::string(v) == "0";
+  }
+  return true;
+}
+
+int quiet_usage_exit(int code) {
+  if (code != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpuledger;
@@ -35,20 +63,26 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);   // prints help (code 0) or the error message
-    return code == 0 ? kExitOk : kExitUsage;
+    // prints help (code 0) or the error message (rank 0 only under a launcher)
+    std::ostringstream quiet;
+    if (!prints_usage_errors()) return quiet_usage_exit(app.exit(e, quiet, quiet) == 0 ? kExitOk : kExitUsage);
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
+  const bool usage_out = prints_usage_errors();
   for (auto& c : commands) {
     if (!c.app->parsed()) continue;
     try {
       return c.run();
     } catch (const ConfigError& e) {
+      if (!usage_out) return quiet_usage_exit(kExitUsage);
       std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
       return kExitUsage;
     } catch (const LayoutError& e) {
+      if (!usage_out) return quiet_usage_exit(kExitUsage);
       std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
       return kExitUsage;
     } catch (const std::invalid_argument& e) {
+      if (!usage_out) return quiet_usage_exit(kExitUsage);
       std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
       return kExitUsage;
     } catch (const std::exception& e) {
