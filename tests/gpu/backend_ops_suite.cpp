@@ -30,12 +30,13 @@
 #include "kernels/flop_counts.h"
 
 namespace gpuledger::backend_test {
-namespace {
 
 BackendUnderTest& backend() {
   static BackendUnderTest b;
   return b;
 }
+
+namespace {
 
 double tol_for(DType t) {
   switch (t) {

@@ -26,5 +26,7 @@ struct BackendUnderTest {
 
 // Call before RUN_ALL_TESTS.
 void set_backend_under_test(BackendUnderTest b);
+// The backend set above (for the suites linked beside this one: training_step_suite.cpp).
+BackendUnderTest& backend();
 
 }  // namespace gpuledger::backend_test
