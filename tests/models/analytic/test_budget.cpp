@@ -8,6 +8,7 @@
 #include "models/analytic/budget.h"
 #include "models/config.h"
 #include "parallel/layout.h"
+#include "tests/models/analytic/hand_models.h"
 
 namespace gpuledger::analytic {
 namespace {
@@ -142,22 +143,7 @@ TEST(Budget, CommStagingByZeroStageAndBucket) {
 // embedding 200·8 + 16·8 = 1728; layer 2h + (8·24 + 24) + (64 + 8) + 2h +
 // (256 + 32) + (256 + 8) = 872 (twice); head, the final norm only, 2h = 16.
 // P_r = 3488; shards over 2 (all even): S_r = 864 + 436 + 436 + 8 = 1744.
-ModelConfig tied_gpt() {
-  ModelConfig m;
-  m.name = "tied-gpt";
-  m.flavour = Flavour::kGpt;
-  m.layers = 2;
-  m.hidden = 8;
-  m.heads = 2;
-  m.kv_heads = 2;
-  m.head_dim = 4;
-  m.ffn = 32;
-  m.vocab = 200;
-  m.max_seq = 16;
-  m.qkv_bias = true;
-  m.tied_embeddings = true;
-  return m;
-}
+ModelConfig tied_gpt() { return testing::hand_gpt(200, /*tied=*/true, "tied-gpt"); }
 
 Layout dp2(int zero) {
   Layout l;

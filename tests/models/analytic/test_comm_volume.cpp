@@ -7,6 +7,7 @@
 #include <string>
 
 #include "models/analytic/comm_volume.h"
+#include "tests/models/analytic/hand_models.h"
 
 namespace gpuledger::analytic {
 namespace {
@@ -17,21 +18,7 @@ using Counts = std::map<std::string, CommCount>;
 // Units at t = 1 (docs/exact-budget.md): embedding 10·8 + 16·8 = 208;
 // layer 2h + (8·24 + 24) + (64 + 8) + 2h + (256 + 32) + (256 + 8) = 872;
 // head 2h + 10·8 = 96. P_r (one rank holds all) = 208 + 2·872 + 96 = 2048.
-ModelConfig tiny_gpt() {
-  ModelConfig m;
-  m.name = "tiny-gpt";
-  m.flavour = Flavour::kGpt;
-  m.layers = 2;
-  m.hidden = 8;
-  m.heads = 2;
-  m.kv_heads = 2;
-  m.head_dim = 4;
-  m.ffn = 32;
-  m.vocab = 10;
-  m.max_seq = 16;
-  m.qkv_bias = true;
-  return m;
-}
+ModelConfig tiny_gpt() { return testing::hand_gpt(10, /*tied=*/false, "tiny-gpt"); }
 
 RunConfig run(int64_t microbatches) {
   RunConfig r;

@@ -5,31 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <map>
 
 #include "models/analytic/flops.h"
+#include "tests/models/analytic/hand_models.h"
 
 namespace gpuledger::analytic {
 namespace {
 
 // gpt, L = 2, h = 8, a = k = 2, d = 4, f = 4h = 32, V = 10: the shape the
 // published per-layer forms assume (f = 4h, k = a, a·d = h).
-ModelConfig tiny_gpt() {
-  ModelConfig m;
-  m.name = "tiny-gpt";
-  m.flavour = Flavour::kGpt;
-  m.layers = 2;
-  m.hidden = 8;
-  m.heads = 2;
-  m.kv_heads = 2;
-  m.head_dim = 4;
-  m.ffn = 32;
-  m.vocab = 10;
-  m.max_seq = 16;
-  m.qkv_bias = true;
-  return m;
-}
+ModelConfig tiny_gpt() { return testing::hand_gpt(10, /*tied=*/false, "tiny-gpt"); }
 
 // llama, L = 2, h = 16, a = 4, k = 2 (GQA), d = 4, f = 24, V = 16.
 ModelConfig tiny_llama() {
