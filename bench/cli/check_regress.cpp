@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
@@ -78,9 +79,29 @@ int run_regress(const RegressOptions& o) {
   const json base = report::read_report(o.baseline);
   if (cur.value("kind", "") != base.value("kind", ""))
     throw ConfigError("baseline", "report kinds differ: " + cur.value("kind", "?") + " vs " + base.value("kind", "?"));
-  if (cur["config"]["model"] != base["config"]["model"] || cur["config"]["layout"] != base["config"]["layout"] ||
-      cur["config"]["run"] != base["config"]["run"])
-    throw ConfigError("baseline", "the report and the baseline are not the same configuration (model, layout, run)");
+  // Name every setting that differs, so that a baseline recorded before an
+  // option existed (absent there) says so instead of a bare "not the same".
+  std::string differ;
+  for (const char* section : {"model", "layout", "run"}) {
+    const json& c = cur["config"][section];
+    const json& b = base["config"][section];
+    if (c == b) continue;
+    if (!c.is_object() || !b.is_object()) {
+      differ += fmt::format("\n  {}: {} vs {}", section, c.dump(), b.dump());
+      continue;
+    }
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const std::string cv = c.contains(k) ? c[k].dump() : "(absent)";
+      const std::string bv = b.contains(k) ? b[k].dump() : "(absent: the baseline predates this setting)";
+      if (cv != bv) differ += fmt::format("\n  {}.{}: report {} vs baseline {}", section, k, cv, bv);
+    }
+  }
+  if (!differ.empty())
+    throw ConfigError("baseline", "the report and the baseline are not the same configuration; re-record the "
+                                  "baseline (scripts/regress_nightly.sh --update) if the change is intended:" + differ);
   json checks = json::array();
   // Higher is better: MFU and tokens/s may fall by at most mfu_tol of the baseline.
   for (const char* name : {"mfu", "tokens_per_s"}) {

@@ -63,6 +63,20 @@ TEST_F(CheckRegress, RegressFailsWhenTokensPerSecondFallOrBytesGrow) {
   EXPECT_NE(r.out.find("regress.peak_bytes"), std::string::npos);
 }
 
+// A baseline of another configuration is a usage error naming each setting
+// that differs — including one the baseline predates (absent there).
+TEST_F(CheckRegress, RegressNamesTheSettingsThatDiffer) {
+  auto base = read_json(report_);
+  base["config"]["run"].erase("overlap_grad_reduce");
+  base["config"]["run"]["seq"] = 16;
+  const std::string older = dir_ + "/older.json";
+  write_file(older, base.dump());
+  auto r = run_cli({"regress", report_, "--baseline", older});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("run.overlap_grad_reduce: report true vs baseline (absent"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run.seq: report 32 vs baseline 16"), std::string::npos) << r.err;
+}
+
 TEST_F(CheckRegress, UsageErrors) {
   const std::string junk = dir_ + "/junk.json";
   write_file(junk, "{ not json");
