@@ -19,35 +19,19 @@
 #include "kernels/ledger.h"
 #include "models/config.h"
 #include "models/run_config.h"
-#include "parallel/comm/comm.h"
-#include "parallel/rank_context.h"
 #include "parallel/train_step.h"
 #include "tests/gpu/backend_ops_suite.h"
+#include "tests/parallel/trainer_rig.h"
 
 namespace gpuledger::backend_test {
 namespace {
 
-struct StepsRun {
-  Ledger ledger;
-  std::unique_ptr<Device> dev;
-  CommCounters counters;
-  std::unique_ptr<Comm> tp, dp, pp;
-  std::vector<StepResult> steps;
-
-  template <class Make>
-  StepsRun(Make make, const ModelConfig& m, const RunConfig& r, int64_t n_steps) : dev(make(ledger)) {
-    tp = make_self_comm("tp", counters, *dev);
-    dp = make_self_comm("dp", counters, *dev);
-    pp = make_self_comm("pp", counters, *dev);
-    RankContext ctx;
-    ctx.tp = tp.get();
-    ctx.dp = dp.get();
-    ctx.pp = pp.get();
-    ctx.counters = &counters;
-    Trainer t(*dev, m, r, ctx);
-    for (int64_t k = 0; k < n_steps; ++k) steps.push_back(t.step(k));
-  }
-};
+// n seeded steps of a one-rank Trainer on a device (tests/parallel/trainer_rig.h).
+std::vector<StepResult> run_steps(testing::TrainerRig& rig, int64_t n) {
+  std::vector<StepResult> out;
+  for (int64_t k = 0; k < n; ++k) out.push_back(rig.trainer->step(k));
+  return out;
+}
 
 struct Case {
   const char* model;
@@ -82,21 +66,21 @@ TEST_P(TrainingStep, LedgerFlopsAndLossEqualTheCpuRun) {
   r.dropout = c.dropout;
   r.lr = 1e-2;
   const int64_t n_steps = 2;
-  StepsRun cpu([](Ledger& l) { return make_device("cpu", l); }, m, r, n_steps);
-  StepsRun dut(backend().make, m, r, n_steps);
+  testing::TrainerRig cpu("cpu", m, r), dut(backend().make, m, r);
+  const auto cpu_steps = run_steps(cpu, n_steps), dut_steps = run_steps(dut, n_steps);
   for (Account a : kAllAccounts) {
     if (a == Account::kWorkspace) continue;
     EXPECT_EQ(dut.ledger.peak(a), cpu.ledger.peak(a)) << account_name(a);
   }
   const double tol = c.dtype == DType::kFP32 ? 1e-4 : 2e-2;
   for (int64_t k = 0; k < n_steps; ++k) {
-    const StepResult &x = dut.steps[static_cast<size_t>(k)], &y = cpu.steps[static_cast<size_t>(k)];
+    const StepResult &x = dut_steps[static_cast<size_t>(k)], &y = cpu_steps[static_cast<size_t>(k)];
     EXPECT_EQ(x.executed_flops, y.executed_flops) << "step " << k;
     EXPECT_NEAR(x.loss, y.loss, tol * std::abs(y.loss)) << "step " << k;
     EXPECT_NEAR(x.grad_norm, y.grad_norm, tol * std::abs(y.grad_norm) + 1e-6) << "step " << k;
   }
   // the loss moved: the step trained something (same on both)
-  EXPECT_NE(cpu.steps[0].loss, cpu.steps[1].loss);
+  EXPECT_NE(cpu_steps[0].loss, cpu_steps[1].loss);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,6 +1,7 @@
 // Test helper (not a test binary): a one-rank Trainer on a chosen backend,
 // with every group a one-rank Comm (parallel/comm/comm.h make_self_comm).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,10 +23,17 @@ struct TrainerRig {
   std::unique_ptr<Comm> tp, dp, pp;
   std::unique_ptr<Trainer> trainer;
 
+  using MakeDevice = std::function<std::unique_ptr<Device>(Ledger&)>;
+
   TrainerRig(const std::string& backend, const ModelConfig& m, const RunConfig& r,
              std::optional<int64_t> limit_bytes = std::nullopt)
+      : TrainerRig([&backend](Ledger& l) { return make_device(backend, l); }, m, r, limit_bytes) {}
+
+  // Any device, e.g. a backend under test that make_device does not know (tests/gpu).
+  TrainerRig(const MakeDevice& make, const ModelConfig& m, const RunConfig& r,
+             std::optional<int64_t> limit_bytes = std::nullopt)
       : ledger(limit_bytes),
-        dev(make_device(backend, ledger)),
+        dev(make(ledger)),
         tp(make_self_comm("tp", counters, *dev)),
         dp(make_self_comm("dp", counters, *dev)),
         pp(make_self_comm("pp", counters, *dev)) {
