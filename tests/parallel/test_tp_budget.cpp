@@ -19,6 +19,7 @@
 #include "models/config.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
+#include "comm_expect.h"
 
 namespace gpuledger {
 namespace {
@@ -64,19 +65,7 @@ void check_point(const Point& p) {
       EXPECT_EQ(ledger.peak_by_account()[a], budget.exact[a]) << account_name(a);
     }
     const auto want = analytic::rank_comm_per_step(m, l, r, rank);
-    const auto& got = counters.by_key();
-    EXPECT_EQ(got.size(), want.size());
-    for (const auto& [key, c] : want) {
-      auto it = got.find(key);
-      if (it == got.end()) {
-        ADD_FAILURE() << "missing " << key;
-        continue;
-      }
-      EXPECT_EQ(it->second.calls, c.calls) << key;
-      EXPECT_EQ(it->second.bytes, c.bytes) << key;
-    }
-    for (const auto& [key, c] : got)
-      if (!want.count(key)) ADD_FAILURE() << "unexpected " << key << " " << c.calls << " calls";
+    testing::expect_comm_equals(counters.by_key(), want);
   }
 }
 

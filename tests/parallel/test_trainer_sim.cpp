@@ -17,6 +17,7 @@
 
 #include "models/analytic/budget.h"
 #include "models/analytic/comm_volume.h"
+#include "comm_expect.h"
 #include "rank_rig.h"
 
 namespace gpuledger {
@@ -77,18 +78,7 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
       EXPECT_EQ(peak[a], budget.exact[a]) << account_name(a);
     }
     const auto want = analytic::rank_comm_per_step(m, p.layout, r, rank);
-    const auto& got = rig.counters.by_key();
-    for (const auto& [key, c] : want) {
-      auto it = got.find(key);
-      if (it == got.end()) {
-        ADD_FAILURE() << "missing " << key;
-        continue;
-      }
-      EXPECT_EQ(it->second.calls, c.calls) << key;
-      EXPECT_EQ(it->second.bytes, c.bytes) << key;
-    }
-    for (const auto& [key, c] : got)
-      if (!want.count(key)) ADD_FAILURE() << "unexpected " << key << " (" << c.calls << " calls)";
+    testing::expect_comm_equals(rig.counters.by_key(), want);
     // a second step books the same again and holds no more
     rig.counters.reset();
     rig.trainer->step(1);

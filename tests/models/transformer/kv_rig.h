@@ -4,13 +4,13 @@
 // models/kv.
 #pragma once
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "models/analytic/kv_cache.h"
 #include "models/kv/kv_format.h"
+#include "tests/models/transformer/harness.h"
 
 namespace gpuledger::kv::testing {
 
@@ -33,13 +33,7 @@ inline analytic::KvOptions analytic_options(analytic::KvLayout layout, const KvG
   return o;
 }
 
-inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
+using gpuledger::testing::randn;  // tests/models/transformer/harness.h
 
 // Values rounded to t, so the device and a double reference read the same numbers.
 inline std::vector<float> rounded(std::vector<float> v, DType t) {
