@@ -45,6 +45,7 @@ GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> g
   started_.assign(first_unit_.size(), false);
   in_flight_.resize(static_cast<size_t>(slots_));
   slot_bucket_.assign(static_cast<size_t>(slots_), -1);
+  slot_pieces_.resize(static_cast<size_t>(slots_));
 }
 
 GradBucketReducer::~GradBucketReducer() {
@@ -81,7 +82,9 @@ void GradBucketReducer::start(int64_t k) {
   complete(slot);  // the bucket that held this slot (k + slots) must be back first
   const int64_t gb = dtype_bytes(g_);
   void* st = byte_offset(staging_, 4 * slot * bucket_);
-  for (const Piece& p : pieces(k))
+  std::vector<Piece>& ps = slot_pieces_[static_cast<size_t>(slot)];
+  ps = pieces(k);  // kept for the copy back in complete()
+  for (const Piece& p : ps)
     dev_.copy(byte_offset(st, gb * p.at), byte_offset(grads_[p.unit], gb * p.off), gb * p.n);
   const int64_t len = std::min(bucket_, total_ - k * bucket_);
   started_[static_cast<size_t>(k)] = true;
@@ -96,7 +99,7 @@ void GradBucketReducer::complete(int64_t slot) {
   in_flight_[static_cast<size_t>(slot)].reset();
   const int64_t gb = dtype_bytes(g_);
   const void* st = byte_offset(staging_, 4 * slot * bucket_);
-  for (const Piece& p : pieces(k))
+  for (const Piece& p : slot_pieces_[static_cast<size_t>(slot)])
     dev_.copy(byte_offset(grads_[p.unit], gb * p.off), byte_offset(st, gb * p.at), gb * p.n);
   slot_bucket_[static_cast<size_t>(slot)] = -1;
 }

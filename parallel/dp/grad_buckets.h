@@ -79,6 +79,7 @@ class GradBucketReducer {
   std::vector<bool> started_;           // per bucket
   std::vector<CommHandle> in_flight_;   // per slot
   std::vector<int64_t> slot_bucket_;    // per slot: the bucket it holds (−1 when free)
+  std::vector<std::vector<Piece>> slot_pieces_;  // per slot: that bucket's pieces
 };
 
 }  // namespace gpuledger
