@@ -14,11 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#if defined(__CUDACC__)
-#define GPL_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define GPL_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.h"
 
 namespace gpuledger {
 

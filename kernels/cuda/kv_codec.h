@@ -9,13 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef GPL_HOST_DEVICE
-#if defined(__CUDACC__)
-#define GPL_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define GPL_HOST_DEVICE inline
-#endif
-#endif
+#include "kernels/host_device.h"
 
 namespace gpuledger::kv_codec {
 
