@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "kernels/account.h"
+#include "core/account.h"
 
 namespace gpuledger::bench {
 

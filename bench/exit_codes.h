@@ -1,4 +1,4 @@
-// Exit statuses of the gpuledger binary (DESIGN.md "Command line").
+// Exit statuses of the gpuledger binary (docs/architecture.md "Command line").
 #pragma once
 
 namespace gpuledger::cli {

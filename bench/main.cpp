@@ -1,4 +1,4 @@
-// gpuledger: one binary, one subcommand per job (DESIGN.md "Command line").
+// gpuledger: one binary, one subcommand per job (docs/architecture.md "Command line").
 // Parses with CLI11, runs the chosen subcommand, maps failures to exit statuses:
 // 0 ok, 1 a check failed or the run failed, 2 usage (bad option, bad config,
 // a layout that does not divide).
@@ -15,8 +15,8 @@
 
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
-#include "models/config.h"
-#include "parallel/layout.h"
+#include "core/model_config.h"
+#include "core/layout.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // OOM advice (see oom_advice.h). Uses the analytic budget only.
 #include "bench/oom_advice.h"
 
-#include "models/analytic/budget.h"
+#include "analytic/budget.h"
 
 namespace gpuledger::bench {
 

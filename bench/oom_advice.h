@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "models/config.h"
-#include "models/run_config.h"
-#include "parallel/layout.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "core/layout.h"
 
 namespace gpuledger::bench {
 

@@ -1,5 +1,6 @@
 // Peak measurements (see peak.h).
 #include "bench/peak.h"
+#include "kernels/registry/registry.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // Device: the one interface the model and parallel code are written against
-// (DESIGN.md "Three backends, one code path"). It owns memory (every byte
+// (docs/architecture.md "Three backends"). It owns memory (every byte
 // through alloc(bytes, Account), booked in the rank's Ledger), runs the op table
 // below on its stream, and counts the GEMM FLOPs it executes.
 //
@@ -9,15 +9,15 @@
 //   - shapes are row-major; "(B, T, C)" comments give the layout of each pointer;
 //   - 16-bit tensors are storage only: every op computes in fp32.
 // Backends: kernels/cpu (the reference), kernels/meta (books bytes and FLOPs,
-// touches nothing), kernels/cuda. make_device() in registry.cpp picks one.
+// touches nothing), kernels/cuda. make_device() (kernels/registry/registry.h) picks one.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "kernels/account.h"
-#include "kernels/dtype.h"
+#include "core/account.h"
+#include "core/dtype.h"
 #include "kernels/kv_storage.h"
 #include "kernels/ledger.h"
 
@@ -304,10 +304,5 @@ class Device {
   Ledger& ledger_;
   int64_t executed_flops_ = 0;
 };
-
-// The registry (kernels/registry.cpp, the only file with #if GPULEDGER_HAVE_CUDA):
-// "cpu" | "meta" | "cuda". Throws std::invalid_argument for an unknown or
-// unavailable backend, saying why (e.g. "cuda: not built" or "no GPU found").
-std::unique_ptr<Device> make_device(const std::string& backend, Ledger& ledger, int local_rank = 0);
 
 }  // namespace gpuledger

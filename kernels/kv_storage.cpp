@@ -12,40 +12,6 @@
 
 namespace gpuledger {
 
-// ---- names ----
-
-std::string_view kv_format_name(KvFormat f) {
-  switch (f) {
-    case KvFormat::kBF16: return "bf16";
-    case KvFormat::kFP8E4M3: return "fp8";
-    case KvFormat::kInt8: return "int8";
-  }
-  return "?";
-}
-
-std::string_view kv_scales_name(KvScales s) {
-  switch (s) {
-    case KvScales::kPerTensor: return "tensor";
-    case KvScales::kPerTokenHead: return "token-head";
-    case KvScales::kPerChannel: return "channel";
-  }
-  return "?";
-}
-
-std::optional<KvFormat> kv_format_from_name(std::string_view n) {
-  if (n == "bf16") return KvFormat::kBF16;
-  if (n == "fp8" || n == "fp8-e4m3" || n == "e4m3") return KvFormat::kFP8E4M3;
-  if (n == "int8") return KvFormat::kInt8;
-  return std::nullopt;
-}
-
-std::optional<KvScales> kv_scales_from_name(std::string_view n) {
-  if (n == "tensor" || n == "per-tensor") return KvScales::kPerTensor;
-  if (n == "token-head" || n == "per-token-head") return KvScales::kPerTokenHead;
-  if (n == "channel" || n == "per-channel") return KvScales::kPerChannel;
-  return std::nullopt;
-}
-
 // ---- codecs ----
 
 uint8_t fp32_to_fp8_e4m3(float x) {

@@ -40,19 +40,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/kv_types.h"
+
 namespace gpuledger {
 
-enum class KvFormat : int { kBF16 = 0, kFP8E4M3, kInt8 };
-enum class KvScales : int { kPerTensor = 0, kPerTokenHead, kPerChannel };
-
-inline constexpr int64_t kv_format_bytes(KvFormat f) { return f == KvFormat::kBF16 ? 2 : 1; }
-inline constexpr bool kv_quantized(KvFormat f) { return f != KvFormat::kBF16; }
-inline constexpr int64_t kKvScaleBytes = 4;  // every scale is one fp32
-
-std::string_view kv_format_name(KvFormat f);   // "bf16" | "fp8" | "int8"
-std::string_view kv_scales_name(KvScales s);   // "tensor" | "token-head" | "channel"
-std::optional<KvFormat> kv_format_from_name(std::string_view name);  // also "fp8-e4m3", "e4m3"
-std::optional<KvScales> kv_scales_from_name(std::string_view name);  // also "per-tensor", …
+// KvFormat, KvScales and their names: core/kv_types.h.
 
 // ---- scalar codecs ----
 // OCP 8-bit floating point, E4M3 (OCP OFP8 spec v1.0, 2023; Micikevicius et al.

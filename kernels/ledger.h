@@ -2,7 +2,7 @@
 // Per account: live bytes, peak bytes, allocation count; for the rank: the peak
 // of the total and the breakdown by account at that moment (the sum of
 // per-account peaks is not the peak of the sum); phase markers for a timeline.
-// Host-only, no CUDA, and it never includes models/analytic (DESIGN.md: the
+// Host-only, no CUDA, and it never includes analytic/ (docs/architecture.md "Independence": the
 // measured side never reads the analytic side).
 #pragma once
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/account.h"
+#include "core/account.h"
 
 namespace gpuledger {
 

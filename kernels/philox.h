@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "kernels/host_device.h"
+#include "core/host_device.h"
 
 namespace gpuledger {
 

@@ -1,5 +1,5 @@
 // Groups: building one rank's communicators for a layout (see groups.h). The
-// only file outside parallel/comm/ that names MPI, behind GPULEDGER_HAVE_MPI,
+// only file outside comm/ that names MPI, behind GPULEDGER_HAVE_MPI,
 // so that it builds in a binary without MPI.
 #include "parallel/groups.h"
 
@@ -7,16 +7,16 @@
 #include <stdexcept>
 #include <string>
 
-#include "parallel/comm/sim_comm.h"
+#include "comm/sim_comm.h"
 
 #if GPULEDGER_HAVE_MPI
 #include <mpi.h>
 
-#include "parallel/comm/mpi_check.h"
-#include "parallel/comm/mpi_comm.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_comm.h"
 #endif
 #if GPULEDGER_HAVE_NCCL
-#include "parallel/comm/make_nccl_comm.h"
+#include "comm/make_nccl_comm.h"
 #endif
 
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm/comm.h"
-#include "parallel/layout.h"
+#include "comm/comm.h"
+#include "core/layout.h"
 #include "parallel/rank_context.h"
 
 namespace gpuledger {

@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#include "parallel/comm/comm.h"
-#include "parallel/layout.h"
+#include "comm/comm.h"
+#include "core/layout.h"
 
 namespace gpuledger {
 

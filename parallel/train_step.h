@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "parallel/rank_context.h"
 
 namespace gpuledger {

@@ -3,8 +3,8 @@
 #include <sstream>
 
 #include "bench/cli/commands.h"
-#include "models/analytic/budget.h"
-#include "models/config.h"
+#include "analytic/budget.h"
+#include "core/model_config.h"
 
 namespace gpuledger::cli {
 

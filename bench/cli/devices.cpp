@@ -7,7 +7,7 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
-#include "models/analytic/devices.h"
+#include "core/device_spec.h"
 
 namespace gpuledger::cli {
 
@@ -23,7 +23,7 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
     nlohmann::json doc = {{"devices", nlohmann::json::array()}};
     report::Table t("device presets (dense peaks, no sparsity; unknown = not published)");
     t.columns({"name", "memory", "bf16", "fp16", "tf32", "fp32", "bandwidth", "description"});
-    for (const auto& d : analytic::device_presets()) {
+    for (const auto& d : device_presets()) {
       doc["devices"].push_back({{"name", d.name},
                                 {"description", d.description},
                                 {"memory_bytes", d.memory_bytes},
@@ -41,7 +41,7 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
              report::format_optional_si(d.peak_fp32_flops, "FLOP/s"),
              report::format_optional_si(d.bandwidth_bytes_per_s, "B/s"), d.description});
     }
-    for (const auto& d : analytic::device_presets()) t.note(d.name + ": " + d.source);
+    for (const auto& d : device_presets()) t.note(d.name + ": " + d.source);
     if (!opts->json_path.empty()) report::write_report(doc, opts->json_path);
     if (!opts->quiet) table_stream(*opts) << t.render();
     return 0;

@@ -13,7 +13,7 @@
 //      until admission fails (the same cache code on a bookkeeping device, so
 //      the serving cache's peaks stay its own);
 //   5. the engine serves --requests N (--prompt-len, --gen-len) or --trace.
-// The analytic side (models/analytic/kv_cache.h) is called here only for
+// The analytic side (analytic/kv_cache.h) is called here only for
 // the report's "analytic" section and the checks — never by the engine.
 // Tensor parallelism: `mpirun -np N gpuledger infer --tp N` (dp = pp = 1;
 // other layouts are refused, exit 2). Every rank builds its slice of the
@@ -32,26 +32,27 @@
 #include <optional>
 
 #include "bench/checks.h"
+#include "kernels/registry/registry.h"
 #include "bench/cli/commands.h"
 #include "bench/cli/infer_report.h"
 #include "bench/exit_codes.h"
 #include "bench/peak.h"
 #include "bench/report/report.h"
-#include "models/analytic/devices.h"
-#include "models/analytic/kv_cache.h"
-#include "models/analytic/params.h"
+#include "core/device_spec.h"
+#include "analytic/kv_cache.h"
+#include "analytic/params.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_setup.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 #include "parallel/groups.h"
 #if GPULEDGER_HAVE_MPI
-#include "parallel/comm/mpi_check.h"
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_runtime.h"
 #endif
 
 namespace gpuledger {
-class MpiRuntime;  // parallel/comm/mpi_runtime.h (built only with MPI)
+class MpiRuntime;  // comm/mpi_runtime.h (built only with MPI)
 }
 
 namespace gpuledger::cli {
@@ -96,7 +97,7 @@ Peaks resolve_peaks(const InferOptions& o, const Resolved& r) {
   } else if (r.device) {
     p.bandwidth = r.device->bandwidth_bytes_per_s;
     p.bandwidth_source = r.device->name + " datasheet (" + r.device->source + ")";
-    p.flops = analytic::device_peak_flops(*r.device, r.run.dtype);
+    p.flops = device_peak_flops(*r.device, r.run.dtype);
     p.flops_source = p.bandwidth_source;
   } else {
     p.bandwidth_source = p.flops_source = "unknown (no --device)";
@@ -161,7 +162,7 @@ int serve_rank(InferOptions& o, const Resolved& r, MpiRuntime* mpi) {
   int64_t longest = 0;
   for (const auto& s : shapes) longest = std::max(longest, s.prompt_len + s.gen_len);
   const int64_t context = o.common.context > 0 ? o.common.context : longest;
-  if (akv.layout == analytic::KvLayout::kContiguous && context > akv.max_model_len)
+  if (akv.layout == KvLayout::kContiguous && context > akv.max_model_len)
     throw LayoutError(fmt::format("--context {} exceeds --max-model-len {}", context, akv.max_model_len));
   if (o.prefix_len > 0)
     for (const auto& s : shapes)

@@ -13,9 +13,9 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
-#include "models/analytic/activations.h"
-#include "models/analytic/kv_cache.h"
-#include "models/analytic/params.h"
+#include "analytic/activations.h"
+#include "analytic/kv_cache.h"
+#include "analytic/params.h"
 
 namespace gpuledger::cli {
 
@@ -45,7 +45,7 @@ int run_kv(const Options& o, int64_t prefill_chunk) {
   const auto& l = r.layout;
   const analytic::KvOptions kv = resolve_kv(o, m);
   const int64_t context = o.context > 0 ? o.context : r.run.seq;
-  if (kv.layout == analytic::KvLayout::kContiguous && context > kv.max_model_len)
+  if (kv.layout == KvLayout::kContiguous && context > kv.max_model_len)
     throw LayoutError(fmt::format("--context {} exceeds --max-model-len {}: a contiguous cache reserves "
                                   "max-model-len tokens per sequence", context, kv.max_model_len));
   const auto ranks = select_ranks(o.ranks, l, l.world());
@@ -55,9 +55,9 @@ int run_kv(const Options& o, int64_t prefill_chunk) {
   doc["env"]["world"] = l.world();
   doc["env"]["device"] = r.device ? r.device->name : (r.device_memory_bytes ? "custom" : "none");
   doc["config"] = report::config_json(r);
-  doc["config"]["kv"] = {{"layout", analytic::kv_layout_name(kv.layout)},
-                         {"dtype", analytic::kv_dtype_name(kv.dtype)},
-                         {"scales", analytic::kv_scales_name(kv.scales)},
+  doc["config"]["kv"] = {{"layout", kv_layout_name(kv.layout)},
+                         {"dtype", kv_format_name(kv.dtype)},
+                         {"scales", kv_scales_name(kv.scales)},
                          {"block", kv.block},
                          {"max_model_len", kv.max_model_len},
                          {"context", context},
@@ -81,14 +81,14 @@ int run_kv(const Options& o, int64_t prefill_chunk) {
     const int64_t acts = inference_activation_bytes(r, std::min(context, prefill_chunk));
     json rj = {{"rank", rank},
                {"coords", {{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}}},
-               {"kv_heads", analytic::kv_heads_per_rank(m, l.tp)},
+               {"kv_heads", kv_heads_on_rank(m.kv_heads, l.tp)},
                {"kv_bytes_per_token", per_token},
                {"kv_scale_bytes_per_token", scale_per_token},
                {"analytic", {{"exact", {{"weights", weights}, {"activations", acts}, {"kv", reserved},
                                         {"total", weights + acts + reserved}}}}}};
     const int64_t kept = analytic::kv_tokens_kept(m, context);
     const int64_t per_seq_reserved = analytic::kv_reserved_bytes(m, l, kv, 1, context) -
-                                     (kv.layout == analytic::KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
+                                     (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
     rj["per_sequence"] = {{"tokens_kept", kept}, {"reserved_bytes", per_seq_reserved},
                           {"token_bytes", kept * (per_token + scale_per_token)}};
     if (r.device_memory_bytes) {

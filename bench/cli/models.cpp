@@ -9,7 +9,7 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
-#include "models/analytic/params.h"
+#include "analytic/params.h"
 
 namespace gpuledger::cli {
 

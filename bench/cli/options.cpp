@@ -152,10 +152,10 @@ Resolved resolve(const Options& o) {
   }
   validate_layout(r.layout, r.model, r.run);
   if (!o.device.empty()) {
-    r.device = analytic::find_device(o.device);
+    r.device = find_device(o.device);
     if (!r.device) {
       std::string names;
-      for (const auto& d : analytic::device_presets()) names += (names.empty() ? "" : ", ") + d.name;
+      for (const auto& d : device_presets()) names += (names.empty() ? "" : ", ") + d.name;
       throw ConfigError("device", "unknown device '" + o.device + "' (known: " + names + ")");
     }
     r.device_memory_bytes = r.device->memory_bytes;
@@ -171,9 +171,9 @@ Resolved resolve(const Options& o) {
 
 analytic::KvOptions resolve_kv(const Options& o, const ModelConfig& m) {
   analytic::KvOptions k;
-  k.layout = *analytic::kv_layout_from_name(o.kv_layout);
-  k.dtype = *analytic::kv_dtype_from_name(o.kv_dtype);
-  k.scales = *analytic::kv_scales_from_name(o.kv_scales);
+  k.layout = *kv_layout_from_name(o.kv_layout);
+  k.dtype = *kv_format_from_name(o.kv_dtype);
+  k.scales = *kv_scales_from_name(o.kv_scales);
   k.block = o.block;
   k.max_model_len = o.max_model_len > 0 ? o.max_model_len : m.max_seq;
   return k;

@@ -1,4 +1,4 @@
-// The shared options of every subcommand (DESIGN.md "Command line": the names
+// The shared options of every subcommand (docs/architecture.md "Command line": the names
 // are a public interface) and their resolution into ModelConfig, Layout and
 // RunConfig. Parsing is CLI11's; resolution errors are ConfigError/LayoutError
 // (exit status 2).
@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "models/analytic/devices.h"
-#include "models/analytic/kv_cache.h"
-#include "models/config.h"
-#include "models/run_config.h"
-#include "parallel/layout.h"
+#include "core/device_spec.h"
+#include "analytic/kv_cache.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "core/layout.h"
 
 namespace CLI { class App; }
 
@@ -65,7 +65,7 @@ struct Resolved {
   ModelConfig model;
   Layout layout;
   RunConfig run;
-  std::optional<analytic::DeviceSpec> device;   // a preset, or a custom one from --device-memory
+  std::optional<DeviceSpec> device;   // a preset, or a custom one from --device-memory
   std::optional<int64_t> device_memory_bytes;
 };
 

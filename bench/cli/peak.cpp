@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "bench/cli/commands.h"
+#include "kernels/registry/registry.h"
 #include "bench/peak.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"

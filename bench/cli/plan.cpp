@@ -16,12 +16,12 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
-#include "models/analytic/activations.h"
-#include "models/analytic/budget.h"
-#include "models/analytic/model_states.h"
-#include "models/analytic/params.h"
-#include "models/analytic/pipeline.h"
-#include "models/analytic/time_estimate.h"
+#include "analytic/activations.h"
+#include "analytic/budget.h"
+#include "analytic/model_states.h"
+#include "analytic/params.h"
+#include "analytic/pipeline.h"
+#include "analytic/time_estimate.h"
 
 namespace gpuledger::cli {
 
@@ -119,7 +119,7 @@ json plan_summary_json(const Resolved& r, const Options& o) {
   s["published_flops_per_step"] = pub;
 
   std::optional<double> peak;
-  if (r.device) peak = analytic::device_peak_flops(*r.device, r.run.dtype);
+  if (r.device) peak = device_peak_flops(*r.device, r.run.dtype);
   s["peak_flops"] = peak ? json(*peak) : json(nullptr);
   s["peak_source"] = r.device ? (peak ? r.device->name + " datasheet: " + r.device->source
                                       : r.device->name + ": no published dense peak for this dtype")

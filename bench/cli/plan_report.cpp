@@ -9,7 +9,7 @@
 
 #include "bench/report/format.h"
 #include "bench/report/table.h"
-#include "kernels/account.h"
+#include "core/account.h"
 
 namespace gpuledger::cli {
 

@@ -1,5 +1,5 @@
 // `gpuledger sweep`: a grid of points in one launch, one report per point
-// (DESIGN.md "Command line"; docs/sweep.md).
+// (docs/architecture.md "Command line"; docs/sweep.md).
 //
 //   gpuledger sweep plan --model llama3-70b --seq 8192 --device h100-sxm
 //                        --grid tp=2,4,8 --grid pp=1,2,4 --out results/sweep-70b
@@ -49,10 +49,10 @@
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
-#include "models/config.h"
-#include "parallel/layout.h"
+#include "core/model_config.h"
+#include "core/layout.h"
 #if GPULEDGER_HAVE_MPI
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 #endif
 
 namespace gpuledger::cli {

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "bench/checks.h"
+#include "kernels/registry/registry.h"
 #include "bench/cli/commands.h"
 #include "bench/cli/plan_report.h"
 #include "bench/cli/train_report.h"
@@ -31,14 +32,14 @@
 #include "bench/report/report.h"
 #include "bench/train_runner.h"
 #include "kernels/profiling_device.h"
-#include "models/analytic/budget.h"
-#include "models/analytic/devices.h"
-#include "models/analytic/params.h"
-#include "models/analytic/pipeline.h"
+#include "analytic/budget.h"
+#include "core/device_spec.h"
+#include "analytic/params.h"
+#include "analytic/pipeline.h"
 #include "parallel/groups.h"
 #if GPULEDGER_HAVE_MPI
-#include "parallel/comm/mpi_check.h"
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_runtime.h"
 #endif
 
 namespace gpuledger::cli {
@@ -78,7 +79,7 @@ struct Peak {
 Peak resolve_peak(const TrainOptions& o, const Resolved& r, const std::string& backend) {
   if (o.peak_flops) return {*o.peak_flops, "--peak-flops"};
   if (r.device) {
-    auto p = analytic::device_peak_flops(*r.device, r.run.dtype);
+    auto p = device_peak_flops(*r.device, r.run.dtype);
     if (p) return {p, r.device->name + " datasheet (" + r.device->source + ")"};
   }
   if (backend == "cpu") {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/ledger.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger::report {
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 #ifndef GPULEDGER_GIT
 #define GPULEDGER_GIT "unknown"

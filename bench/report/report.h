@@ -1,4 +1,4 @@
-// The report document (DESIGN.md "Report schema", gpuledger.report/1): its
+// The report document (docs/architecture.md "Report schema", gpuledger.report/1): its
 // skeleton, the config and environment sections, and the atomic writer. The
 // JSON document is the result model; the console tables are rendered from it.
 #pragma once
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/cli/options.h"
-#include "models/config.h"
+#include "core/model_config.h"
 
 namespace gpuledger::report {
 

@@ -1,7 +1,7 @@
 // CpuDevice::gemm: C = alpha·op(A)·op(B) + beta·C, row-major, batched with
 // element strides (GemmArgs in kernels/device.h).
 //
-// Compute is fp32 (DESIGN.md: the CPU stores 16-bit values and computes in
+// Compute is fp32 (docs/architecture.md "Three backends": the CPU stores 16-bit values and computes in
 // fp32). 16-bit operands are converted, one batch entry at a time, into fp32
 // workspace buffers allocated through Device::alloc under Account::kWorkspace,
 // so the ledger sees this backend-specific temporary (docs/exact-budget.md,
@@ -9,7 +9,7 @@
 // beta != 0) and rounded back once.
 //
 // The fp32 kernel is OpenBLAS's cblas_sgemm when built with BLAS (Debian's
-// OpenBLAS has no bf16 GEMM, TOOLCHAIN.md), else a cache-blocked, OpenMP-
+// OpenBLAS has no bf16 GEMM), else a cache-blocked, OpenMP-
 // parallel GEMM below, organised as Goto & van de Geijn (2008), "Anatomy of
 // High-Performance Matrix Multiplication": C is cut into MC×NC tiles, the k
 // dimension into KC slices; op(A) and op(B) slices are packed into MR-row and

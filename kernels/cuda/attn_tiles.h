@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "core/host_device.h"
 
 namespace gpuledger::attn {
 

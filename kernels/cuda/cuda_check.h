@@ -1,5 +1,5 @@
 // CUDA_CHECK and CUBLAS_CHECK: the CUDA runtime's and cuBLAS(Lt)'s one-line
-// wrappers on the shared check body (kernels/check.h, STYLE.md §0.1). Each
+// wrappers on the shared check body (core/check.h, docs/architecture.md "Errors"). Each
 // throws gpuledger::Error with the rank, host, the call, file:line, the
 // library's message and a "while …" context; the _NOTHROW forms log instead
 // (for destructors). Host-only: includes the runtime and cuBLASLt API headers
@@ -8,7 +8,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/check.h"
+#include "core/check.h"
 
 #define CUDA_CHECK(expr, context) GPL_CHECK_GEN("CUDA", expr, cudaSuccess, cudaGetErrorString, context)
 #define CUBLAS_CHECK(expr, context) GPL_CHECK_GEN("cuBLAS", expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, context)

@@ -1,4 +1,4 @@
-// CudaDevice: the CUDA backend (DESIGN.md, "Three backends"). SimtDevice's
+// CudaDevice: the CUDA backend (docs/architecture.md "Three backends"). SimtDevice's
 // kernels plus what makes them run on a GPU:
 //   - memory: every byte through Device::alloc (the ledger books it first),
 //     served by a stream-ordered pool of our own (cudaMallocFromPoolAsync /
@@ -49,7 +49,7 @@ class CudaDevice : public SimtDevice {
   void gemm(const GemmArgs& g) override;
 
   // The stream every op and copy runs on, public for the NCCL comm
-  // (parallel/comm/nccl_comm.cpp), which orders its collectives against it.
+  // (comm/nccl_comm.cpp), which orders its collectives against it.
   using SimtDevice::stream;
 
  protected:

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/host_device.h"
+#include "core/host_device.h"
 
 namespace gpuledger::kv_codec {
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/int_math.h"
+
 namespace gpuledger::cuda_launch {
 
 inline constexpr int kWarpSize = 32;
@@ -16,7 +18,7 @@ inline constexpr int kElementwiseThreads = 256;
 // what an H100/H200 holds at once (132 SMs × 2048 threads), enough to hide latency.
 inline constexpr int64_t kMaxGridBlocks = 4096;
 
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using ::gpuledger::ceil_div;
 
 // ---- element-wise ----
 

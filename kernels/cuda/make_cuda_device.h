@@ -15,7 +15,7 @@ std::unique_ptr<Device> make_cuda_device(Ledger& ledger, int local_rank);
 
 // The cudaStream_t `device` runs its ops on, as void* so that this header needs
 // no CUDA header, or nullptr when `device` is not a CudaDevice (e.g. one
-// wrapped in a ProfilingDevice). For the NCCL comm (parallel/comm/nccl_comm.cpp).
+// wrapped in a ProfilingDevice). For the NCCL comm (comm/nccl_comm.cpp).
 void* cuda_device_stream(Device& device);
 
 }  // namespace gpuledger

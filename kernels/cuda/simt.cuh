@@ -20,7 +20,7 @@
 #include <tuple>
 #include <utility>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 #if GPL_SIMT_EMULATION
 #include "kernels/cuda/simt_emu.h"
@@ -48,7 +48,7 @@ namespace simt {
 using bf16 = __nv_bfloat16;
 using fp16 = __half;
 
-// ---- storage <-> fp32 (round to nearest even, as kernels/dtype.cpp) ----
+// ---- storage <-> fp32 (round to nearest even, as core/dtype.cpp) ----
 
 GPL_DEVICE float to_float(float x) { return x; }
 GPL_DEVICE float to_float(bf16 x) { return __bfloat162float(x); }

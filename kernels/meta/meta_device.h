@@ -1,4 +1,4 @@
-// MetaDevice: the bookkeeping-only backend (DESIGN.md, "Three backends"). It
+// MetaDevice: the bookkeeping-only backend (docs/architecture.md "Three backends"). It
 // books every allocation in the ledger exactly as the real backends do, touches
 // no memory (Buffer::data() is nullptr), computes nothing, and counts the GEMM
 // FLOPs of every op with the same definitions as the CPU backend

@@ -1,4 +1,4 @@
-// KV caches of the inference phase (DESIGN.md "Inference and the KV cache"):
+// KV caches of the inference phase (docs/architecture.md "Inference and the KV cache"):
 // the KvCache interface and its two implementations, written against the
 // Device only. Every byte is booked through Device::alloc(…, Account::kKv).
 //

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace gpuledger::kv {
 
@@ -24,25 +24,11 @@ int64_t KvGeometry::scale_bytes_per_token() const {
   return 2 * layers * kv_heads * kKvScaleBytes;
 }
 
-int64_t kv_heads_on_rank(const ModelConfig& m, int64_t tp) {
-  if (tp < 1) throw std::invalid_argument("tp must be >= 1, got " + std::to_string(tp));
-  if (tp <= m.kv_heads) {
-    if (m.kv_heads % tp != 0)
-      throw std::invalid_argument(std::to_string(m.kv_heads) + " KV heads do not split over tp " +
-                                  std::to_string(tp));
-    return m.kv_heads / tp;
-  }
-  if (tp % m.kv_heads != 0)
-    throw std::invalid_argument("tp " + std::to_string(tp) + " is not a multiple of " +
-                                std::to_string(m.kv_heads) + " KV heads (replication)");
-  return 1;
-}
-
 KvGeometry kv_geometry(const ModelConfig& m, const Layout& layout, KvFormat format,
                        KvScales scales, int64_t stage) {
   KvGeometry g;
   g.layers = layers_on_stage(m, layout, stage);
-  g.kv_heads = kv_heads_on_rank(m, layout.tp);
+  g.kv_heads = kv_heads_on_rank(m.kv_heads, layout.tp);
   g.head_dim = m.head_dim;
   g.format = format;
   g.scales = scales;

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "kernels/kv_storage.h"
-#include "models/config.h"
-#include "parallel/layout.h"
+#include "core/model_config.h"
+#include "core/layout.h"
 
 namespace gpuledger::kv {
 
@@ -58,10 +58,6 @@ struct KvGeometry {
   // Scales held once per rank: 2 · L_i · fixed_scales_per_layer fp32.
   int64_t fixed_scale_bytes() const { return 2 * layers * fixed_scales_per_layer() * kKvScaleBytes; }
 };
-
-// KV heads one TP rank holds: k/t, or 1 when t > k (each head replicated t/k
-// times, as Megatron and vLLM do; a rank never holds part of a head).
-int64_t kv_heads_on_rank(const ModelConfig& m, int64_t tp);
 
 // The geometry of pipeline stage `stage` under `layout` (its layers, k_t heads).
 KvGeometry kv_geometry(const ModelConfig& m, const Layout& layout, KvFormat format,

@@ -1,4 +1,4 @@
-// The serving engine (DESIGN.md "Inference and the KV cache"): requests in,
+// The serving engine (docs/architecture.md "Inference and the KV cache"): requests in,
 // greedy tokens out, over an InferenceModel and a KvCache, as vLLM's
 // scheduler does it (Kwon et al. 2023 §4.5; vLLM v0 Scheduler):
 //

@@ -1,5 +1,5 @@
 // InferenceLayer: one transformer layer's forward for serving, against a KV
-// cache (DESIGN.md "Inference and the KV cache"). The same weights and the
+// cache (docs/architecture.md "Inference and the KV cache"). The same weights and the
 // same math as TransformerLayer's forward, for a batch of sequences that each
 // bring n_new new tokens (a prefill chunk, or one decode token):
 //
@@ -22,7 +22,7 @@
 #include "kernels/device.h"
 #include "models/kv/kv_cache.h"
 #include "models/transformer/layer.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger {
 

@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "models/config.h"
+#include "core/model_config.h"
 #include "models/kv/kv_cache.h"
 #include "models/transformer/infer_layer.h"
 #include "models/transformer/param_layout.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger {
 

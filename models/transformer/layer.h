@@ -1,5 +1,5 @@
 // One transformer layer on one tensor-parallel rank — a single mechanism for
-// both flavours (DESIGN.md "Model flavours"), configured by LayerConfig:
+// both flavours (docs/architecture.md "Model flavours"), configured by LayerConfig:
 //   gpt:   LayerNorm, GELU MLP, biases on every linear layer;
 //   llama: RMSNorm, RoPE on Q and K, SwiGLU MLP, no biases (QKV bias optional);
 //   attention materialized (QKᵀ GEMM into fp32 scores, softmax, dropout, ·V)
@@ -50,10 +50,10 @@
 #include <optional>
 
 #include "kernels/device.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "models/transformer/params.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger {
 

@@ -134,7 +134,7 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
   return loss;
 }
 
-// ZeRO 3 (model.h forward_unit_hook, rebind_layer_unit; helper i1).
+// ZeRO 3 (model.h forward_unit_hook, rebind_layer_unit).
 void StageModel::forward_hook(int unit, bool begin) {
   if (forward_unit_hook) forward_unit_hook(static_cast<size_t>(unit), begin);
 }

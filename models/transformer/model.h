@@ -27,7 +27,7 @@
 // without sp; under sp each rank draws its own shard's (layer.h hidden_key),
 // so they are not one rank's masks either.
 //
-// Pipeline extension points (next issue): a non-first stage takes its input
+// Pipeline extension points: a non-first stage takes its input
 // from `stage_input` (the received activation, copied into its saved layer
 // input), a non-last stage writes its output to `stage_output` (the send
 // buffer); backward takes `output_grad` there and writes `input_grad`.
@@ -61,12 +61,12 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/params.h"
-#include "parallel/comm/comm.h"
-#include "parallel/layout.h"
+#include "comm/comm.h"
+#include "core/layout.h"
 
 namespace gpuledger {
 
@@ -93,13 +93,13 @@ class StageModel {
 
   int64_t in_flight() const;  // slots holding a forward's saved tensors
 
-  // ZeRO 2 (parallel/train_step.cpp, helper i1 — an additive hook, please keep
+  // ZeRO 2 (parallel/train_step.cpp; keep
   // its calls): when set, called with a ParamLayout unit index just before
   // (begin = true) and just after (false) that unit's part of backward: the
   // head, each layer, the embedding. The training step zeroes the unit's
   // gradient staging buffer before and reduce-scatters it after.
   std::function<void(size_t unit, bool begin)> backward_unit_hook;
-  // ZeRO 3 (helper i1, additive): the same around each unit's part of forward
+  // ZeRO 3: the same around each unit's part of forward
   // (the embedding, each layer, the head); the step all-gathers the unit's
   // weights at begin and frees them at end.
   std::function<void(size_t unit, bool begin)> forward_unit_hook;

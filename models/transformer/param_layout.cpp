@@ -55,8 +55,6 @@ int64_t padded_vocab_size(int64_t vocab, int64_t tp) {
   return (vocab + mult - 1) / mult * mult;
 }
 
-int64_t kv_heads_on_rank(int64_t kv_heads, int64_t tp) { return tp <= kv_heads ? kv_heads / tp : 1; }
-
 std::optional<int64_t> global_row(const TensorSlot& t, int64_t r) {
   switch (t.row_map) {
     case RowMap::kBlock:

@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "models/config.h"
-#include "parallel/layout.h"
+#include "core/model_config.h"
+#include "core/layout.h"
 
 namespace gpuledger {
 
@@ -107,8 +107,6 @@ struct ParamLayout {
 
 // V' = V if t = 1, else ⌈V / (128·t)⌉·128·t (Megatron's make-vocab-size-divisible-by 128 · t).
 int64_t padded_vocab_size(int64_t vocab, int64_t tp);
-// KV heads per TP rank: k/t, or 1 when t > k (each KV head replicated t/k times).
-int64_t kv_heads_on_rank(int64_t kv_heads, int64_t tp);
 
 // The layout of the rank at `coords` (its TP rank and pipeline stage matter).
 ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coords& coords);

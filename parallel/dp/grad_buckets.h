@@ -8,7 +8,7 @@
 // in the gradient dtype and copied back, so a bucket is one call booked at g
 // bytes per element. A slot is sized for fp32 (4 bytes per element) so that a
 // backend may reduce a 16-bit bucket in fp32 in place; MpiComm converts into
-// its own fp32 vectors instead (parallel/comm/mpi_comm.h).
+// its own fp32 vectors instead (comm/mpi_comm.h).
 //
 // Overlap with backward (two slots): the backward finishes units from the last
 // to the first, so buckets are started from the last one down, each as soon as
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger {
 

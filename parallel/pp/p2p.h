@@ -15,8 +15,8 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/dtype.h"
-#include "parallel/comm/comm.h"
+#include "core/dtype.h"
+#include "comm/comm.h"
 
 namespace gpuledger {
 

@@ -6,13 +6,13 @@
 // forward_backward_pipelining_without_interleaving): min(pp − stage − 1, m)
 // warm-up forwards, then one-forward-one-backward pairs, then the cool-down
 // backwards. The analytic closed form of the in-flight count lives apart, in
-// models/analytic/pipeline.h; tests compare the two.
+// analytic/pipeline.h; tests compare the two.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "models/run_config.h"
+#include "core/run_config.h"
 
 namespace gpuledger {
 

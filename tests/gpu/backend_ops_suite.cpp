@@ -16,6 +16,7 @@
 // accumulate): products carry ~2⁻¹¹ relative error: NMSE up to ~1e-6, tolerance
 // 5e-6. Dropout masks, layout moves and FLOP counts must match exactly.
 #include "tests/gpu/backend_ops_suite.h"
+#include "kernels/registry/registry.h"
 
 #include <gtest/gtest.h>
 

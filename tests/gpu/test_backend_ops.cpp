@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "tests/gpu/backend_ops_suite.h"
 
 int main(int argc, char** argv) {

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/ledger.h"
-#include "parallel/comm/comm_bytes.h"
-#include "parallel/comm/make_nccl_comm.h"
-#include "parallel/comm/mpi_comm.h"
+#include "comm/comm_bytes.h"
+#include "comm/make_nccl_comm.h"
+#include "comm/mpi_comm.h"
 #include "parallel/groups.h"
 
 namespace gpuledger {

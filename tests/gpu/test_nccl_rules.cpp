@@ -8,13 +8,14 @@
 
 #include <string>
 
-#include "kernels/check.h"
+#include "core/check.h"
+#include "kernels/registry/registry.h"
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "parallel/comm/comm_error.h"
-#include "parallel/comm/make_nccl_comm.h"
-#include "parallel/comm/nccl_check.h"
-#include "parallel/comm/nccl_rules.h"
+#include "comm/comm_error.h"
+#include "comm/make_nccl_comm.h"
+#include "comm/nccl_check.h"
+#include "comm/nccl_rules.h"
 
 namespace gpuledger {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "parallel/train_step.h"
 #include "tests/gpu/backend_ops_suite.h"
 #include "tests/parallel/trainer_rig.h"

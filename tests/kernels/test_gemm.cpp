@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace gpuledger {
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/meta/meta_device.h"
 
 namespace gpuledger {

@@ -1,7 +1,7 @@
 // Element-wise ops on the CPU backend: convert, add, accumulate, scale,
 // bias_add and bias_backward. The forward ops compute in fp32 and round once,
 // so their results are compared bit for bit with the same arithmetic written
-// out here on the scalar conversions of kernels/dtype.h; bias_backward is
+// out here on the scalar conversions of core/dtype.h; bias_backward is
 // checked against central finite differences of L = Σ dout·bias_add(x, bias)
 // and against a double-precision column sum. Sizes include odd tails and
 // sizes past the OpenMP threshold.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {

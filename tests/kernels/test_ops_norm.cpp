@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/profiling_device.h"
 
 namespace gpuledger {

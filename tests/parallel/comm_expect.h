@@ -1,5 +1,5 @@
 // Test helper (not a test binary): a rank's booked collectives against the
-// analytic communication (models/analytic/comm_volume.h), key by key.
+// analytic communication (analytic/comm_volume.h), key by key.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/ledger.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
 
@@ -42,7 +43,7 @@ struct RankRig {
     groups = make_mpi_groups(layout, counters, *dev, m.tied_embeddings);
   }
   // Second half of the MPI constructor, separate so that a failure in it can
-  // be agreed on (parallel/comm/mpi_runtime.h agree_status) before any step.
+  // be agreed on (comm/mpi_runtime.h agree_status) before any step.
   void build(const ModelConfig& m, const RunConfig& r, const Layout& layout) {
     make_trainer(m, r, layout, groups.rank);
   }

@@ -7,6 +7,7 @@
 // (from the last bucket down, a held-back unit holding back only the buckets
 // touching it), at most two in flight, and the staging size.
 #include "parallel/dp/grad_buckets.h"
+#include "kernels/registry/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -3,6 +3,7 @@
 // one-rank group books nothing. Expected groups come from the layout's rank
 // formula rank = tp + T·(dp + D·pp), worked out by hand.
 #include "parallel/groups.h"
+#include "kernels/registry/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -2,13 +2,13 @@
 // small cases (Megatron's 1F1B: warm-up pp − stage − 1 forwards, steady 1F1B,
 // cool-down), structural properties for pp ∈ {1, 2, 4} × m ∈ 1..8, and the
 // in-flight count of every table against the analytic closed form
-// (models/analytic/pipeline.h, written independently).
+// (analytic/pipeline.h, written independently).
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
-#include "models/analytic/pipeline.h"
+#include "analytic/pipeline.h"
 #include "parallel/pp/schedule.h"
 
 namespace gpuledger {

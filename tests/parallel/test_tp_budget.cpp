@@ -1,6 +1,6 @@
 // Tensor and sequence parallelism: the meta simulation of every rank of a
 // Layout{tp = 2, 4} (make_sim_groups + MetaDevice, one process) books exactly
-// the analytic per-rank budget (models/analytic/budget.h, written
+// the analytic per-rank budget (analytic/budget.h, written
 // independently from docs/exact-budget.md) in every account but workspace,
 // and its Comm counters equal rank_comm_per_step (docs/formulas/comm.md) key
 // by key, calls and bytes — over flavours, --sp, recompute, attention kinds,
@@ -14,9 +14,9 @@
 
 #include "kernels/ledger.h"
 #include "kernels/meta/meta_device.h"
-#include "models/analytic/budget.h"
-#include "models/analytic/comm_volume.h"
-#include "models/config.h"
+#include "analytic/budget.h"
+#include "analytic/comm_volume.h"
+#include "core/model_config.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
 #include "comm_expect.h"

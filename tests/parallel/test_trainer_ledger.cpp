@@ -1,6 +1,6 @@
 // The training step books exactly the bytes docs/exact-budget.md promises:
 // the ledger's peak per account equals the analytic budget
-// (models/analytic/budget.h, written independently from the same page) to the
+// (analytic/budget.h, written independently from the same page) to the
 // byte for weights, grads, master, optim, activations, kv and comm, and the
 // GEMM FLOPs executed in a step equal the analytic hardware count exactly,
 // over a matrix of flavours, recompute modes, attention kinds, dtypes,
@@ -14,7 +14,7 @@
 #include <string>
 #include <tuple>
 
-#include "models/analytic/budget.h"
+#include "analytic/budget.h"
 #include "ledger_matrix.h"
 
 namespace gpuledger {

@@ -4,7 +4,7 @@
 // gathered for the head),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
-// equals the analytic rank_budget (models/analytic/budget.h, written
+// equals the analytic rank_budget (analytic/budget.h, written
 // independently from docs/exact-budget.md) to the byte for every account but
 // workspace — model states with ZeRO shards, the first stage's in-flight
 // microbatches, the DP bucket and PP buffers — and its comm counters equal
@@ -15,8 +15,8 @@
 
 #include <string>
 
-#include "models/analytic/budget.h"
-#include "models/analytic/comm_volume.h"
+#include "analytic/budget.h"
+#include "analytic/comm_volume.h"
 #include "comm_expect.h"
 #include "rank_rig.h"
 

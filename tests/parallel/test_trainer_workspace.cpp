@@ -1,5 +1,5 @@
 // The workspace account (docs/exact-budget.md "Workspace") is backend-specific
-// and has only an analytic upper bound (models/analytic/budget.h
+// and has only an analytic upper bound (analytic/budget.h
 // workspace_bound_bytes): the CPU run's workspace peak must stay within it,
 // and meta (which allocates no GEMM conversion buffers) books no more than the
 // CPU. Over the same matrix as test_trainer_ledger.cpp; a point over the bound
@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "ledger_matrix.h"
-#include "models/analytic/budget.h"
+#include "analytic/budget.h"
 
 namespace gpuledger {
 namespace {

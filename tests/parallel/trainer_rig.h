@@ -1,5 +1,5 @@
 // Test helper (not a test binary): a one-rank Trainer on a chosen backend,
-// with every group a one-rank Comm (parallel/comm/comm.h make_self_comm).
+// with every group a one-rank Comm (comm/comm.h make_self_comm).
 #pragma once
 #include <functional>
 #include <memory>
@@ -7,10 +7,11 @@
 #include <string>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/ledger.h"
-#include "models/config.h"
-#include "models/run_config.h"
-#include "parallel/comm/comm.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "comm/comm.h"
 #include "parallel/rank_context.h"
 #include "parallel/train_step.h"
 

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "kernels/dtype.h"
+#include "kernels/registry/registry.h"
+#include "core/dtype.h"
 #include "kernels/ledger.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger::testing {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "models/config.h"
+#include "core/model_config.h"
 #include "models/transformer/infer_model.h"
 #include "tests/models/transformer/harness.h"
 

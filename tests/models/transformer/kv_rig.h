@@ -7,22 +7,22 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "kernels/dtype.h"
-#include "models/analytic/kv_cache.h"
+#include "core/dtype.h"
+#include "analytic/kv_cache.h"
 #include "models/kv/kv_format.h"
 #include "tests/models/transformer/harness.h"
 
 namespace gpuledger::kv::testing {
 
-inline analytic::KvDType to_analytic(KvFormat f) {
-  return f == KvFormat::kBF16 ? analytic::KvDType::kBF16
-         : f == KvFormat::kFP8E4M3 ? analytic::KvDType::kFP8 : analytic::KvDType::kInt8;
+inline KvFormat to_analytic(KvFormat f) {
+  return f == KvFormat::kBF16 ? KvFormat::kBF16
+         : f == KvFormat::kFP8E4M3 ? KvFormat::kFP8E4M3 : KvFormat::kInt8;
 }
-inline analytic::KvScales to_analytic(KvScales s) {
-  return s == KvScales::kPerTensor ? analytic::KvScales::kPerTensor
-         : s == KvScales::kPerChannel ? analytic::KvScales::kPerChannel : analytic::KvScales::kPerTokenHead;
+inline KvScales to_analytic(KvScales s) {
+  return s == KvScales::kPerTensor ? KvScales::kPerTensor
+         : s == KvScales::kPerChannel ? KvScales::kPerChannel : KvScales::kPerTokenHead;
 }
-inline analytic::KvOptions analytic_options(analytic::KvLayout layout, const KvGeometry& g,
+inline analytic::KvOptions analytic_options(KvLayout layout, const KvGeometry& g,
                                             int64_t block = 16, int64_t max_model_len = 0) {
   analytic::KvOptions o;
   o.layout = layout;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "harness.h"
-#include "models/config.h"
+#include "core/model_config.h"
 #include "models/transformer/data.h"
 #include "models/transformer/model.h"
 #include "models/transformer/param_layout.h"

@@ -1,5 +1,5 @@
 // Capacity measured by filling the pool equals the analytic prediction
-// (models/analytic/kv_cache.h kv_capacity) to the sequence, for several
+// (analytic/kv_cache.h kv_capacity) to the sequence, for several
 // models, devices, contexts, cache layouts and KV dtypes — tolerance 0.
 //
 // The measured side is the serving setup (models/transformer/infer_setup.h):
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "models/analytic/devices.h"
-#include "models/analytic/kv_cache.h"
-#include "models/analytic/params.h"
+#include "core/device_spec.h"
+#include "analytic/kv_cache.h"
+#include "analytic/params.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_setup.h"
 #include "tests/models/transformer/harness.h"
@@ -34,11 +34,11 @@ struct Point {
 
 analytic::KvOptions analytic_kv(const Point& p) {
   analytic::KvOptions o;
-  o.layout = p.layout == "paged" ? analytic::KvLayout::kPaged : analytic::KvLayout::kContiguous;
-  o.dtype = p.format == KvFormat::kBF16 ? analytic::KvDType::kBF16
-            : p.format == KvFormat::kFP8E4M3 ? analytic::KvDType::kFP8 : analytic::KvDType::kInt8;
-  o.scales = p.scales == KvScales::kPerTensor ? analytic::KvScales::kPerTensor
-             : p.scales == KvScales::kPerChannel ? analytic::KvScales::kPerChannel : analytic::KvScales::kPerTokenHead;
+  o.layout = p.layout == "paged" ? KvLayout::kPaged : KvLayout::kContiguous;
+  o.dtype = p.format == KvFormat::kBF16 ? KvFormat::kBF16
+            : p.format == KvFormat::kFP8E4M3 ? KvFormat::kFP8E4M3 : KvFormat::kInt8;
+  o.scales = p.scales == KvScales::kPerTensor ? KvScales::kPerTensor
+             : p.scales == KvScales::kPerChannel ? KvScales::kPerChannel : KvScales::kPerTokenHead;
   o.block = p.block;
   o.max_model_len = p.max_model_len;
   return o;
@@ -59,7 +59,7 @@ TEST(InferCapacity, MeasuredEqualsPredictedOnMeta) {
   const int64_t chunk = 2048, overhead = 512 << 20;
   for (const Point& p : points) {
     SCOPED_TRACE(p.model + " " + p.device + " " + p.layout + " context " + std::to_string(p.context));
-    const auto dev_spec = analytic::find_device(p.device);
+    const auto dev_spec = find_device(p.device);
     ASSERT_TRUE(dev_spec.has_value()) << p.device;
     testing::Env env("meta");
     const ModelConfig m = load_model(p.model);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "models/analytic/kv_cache.h"
+#include "analytic/kv_cache.h"
 #include "models/kv/kv_cache.h"
 #include "models/transformer/infer_engine.h"
 #include "tests/models/transformer/harness.h"
@@ -54,7 +54,7 @@ TEST(InferEngine, ContiguousReservesMaxModelLenPerRequest) {
   EXPECT_EQ(cache.peak_assigned_bytes(), 4 * 48 * kTokenBytes);
   EXPECT_EQ(cache.peak_token_bytes(), 4 * (10 + 6 - 1) * kTokenBytes);   // the last token's K/V is never written
   analytic::KvOptions o;
-  o.layout = analytic::KvLayout::kContiguous;
+  o.layout = KvLayout::kContiguous;
   o.max_model_len = 48;
   EXPECT_EQ(cache.peak_assigned_bytes(), analytic::kv_reserved_bytes(m, one(), o, 4, 15));
   EXPECT_EQ(env.ledger.live(Account::kKv), 0);   // every reservation freed at completion

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/flop_counts.h"
 #include "models/kv/kv_cache.h"
 #include "tests/models/transformer/kv_rig.h"

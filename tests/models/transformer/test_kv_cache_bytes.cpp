@@ -1,5 +1,5 @@
 // KV caches (models/kv/kv_cache.h) against the analytic KV budget
-// (models/analytic/kv_cache.h) and docs/formulas/kv.md's worked examples, to
+// (analytic/kv_cache.h) and docs/formulas/kv.md's worked examples, to
 // the byte: the paged pool booked in the ledger, the bytes assigned to the
 // sequences in flight (the null block and fixed scales included), the
 // contiguous reservations, sliding-window caps, waste, capacity measured by
@@ -13,15 +13,16 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "models/analytic/kv_cache.h"
-#include "models/config.h"
+#include "kernels/registry/registry.h"
+#include "analytic/kv_cache.h"
+#include "core/model_config.h"
 #include "models/kv/kv_cache.h"
 #include "tests/models/transformer/kv_rig.h"
 
 namespace gpuledger::kv {
 namespace {
 
-using analytic::KvLayout;
+using KvLayout;
 using testing::analytic_options;
 
 constexpr int64_t MiB = int64_t{1} << 20;

@@ -2,7 +2,7 @@
 // values, subnormals, round-to-nearest-even against a brute-force nearest
 // search, saturation, NaN), symmetric int8, the host quantizers' error bounds
 // per granularity, and the bytes per token of models/kv against the analytic
-// formula (models/analytic/kv_cache.h) and the hand-computed figures of
+// formula (analytic/kv_cache.h) and the hand-computed figures of
 // docs/formulas/kv.md.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "models/analytic/kv_cache.h"
-#include "models/config.h"
+#include "analytic/kv_cache.h"
+#include "core/model_config.h"
 #include "models/kv/kv_format.h"
 #include "tests/models/transformer/kv_rig.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "harness.h"
-#include "models/config.h"
+#include "core/model_config.h"
 #include "models/transformer/data.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/model.h"

@@ -16,7 +16,8 @@
 #include <thread>
 
 #include "harness.h"
-#include "models/config.h"
+#include "kernels/registry/registry.h"
+#include "core/model_config.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/param_layout.h"
 #include "models/transformer/params.h"

@@ -1,5 +1,5 @@
 // The implementation's parameter layout (models/transformer/param_layout.h)
-// against the analytic tensor count (models/analytic/params.h; the two are
+// against the analytic tensor count (analytic/params.h; the two are
 // written independently from docs/exact-budget.md): the same units with the
 // same element counts on every rank role of tp × pp layouts, for GPT, Llama
 // (GQA, replicated KV heads when t > k), Qwen (QKV bias) and tied embeddings.
@@ -13,9 +13,9 @@
 
 #include <algorithm>
 
-#include "models/analytic/params.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "analytic/params.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "models/transformer/param_layout.h"
 #include "models/transformer/params.h"
 

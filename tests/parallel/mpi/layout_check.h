@@ -22,7 +22,7 @@
 #include "../rank_rig.h"
 #include "models/transformer/param_layout.h"
 #include "parallel/zero/shard.h"
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 namespace gpuledger::testing {
 

@@ -2,7 +2,7 @@
 // learns it, with the failing rank's id and message, and every rank then goes
 // on to the same next collective, so nobody hangs (ctest's TIMEOUT would catch
 // a hang). Also MpiRuntime over an MPI that main() already initialised.
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 #include <gtest/gtest.h>
 

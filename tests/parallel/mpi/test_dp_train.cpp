@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger {
 namespace {

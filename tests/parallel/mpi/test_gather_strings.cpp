@@ -1,7 +1,7 @@
 // gather_strings on 2 and 4 ranks: rank 0 receives every rank's string, in
 // rank order, byte for byte (lengths differing by rank, empty strings,
 // embedded NULs); the other ranks receive nothing.
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // counters booked per nccl-tests sizing (the same hand figures as
 // tests/parallel/test_sim_comm.cpp, and equal to a SimComm's for the same
 // calls), and MPI_CHECK's CommError.
-#include "parallel/comm/mpi_comm.h"
+#include "comm/mpi_comm.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <map>
 #include <numeric>
 
-#include "parallel/comm/comm_error.h"
-#include "parallel/comm/mpi_runtime.h"
-#include "parallel/comm/sim_comm.h"
-#include "parallel/layout.h"
+#include "comm/comm_error.h"
+#include "comm/mpi_runtime.h"
+#include "comm/sim_comm.h"
+#include "core/layout.h"
 
 namespace gpuledger {
 namespace {

@@ -4,13 +4,14 @@
 // (worked out by hand below), and the emb group joins the first and last
 // pipeline stage when embeddings are tied.
 #include "parallel/groups.h"
+#include "kernels/registry/registry.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 namespace gpuledger {
 namespace {

@@ -11,7 +11,7 @@
 //     dropped) within 1e-5 relative of the one-rank logits, and the greedy
 //     token their argmax;
 //   - every rank's booked KV pool bytes equal the analytic per-rank
-//     reservation (models/analytic/kv_cache.h with the TP layout) and the
+//     reservation (analytic/kv_cache.h with the TP layout) and the
 //     hand-computed figure below.
 // Per-token bytes by hand, bf16 cache, 2 layers, head dim 16:
 // 2 (K, V) · 2 layers · k_t · 16 · 2 bytes = 128 · k_t, with
@@ -29,9 +29,10 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/ledger.h"
-#include "models/analytic/kv_cache.h"
-#include "models/config.h"
+#include "analytic/kv_cache.h"
+#include "core/model_config.h"
 #include "models/kv/kv_cache.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"
@@ -161,16 +162,16 @@ void check(const char* name, bool paged) {
 
   const int64_t token_bytes = 2 * m.layers * hand_kv_heads(m, t) * m.head_dim * 2;
   analytic::KvOptions o;
-  o.dtype = analytic::KvDType::kBF16;
+  o.dtype = KvFormat::kBF16;
   if (paged) {
-    o.layout = analytic::KvLayout::kPaged;
+    o.layout = KvLayout::kPaged;
     o.block = kBlock;
     // the whole pool is booked up front: blocks × block bytes
     EXPECT_EQ(got.kv_pool_bytes, kBlocks * kBlock * token_bytes);
     EXPECT_EQ(got.kv_pool_bytes, kBlocks * analytic::kv_block_bytes(m, l, o));
     EXPECT_EQ(got.kv_peak_bytes, got.kv_pool_bytes);
   } else {
-    o.layout = analytic::KvLayout::kContiguous;
+    o.layout = KvLayout::kContiguous;
     o.max_model_len = kMaxLen;
     // all four run together (max batch 8, one 40-token prefill): 4 reservations of kMaxLen tokens
     EXPECT_EQ(got.kv_peak_bytes, kRequests * kMaxLen * token_bytes);

@@ -29,10 +29,11 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "kernels/ledger.h"
 #include "kernels/meta/meta_device.h"
-#include "models/config.h"
-#include "models/run_config.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
 #include "models/transformer/param_layout.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"

@@ -1,0 +1,219 @@
+// Activation bytes: every tensor this implementation saves for backward
+// (docs/exact-budget.md "Activations", tensor by tensor), the stage extras,
+// microbatches in flight, and the published forms of Korthikanti et al. 2022
+// ("Reducing Activation Recomputation in Large Transformer Models", Table 2,
+// §4.2.3 and §4.3) beside them.
+#include "analytic/activations.h"
+
+#include <string>
+
+#include "analytic/params.h"
+#include "analytic/pipeline.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// The sizes every formula below is written in (docs/exact-budget.md "Notation").
+struct Dims {
+  int64_t b, s, s_l, h, a_t, k_t, d, f_t, e, t;
+  bool gpt, drop;
+};
+
+Dims dims(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  Dims x{};
+  x.b = r.mbs;
+  x.s = r.seq;
+  x.t = l.tp;
+  x.s_l = l.sp ? r.seq / l.tp : r.seq;  // sequence-sharded tensors under --sp
+  x.h = m.hidden;
+  x.a_t = m.heads / l.tp;
+  x.k_t = kv_heads_on_rank(m.kv_heads, l.tp);
+  x.d = m.head_dim;
+  x.f_t = m.ffn / l.tp;
+  x.e = dtype_bytes(r.dtype);
+  x.gpt = m.is_gpt();
+  x.drop = r.dropout > 0.0;
+  return x;
+}
+
+// One norm's saved statistics (fp32): LayerNorm mean and rstd, RMSNorm rstd.
+int64_t norm_stats(const Dims& x) { return (x.gpt ? 2 : 1) * 4 * x.b * x.s_l; }
+
+}  // namespace
+
+int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
+  return 2 * norm_stats(dims(m, l, r));            // norm 1 and norm 2
+}
+
+int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  const Dims x = dims(m, l, r);
+  const int64_t hidden_sp = x.e * x.b * x.s_l * x.h;  // one (sp) hidden-sized tensor
+  // Layer input (norm-1 input): the only tensor kept under `full`.
+  int64_t n = hidden_sp;
+  if (r.recompute == Recompute::kFull) return n;
+
+  n += norm_stats(x);                                        // norm-1 statistics (sp)
+  n += hidden_sp;                                            // norm-1 output (sp)
+  n += x.e * x.b * x.s * (x.a_t * x.d + 2 * x.k_t * x.d);    // Q, K, V (after RoPE)
+  if (r.recompute == Recompute::kNone) {
+    // The attention core; `selective` recomputes it in backward instead.
+    const int64_t scores = x.b * x.a_t * x.s * x.s;          // b·a_t·s² elements
+    if (r.attention == AttentionKind::kMaterialized) {
+      n += x.e * scores;                                     // softmax probabilities
+      if (x.drop) n += scores + x.e * scores;                // 1-byte mask, dropped probs
+    } else {
+      // Flash keeps only the fp32 log-sum-exp per row; its dropout mask is
+      // regenerated from the counter-based RNG in backward.
+      n += 4 * x.b * x.a_t * x.s;
+    }
+  }
+  n += x.e * x.b * x.s * x.a_t * x.d;                        // context (attention-out input)
+  if (x.drop) n += x.b * x.s_l * x.h;                        // attention-out dropout mask (sp)
+  n += hidden_sp;                                            // norm-2 input (sp)
+  n += norm_stats(x);                                        // norm-2 statistics (sp)
+  n += hidden_sp;                                            // norm-2 output (sp)
+  // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
+  n += (x.gpt ? 2 : 3) * x.e * x.b * x.s * x.f_t;
+  if (x.drop) n += x.b * x.s_l * x.h;                        // MLP dropout mask (sp)
+  return n;
+}
+
+int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                                     int64_t stage) {
+  const Dims x = dims(m, l, r);
+  int64_t n = 0;
+  if (stage == 0) {
+    n += 4 * x.b * x.s;                                      // token ids (int32)
+    if (x.drop) n += x.b * x.s_l * x.h;                      // embedding dropout mask (sp)
+  }
+  if (stage == l.pp - 1) {
+    const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;
+    n += x.e * x.b * x.s_l * x.h;                            // final-norm input (sp)
+    n += norm_stats(x);                                      // final-norm statistics (sp)
+    n += x.e * x.b * x.s_l * x.h;                            // final-norm output (sp)
+    n += 4 * x.b * x.s * vocab_t;                            // logits (fp32)
+    n += 4 * x.b * x.s;                                      // targets (int32)
+  }
+  return n;
+}
+
+int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l,
+                                        const RunConfig& r, int64_t stage) {
+  return layers_on_stage(m, l, stage) * activation_bytes_per_layer(m, l, r) +
+         activation_stage_extra_bytes(m, l, r, stage);
+}
+
+int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                              int64_t stage) {
+  // docs/exact-budget.md "Microbatches in flight": in_flight(i) × (Σ layers + extras).
+  return microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches) *
+         activation_bytes_per_microbatch(m, l, r, stage);
+}
+
+double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a,
+                                   double t) {
+  // Korthikanti et al. 2022, Table 2: activation bytes per transformer layer
+  // (16-bit activations, 1-byte dropout masks, f = 4h, norm statistics ignored).
+  const double sbh = s * b * h;
+  const double attn = 5.0 * a * s / h;  // the 5as/h term: probs, mask, dropped probs
+  switch (row) {
+    case KorthikantiRow::kNoParallel: return sbh * (34.0 + attn);
+    case KorthikantiRow::kTensor: return sbh * (10.0 + 24.0 / t + attn / t);
+    case KorthikantiRow::kTensorSequence: return sbh * (34.0 / t + attn / t);
+    case KorthikantiRow::kTensorSelective: return sbh * (10.0 + 24.0 / t);
+    case KorthikantiRow::kTensorSequenceSelective: return sbh * (34.0 / t);
+    case KorthikantiRow::kFullRecompute: return sbh * 2.0;
+  }
+  return 0;
+}
+
+namespace {
+
+struct RowInfo {
+  KorthikantiRow row;
+  const char* name;
+  const char* form;
+};
+
+constexpr RowInfo kRows[] = {
+    {KorthikantiRow::kNoParallel, "no_parallel", "sbh(34 + 5as/h)"},
+    {KorthikantiRow::kTensor, "tensor", "sbh(10 + 24/t + 5as/(ht))"},
+    {KorthikantiRow::kTensorSequence, "tensor_sequence", "sbh(34/t + 5as/(ht))"},
+    {KorthikantiRow::kTensorSelective, "tensor_selective", "sbh(10 + 24/t)"},
+    {KorthikantiRow::kTensorSequenceSelective, "tensor_sequence_selective", "34sbh/t"},
+    {KorthikantiRow::kFullRecompute, "full_recompute", "2sbh"},
+};
+
+const RowInfo& row_info(KorthikantiRow row) {
+  for (const auto& ri : kRows)
+    if (ri.row == row) return ri;
+  return kRows[0];
+}
+
+// The row of Table 2 that describes this run. With t = 1 the tensor rows
+// reduce to the unparallel ones (selective: sbh(10 + 24) = 34sbh).
+KorthikantiRow matching_row(const Layout& l, const RunConfig& r) {
+  if (r.recompute == Recompute::kFull) return KorthikantiRow::kFullRecompute;
+  const bool sp = l.sp && l.tp > 1;
+  if (r.recompute == Recompute::kSelective)
+    return sp ? KorthikantiRow::kTensorSequenceSelective : KorthikantiRow::kTensorSelective;
+  if (l.tp == 1) return KorthikantiRow::kNoParallel;
+  return sp ? KorthikantiRow::kTensorSequence : KorthikantiRow::kTensor;
+}
+
+}  // namespace
+
+std::vector<Published> published_activations(const ModelConfig& m, const Layout& l,
+                                             const RunConfig& r, int64_t stage) {
+  const double s = static_cast<double>(r.seq), b = static_cast<double>(r.mbs);
+  const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
+  const double t = static_cast<double>(l.tp);
+  const KorthikantiRow row = matching_row(l, r);
+  const RowInfo& ri = row_info(row);
+  const double per_layer = korthikanti_per_layer_bytes(row, s, b, h, a, t);
+  const int64_t in_flight = microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
+  const int64_t layers = layers_on_stage(m, l, stage);
+  std::vector<Published> out;
+
+  out.push_back({"korthikanti_per_layer", per_layer,
+                 std::string("Korthikanti et al. 2022, Table 2, row ") + ri.name + ": " + ri.form +
+                     " per layer per microbatch"});
+
+  // §4.2.3: under 1F1B the first stage holds p microbatches of L/p layers —
+  // L layers' worth (Eq. 5) — discounted by min(1, m/p) when m < p (as Megatron's
+  // theoretical_memory_usage.py does); stage i holds p − i, GPipe all m.
+  const double stage_layers = static_cast<double>(in_flight * layers) * per_layer;
+  std::string rule = r.schedule == Schedule::kGPipe
+                         ? "GPipe: m = " + std::to_string(in_flight) + " in flight"
+                         : "1F1B: min(p − i, m) = " + std::to_string(in_flight) + " in flight";
+  if (stage == 0 && r.schedule == Schedule::k1F1B)
+    rule += "; first stage = L layers' worth × min(1, m/p) (§4.2.3, Eq. 5)";
+  out.push_back({"korthikanti_stage", stage_layers,
+                 "Korthikanti et al. 2022, Table 2 row × " + std::to_string(layers) +
+                     " layers × in-flight microbatches (" + rule + ")"});
+
+  // §4.3 "Total activations memory": embedding dropout mask sbh (first stage),
+  // output-layer-norm input 2sbh and output-layer input 2sbh plus fp32 logits
+  // for the cross entropy 4sbv (last stage); hidden-sized terms /t under SP,
+  // logits /t (vocab-parallel). Per microbatch in flight.
+  const double sp_div = (l.sp && l.tp > 1) ? t : 1.0;
+  double extras = 0;
+  if (stage == 0) extras += s * b * h / sp_div;
+  if (stage == l.pp - 1) extras += 4.0 * s * b * h / sp_div + 4.0 * s * b * m.vocab / t;
+  out.push_back({"korthikanti_stage_with_extras",
+                 stage_layers + static_cast<double>(in_flight) * extras,
+                 "korthikanti_stage + §4.3 extras × in flight: embedding dropout sbh (first "
+                 "stage); output norm input 2sbh, output layer input 2sbh, fp32 logits 4sbv/t "
+                 "(last stage); hidden terms /t under SP"});
+
+  for (const auto& row_i : kRows) {
+    out.push_back({std::string("korthikanti_table2.") + row_i.name,
+                   korthikanti_per_layer_bytes(row_i.row, s, b, h, a, t),
+                   std::string("Korthikanti et al. 2022, Table 2: ") + row_i.form +
+                       " per layer per microbatch, t = tp"});
+  }
+  return out;
+}
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,147 @@
+// One rank's analytic budget: the exact accounts (model states, activations,
+// communication staging, the workspace upper bound), the published figures,
+// the per-step communication and FLOPs. Every formula but the communication
+// staging (docs/exact-budget.md "Communication staging") and the workspace
+// bound (below) lives in the per-budget files this one calls.
+#include "analytic/budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "analytic/activations.h"
+#include "analytic/model_states.h"
+#include "analytic/params.h"
+#include "analytic/pipeline.h"
+#include "core/int_math.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// docs/exact-budget.md "Communication staging", summed (they coexist):
+//   DP bucket (n > 1, ZeRO 0/1): fp32 staging slots of the bucketed
+//     reduction, 4 · min(S·⌊bucket_mb·2²⁰ / g⌋, P_r), S = 2 slots when the
+//     reduction overlaps the backward (--overlap-grad-reduce, the default),
+//     else 1 (parallel/dp/grad_buckets.h);
+//   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉;
+//   ZeRO-2/3 with tied embeddings, n > 1, p = 1: the head's word-embedding
+//     gradient, g · V'/t · h, held from the head's backward to the
+//     embedding's (the staging buffer then holds another unit's gradient);
+//   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
+//     recv-gradient, last stage recv-activation + send-gradient, middle all four.
+int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                           int64_t rank) {
+  const int64_t e = dtype_bytes(r.dtype);
+  const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
+  const auto units = rank_param_units(m, l, rank);
+  int64_t n = 0;
+  if (l.dp > 1) {
+    if (l.zero <= 1) {
+      int64_t p_r = 0;
+      for (const auto& u : units) p_r += u.elems();
+      const auto bucket_elems =
+          static_cast<int64_t>(std::floor(r.bucket_mb * 1048576.0 / static_cast<double>(g)));
+      const int64_t slots = r.overlap_grad_reduce ? 2 : 1;
+      n += 4 * std::min(slots * bucket_elems, p_r);
+    } else {
+      int64_t largest_shard = 0;
+      for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
+      n += g * l.dp * largest_shard;
+      if (m.tied_embeddings && l.pp == 1) n += g * padded_vocab(m, l.tp) / l.tp * m.hidden;
+    }
+  }
+  if (l.pp > 1) {
+    const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
+    const int64_t msg = e * r.mbs * s_l * m.hidden;
+    const int64_t stage = l.coords(rank).pp;
+    const bool first = stage == 0, last = stage == l.pp - 1;
+    n += (first || last) ? 2 * msg : 4 * msg;
+  }
+  return n;
+}
+
+// fp32 bytes of a GEMM's A (M×K), B (K×N) and C (M×N). The backward GEMMs of
+// the same layer (dX = dY·Wᵀ, dW = Xᵀ·dY) use the same three sizes.
+int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) { return 4 * (mm * k + k * nn + mm * nn); }
+
+}  // namespace
+
+// The workspace upper bound (docs/exact-budget.md "Workspace"): the largest of
+//  (a) one layer's activations without recompute for one microbatch (the run's
+//      attention kind and dropout) — the buffer a `full` (or `selective`)
+//      recompute rebuilds during that layer's backward;
+//  (b) the gradient buffers of one microbatch: the fp32 logits gradient
+//      4·b·s·V'/t (last stage only) plus two hidden-sized gradients 2·e·b·s·h
+//      (full sequence, even under SP: generous);
+//  (c) a CPU GEMM's fp32 copies of its operands: 4·(|A| + |B| + |C|) for the
+//      largest GEMM of the rank, M = b·s tokens: QKV (h → (a_t + 2k_t)·d),
+//      attention-out (a_t·d → h), MLP-in (h → f/t, llama gate and up taken as
+//      one fused h → 2f/t), MLP-out (f/t → h), the head (h → V'/t, last stage),
+//      and with materialized attention QKᵀ and P·V over all b·a_t heads at once
+//      (|A|, |B|, |C| = b·a_t·s·d, b·a_t·s·d, b·a_t·s²).
+// It bounds what a backend holds in `workspace` at one time, not a measured
+// equality; it is deliberately generous (fp32 everywhere, fused shapes) and finite.
+int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                              int64_t rank) {
+  const int64_t stage = l.coords(rank).pp;
+  const bool last = stage == l.pp - 1;
+  const int64_t e = dtype_bytes(r.dtype);
+  const int64_t b = r.mbs, s = r.seq, h = m.hidden, d = m.head_dim, t = l.tp;
+  const int64_t tokens = b * s;
+  const int64_t a_t = m.heads / t, k_t = kv_heads_on_rank(m.kv_heads, t), f_t = m.ffn / t;
+  const int64_t vocab_t = padded_vocab(m, t) / t;
+
+  RunConfig none = r;
+  none.recompute = Recompute::kNone;
+  const int64_t layer_buffer = activation_bytes_per_layer(m, l, none);          // (a)
+
+  const int64_t grad_buffers = (last ? 4 * tokens * vocab_t : 0) + 2 * e * tokens * h;  // (b)
+
+  int64_t gemm = 0;                                                              // (c)
+  gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (a_t + 2 * k_t) * d));
+  gemm = std::max(gemm, gemm_fp32_bytes(tokens, a_t * d, h));
+  gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (m.is_gpt() ? 1 : 2) * f_t));
+  gemm = std::max(gemm, gemm_fp32_bytes(tokens, f_t, h));
+  if (last) gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, vocab_t));
+  if (r.attention == AttentionKind::kMaterialized) {
+    const int64_t heads = b * a_t;
+    gemm = std::max(gemm, 4 * heads * (s * d + s * d + s * s));
+  }
+  // The three coexist: under `full` a whole layer is rebuilt (a) while its
+  // backward GEMMs hold fp32 copies (c) beside the residual and branch
+  // gradients (b, and one more hidden-sized buffer); so the bound is their sum,
+  // not their maximum (measured on the cpu backend over 396 configurations:
+  // the largest workspace peak was 0.98 of this sum).
+  return layer_buffer + grad_buffers + gemm + e * tokens * h;
+}
+
+RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
+  RankBudget rb;
+  rb.rank = rank;
+  rb.coords = l.coords(rank);
+  const int64_t stage = rb.coords.pp;
+
+  rb.exact = model_state_bytes(m, l, r, rank);
+  rb.exact[Account::kActivations] = activation_peak_bytes(m, l, r, stage);
+  rb.exact[Account::kKv] = 0;  // training: no KV cache
+  rb.exact[Account::kComm] = comm_staging_bytes(m, l, r, rank);
+  rb.exact[Account::kWorkspace] = workspace_bound_bytes(m, l, r, rank);
+
+  rb.published = published_model_states(m, l, r, rank);
+  for (auto& p : published_activations(m, l, r, stage)) rb.published.push_back(std::move(p));
+
+  rb.comm = rank_comm_per_step(m, l, r, rank);
+  rb.flops = rank_step_flops(m, l, r, rank);
+  rb.in_flight = microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
+  return rb;
+}
+
+std::vector<int64_t> role_ranks(const Layout& l) {
+  // Ranks within a stage differ only in TP/DP coordinates; every TP rank holds
+  // the same shapes and every DP rank the same (padded) shard, so one rank per
+  // stage covers every distinct byte count.
+  std::vector<int64_t> ranks;
+  for (int64_t stage = 0; stage < l.pp; ++stage) ranks.push_back(l.rank(Coords{0, 0, stage}));
+  return ranks;
+}
+
+}  // namespace gpuledger::analytic

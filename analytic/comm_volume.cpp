@@ -1,0 +1,261 @@
+// Communication per rank per step, by "<kind>@<group>", for this design, and
+// the nccl-tests bus-bandwidth factors. The rules below are the contract the
+// Comm counters of parallel/ are compared to; docs/formulas/comm.md states
+// them with a worked example. Bytes per call are counted as nccl-tests sizes
+// the buffer (doc/PERFORMANCE.md): all-reduce the buffer, reduce-scatter its
+// input, all-gather its output, send/recv the message. Pure functions of the
+// config, layout and run: never reads parallel/ or kernels/.
+//
+// General rules
+//   - A group of one rank issues no call (ZeRO over dp = 1 is plain DP).
+//   - e = bytes of --dtype; g = bytes of --grad-dtype (4 when --dtype fp32);
+//     m microbatches per step; n = dp, t = tp, p = pp; s_l = s/t under --sp.
+//   - The step's loss is reported by every rank (parallel/train_step.h
+//     StepResult::loss): one fp32 all-reduce over dp (n > 1), then one over pp
+//     (p > 1). Not counted: barriers and the report gather.
+#include "analytic/comm_volume.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "analytic/params.h"
+#include "core/int_math.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// Accumulates calls and bytes per "<kind>@<group>"; zero entries never appear.
+class Tally {
+ public:
+  // `calls` calls of `bytes_per_call` bytes each.
+  void add(const char* kind, const char* group, int64_t calls, int64_t bytes_per_call) {
+    add_total(kind, group, calls, calls * bytes_per_call);
+  }
+  // `calls` calls moving `bytes` in all (buckets of unequal size).
+  void add_total(const char* kind, const char* group, int64_t calls, int64_t bytes) {
+    if (calls <= 0 || bytes <= 0) return;
+    CommCount& c = counts_[std::string(kind) + "@" + group];
+    c.calls += calls;
+    c.bytes += bytes;
+  }
+  std::map<std::string, CommCount> take() { return std::move(counts_); }
+
+ private:
+  std::map<std::string, CommCount> counts_;
+};
+
+// ---- DP and ZeRO over the dp group (n > 1) ----
+void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& units, const Layout& l,
+             const RunConfig& r, int64_t e, int64_t g) {
+  const int64_t n = l.dp;
+  if (n < 2) return;
+  const int64_t mb = r.microbatches;
+  if (l.zero <= 1) {
+    // ZeRO 0/1: after the last microbatch's backward, the rank's whole gradient
+    // buffer (P_r elements of g bytes, units back to back) is all-reduced in
+    // buckets of ⌊bucket_mb·2²⁰ / g⌋ elements: ⌈P_r / bucket⌉ calls, P_r·g bytes.
+    int64_t p_r = 0;
+    for (const auto& u : units) p_r += u.elems();
+    const auto bucket_elems =
+        static_cast<int64_t>(std::floor(r.bucket_mb * 1048576.0 / static_cast<double>(g)));
+    if (bucket_elems < 1)
+      throw std::invalid_argument("--bucket-mb " + std::to_string(r.bucket_mb) +
+                                  " holds no gradient element");
+    tally.add_total("all_reduce", "dp", ceil_div(p_r, bucket_elems), p_r * g);
+  }
+  for (const auto& u : units) {
+    const int64_t padded = n * ceil_div(u.elems(), n);  // the unit padded to a multiple of n
+    if (l.zero == 1 || l.zero == 2) {
+      // ZeRO 1/2: the optimizer updates the shard; then each unit's updated
+      // weights (e bytes per element) are all-gathered into the full copy.
+      tally.add("all_gather", "dp", 1, padded * e);
+    }
+    if (l.zero >= 2) {
+      // ZeRO 2/3: one unit's full gradient exists at a time (the staging buffer
+      // of docs/exact-budget.md), so after every microbatch's backward of a
+      // unit its gradient is reduce-scattered, accumulating into the shard.
+      tally.add("reduce_scatter", "dp", mb, padded * g);
+    }
+    if (l.zero == 3) {
+      // ZeRO 3: a unit is gathered before its forward and again before its
+      // backward, every microbatch (a full recompute runs on the backward's copy).
+      tally.add("all_gather", "dp", 2 * mb, padded * e);
+    }
+  }
+  if (l.zero == 3 && m.tied_embeddings && l.pp == 1 && !units.empty()) {
+    // ZeRO 3, tied, p = 1: the head reads the embedding unit's word matrix,
+    // so the embedding unit (units[0]; the head is the last unit) is gathered
+    // again for the head's forward, every microbatch (it was freed after its
+    // own forward), and for the head's backward unless the head's backward
+    // prefetch window, units head − q … head, already reaches it (head − q ≤ 0);
+    // that copy is freed at the head's end (parallel/train_step.cpp).
+    const int64_t head = static_cast<int64_t>(units.size()) - 1;
+    const int64_t q = std::max<int64_t>(r.prefetch, 0);
+    const int64_t padded = n * ceil_div(units.front().elems(), n);
+    tally.add("all_gather", "dp", mb * (head - q > 0 ? 2 : 1), padded * e);
+  }
+}
+
+// ---- TP (Megatron; t > 1), per microbatch unless stated ----
+void tp_comm(Tally& tally, const ModelConfig& m,
+             const Layout& l, const RunConfig& r, bool first, bool last, int64_t layers,
+             int64_t e, int64_t g) {
+  if (l.tp < 2) return;
+  const int64_t mb = r.microbatches;
+  const int64_t act = r.mbs * r.seq * m.hidden * e;   // b·s·h·e: the full activation
+  const bool full = r.recompute == Recompute::kFull;
+  // Layers. No SP: forward all-reduces the outputs of attention-out and MLP-out
+  // (row-parallel); backward all-reduces the input gradients of QKV and MLP-in
+  // (column-parallel): 2 + 2. SP: forward all-gathers the two norm outputs and
+  // reduce-scatters the two row-parallel outputs; backward all-gathers the two
+  // output gradients, all-gathers the saved sharded norm outputs again (for the
+  // weight gradients) and reduce-scatters the two input gradients: 6 AG + 4 RS.
+  // A full recompute reruns the forward with its collectives (+2 AR; SP +2 AG
+  // +2 RS); selective recompute has none.
+  if (!l.sp) {
+    tally.add("all_reduce", "tp", mb * layers * (full ? 6 : 4), act);
+  } else {
+    tally.add("all_gather", "tp", mb * layers * (full ? 8 : 6), act);
+    tally.add("reduce_scatter", "tp", mb * layers * (full ? 6 : 4), act);
+  }
+  if (first) {
+    // Vocab-parallel embedding: each rank looks up its V'/t rows and the
+    // partial outputs are summed: all-reduce (no SP; backward is the identity)
+    // or reduce-scatter to sequence shards (SP; backward all-gathers).
+    if (!l.sp) {
+      tally.add("all_reduce", "tp", mb, act);
+    } else {
+      tally.add("reduce_scatter", "tp", mb, act);
+      tally.add("all_gather", "tp", mb, act);
+    }
+  }
+  if (last) {
+    // Head (column-parallel over the vocabulary). No SP: forward identity,
+    // backward all-reduces the head input's gradient. SP: forward all-gathers
+    // the final-norm output, backward gathers it again and reduce-scatters the
+    // input gradient.
+    if (!l.sp) {
+      tally.add("all_reduce", "tp", mb, act);
+    } else {
+      tally.add("all_gather", "tp", 2 * mb, act);
+      tally.add("reduce_scatter", "tp", mb, act);
+    }
+    // Vocab-parallel cross-entropy (Megatron): all-reduces of the row max, the
+    // target logit and the sum of exponentials, b·s fp32 values each; the
+    // backward is local.
+    tally.add("all_reduce", "tp", 3 * mb, 4 * r.mbs * r.seq);
+  }
+  if (l.sp) {
+    // Sequence-partial gradients. Tensors replicated over TP whose gradient,
+    // under SP, each TP rank computes from its sequence shard only — a partial
+    // sum that must be all-reduced over tp for every layout to train the same
+    // model: norm γ (and gpt's β: norms run on shards), gpt's row-parallel
+    // biases (added after the reduce-scatter, on shards) and gpt's learned
+    // positions (added to the shard after the embedding's reduce-scatter).
+    // One all-reduce per tensor: once per step on the accumulated gradient
+    // under ZeRO 0/1 (or n = 1); every microbatch, on the unit's staging
+    // gradient before its reduce-scatter, under ZeRO 2/3 with n > 1.
+    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const int64_t h_bytes = m.hidden * g;
+    // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ
+    tally.add("all_reduce", "tp", times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
+    if (first && m.is_gpt()) tally.add("all_reduce", "tp", times, m.max_seq * h_bytes);
+    if (last) tally.add("all_reduce", "tp", times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm
+  }
+  if (l.tp > m.kv_heads) {
+    // Replicated KV heads (t > k; each KV head on t/k ranks): a replica's K and
+    // V weight (and bias) gradients cover only its own rank's queries, so they
+    // are summed over the ranks sharing the head. With no sub-group of those
+    // ranks, one all-reduce over tp per layer of a staging buffer with a slot
+    // per KV head — k·2·d·(h + 1 if qkv_bias) elements of g — the rank's slot
+    // filled, the rest zero. With or without SP; when, as for the
+    // sequence-partial gradients.
+    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const bool bias = m.is_gpt() || m.qkv_bias;
+    const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
+    tally.add("all_reduce", "tp", times * layers, m.kv_heads * slot * g);
+  }
+}
+
+// ---- PP (p > 1): point-to-point between neighbouring stages ----
+void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r,
+             bool first, bool last, int64_t e) {
+  if (l.pp < 2) return;
+  const int64_t mb = r.microbatches;
+  const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
+  const int64_t msg = r.mbs * s_l * m.hidden * e;    // b·s_l·h·e
+  // Per microbatch: toward the next stage send the activation, receive its
+  // gradient; toward the previous stage receive the activation, send the
+  // gradient. A full recompute adds none (the layer input is kept).
+  if (!last) {
+    tally.add("send", "pp", mb, msg);
+    tally.add("recv", "pp", mb, msg);
+  }
+  if (!first) {
+    tally.add("recv", "pp", mb, msg);
+    tally.add("send", "pp", mb, msg);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,
+                                                    const RunConfig& r, int64_t rank) {
+  const Coords c = l.coords(rank);
+  const bool first = c.pp == 0, last = c.pp == l.pp - 1;
+  const int64_t e = dtype_bytes(r.dtype);
+  const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
+  const auto units = rank_param_units(m, l, rank);
+  Tally tally;
+
+  dp_comm(tally, m, units, l, r, e, g);
+  tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
+  pp_comm(tally, m, l, r, first, last, e);
+
+  // Tied embeddings with p > 1: the first stage's word embedding and the last
+  // stage's copy are one parameter; after the last microbatch their gradients
+  // (V'/t·h elements) are all-reduced over the 2-rank "emb" group (Megatron's
+  // embedding group), once per step.
+  if (m.tied_embeddings && l.pp > 1 && (first || last)) {
+    if (l.zero >= 2 && l.dp > 1)
+      throw LayoutError(
+          "tied embeddings with --pp > 1 need ZeRO 0 or 1 (or --dp 1): the word-embedding "
+          "gradient must be summed over the first and last stage before the DP "
+          "reduce-scatter, and ZeRO 2/3 keep no full gradient past a unit's backward "
+          "(DeepSpeed's pipeline engine allows ZeRO <= 1 only)");
+    tally.add("all_reduce", "emb", 1, padded_vocab(m, l.tp) / l.tp * m.hidden * g);
+  }
+
+  // Gradient clipping (grad_clip > 0): the global norm's sum of squares, one
+  // fp32, all-reduced once per step over every group that splits the model's
+  // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 2/3 shard the gradients.
+  if (r.grad_clip > 0) {
+    if (l.zero >= 2 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+    if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
+    if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+  }
+
+  // The loss of the global batch on every rank: each last-stage rank's share
+  // (its token losses / global tokens, one fp32) summed over dp, then over pp
+  // (the other stages add 0). TP ranks compute the same loss (vocab-parallel
+  // cross-entropy), so tp needs none.
+  if (l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+  if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+  return tally.take();
+}
+
+double busbw_factor(std::string_view kind, int64_t n) {
+  // nccl-tests doc/PERFORMANCE.md, "Summary": busbw = algbw × factor.
+  if (n < 1) throw std::invalid_argument("busbw_factor: group size " + std::to_string(n) + " < 1");
+  const std::string_view k = kind.substr(0, kind.find('@'));   // "all_reduce@dp" -> "all_reduce"
+  const double nn = static_cast<double>(n);
+  if (k == "all_reduce") return 2.0 * (nn - 1.0) / nn;
+  if (k == "reduce_scatter" || k == "all_gather" || k == "all_to_all") return (nn - 1.0) / nn;
+  if (k == "broadcast" || k == "reduce" || k == "send" || k == "recv") return 1.0;
+  throw std::invalid_argument("busbw_factor: unknown collective '" + std::string(kind) + "'");
+}
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,57 @@
+// Communication per rank per step, by collective and group, for this design,
+// and the bus-bandwidth factors of nccl-tests (doc/PERFORMANCE.md): all-reduce
+// 2(n−1)/n, all-gather and reduce-scatter (n−1)/n, broadcast/send/recv 1.
+// Bytes are counted as nccl-tests sizes a call: all-reduce the buffer,
+// reduce-scatter its input, all-gather its output, send/recv the message.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "core/layout.h"
+
+namespace gpuledger::analytic {
+
+struct CommCount {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+};
+
+// Key: "<kind>@<group>", kind in all_reduce reduce_scatter all_gather broadcast
+// send recv; group in dp tp pp emb (the tied-embedding group). Only non-zero
+// entries; a group of one rank issues nothing. The full rules, with a worked
+// example, are docs/formulas/comm.md; in short:
+//   DP, ZeRO 0/1: all-reduce of every gradient bucket (g bytes per element),
+//     once per step; ZeRO 1 then all-gathers the updated weights (e per
+//     element, per unit).
+//   ZeRO 2: reduce-scatter of each unit's gradient after every microbatch's
+//     backward, all-gather of weights after the step.
+//   ZeRO 3: all-gather of each unit before forward and before backward, every
+//     microbatch, and the reduce-scatter of ZeRO 2 (1.5× the DP volume at m = 1);
+//     tied embeddings with p = 1 add the embedding unit's all-gather for the
+//     head's forward, and for its backward when the head's prefetch window
+//     (--prefetch q) does not reach the embedding, every microbatch.
+//   TP: per layer per microbatch 2 all-reduces of b·s·h·e forward and 2
+//     backward (SP: 2 all-gathers + 2 reduce-scatters forward, 4 all-gathers +
+//     2 reduce-scatters backward, the norm outputs being gathered again); full
+//     recompute repeats the forward's; the vocab-parallel embedding and head;
+//     the cross-entropy's 3 reductions of b·s fp32 values; under SP the
+//     all-reduce of the sequence-partial gradients (norms, gpt's row-parallel
+//     biases and positions).
+//   PP: one activation send and one gradient recv of b·s_l·h·e per microbatch per
+//     downstream boundary (and the mirror upstream).
+//   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step
+//     (LayoutError under ZeRO 2/3 with dp > 1: DeepSpeed's pipeline engine
+//     too allows ZeRO <= 1 only).
+//   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
+//   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
+std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,
+                                                    const RunConfig& r, int64_t rank);
+
+// nccl-tests bus-bandwidth factor of a kind on a group of n ranks.
+double busbw_factor(std::string_view kind, int64_t n);
+
+}  // namespace gpuledger::analytic

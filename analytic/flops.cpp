@@ -1,0 +1,197 @@
+// FLOPs per step: the exact GEMM count of this design (docs/exact-budget.md
+// "FLOPs") for one rank and for the whole job, and the published estimates
+// beside it. Derivations and a worked example: docs/formulas/flops.md.
+// Only GEMMs are counted (a multiply-add is 2 FLOPs); norms, softmax and
+// element-wise work are not, as every MFU convention does. Pure functions of
+// the config, layout and run: never reads kernels/ or models/transformer/.
+#include "analytic/flops.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "analytic/params.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// ---- checked int64 arithmetic ----
+// A whole job's FLOPs per step can pass 2⁶³ (6 · 405e9 params · 16M tokens ≈
+// 4e19): refuse loudly rather than wrap.
+int64_t mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " × " +
+                              std::to_string(b) + ")");
+  return out;
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " + " +
+                              std::to_string(b) + ")");
+  return out;
+}
+int64_t mul(std::initializer_list<int64_t> xs) {
+  int64_t p = 1;
+  for (int64_t x : xs) p = mul(p, x);
+  return p;
+}
+
+// ---- one layer's forward GEMMs on one TP rank, one microbatch ----
+// (docs/exact-budget.md "FLOPs", the t-split shapes)
+struct LayerGemms {
+  int64_t projections = 0;  // QKV + attention-out + MLP: weights × activations
+  int64_t core = 0;         // QKᵀ + P·V: the two s² GEMMs
+  int64_t total() const { return add(projections, core); }
+};
+
+// kv_heads: the KV heads whose K and V projections are counted on this rank
+// (k_t for the hardware count; see model_kv_heads for the model count).
+LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                       int64_t kv_heads) {
+  const int64_t b = r.mbs, s = r.seq, h = m.hidden, d = m.head_dim;
+  const int64_t a_t = m.heads / l.tp;
+  const int64_t f_t = m.ffn / l.tp;
+  LayerGemms g;
+  // QKV: (b·s, h) × (h, a_t·d + 2·k_t·d)
+  const int64_t qkv = mul({2, b, s, h, add(mul(a_t, d), mul({2, kv_heads, d}))});
+  // attention-out: (b·s, a_t·d) × (a_t·d, h)
+  const int64_t out = mul({2, b, s, a_t, d, h});
+  // MLP: gpt in + out (2 GEMMs of h × f/t); llama gate + up + down (3).
+  const int64_t mlp = mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
+  g.projections = add(add(qkv, out), mlp);
+  // QKᵀ: (s, d) × (d, s) per head; P·V: (s, s) × (s, d) per head. The full s²
+  // is executed and counted (our kernels do not skip masked blocks).
+  g.core = mul({2, 2, b, a_t, s, s, d});
+  return g;
+}
+
+// KV heads counted by the *model* FLOPs on TP rank j. With t > k each KV head
+// is replicated t/k times (docs/exact-budget.md, k_t); the copies are
+// redundant work like recompute, so the model count credits each distinct KV
+// head once, to the first TP rank holding it. Σ over the TP group = k, so the
+// job's model FLOPs do not depend on t.
+int64_t model_kv_heads(const ModelConfig& m, const Layout& l, int64_t tp_rank) {
+  if (l.tp <= m.kv_heads) return m.kv_heads / l.tp;
+  const int64_t replicas = l.tp / m.kv_heads;
+  return tp_rank % replicas == 0 ? 1 : 0;
+}
+
+// Unpadded vocabulary rows on TP rank j: rank j holds rows [j·V'/t, (j+1)·V'/t)
+// of the padded matrix (Megatron's vocab-parallel split); the real ones are
+// those below V. Σ over the TP group = V exactly.
+int64_t model_vocab_rows(const ModelConfig& m, const Layout& l, int64_t tp_rank) {
+  const int64_t rows = padded_vocab(m, l.tp) / l.tp;
+  return std::clamp<int64_t>(m.vocab - tp_rank * rows, 0, rows);
+}
+
+}  // namespace
+
+int64_t layer_forward_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp)).total();
+}
+
+StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                          int64_t rank) {
+  const Coords c = l.coords(rank);
+  const int64_t layers = layers_on_stage(m, l, c.pp);   // L_i
+  const bool last = c.pp == l.pp - 1;
+  const int64_t b = r.mbs, s = r.seq, h = m.hidden;
+
+  // ---- hardware: everything executed ----
+  const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp));
+  // forward + backward (2× forward: the input- and weight-gradient GEMMs; for
+  // attention dS·K, dSᵀ·Q, dO·Vᵀ, Pᵀ·dO).
+  int64_t layer_hw = mul(3, hw.total());
+  // Flash backward recomputes S = QKᵀ (Dao et al. 2022, Alg. 4): half the core.
+  if (r.attention == AttentionKind::kFlash) layer_hw = add(layer_hw, hw.core / 2);
+  // Recompute: selective reruns the attention core's forward (QKᵀ and P·V);
+  // full reruns the whole layer's forward. Both compose with flash's own
+  // recompute of QKᵀ (docs/exact-budget.md "FLOPs").
+  if (r.recompute == Recompute::kSelective) layer_hw = add(layer_hw, hw.core);
+  if (r.recompute == Recompute::kFull) layer_hw = add(layer_hw, hw.total());
+  // Head: (b·s, h) × (h, V'/t) forward, 2× in backward; never recomputed.
+  const int64_t head_hw = mul({3, 2, b, s, h, padded_vocab(m, l.tp) / l.tp});
+
+  // ---- model: 3 × forward, unpadded V, no recompute (MFU numerator) ----
+  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp));
+  const int64_t layer_model = mul(3, mo.total());
+  const int64_t head_model = mul({3, 2, b, s, h, model_vocab_rows(m, l, c.tp)});
+  // Causal convention: the two s² GEMMs at half (the masked upper triangle
+  // skipped): 3 × core / 2 less per layer. core = 4·b·a_t·s²·d is even.
+  const int64_t layer_causal = layer_model - mul(3, mo.core / 2);
+
+  StepFlops f;
+  const int64_t mb = r.microbatches;
+  f.hardware = mul(mb, add(mul(layers, layer_hw), last ? head_hw : 0));
+  f.model = mul(mb, add(mul(layers, layer_model), last ? head_model : 0));
+  f.model_causal = mul(mb, add(mul(layers, layer_causal), last ? head_model : 0));
+  return f;
+}
+
+JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  // The DP replicas do identical work: Σ over one replica's t·p ranks, × n.
+  JobFlops sum;
+  for (int64_t stage = 0; stage < l.pp; ++stage) {
+    for (int64_t j = 0; j < l.tp; ++j) {
+      const StepFlops f = rank_step_flops(m, l, r, l.rank(Coords{0, j, stage}));
+      sum.model += static_cast<double>(f.model);
+      sum.hardware += static_cast<double>(f.hardware);
+      sum.model_causal += static_cast<double>(f.model_causal);
+    }
+  }
+  const double n = static_cast<double>(l.dp);
+  sum.model *= n;
+  sum.hardware *= n;
+  sum.model_causal *= n;
+  return sum;
+}
+
+std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& l,
+                                            const RunConfig& r) {
+  // Global batch B (sequences) and tokens T of one step; doubles throughout:
+  // these are estimates, and the 96/72 forms have fractions.
+  const double seqs = static_cast<double>(r.global_batch(l.dp));
+  const double s = static_cast<double>(r.seq);
+  const double tokens = seqs * s;
+  const double L = static_cast<double>(m.layers);
+  const double h = static_cast<double>(m.hidden);
+  const double V = static_cast<double>(m.vocab);
+  const double b = static_cast<double>(r.mbs);
+  const double replicas_x_micro = static_cast<double>(r.microbatches * l.dp);
+
+  std::vector<Published> out;
+  // Kaplan et al. 2020 §2.1 (Table 1): C ≈ 6N per token, N the non-embedding
+  // parameters; drops the context term 2·n_layer·n_ctx·d_attn and the logits.
+  out.push_back({"kaplan_6n", 6.0 * static_cast<double>(non_embedding_params(m)) * tokens,
+                 "Kaplan et al. 2020, §2.1: 6N per token, N = non-embedding parameters"});
+  // Chowdhery et al. 2022 (PaLM) App. B: 6N + 12·L·H·Q·T per token (H heads of
+  // size Q, T the sequence), full (non-causal) attention; N all parameters
+  // (PaLM's embedding is shared with the output layer, so 6N covers the logits).
+  const double attn_term = 12.0 * L * static_cast<double>(m.heads * m.head_dim) * s;
+  out.push_back({"palm_6n_12lhs",
+                 (6.0 * static_cast<double>(model_params(m)) + attn_term) * tokens,
+                 "Chowdhery et al. 2022 (PaLM), App. B: 6N + 12·L·H·Q·T per token, N = all parameters"});
+  // Korthikanti et al. 2022 §6 / Narayanan et al. 2021 App.: a layer's forward
+  // is 24·b·s·h² + 4·b·s²·h (f = 4h, k = a, a·d = h), the logits 2·b·s·h·V;
+  // × 3 for forward + backward, per microbatch, over every microbatch of every
+  // replica. Algebraically the same count as megatron_72 below.
+  const double layer_fwd = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+  const double logits_fwd = 2.0 * b * s * h * V;
+  out.push_back({"korthikanti_per_layer", 3.0 * (L * layer_fwd + logits_fwd) * replicas_x_micro,
+                 "Korthikanti et al. 2022, §6: 3 × (L·(24bsh² + 4bs²h) + 2bshV) per microbatch"});
+  // Narayanan et al. 2021 §5.1 (App.): 96·B·s·L·h²·(1 + s/6h + V/16Lh), with
+  // full recomputation (4 × the layers' forward, 3 × the logits').
+  out.push_back({"megatron_2021_96",
+                 96.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h)),
+                 "Narayanan et al. 2021, §5.1: 96·B·s·L·h²·(1 + s/6h + V/16Lh), incl. the recompute forward"});
+  // Korthikanti et al. 2022 §6: the model FLOPs without recompute,
+  // 72·B·s·L·h²·(1 + s/6h + V/12Lh).
+  out.push_back({"megatron_72",
+                 72.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h)),
+                 "Korthikanti et al. 2022, §6: 72·B·s·L·h²·(1 + s/6h + V/12Lh), no recompute"});
+  return out;
+}
+
+}  // namespace gpuledger::analytic

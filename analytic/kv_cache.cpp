@@ -1,0 +1,155 @@
+// KV-cache budget (docs/formulas/kv.md): bytes per token on one rank
+// (2 · layers · k_t · d · dtype bytes), quantization scales, sliding-window
+// caps, contiguous and paged reservations, capacity under vLLM's memory rule
+// and the decode bandwidth roofline. Pure functions of the config and layout:
+// never reads models/kv/ (the engine it is compared to).
+#include "analytic/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "analytic/params.h"
+#include "core/int_math.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// Layers held by one rank: contiguous equal stages (layers / pp).
+int64_t stage_layers(const ModelConfig& m, const Layout& l) { return layers_on_stage(m, l, 0); }
+
+// The contiguous reservation's length per sequence: --max-model-len, else the
+// model's max_seq (vLLM's max_model_len default).
+int64_t max_model_len(const ModelConfig& m, const KvOptions& o) {
+  return o.max_model_len > 0 ? o.max_model_len : m.max_seq;
+}
+
+// Bytes one token costs on this rank: K and V values plus per-token scales.
+int64_t token_bytes(const ModelConfig& m, const Layout& l, const KvOptions& o) {
+  return kv_bytes_per_token(m, l, o.dtype) + kv_scale_bytes_per_token(m, l, o);
+}
+
+void check_block(const KvOptions& o) {
+  if (o.block < 1) throw std::invalid_argument("KV block must hold >= 1 token, got " + std::to_string(o.block));
+}
+
+}  // namespace
+
+// ---- bytes per token ----
+
+int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype) {
+  // K and V (2) for each of the stage's layers, k_t heads of d values each
+  // (k_t = k/t, or 1 replicated head when t > k).
+  return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * m.head_dim * kv_format_bytes(dtype);
+}
+
+int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOptions o) {
+  // Per token-head: one fp32 scale for K and one for V, per KV head, per layer,
+  // per token. Unquantized caches and the other granularities add nothing per token.
+  if (!kv_quantized(o.dtype) || o.scales != KvScales::kPerTokenHead) return 0;
+  return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * kKvScaleBytes;
+}
+
+int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o) {
+  // Scales that do not grow with tokens, held once per rank: per tensor one for
+  // K and one for V per layer; per channel one per K/V channel (k_t·d) per layer.
+  if (!kv_quantized(o.dtype)) return 0;
+  switch (o.scales) {
+    case KvScales::kPerTensor: return 2 * stage_layers(m, l) * kKvScaleBytes;
+    case KvScales::kPerChannel:
+      return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * m.head_dim * kKvScaleBytes;
+    case KvScales::kPerTokenHead: return 0;
+  }
+  return 0;
+}
+
+int64_t kv_tokens_kept(const ModelConfig& m, int64_t context) {
+  // A sliding-window model (Mistral) attends to the last `window` tokens only;
+  // older K/V are dropped, so a sequence never keeps more than the window.
+  if (context < 0) throw std::invalid_argument("context must be >= 0, got " + std::to_string(context));
+  return m.sliding_window ? std::min(context, *m.sliding_window) : context;
+}
+
+// ---- reservations ----
+
+int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o) {
+  check_block(o);
+  return o.block * token_bytes(m, l, o);
+}
+
+int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests,
+                          int64_t context) {
+  if (requests < 0) throw std::invalid_argument("requests must be >= 0, got " + std::to_string(requests));
+  const int64_t fixed = kv_scale_bytes_fixed(m, l, o);
+  if (o.layout == KvLayout::kContiguous) {
+    // The naive engine: every sequence reserves max_model_len tokens up front
+    // (window-capped), whatever its length.
+    const int64_t len = max_model_len(m, o);
+    if (context > len)
+      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " +
+                        std::to_string(len) + ": a contiguous cache cannot hold the sequence");
+    return requests * kv_tokens_kept(m, len) * token_bytes(m, l, o) + fixed;
+  }
+  // Paged (Kwon et al. 2023, vLLM): ⌈kept / block⌉ blocks per sequence, plus
+  // the null block vLLM's BlockPool takes out of the pool at start
+  // (v1/core/block_pool.py: null_block = free_block_queue.popleft()).
+  check_block(o);
+  const int64_t blocks = requests * ceil_div(kv_tokens_kept(m, context), o.block) + 1;
+  return blocks * kv_block_bytes(m, l, o) + fixed;
+}
+
+// ---- capacity ----
+
+KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes,
+                       double utilization, int64_t weight_bytes, int64_t activation_peak_bytes,
+                       int64_t overhead_bytes, int64_t context) {
+  if (!(utilization > 0.0 && utilization <= 1.0))
+    throw std::invalid_argument("memory utilization must be in (0, 1], got " + std::to_string(utilization));
+  if (context < 1) throw std::invalid_argument("context must be >= 1, got " + std::to_string(context));
+  KvCapacity cap;
+  // vLLM's rule (Worker.determine_num_available_blocks): the engine may use
+  // utilization × total memory; what the weights, the profiled activation
+  // peak and the memory outside the allocator leave is the KV pool. int(),
+  // as vLLM casts: the floor of the product.
+  const auto usable = static_cast<int64_t>(std::floor(utilization * static_cast<double>(device_bytes)));
+  cap.pool_bytes = usable - weight_bytes - activation_peak_bytes - overhead_bytes;
+  const int64_t avail = cap.pool_bytes - kv_scale_bytes_fixed(m, l, o);
+  if (avail <= 0) return cap;
+  if (o.layout == KvLayout::kContiguous) {
+    // Whole max_model_len reservations; their token slots are what the pool holds.
+    const int64_t len = max_model_len(m, o);
+    if (context > len)
+      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " +
+                        std::to_string(len) + ": a contiguous cache cannot hold the sequence");
+    const int64_t slots = kv_tokens_kept(m, len);
+    cap.sequences = avail / (slots * token_bytes(m, l, o));
+    cap.tokens = cap.sequences * slots;
+    return cap;
+  }
+  // Paged: ⌊avail / block bytes⌋ blocks, one of them the null block; a
+  // sequence needs ⌈kept(context) / block⌉ of the rest.
+  const int64_t blocks = std::max<int64_t>(avail / kv_block_bytes(m, l, o) - 1, 0);
+  cap.sequences = blocks / ceil_div(kv_tokens_kept(m, context), o.block);
+  cap.tokens = blocks * o.block;
+  return cap;
+}
+
+// ---- decode roofline ----
+
+DecodeRoofline decode_roofline(int64_t weight_bytes, int64_t kv_bytes_per_seq, int64_t batch,
+                               double bandwidth_bytes_per_s) {
+  // One decode step reads every weight once and every sequence's K/V once; at
+  // full bandwidth it cannot take less than bytes / bandwidth (Williams et al.
+  // 2009's roofline, the memory-bound side), and yields `batch` tokens.
+  if (!(bandwidth_bytes_per_s > 0))
+    throw std::invalid_argument("decode roofline needs a bandwidth > 0");
+  if (batch < 0) throw std::invalid_argument("decode batch must be >= 0, got " + std::to_string(batch));
+  DecodeRoofline d;
+  d.bytes_per_step = weight_bytes + batch * kv_bytes_per_seq;
+  d.step_seconds = static_cast<double>(d.bytes_per_step) / bandwidth_bytes_per_s;
+  d.tokens_per_s = d.step_seconds > 0 ? static_cast<double>(batch) / d.step_seconds : 0.0;
+  return d;
+}
+
+}  // namespace gpuledger::analytic

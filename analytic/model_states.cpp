@@ -1,0 +1,220 @@
+// Model-state bytes per rank: the exact weights/grads/master/optim accounts of
+// docs/exact-budget.md "Model states", and the published figures beside them
+// (ZeRO paper §3.1 and §5, Megatron-LM's theoretical_memory_usage.py,
+// DeepSpeed's estimate_zero{2,3}_model_states_mem_needs), each cited where it
+// is computed.
+#include "analytic/model_states.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "analytic/params.h"
+#include "core/int_math.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+// Gradient bytes per element: --grad-dtype, but fp32 whenever --dtype fp32
+// (docs/exact-budget.md, notation g).
+int64_t grad_elem_bytes(const RunConfig& r) {
+  return r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
+}
+
+// ZeRO-3: each unit's full padded buffer e·n·⌈P_u/n⌉ lives from its all-gather
+// to the end of its forward (backward); with --prefetch q the next q units are
+// gathered ahead, so the peak adds the largest sum over 1 + q consecutive
+// units in forward order (docs/exact-budget.md). Backward visits the same
+// units in reverse, so its windows are the same sums.
+// With tied embeddings on one stage (tied_head) the head's forward and
+// backward read the embedding unit's word matrix, so the embedding unit is
+// gathered for the head too: the forward set {head, embedding}, and the
+// backward set of the head's window (units head − q … head) plus the
+// embedding when that window does not reach it (head − q > 0). Units are in
+// forward order, the embedding first and the head last.
+int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n, int64_t e,
+                                  int64_t prefetch, bool tied_head) {
+  const int64_t count = static_cast<int64_t>(units.size());
+  const int64_t q = std::max<int64_t>(prefetch, 0);
+  auto gathered = [&](int64_t u) { return e * n * ceil_div(units[static_cast<size_t>(u)].elems(), n); };
+  auto window_sum = [&](int64_t lo, int64_t hi) {  // units [lo, hi)
+    int64_t sum = 0;
+    for (int64_t u = lo; u < hi; ++u) sum += gathered(u);
+    return sum;
+  };
+  const int64_t window = std::min<int64_t>(count, 1 + q);
+  int64_t best = 0;
+  for (int64_t i = 0; i + window <= count; ++i) best = std::max(best, window_sum(i, i + window));
+  if (tied_head && count > 1) {
+    const int64_t head = count - 1, lo = std::max<int64_t>(0, head - q);
+    best = std::max(best, gathered(head) + gathered(0));
+    best = std::max(best, window_sum(lo, head + 1) + (lo > 0 ? gathered(0) : 0));
+  }
+  return best;
+}
+
+// The largest module's own parameters (DeepSpeed's "largest layer", see
+// params.cpp largest_layer_params) among the units this rank holds.
+int64_t largest_module_elems(const std::vector<ParamUnit>& units) {
+  int64_t best = 0;
+  for (const auto& u : units) {
+    std::string module;
+    int64_t elems = 0;
+    for (const auto& t : u.tensors) {
+      std::string mod = t.name.substr(0, t.name.rfind('.'));
+      if (mod != module) {
+        module = mod;
+        elems = 0;
+      }
+      elems += t.elems;
+      best = std::max(best, elems);
+    }
+  }
+  return best;
+}
+
+// Megatron-LM megatron/training/theoretical_memory_usage.py,
+// compute_weight_and_optimizer_memory (NVIDIA/Megatron-LM, commit 00caa53),
+// dense layers, no MTP/MLA. Parameter counts use Megatron's own conventions:
+//   per layer: 2·h·(f·(3/2 if swiglu else 1) + norm_size)      MLP + 2 norms
+//            + 2·h·h·(1 + k/a)·(a·d/h)                         QKV + attention-out
+//   (no linear biases; norm_size 1 for RMSNorm, 2 for LayerNorm),
+//   block = L·layer + norm_size·h (final norm),
+//   embedding = h·padded_vocab, padded_vocab a multiple of 128·t for every t
+//   (Megatron's _vocab_size_with_padding, make-vocab-size-divisible-by 128).
+// Most loaded shard (first stage): (block/p + embedding)/t, + embedding/t when
+// untied and p = 1. Other stages: block/(p·t). Bytes per parameter: 18, or
+// 6 + 12/DP with the distributed optimizer. Learned positions are not counted.
+struct MegatronShard {
+  double params = 0;
+  bool most_loaded = false;
+};
+
+MegatronShard megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage) {
+  const double h = static_cast<double>(m.hidden);
+  const double a = static_cast<double>(m.heads), k = static_cast<double>(m.kv_heads);
+  const double norm_size = m.is_gpt() ? 2.0 : 1.0;
+  const double gated = m.is_gpt() ? 1.0 : 1.5;
+  const double q_ratio = static_cast<double>(m.q_dim()) / h;
+  const double self_attn = 2.0 * h * h * ((1.0 + k / a) * q_ratio);
+  const double layer = 2.0 * h * (static_cast<double>(m.ffn) * gated + norm_size) + self_attn;
+  const double block = layer * static_cast<double>(m.layers) + norm_size * h;
+  const int64_t multiple = 128 * l.tp;
+  const double padded_vocab = static_cast<double>(ceil_div(m.vocab, multiple) * multiple);
+  const double embedding = h * padded_vocab;
+  const double t = static_cast<double>(l.tp), p = static_cast<double>(l.pp);
+  MegatronShard s;
+  if (stage == 0) {
+    s.most_loaded = true;
+    s.params = (block / p + embedding) / t;
+    if (!m.tied_embeddings && l.pp == 1) s.params += embedding / t;
+  } else {
+    s.params = block / (p * t);
+  }
+  return s;
+}
+
+}  // namespace
+
+double zero_paper_bytes(double psi, int zero_stage, int64_t nd) {
+  // Rajbhandari et al. 2020, §5 (Figure 1), K = 12 (fp32 master + Adam m, v):
+  // baseline (2 + 2 + K)Ψ; P_os 4Ψ + KΨ/Nd; P_os+g 2Ψ + (2 + K)Ψ/Nd;
+  // P_os+g+p (2 + 2 + K)Ψ/Nd.
+  const double k = 12.0, n = static_cast<double>(nd);
+  switch (zero_stage) {
+    case 1: return 4.0 * psi + k * psi / n;
+    case 2: return 2.0 * psi + (2.0 + k) * psi / n;
+    case 3: return (4.0 + k) * psi / n;
+    default: return (4.0 + k) * psi;
+  }
+}
+
+AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                               int64_t rank) {
+  const auto units = rank_param_units(m, l, rank);
+  int64_t p_r = 0, s_r = 0;
+  for (const auto& u : units) {
+    p_r += u.elems();
+    s_r += ceil_div(u.elems(), l.dp);
+  }
+  const int64_t e = dtype_bytes(r.dtype);
+  const int64_t g = grad_elem_bytes(r);
+  const int z = l.zero;
+
+  AccountBytes b;
+  // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
+  // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
+  b[Account::kWeights] =
+      z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
+                                                   m.tied_embeddings && l.pp == 1 && l.dp > 1)
+             : e * p_r;
+  b[Account::kGrads] = g * (z >= 2 ? s_r : p_r);
+  // fp32 training keeps no separate master copy: the weights are the master.
+  b[Account::kMaster] = r.has_master() ? 4 * (z >= 1 ? s_r : p_r) : 0;
+  b[Account::kOptim] = 8 * (z >= 1 ? s_r : p_r);  // Adam m and v, fp32
+  return b;
+}
+
+std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l,
+                                              const RunConfig& r, int64_t rank) {
+  const auto units = rank_param_units(m, l, rank);
+  int64_t p_r = 0;
+  for (const auto& u : units) p_r += u.elems();
+  const double psi = static_cast<double>(p_r);   // the rank's params before DP sharding
+  const double n = static_cast<double>(l.dp);
+  std::vector<Published> out;
+
+  out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, l.dp),
+                 "Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam holds 2Ψ + 2Ψ + KΨ, "
+                 "K = 12; Ψ = this rank's parameters (" + std::to_string(p_r) + ")"});
+  static const char* kRow[] = {"", "zero1", "zero2", "zero3"};
+  static const char* kForm[] = {"", "4Ψ + 12Ψ/Nd", "2Ψ + 14Ψ/Nd", "16Ψ/Nd"};
+  if (l.zero >= 1 && l.zero <= 3) {
+    out.push_back({kRow[l.zero], zero_paper_bytes(psi, l.zero, l.dp),
+                   std::string("Rajbhandari et al. 2020 (ZeRO), §5 / Figure 1: ") + kForm[l.zero] +
+                       ", K = 12, Nd = dp = " + std::to_string(l.dp)});
+  }
+
+  const MegatronShard ms = megatron_shard_params(m, l, l.coords(rank).pp);
+  const std::string shard = ms.most_loaded ? "most loaded shard (first stage: (L/p layers + "
+                                             "embedding)/t)"
+                                           : "other shards ((L/p layers)/t)";
+  if (l.zero == 0) {
+    out.push_back({"megatron_18", 18.0 * ms.params,
+                   "Megatron-LM megatron/training/theoretical_memory_usage.py, "
+                   "compute_weight_and_optimizer_memory: 18 bytes/param (bf16 weights, fp32 main "
+                   "grads, fp32 master, Adam m, v), " + shard + ", vocab padded to 128·t"});
+  } else {
+    out.push_back({"megatron_distributed_optimizer", (6.0 + 12.0 / n) * ms.params,
+                   "Megatron-LM megatron/training/theoretical_memory_usage.py, "
+                   "compute_weight_and_optimizer_memory: 6 + 12/DP bytes/param with "
+                   "--use-distributed-optimizer, " + shard + ", vocab padded to 128·t"});
+  }
+
+  // DeepSpeed (deepspeedai/DeepSpeed), GPU figure with cpu_offload=False (the
+  // functions default to cpu_offload=True; the *_all_cold printers show both).
+  // P = this rank's parameters, N = dp: the estimators assume pure data parallelism.
+  if (l.zero == 2) {
+    // runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs:
+    // gpu_mem = 2·P + int(18·P / N) (with offload: 2·P).
+    const double v = 2.0 * psi + std::floor(18.0 * psi / n);
+    out.push_back({"deepspeed_zero2", v,
+                   "DeepSpeed runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs, "
+                   "cpu_offload=False: 2P + int(18P/N) (default cpu_offload=True gives 2P)"});
+  } else if (l.zero == 3) {
+    // runtime/zero/stage3.py estimate_zero3_model_states_mem_needs:
+    // gpu_mem = 4·largest_layer_params + int(18·P / N) without offload
+    // (defaults cpu_offload=True, cpu_offload_params=True give 4·largest_layer).
+    const double largest = static_cast<double>(largest_module_elems(units));
+    const double v = 4.0 * largest + std::floor(18.0 * psi / n);
+    out.push_back({"deepspeed_zero3", v,
+                   "DeepSpeed runtime/zero/stage3.py estimate_zero3_model_states_mem_needs, "
+                   "cpu_offload=False: 4·largest_layer_params + int(18P/N); largest layer = the "
+                   "largest module's own params (model_to_params) = " +
+                       std::to_string(largest_module_elems(units)) +
+                       " (defaults cpu_offload=cpu_offload_params=True give 4·largest_layer)"});
+  }
+  return out;
+}
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,36 @@
+// Model-state bytes (weights, grads, master, optim) per rank: the exact figures
+// of docs/exact-budget.md and the published formulas beside them (ZeRO paper
+// §5, Megatron theoretical_memory_usage.py, DeepSpeed's estimators).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/account.h"
+#include "analytic/published.h"
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "core/layout.h"
+
+namespace gpuledger::analytic {
+
+// Exact bytes of accounts weights, grads, master, optim for `rank` (others 0).
+// ZeRO-3 weights include the gathered-unit peak (1 + prefetch consecutive units).
+AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                               int64_t rank);
+
+// Published per-rank model-state figures for this model/layout:
+//   "mixed_precision_16psi"  16Ψ_r                      (Rajbhandari et al. 2020, §3.1)
+//   "zero1" 4Ψ+12Ψ/Nd, "zero2" 2Ψ+14Ψ/Nd, "zero3" 16Ψ/Nd  (ibid. §5, Figure 1), Ψ = rank's
+//      params before DP sharding (P_r), only the row of the chosen stage plus 16Ψ
+//   "megatron_18"  18 bytes/param (fp32 main grads), or "megatron_distributed_optimizer"
+//      6 + 12/DP when zero >= 1 (Megatron-LM theoretical_memory_usage.py), counted on the
+//      most loaded shard (first stage, embedding included)
+//   "deepspeed_zero2" 2P + 18P/N, "deepspeed_zero3" 4·largest_layer + 18P/N
+//      (DeepSpeed estimate_zero2/3_model_states_mem_needs), when that stage is chosen
+std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l,
+                                              const RunConfig& r, int64_t rank);
+
+// The ZeRO paper's per-device model-state bytes for Ψ params on Nd devices, K = 12.
+double zero_paper_bytes(double psi, int zero_stage, int64_t nd);
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,173 @@
+// Parameter counts tensor by tensor (docs/exact-budget.md "Parameters held by
+// a rank"): the per-TP-rank shapes of Megatron's column/row-parallel layers,
+// the units ZeRO shards (embedding, one per layer, head), and the published
+// total Ψ. Written from the model config alone; never reads kernels/ or
+// models/transformer/.
+#include "analytic/params.h"
+#include "core/int_math.h"
+
+#include <algorithm>
+
+namespace gpuledger::analytic {
+namespace {
+
+// Appends a tensor unless it is empty (a llama layer has no biases: leaving
+// zero-sized entries out keeps tables and names honest).
+void add(std::vector<ParamTensor>& ts, std::string name, int64_t elems) {
+  if (elems > 0) ts.push_back({std::move(name), elems});
+}
+
+int64_t norm_params(const ModelConfig& m) {
+  // LayerNorm: γ and β; RMSNorm: γ only.
+  return m.is_gpt() ? 2 * m.hidden : m.hidden;
+}
+
+// One layer's tensors on one TP rank. Column-parallel QKV and MLP-in split
+// their output dim by t; row-parallel attention-out and MLP-out split their
+// input dim by t; norms and row-parallel biases are replicated (Megatron,
+// Shoeybi et al. 2019 §3, and docs/exact-budget.md's per-layer table).
+std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const std::string& p) {
+  const int64_t h = m.hidden, d = m.head_dim;
+  const int64_t q_t = (m.heads / tp) * d;               // a_t·d
+  const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;    // k_t·d
+  const int64_t qkv_out = q_t + 2 * kv_t;
+  const int64_t f_t = m.ffn / tp;
+  const bool gpt = m.is_gpt();
+  std::vector<ParamTensor> ts;
+  add(ts, p + "norm1.weight", h);
+  if (gpt) add(ts, p + "norm1.bias", h);
+  add(ts, p + "qkv.weight", h * qkv_out);
+  if (gpt || m.qkv_bias) add(ts, p + "qkv.bias", qkv_out);
+  add(ts, p + "attn_out.weight", q_t * h);
+  if (gpt) add(ts, p + "attn_out.bias", h);
+  add(ts, p + "norm2.weight", h);
+  if (gpt) add(ts, p + "norm2.bias", h);
+  if (gpt) {
+    add(ts, p + "mlp_in.weight", h * f_t);
+    add(ts, p + "mlp_in.bias", f_t);
+  } else {
+    add(ts, p + "mlp_gate.weight", h * f_t);
+    add(ts, p + "mlp_up.weight", h * f_t);
+  }
+  add(ts, p + "mlp_out.weight", f_t * h);
+  if (gpt) add(ts, p + "mlp_out.bias", h);
+  return ts;
+}
+
+int64_t sum_elems(const std::vector<ParamTensor>& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += t.elems;
+  return n;
+}
+
+}  // namespace
+
+int64_t ParamUnit::elems() const { return sum_elems(tensors); }
+
+int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
+  // Megatron's _vocab_size_with_padding: multiple of make-vocab-size-divisible-by
+  // (128) × t. This implementation pads only when t > 1 (docs/exact-budget.md).
+  if (tp <= 1) return m.vocab;
+  const int64_t multiple = 128 * tp;
+  return ceil_div(m.vocab, multiple) * multiple;
+}
+
+int64_t layer_params(const ModelConfig& m, int64_t tp) {
+  return sum_elems(layer_tensors(m, tp, ""));
+}
+
+int64_t model_params(const ModelConfig& m) {
+  // t = 1, unpadded V, the tied matrix counted once: the figure model cards publish.
+  int64_t n = m.vocab * m.hidden;                   // word embedding
+  if (m.is_gpt()) n += m.max_seq * m.hidden;        // learned positions
+  n += m.layers * layer_params(m, 1);
+  n += norm_params(m);                              // final norm
+  if (!m.tied_embeddings) n += m.vocab * m.hidden;  // output projection
+  return n;
+}
+
+int64_t non_embedding_params(const ModelConfig& m) {
+  // Kaplan et al. 2020 §2.1: N excludes "all vocabulary and positional
+  // embeddings"; the final norm stays.
+  int64_t n = model_params(m) - m.vocab * m.hidden;
+  if (m.is_gpt()) n -= m.max_seq * m.hidden;
+  if (!m.tied_embeddings) n -= m.vocab * m.hidden;
+  return n;
+}
+
+int64_t largest_layer_params(const ModelConfig& m) {
+  // DeepSpeed's model_to_params (runtime/zero/stage3.py) takes, over every
+  // nn.Module, the parameters the module owns directly (recurse=False): a
+  // "layer" there is one Linear/Embedding/Norm with its bias, not a transformer
+  // block. We apply that rule to this implementation's modules at t = 1:
+  // a tensor name minus its last component (".weight"/".bias") is its module.
+  Layout one;  // dp = tp = pp = 1: every unit on rank 0
+  int64_t best = 0;
+  for (const auto& u : rank_param_units(m, one, 0)) {
+    std::string module;
+    int64_t module_elems = 0;
+    for (const auto& t : u.tensors) {
+      std::string mod = t.name.substr(0, t.name.rfind('.'));
+      if (mod != module) {
+        module = mod;
+        module_elems = 0;
+      }
+      module_elems += t.elems;
+      best = std::max(best, module_elems);
+    }
+  }
+  return best;
+}
+
+std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank) {
+  const Coords c = l.coords(rank);
+  const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;   // V'/t rows per rank
+  const int64_t h = m.hidden;
+  std::vector<ParamUnit> units;
+
+  if (c.pp == 0) {
+    // Vocab-parallel word embedding; gpt's learned positions are replicated over TP.
+    ParamUnit u{"embedding", {}};
+    add(u.tensors, "embedding.word.weight", vocab_t * h);
+    if (m.is_gpt()) add(u.tensors, "embedding.position.weight", m.max_seq * h);
+    units.push_back(std::move(u));
+  }
+
+  const int64_t first = first_layer_of_stage(m, l, c.pp);
+  const int64_t count = layers_on_stage(m, l, c.pp);
+  for (int64_t i = first; i < first + count; ++i) {
+    const std::string idx = std::to_string(i);
+    units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + ".")});
+  }
+
+  if (c.pp == l.pp - 1) {
+    ParamUnit u{"head", {}};
+    add(u.tensors, "head.norm.weight", h);
+    if (m.is_gpt()) add(u.tensors, "head.norm.bias", h);
+    if (!m.tied_embeddings) {
+      add(u.tensors, "head.output.weight", vocab_t * h);
+    } else if (l.pp > 1) {
+      // Tied, p > 1: the last stage keeps its own copy of the word embedding,
+      // its gradient all-reduced with the first stage's (Megatron's embedding
+      // group). With p = 1 the embedding unit's matrix serves both.
+      add(u.tensors, "head.word_copy.weight", vocab_t * h);
+    }
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
+int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {
+  int64_t n = 0;
+  for (const auto& u : rank_param_units(m, l, rank)) n += u.elems();
+  return n;
+}
+
+int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank) {
+  // Each unit is padded to a multiple of n and split evenly: ⌈P_u / n⌉ per rank.
+  int64_t n = 0;
+  for (const auto& u : rank_param_units(m, l, rank)) n += ceil_div(u.elems(), l.dp);
+  return n;
+}
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,44 @@
+// Parameter counts, tensor by tensor, from the model config alone
+// (docs/exact-budget.md "Parameters held by a rank"). Analytic side: never
+// reads kernels/ or models/transformer/.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_config.h"
+#include "core/layout.h"
+
+namespace gpuledger::analytic {
+
+// V' = V if tp == 1, else ceil(V / (128·tp))·128·tp (Megatron).
+int64_t padded_vocab(const ModelConfig& m, int64_t tp);
+
+// Published total Ψ: t = 1, unpadded vocab, a tied matrix counted once.
+int64_t model_params(const ModelConfig& m);
+// Ψ without the embedding/head matrices and positions (the "non-embedding" N of Kaplan et al.).
+int64_t non_embedding_params(const ModelConfig& m);
+// One layer's parameters on one TP rank.
+int64_t layer_params(const ModelConfig& m, int64_t tp);
+// The largest single layer's parameters at t = 1 (DeepSpeed's ZeRO-3 estimator).
+int64_t largest_layer_params(const ModelConfig& m);
+
+// One named tensor of a unit (for tables and tests).
+struct ParamTensor {
+  std::string name;   // "layers.3.qkv.weight", "embedding.word", ...
+  int64_t elems = 0;
+};
+
+// A shardable unit: "embedding", "layer.<i>" (global layer index), "head".
+struct ParamUnit {
+  std::string name;
+  std::vector<ParamTensor> tensors;
+  int64_t elems() const;
+};
+
+// The units held by `rank` under `layout`, in forward order.
+std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank);
+int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank);      // P_r
+int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank);// S_r = Σ ceil(P_u/dp)
+
+}  // namespace gpuledger::analytic

@@ -1,0 +1,27 @@
+// The bytes one Comm call books, as nccl-tests sizes it (doc/PERFORMANCE.md;
+// docs/architecture.md "Reports"): all-reduce and broadcast the buffer (n elements),
+// reduce-scatter its input and all-gather its output (n · group size elements,
+// n being the per-rank count the Comm interface takes), send/recv the message.
+// One definition shared by every backend (MpiComm, SimComm, NCCL), so the
+// real and the simulated comms cannot drift apart.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "comm/comm.h"
+
+namespace gpuledger {
+
+constexpr int64_t comm_call_bytes(CommKind kind, int64_t n, DType t, int64_t group_size) {
+  switch (kind) {
+    case CommKind::kReduceScatter:
+    case CommKind::kAllGather: return n * group_size * dtype_bytes(t);
+    case CommKind::kAllReduce:
+    case CommKind::kBroadcast:
+    case CommKind::kSend:
+    case CommKind::kRecv: return n * dtype_bytes(t);
+  }
+  return 0;
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,33 @@
+// Device presets from datasheets: memory, dense peak FLOP/s per dtype, memory
+// bandwidth, and the source of each figure. An unknown figure is std::nullopt
+// (explicitly unknown), never −1.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace gpuledger {
+
+struct DeviceSpec {
+  std::string name;                   // "h100-sxm"
+  std::string description;            // "NVIDIA H100 SXM5 80GB"
+  int64_t memory_bytes = 0;
+  std::optional<double> peak_bf16_flops;   // dense, no sparsity
+  std::optional<double> peak_fp16_flops;
+  std::optional<double> peak_tf32_flops;   // what an fp32 GEMM runs at on tensor cores
+  std::optional<double> peak_fp32_flops;   // non-tensor-core fp32
+  std::optional<double> bandwidth_bytes_per_s;
+  std::string source;
+  std::vector<std::string> aliases;   // names cudaGetDeviceProperties may report
+};
+
+const std::vector<DeviceSpec>& device_presets();
+// By preset name or alias (case-insensitive); nullopt if unknown.
+std::optional<DeviceSpec> find_device(const std::string& name);
+// The dense peak for a compute dtype (fp32 maps to tf32 on GPUs with tensor cores).
+std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype);
+
+}  // namespace gpuledger

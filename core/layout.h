@@ -1,0 +1,58 @@
+// Layout: world = dp × tp × pp, ZeRO stage and sequence parallelism; rank <->
+// coordinates and process groups as pure functions (Megatron's RankGenerator
+// order: tp fastest, then dp, then pp). No MPI here.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpuledger {
+
+struct Coords {
+  int64_t dp = 0, tp = 0, pp = 0;
+  bool operator==(const Coords&) const = default;
+};
+
+// A layout or run that does not divide. Exit status 2 at the command line.
+class LayoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Layout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zero = 0;        // 0..3, over the DP group
+  bool sp = false;     // sequence parallelism (requires tp > 1 to matter)
+
+  int64_t world() const { return dp * tp * pp; }
+  Coords coords(int64_t rank) const;          // rank = tp + tp_size·(dp + dp_size·pp)
+  int64_t rank(const Coords& c) const;
+  // Ranks of the group `rank` belongs to, in group order.
+  std::vector<int64_t> tp_group(int64_t rank) const;
+  std::vector<int64_t> dp_group(int64_t rank) const;
+  std::vector<int64_t> pp_group(int64_t rank) const;
+  bool is_first_stage(int64_t rank) const { return coords(rank).pp == 0; }
+  bool is_last_stage(int64_t rank) const { return coords(rank).pp == pp - 1; }
+};
+
+struct ModelConfig;
+struct RunConfig;
+
+// Throws LayoutError saying what divides what: sizes >= 1, zero in 0..3,
+// heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
+// layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt.
+void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
+
+// Layers held by pipeline stage `stage` (contiguous, layers / pp each; when pp
+// does not divide layers the stages at the ends hold one fewer, Llama 3 style)
+// and the index of its first layer.
+int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage);
+int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage);
+
+// KV heads one TP rank holds (docs/exact-budget.md k_t): k/t when t <= k (t
+// must divide k), else 1 — each KV head replicated t/k times (t a multiple of
+// k). Throws std::invalid_argument when t does not split k either way.
+int64_t kv_heads_on_rank(int64_t kv_heads, int64_t tp);
+
+}  // namespace gpuledger

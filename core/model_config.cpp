@@ -1,0 +1,279 @@
+// Model files: parsing (nlohmann/json), defaults, validation, and finding
+// presets on disk. The schema is docs/architecture.md "A model file". Parameter counts
+// are not here (analytic/params.cpp).
+//
+// Decisions the schema leaves open, fixed here:
+// - `qkv_bias` for gpt: a gpt model has every bias (GPT-2), so qkv_bias
+//   defaults to true and an explicit `"qkv_bias": false` is an error rather
+//   than silently ignored (config.h: "a gpt model with qkv_bias=false").
+// - gpt is multi-head attention with head_dim·heads == hidden: kv_heads, when
+//   given, must equal heads; sliding_window must be null.
+// - `source` is optional (a hand-written file may have none); every preset
+//   carries one (tests/models/test_config.cpp checks it).
+// - Integers must be JSON integers: 32.0 is a type error, not 32.
+#include "core/model_config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace gpuledger {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---- error helpers ----
+
+[[noreturn]] void fail(const std::string& field, const std::string& origin,
+                       const std::string& what) {
+  std::string msg = origin + ": ";
+  if (!field.empty()) msg += "field '" + field + "': ";
+  throw ConfigError(field, msg + what);
+}
+
+const char* json_type_name(const json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();  // "null", "boolean", "string", "array", "object"
+}
+
+// Line and column (both 1-based) of the byte at 0-based `index` in `text`.
+std::pair<size_t, size_t> line_col(const std::string& text, size_t index) {
+  index = std::min(index, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < index; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return {line, index - line_start + 1};
+}
+
+// ---- typed field readers ----
+
+int64_t get_int(const json& v, const std::string& field, const std::string& origin) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) fail(field, origin, "integer too large");
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  fail(field, origin, std::string("expected an integer, got ") + json_type_name(v));
+}
+
+bool get_bool(const json& v, const std::string& field, const std::string& origin) {
+  if (!v.is_boolean())
+    fail(field, origin, std::string("expected true or false, got ") + json_type_name(v));
+  return v.get<bool>();
+}
+
+std::string get_string(const json& v, const std::string& field, const std::string& origin) {
+  if (!v.is_string())
+    fail(field, origin, std::string("expected a string, got ") + json_type_name(v));
+  return v.get<std::string>();
+}
+
+const std::vector<std::string>& known_fields() {
+  static const std::vector<std::string> k = {
+      "name",  "source", "flavour", "layers",  "hidden",          "heads",    "kv_heads",
+      "head_dim", "ffn", "vocab",   "max_seq", "tied_embeddings", "qkv_bias", "sliding_window"};
+  return k;
+}
+
+std::string join(const std::vector<std::string>& xs, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
+  return out;
+}
+
+// The checks shared by parse_model_config and validate_model_config.
+void validate_with_origin(const ModelConfig& m, const std::string& origin) {
+  if (m.name.empty()) fail("name", origin, "must be a non-empty string");
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},  {"kv_heads", m.kv_heads},
+      {"head_dim", m.head_dim}, {"ffn", m.ffn},   {"vocab", m.vocab}, {"max_seq", m.max_seq}};
+  for (const auto& [field, value] : sizes)
+    if (value <= 0) fail(field, origin, "must be a positive integer, got " + std::to_string(value));
+  if (m.heads % m.kv_heads != 0)
+    fail("kv_heads", origin,
+         "heads " + std::to_string(m.heads) + " is not a multiple of kv_heads " +
+             std::to_string(m.kv_heads));
+  if (m.sliding_window && *m.sliding_window <= 0)
+    fail("sliding_window", origin,
+         "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
+  if (m.is_gpt()) {
+    // GPT-2: MHA, every linear has a bias, learned positions, no window.
+    if (m.head_dim * m.heads != m.hidden)
+      fail("head_dim", origin,
+           "gpt requires head_dim·heads == hidden, got " + std::to_string(m.head_dim) + "·" +
+               std::to_string(m.heads) + " != " + std::to_string(m.hidden));
+    if (m.kv_heads != m.heads)
+      fail("kv_heads", origin,
+           "gpt is multi-head attention: kv_heads must equal heads " + std::to_string(m.heads));
+    if (!m.qkv_bias) fail("qkv_bias", origin, "gpt has every bias: qkv_bias cannot be false");
+    if (m.sliding_window) fail("sliding_window", origin, "gpt has no sliding-window attention");
+  }
+}
+
+}  // namespace
+
+// ---- parsing ----
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based count of bytes read when the error was found,
+    // so the offending byte is at index byte - 1.
+    const size_t index = e.byte > 0 ? e.byte - 1 : 0;
+    const auto [line, col] = line_col(json_text, index);
+    std::string detail = e.what();
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at
+    // line L, column C: <reason>"; keep only the reason (which may hold ": ").
+    if (const auto pos = detail.find(": "); pos != std::string::npos)
+      detail = detail.substr(pos + 2);
+    throw ConfigError("", origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                              ": malformed JSON (line " + std::to_string(line) + ", column " +
+                              std::to_string(col) + "): " + detail);
+  }
+  if (!j.is_object())
+    fail("", origin, std::string("a model file is a JSON object, got ") + json_type_name(j));
+
+  for (const auto& [key, value] : j.items()) {
+    const auto& k = known_fields();
+    if (std::find(k.begin(), k.end(), key) == k.end())
+      fail(key, origin, "unknown field (known: " + join(k, ", ") + ")");
+  }
+  auto required = [&](const char* field) -> const json& {
+    if (!j.contains(field)) fail(field, origin, "missing required field");
+    return j.at(field);
+  };
+
+  ModelConfig m;
+  m.name = get_string(required("name"), "name", origin);
+  if (j.contains("source")) m.source = get_string(j.at("source"), "source", origin);
+
+  const std::string flavour = get_string(required("flavour"), "flavour", origin);
+  if (flavour == "gpt") {
+    m.flavour = Flavour::kGpt;
+  } else if (flavour == "llama") {
+    m.flavour = Flavour::kLlama;
+  } else {
+    fail("flavour", origin, "must be \"gpt\" or \"llama\", got \"" + flavour + "\"");
+  }
+
+  m.layers = get_int(required("layers"), "layers", origin);
+  m.hidden = get_int(required("hidden"), "hidden", origin);
+  m.heads = get_int(required("heads"), "heads", origin);
+  m.vocab = get_int(required("vocab"), "vocab", origin);
+  m.max_seq = get_int(required("max_seq"), "max_seq", origin);
+  m.kv_heads = j.contains("kv_heads") ? get_int(j.at("kv_heads"), "kv_heads", origin) : m.heads;
+
+  if (j.contains("head_dim")) {
+    m.head_dim = get_int(j.at("head_dim"), "head_dim", origin);
+  } else if (m.heads > 0 && m.hidden > 0) {
+    if (m.hidden % m.heads != 0)
+      fail("head_dim", origin,
+           "hidden " + std::to_string(m.hidden) + " is not a multiple of heads " +
+               std::to_string(m.heads) + ": give head_dim explicitly");
+    m.head_dim = m.hidden / m.heads;
+  }  // else left 0: validation names the non-positive size
+
+  if (j.contains("ffn")) {
+    m.ffn = get_int(j.at("ffn"), "ffn", origin);
+  } else if (m.is_gpt()) {
+    m.ffn = 4 * m.hidden;  // GPT-2: MLP inner size 4h (Radford et al. 2019, as GPT-1)
+  } else {
+    fail("ffn", origin, "missing required field (llama's SwiGLU inner size has no default)");
+  }
+
+  m.tied_embeddings = j.contains("tied_embeddings")
+                          ? get_bool(j.at("tied_embeddings"), "tied_embeddings", origin)
+                          : m.is_gpt();
+  m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin)
+                                      : m.is_gpt();
+  if (j.contains("sliding_window") && !j.at("sliding_window").is_null())
+    m.sliding_window = get_int(j.at("sliding_window"), "sliding_window", origin);
+
+  validate_with_origin(m, origin);
+  return m;
+}
+
+void validate_model_config(const ModelConfig& m) {
+  validate_with_origin(m, m.name.empty() ? std::string("model") : m.name);
+}
+
+// ---- presets ----
+
+std::string preset_dir() {
+  if (const char* env = std::getenv("GPULEDGER_PRESETS"); env && *env) return env;
+#ifdef GPULEDGER_PRESET_DIR
+  if (std::error_code ec; fs::is_directory(GPULEDGER_PRESET_DIR, ec)) return GPULEDGER_PRESET_DIR;
+#endif
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) return (exe.parent_path() / ".." / "share" / "gpuledger" / "presets").lexically_normal();
+  return "share/gpuledger/presets";
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(preset_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+std::string read_file(const fs::path& path, const std::string& origin) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("", origin, "cannot open " + path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool looks_like_path(const std::string& s) {
+  return s.find('/') != std::string::npos ||
+         (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+}
+
+}  // namespace
+
+ModelConfig load_model(const std::string& name_or_path) {
+  if (looks_like_path(name_or_path))
+    return parse_model_config(read_file(name_or_path, name_or_path), name_or_path);
+
+  const fs::path path = fs::path(preset_dir()) / (name_or_path + ".json");
+  std::error_code ec;
+  if (name_or_path.empty() || !fs::is_regular_file(path, ec)) {
+    const auto names = preset_names();
+    throw ConfigError("", "unknown model preset '" + name_or_path + "' (in " + preset_dir() +
+                              "); known presets: " +
+                              (names.empty() ? std::string("none") : join(names, ", ")) +
+                              "; or give a path to a .json model file");
+  }
+  return parse_model_config(read_file(path, "preset " + name_or_path),
+                            "preset " + name_or_path + " (" + path.string() + ")");
+}
+
+ModelConfig with_layers(ModelConfig m, int64_t layers) {
+  if (layers < 1)
+    throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) +
+                                    ": --layers must be >= 1, got " + std::to_string(layers));
+  m.layers = layers;
+  validate_model_config(m);
+  return m;
+}
+
+}  // namespace gpuledger

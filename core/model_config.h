@@ -1,0 +1,70 @@
+// ModelConfig: the model file (docs/architecture.md "A model file"), its loading from
+// a preset name or a JSON path, and its validation. Parameter counts live in
+// analytic/params.h (the analytic side), not here.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpuledger {
+
+enum class Flavour { kGpt, kLlama };
+
+struct ModelConfig {
+  std::string name;
+  std::string source;            // where the values come from (paper, HF config URL)
+  Flavour flavour = Flavour::kGpt;
+  int64_t layers = 0;
+  int64_t hidden = 0;            // h
+  int64_t heads = 0;             // a (query heads)
+  int64_t kv_heads = 0;          // k (== heads for MHA; < heads for GQA/MQA)
+  int64_t head_dim = 0;          // d (defaults to hidden / heads)
+  int64_t ffn = 0;               // MLP inner size (gpt: 4h; llama: SwiGLU inner)
+  int64_t vocab = 0;             // V (unpadded, as published)
+  int64_t max_seq = 0;           // learned positions for gpt; context limit for llama
+  bool tied_embeddings = false;  // head shares the word embedding
+  bool qkv_bias = false;         // llama flavour only (Qwen2.5); gpt has every bias
+  std::optional<int64_t> sliding_window;  // Mistral: attention window in tokens
+
+  bool is_gpt() const { return flavour == Flavour::kGpt; }
+  int64_t q_dim() const { return heads * head_dim; }        // a·d
+  int64_t kv_dim() const { return kv_heads * head_dim; }    // k·d
+};
+
+// A bad model file or value. `field` names the offending field ("" if none).
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string field, const std::string& msg)
+      : std::runtime_error(msg), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+ private:
+  std::string field_;
+};
+
+// Parse a model file's JSON text. Unknown fields, missing required fields,
+// non-positive sizes, heads % kv_heads != 0, a gpt model with qkv_bias=false,
+// etc. throw ConfigError naming the field; malformed JSON throws ConfigError
+// with the line and column. `origin` is used in messages (a path or preset name).
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
+
+// Validate a config (called by parse_model_config; also after --layers).
+void validate_model_config(const ModelConfig& m);
+
+// The directory holding presets/*.json: $GPULEDGER_PRESETS if set, else the
+// source tree's models/presets (compiled in), else <exe dir>/../share/gpuledger/presets.
+std::string preset_dir();
+
+// Names of all presets (file stems), sorted.
+std::vector<std::string> preset_names();
+
+// Load a preset by name, or any path ending in .json (or containing '/').
+// Unknown preset: ConfigError listing the known ones.
+ModelConfig load_model(const std::string& name_or_path);
+
+// `--layers N`: the same layer shape with N layers (the name is kept; the
+// report's config carries the layer count). N must be >= 1.
+ModelConfig with_layers(ModelConfig m, int64_t layers);
+
+}  // namespace gpuledger

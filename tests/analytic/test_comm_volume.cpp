@@ -1,0 +1,261 @@
+// Communication per rank per step (analytic/comm_volume.h), counted by
+// hand for a tiny gpt under every parallelism of docs/formulas/comm.md, and
+// the nccl-tests bus-bandwidth factors.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "analytic/comm_volume.h"
+#include "tests/analytic/hand_models.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+using Counts = std::map<std::string, CommCount>;
+
+// gpt, L = 2, h = 8, a = k = 2, d = 4, f = 32, V = 10, max_seq 16, untied.
+// Units at t = 1 (docs/exact-budget.md): embedding 10·8 + 16·8 = 208;
+// layer 2h + (8·24 + 24) + (64 + 8) + 2h + (256 + 32) + (256 + 8) = 872;
+// head 2h + 10·8 = 96. P_r (one rank holds all) = 208 + 2·872 + 96 = 2048.
+ModelConfig tiny_gpt() { return testing::hand_gpt(10, /*tied=*/false, "tiny-gpt"); }
+
+RunConfig run(int64_t microbatches) {
+  RunConfig r;
+  r.seq = 4;
+  r.mbs = 1;
+  r.microbatches = microbatches;
+  return r;   // bf16: e = g = 2; grad_clip 1.0; bucket 25 MiB
+}
+
+Layout layout(int64_t dp, int64_t tp, int64_t pp, int zero = 0, bool sp = false) {
+  Layout l;
+  l.dp = dp;
+  l.tp = tp;
+  l.pp = pp;
+  l.zero = zero;
+  l.sp = sp;
+  return l;
+}
+
+void expect_counts(const Counts& got, const std::map<std::string, std::pair<int64_t, int64_t>>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  for (const auto& [key, cb] : want) {
+    auto it = got.find(key);
+    if (it == got.end()) {
+      ADD_FAILURE() << "missing " << key;
+      continue;
+    }
+    EXPECT_EQ(it->second.calls, cb.first) << key << " calls";
+    EXPECT_EQ(it->second.bytes, cb.second) << key << " bytes";
+  }
+  for (const auto& [key, c] : got)
+    if (!want.count(key)) ADD_FAILURE() << "unexpected " << key << " (" << c.calls << " calls, " << c.bytes << " B)";
+}
+
+TEST(CommVolume, SingleRankHasNone) {
+  EXPECT_TRUE(rank_comm_per_step(tiny_gpt(), layout(1, 1, 1, 3), run(4), 0).empty());
+}
+
+TEST(CommVolume, DataParallelZero0Buckets) {
+  const auto m = tiny_gpt();
+  RunConfig r = run(3);
+  // One 25 MiB bucket holds all 2048 bf16 gradients: one all-reduce of 4096 B,
+  // once per step whatever m. No norm reduction: the gradients are whole on every rank.
+  // Every dp/pp entry below adds the step's loss: one all-reduce of one fp32.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 1), {{"all_reduce@dp", {1 + 1, 4096 + 4}}});
+  // Buckets of ⌊(1000/2²⁰)·2²⁰ / 2⌋ = 500 elements: ⌈2048/500⌉ = 5 calls, same bytes.
+  r.bucket_mb = 1000.0 / 1048576.0;
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {5 + 1, 4096 + 4}}});
+  // fp32 gradients: 4 bytes each, 250 per bucket: 9 calls of 8192 B in all.
+  r.grad_dtype = DType::kFP32;
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 0), r, 0), {{"all_reduce@dp", {9 + 1, 8192 + 4}}});
+}
+
+TEST(CommVolume, DataParallelZero1) {
+  // ZeRO 1: the bucketed all-reduce, then one all-gather of updated bf16
+  // weights per unit (4 units, each even: 2048·2 B in all).
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), run(3), 0),
+                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 4096}}});
+  // n = 3 pads each unit to a multiple of 3: 210 + 873 + 873 + 96 = 2052 elements.
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
+                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 2 * 2052}}});
+}
+
+TEST(CommVolume, DataParallelZero2) {
+  // ZeRO 2, m = 3: each unit's gradient reduce-scattered after every
+  // microbatch (4 units × 3, input 2048·2 B per microbatch), the weights
+  // all-gathered once after the step, and the gradient norm summed over dp.
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 2), run(3), 0),
+                {{"reduce_scatter@dp", {12, 3 * 4096}},
+                 {"all_gather@dp", {4, 4096}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+}
+
+TEST(CommVolume, DataParallelZero3) {
+  // ZeRO 3, m = 3: every unit gathered before forward and before backward
+  // (2·3·4 calls, 6 × 4096 B) and reduce-scattered after every backward.
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 3), run(3), 1),
+                {{"reduce_scatter@dp", {12, 3 * 4096}},
+                 {"all_gather@dp", {24, 6 * 4096}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // The published ZeRO-3 ratio: 1.5× the DP all-reduce volume at m = 1
+  // (gather fwd + gather bwd + reduce-scatter = 3 buffers vs 2 for all-reduce
+  // in bus traffic) — here in buffer bytes: 3 × 4096 against 4096.
+  const Counts c = rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 3), run(1), 0);
+  EXPECT_EQ(c.at("all_gather@dp").bytes + c.at("reduce_scatter@dp").bytes, 3 * 4096);
+}
+
+TEST(CommVolume, TensorParallel) {
+  // t = 2, b·s·h·e = 1·4·8·2 = 64 B per activation collective.
+  // Per layer 2 forward + 2 backward all-reduces (× 2 layers = 8), the
+  // vocab-parallel embedding's forward (1) and the head input's backward (1):
+  // 10 × 64; the cross-entropy's max, target logit, sum-exp: 3 × 4·1·4 B;
+  // the gradient norm: 1 × 4 B.
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), run(1), 1),
+                {{"all_reduce@tp", {14, 640 + 48 + 4}}});
+  // Full recompute reruns each layer's 2 forward all-reduces: +4 × 64.
+  RunConfig r = run(1);
+  r.recompute = Recompute::kFull;
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0),
+                {{"all_reduce@tp", {18, 896 + 48 + 4}}});
+  // Selective recompute has no collective; m = 2 doubles the per-microbatch part.
+  r.recompute = Recompute::kSelective;
+  r.microbatches = 2;
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0),
+                {{"all_reduce@tp", {27, 2 * (640 + 48) + 4}}});
+}
+
+TEST(CommVolume, TensorParallelSequenceParallel) {
+  // t = 2 with SP, 64 B per activation collective (all-gather output and
+  // reduce-scatter input are the full b·s·h·e).
+  // all-gather: per layer 2 fwd + 2 bwd (output grads) + 2 bwd (re-gathered
+  // norm outputs) = 12; embedding backward 1; head forward 1 + backward 1: 15.
+  // reduce-scatter: per layer 2 fwd + 2 bwd = 8; embedding forward 1; head
+  // backward 1: 10.
+  // all-reduce: cross-entropy 3 × 16 B; norm 4 B; the sequence-partial
+  // gradients, once per step: per layer 6 tensors of h (norm γ β ×2, two
+  // row-parallel biases) × 2 layers = 12 × 16 B, positions 16·8·2 = 256 B,
+  // final norm γ β 2 × 16 B.
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1, 0, true), run(1), 0),
+                {{"all_gather@tp", {15, 15 * 64}},
+                 {"reduce_scatter@tp", {10, 10 * 64}},
+                 {"all_reduce@tp", {3 + 1 + 12 + 1 + 2, 48 + 4 + 192 + 256 + 32}}});
+}
+
+TEST(CommVolume, SequencePartialGradientsUnderZero2EveryMicrobatch) {
+  // dp 2, tp 2, SP, ZeRO 2, m = 2: the sequence-partial all-reduces run on the
+  // staging gradient every microbatch: 2 × (12 + 1 + 2) calls.
+  const Counts c = rank_comm_per_step(tiny_gpt(), layout(2, 2, 1, 2, true), run(2), 0);
+  // cross-entropy 3 per microbatch, norm 1, partial grads 15 per microbatch.
+  EXPECT_EQ(c.at("all_reduce@tp").calls, 2 * 3 + 1 + 2 * 15);
+  EXPECT_EQ(c.at("all_reduce@tp").bytes, 2 * 48 + 4 + 2 * (192 + 256 + 32));
+}
+
+TEST(CommVolume, ReplicatedKvHeadGradientsAllReducedOverTp) {
+  // tiny_gpt with k = 1 at t = 2: the one KV head lives on both ranks. Per
+  // layer one all-reduce of its K and V gradients, weight and bias:
+  // 1·2·4·(8 + 1) = 72 elements · 2 B = 144 B, × 2 layers, once per step.
+  // Everything else as in TensorParallel at t = 2 (k_t changes no activation):
+  // 10 × 64 B, cross-entropy 3 × 16 B, norm 4 B.
+  ModelConfig m = tiny_gpt();
+  m.kv_heads = 1;
+  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0),
+                {{"all_reduce@tp", {14 + 2, 640 + 48 + 4 + 2 * 144}}});
+  // No replication at t = k: nothing added.
+  m.kv_heads = 2;
+  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0),
+                {{"all_reduce@tp", {14, 640 + 48 + 4}}});
+}
+
+TEST(CommVolume, PipelineParallel) {
+  // p = 2, m = 3: each stage sends 3 and receives 3 messages of b·s·h·e = 64 B
+  // (activations one way, gradients the other); the norm's sum over pp.
+  for (int64_t rank : {0, 1})
+    expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 1, 2), run(3), rank),
+                  {{"send@pp", {3, 192}}, {"recv@pp", {3, 192}}, {"all_reduce@pp", {1 + 1, 4 + 4}}});
+  // A middle stage talks both ways: p = 4 needs 4 layers.
+  auto m = tiny_gpt();
+  m.layers = 4;
+  expect_counts(rank_comm_per_step(m, layout(1, 1, 4), run(3), 1),
+                {{"send@pp", {6, 384}}, {"recv@pp", {6, 384}}, {"all_reduce@pp", {1 + 1, 4 + 4}}});
+  // Under SP the message is the sequence shard: s_l = s/t = 2, 32 B.
+  const Counts c = rank_comm_per_step(tiny_gpt(), layout(1, 2, 2, 0, true), run(3), 0);
+  EXPECT_EQ(c.at("send@pp").bytes, 3 * 32);
+  EXPECT_EQ(c.at("recv@pp").bytes, 3 * 32);
+}
+
+TEST(CommVolume, TiedEmbeddingsAcrossStages) {
+  auto m = tiny_gpt();
+  m.tied_embeddings = true;
+  // p = 2: the first stage's word embedding and the last stage's copy
+  // all-reduce their gradient once per step: V'/t·h·g = 10·8·2 B.
+  for (int64_t rank : {0, 1})
+    expect_counts(rank_comm_per_step(m, layout(1, 1, 2), run(2), rank),
+                  {{"send@pp", {2, 128}}, {"recv@pp", {2, 128}}, {"all_reduce@pp", {1 + 1, 4 + 4}},
+                   {"all_reduce@emb", {1, 160}}});
+  // t = 2: V' = 256, 128 rows per rank: 128·8·2 B.
+  const Counts c = rank_comm_per_step(m, layout(1, 2, 2), run(1), 3);
+  EXPECT_EQ(c.at("all_reduce@emb").calls, 1);
+  EXPECT_EQ(c.at("all_reduce@emb").bytes, 2048);
+  // p = 1: one matrix serves both, nothing to sum.
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1), run(1), 0).count("all_reduce@emb"), 0u);
+  // ZeRO 2/3 keep no full gradient past a unit's backward: refused with p > 1.
+  EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 2), run(1), 0), LayoutError);
+  EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 3), run(1), 0), LayoutError);
+  EXPECT_NO_THROW(rank_comm_per_step(m, layout(1, 1, 2, 2), run(1), 0));   // n = 1: ZeRO is a no-op
+}
+
+TEST(CommVolume, TiedZero2And3OneStage) {
+  auto m = tiny_gpt();
+  m.tied_embeddings = true;
+  // Tied, p = 1: units embedding 208, layers 872, head (final norm) 16;
+  // P_r = 1968, all even over dp 2. ZeRO 2, m = 3: as untied (the head's word
+  // gradient joins the embedding unit's reduce-scatter): 4 units × 3
+  // reduce-scatters of 1968·2 B per microbatch, one all-gather of the weights.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 2), run(3), 0),
+                {{"reduce_scatter@dp", {12, 3 * 3936}},
+                 {"all_gather@dp", {4, 3936}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // ZeRO 3, m = 3, --prefetch 1: 2·3·4 unit gathers (6 × 3936 B) plus the
+  // embedding unit (208·2 = 416 B) gathered for the head's forward and, its
+  // backward window {head, layer 1} not reaching unit 0, its backward: + 2·3.
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 3), run(3), 1),
+                {{"reduce_scatter@dp", {12, 3 * 3936}},
+                 {"all_gather@dp", {24 + 6, 6 * 3936 + 6 * 416}},
+                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // --prefetch 3: the head's backward window is units 0-3: the forward's only.
+  RunConfig r = run(3);
+  r.prefetch = 3;
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").calls, 24 + 3);
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").bytes, 6 * 3936 + 3 * 416);
+  // --prefetch 0 (2 = head − 0 > 0): both, as with 1.
+  r.prefetch = 0;
+  EXPECT_EQ(rank_comm_per_step(m, layout(2, 1, 1, 3), r, 0).at("all_gather@dp").calls, 24 + 6);
+}
+
+TEST(CommVolume, NoGradientClippingNoNormReduction) {
+  RunConfig r = run(1);
+  r.grad_clip = 0;
+  // only the loss's all-reduce is left on pp
+  const Counts c = rank_comm_per_step(tiny_gpt(), layout(1, 1, 2), r, 0);
+  EXPECT_EQ(c.at("all_reduce@pp").calls, 1);
+  EXPECT_EQ(c.at("all_reduce@pp").bytes, 4);
+}
+
+TEST(CommVolume, BusBandwidthFactors) {
+  // nccl-tests doc/PERFORMANCE.md, "Summary".
+  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 4), 1.5);
+  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce@dp", 8), 1.75);
+  EXPECT_DOUBLE_EQ(busbw_factor("all_gather", 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor("reduce_scatter@tp", 8), 0.875);
+  EXPECT_DOUBLE_EQ(busbw_factor("broadcast", 8), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor("send@pp", 2), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor("recv", 2), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 1), 0.0);
+  EXPECT_THROW(busbw_factor("gossip", 2), std::invalid_argument);
+  EXPECT_THROW(busbw_factor("all_reduce", 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace gpuledger::analytic

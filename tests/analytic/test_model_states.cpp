@@ -1,0 +1,213 @@
+// Model-state bytes: the ZeRO paper's worked example, exact per-account bytes
+// for a tiny model counted by hand at every ZeRO stage, fp32 mode, fp32
+// gradients and ZeRO-3 prefetch, and the Megatron/DeepSpeed estimators.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "analytic/model_states.h"
+#include "core/model_config.h"
+#include "core/layout.h"
+
+namespace gpuledger::analytic {
+namespace {
+
+std::map<std::string, double> by_name(const std::vector<Published>& ps) {
+  std::map<std::string, double> m;
+  for (const auto& p : ps) {
+    EXPECT_FALSE(p.source.empty()) << p.name;
+    m[p.name] = p.value;
+  }
+  return m;
+}
+
+// Rajbhandari et al. 2020, Figure 1: Ψ = 7.5B, Nd = 64, K = 12:
+// 120 GB, 31.4 GB, 16.6 GB, 1.9 GB (1.875).
+TEST(ZeroPaper, Figure1Example) {
+  const double psi = 7.5e9;
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 0, 64), 120e9);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 1, 64), 31.40625e9);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 2, 64), 16.640625e9);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 3, 64), 1.875e9);
+  // As printed in the paper (one decimal).
+  EXPECT_NEAR(zero_paper_bytes(psi, 1, 64) / 1e9, 31.4, 0.05);
+  EXPECT_NEAR(zero_paper_bytes(psi, 2, 64) / 1e9, 16.6, 0.05);
+  EXPECT_NEAR(zero_paper_bytes(psi, 3, 64) / 1e9, 1.9, 0.05);
+}
+
+// tiny-llama on one stage: units embedding 97·64 = 6208, two layers of 46,208,
+// head 64 + 6208 = 6272; P_r = 104,896.
+struct Tiny {
+  ModelConfig m = load_model("tiny-llama");
+  Layout l;
+  RunConfig r;
+  Tiny(int64_t dp, int zero) {
+    l.dp = dp;
+    l.zero = zero;
+  }
+  AccountBytes bytes(int64_t rank = 0) const { return model_state_bytes(m, l, r, rank); }
+};
+
+constexpr int64_t kP = 104'896;
+
+TEST(ModelStates, Zero0Bf16) {
+  Tiny t(2, 0);
+  const auto b = t.bytes();
+  EXPECT_EQ(b[Account::kWeights], 2 * kP);
+  EXPECT_EQ(b[Account::kGrads], 2 * kP);
+  EXPECT_EQ(b[Account::kMaster], 4 * kP);
+  EXPECT_EQ(b[Account::kOptim], 8 * kP);
+  EXPECT_EQ(b.total(), 16 * kP);  // 16Ψ
+  EXPECT_EQ(b[Account::kActivations], 0);
+}
+
+// dp 3 pads each unit: ⌈6208/3⌉ + 2·⌈46208/3⌉ + ⌈6272/3⌉ = 2070 + 2·15403 + 2091.
+constexpr int64_t kS3 = 2070 + 15403 + 15403 + 2091;  // 34,967
+
+TEST(ModelStates, Zero1ShardsMasterAndOptim) {
+  Tiny t(3, 1);
+  const auto b = t.bytes(1);
+  EXPECT_EQ(b[Account::kWeights], 2 * kP);
+  EXPECT_EQ(b[Account::kGrads], 2 * kP);
+  EXPECT_EQ(b[Account::kMaster], 4 * kS3);
+  EXPECT_EQ(b[Account::kOptim], 8 * kS3);
+}
+
+TEST(ModelStates, Zero2ShardsGrads) {
+  Tiny t(3, 2);
+  const auto b = t.bytes(2);
+  EXPECT_EQ(b[Account::kWeights], 2 * kP);
+  EXPECT_EQ(b[Account::kGrads], 2 * kS3);
+  EXPECT_EQ(b[Account::kMaster], 4 * kS3);
+  EXPECT_EQ(b[Account::kOptim], 8 * kS3);
+}
+
+TEST(ModelStates, Zero3GatheredUnitsWithPrefetch) {
+  Tiny t(3, 3);
+  // Gathered unit buffers e·n·⌈P_u/n⌉ = 2·3·(2070, 15403, 15403, 2091)
+  //                                   = 12420, 92418, 92418, 12546.
+  t.r.prefetch = 1;  // two consecutive units: the two layers
+  auto b = t.bytes();
+  EXPECT_EQ(b[Account::kWeights], 2 * kS3 + 92418 + 92418);
+  EXPECT_EQ(b[Account::kGrads], 2 * kS3);
+  EXPECT_EQ(b[Account::kMaster], 4 * kS3);
+  EXPECT_EQ(b[Account::kOptim], 8 * kS3);
+
+  t.r.prefetch = 0;  // one unit at a time
+  EXPECT_EQ(t.bytes()[Account::kWeights], 2 * kS3 + 92418);
+  t.r.prefetch = 2;  // three units: embedding + 2 layers or 2 layers + head
+  EXPECT_EQ(t.bytes()[Account::kWeights], 2 * kS3 + 92418 + 92418 + 12546);
+  t.r.prefetch = 9;  // more than there are: all four
+  EXPECT_EQ(t.bytes()[Account::kWeights], 2 * kS3 + 12420 + 92418 + 92418 + 12546);
+}
+
+TEST(ModelStates, Fp32HasNoMasterAndFp32Grads) {
+  Tiny t(2, 0);
+  t.r.dtype = DType::kFP32;
+  t.r.grad_dtype = DType::kBF16;  // ignored: fp32 training has fp32 gradients
+  const auto b = t.bytes();
+  EXPECT_EQ(b[Account::kWeights], 4 * kP);
+  EXPECT_EQ(b[Account::kGrads], 4 * kP);
+  EXPECT_EQ(b[Account::kMaster], 0);
+  EXPECT_EQ(b[Account::kOptim], 8 * kP);
+}
+
+TEST(ModelStates, GradFp32WithBf16Weights) {
+  Tiny t(2, 2);
+  t.r.grad_dtype = DType::kFP32;  // Megatron's main_grad
+  // dp 2: ⌈·/2⌉ = 3104, 23104, 23104, 3136.
+  const int64_t s2 = 3104 + 23104 + 23104 + 3136;
+  const auto b = t.bytes();
+  EXPECT_EQ(b[Account::kWeights], 2 * kP);
+  EXPECT_EQ(b[Account::kGrads], 4 * s2);
+  EXPECT_EQ(b[Account::kMaster], 4 * s2);
+  EXPECT_EQ(b[Account::kOptim], 8 * s2);
+}
+
+TEST(ModelStates, PipelineStageHoldsItsUnits) {
+  // tiny-llama, pp 2, tp 2, dp 2, ZeRO 1. Last stage: layer 1 at t = 2
+  // (23,168) + head (norm 64 + V'/t·h = 128·64) → P_r = 31,424, S_r = 11584 + 4128.
+  ModelConfig m = load_model("tiny-llama");
+  Layout l;
+  l.dp = 2;
+  l.tp = 2;
+  l.pp = 2;
+  l.zero = 1;
+  RunConfig r;
+  const auto b = model_state_bytes(m, l, r, 4);  // rank 4: tp 0, dp 0, pp 1
+  EXPECT_EQ(b[Account::kWeights], 2 * 31424);
+  EXPECT_EQ(b[Account::kGrads], 2 * 31424);
+  EXPECT_EQ(b[Account::kMaster], 4 * (11584 + 4128));
+  EXPECT_EQ(b[Account::kOptim], 8 * (11584 + 4128));
+}
+
+TEST(PublishedModelStates, Llama2_7bDp8) {
+  const ModelConfig m = load_model("llama2-7b");
+  const double psi = 6'738'415'616.0;
+  RunConfig r;
+  Layout l;
+  l.dp = 8;
+
+  l.zero = 0;
+  auto p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("mixed_precision_16psi"), 16 * psi);
+  // Megatron: no biases in Llama, V = 32000 is a multiple of 128, untied with
+  // p = 1 adds the output layer → its count equals Ψ: 18Ψ.
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18 * psi);
+  EXPECT_EQ(p.count("zero1"), 0u);
+
+  l.zero = 1;
+  p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("zero1"), 4 * psi + 12 * psi / 8);
+  EXPECT_DOUBLE_EQ(p.at("megatron_distributed_optimizer"), (6 + 12.0 / 8) * psi);
+  EXPECT_EQ(p.count("megatron_18"), 0u);
+
+  l.zero = 2;
+  p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("zero2"), 2 * psi + 14 * psi / 8);
+  // DeepSpeed stage_1_and_2.py, cpu_offload=False: 2P + int(18P/N);
+  // 18 · 6,738,415,616 / 8 = 15,161,435,136 exactly.
+  EXPECT_DOUBLE_EQ(p.at("deepspeed_zero2"), 2 * psi + 15'161'435'136.0);
+
+  l.zero = 3;
+  p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("zero3"), 16 * psi / 8);
+  // DeepSpeed stage3.py: 4·largest_layer + int(18P/N); largest module: the
+  // 32000 × 4096 embedding.
+  EXPECT_DOUBLE_EQ(p.at("deepspeed_zero3"), 4.0 * 131'072'000 + 15'161'435'136.0);
+}
+
+TEST(PublishedModelStates, MegatronCountsItsOwnWay) {
+  // GPT-2 at t = p = 1: Megatron ignores linear biases and pads V to 50,304.
+  // layer = 2h(f + 2) + 2h²·(1 + 1)·1 = 2·768·3074 + 4·768² = 7,080,960;
+  // block = 12·layer + 2h = 84,973,056; embedding = 768·50,304 = 38,633,472
+  // (tied: counted once) → 123,606,528 params × 18.
+  const ModelConfig g = load_model("gpt2");
+  RunConfig r;
+  auto p = by_name(published_model_states(g, Layout{}, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 123'606'528);
+
+  // Llama-2-7B, tp 2, pp 2: V' = 32000 (a multiple of 256).
+  // Block = 32·202,383,360 + 4096 = 6,476,271,616; embedding 131,072,000.
+  // First stage: (block/2 + embedding)/2 = 1,684,603,904; others: block/4.
+  const ModelConfig m = load_model("llama2-7b");
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'684'603'904);
+  p = by_name(published_model_states(m, l, r, 2));  // stage 1
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'619'067'904);
+}
+
+TEST(PublishedModelStates, DeepSpeedZero3TinyLargestModule) {
+  // tiny-llama dp 2: largest module = one SwiGLU projection 64·176 = 11,264;
+  // int(18 · 104,896 / 2) = 944,064.
+  Tiny t(2, 3);
+  auto p = by_name(published_model_states(t.m, t.l, t.r, 0));
+  EXPECT_DOUBLE_EQ(p.at("deepspeed_zero3"), 4.0 * 11264 + 944'064);
+  EXPECT_DOUBLE_EQ(p.at("zero3"), 16.0 * kP / 2);
+}
+
+}  // namespace
+}  // namespace gpuledger::analytic

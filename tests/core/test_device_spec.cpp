@@ -1,0 +1,78 @@
+// Device presets (core/device_spec.h): lookup by preset name and by
+// the name cudaGetDeviceProperties reports, datasheet figures, and unknowns
+// that stay explicitly unknown.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/device_spec.h"
+
+namespace gpuledger {
+namespace {
+
+constexpr int64_t GiB = int64_t{1} << 30;
+
+TEST(Devices, LookupByNameAndAlias) {
+  auto h100 = find_device("h100-sxm");
+  ASSERT_TRUE(h100);
+  EXPECT_EQ(h100->memory_bytes, 80 * GiB);
+  EXPECT_DOUBLE_EQ(*h100->peak_bf16_flops, 989.4e12);      // 1,978.9 with sparsity, halved
+  EXPECT_DOUBLE_EQ(*h100->bandwidth_bytes_per_s, 3.35e12);
+  // What cudaGetDeviceProperties reports, in any case.
+  auto alias = find_device("NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(alias);
+  EXPECT_EQ(alias->name, "h100-sxm");
+  EXPECT_EQ(find_device("nvidia h200")->name, "h200");
+  EXPECT_EQ(find_device("H200")->name, "h200");
+  EXPECT_EQ(find_device("NVIDIA A100-SXM4-80GB")->name, "a100-80gb");
+  EXPECT_EQ(find_device("NVIDIA A100-SXM4-40GB")->name, "a100-40gb");
+  EXPECT_EQ(find_device("NVIDIA GeForce RTX 4090")->name, "rtx4090");
+}
+
+TEST(Devices, DatasheetFigures) {
+  const auto h200 = *find_device("h200");
+  EXPECT_EQ(h200.memory_bytes, 141 * GiB);
+  EXPECT_DOUBLE_EQ(*h200.bandwidth_bytes_per_s, 4.8e12);
+  EXPECT_DOUBLE_EQ(*h200.peak_bf16_flops, 989.4e12);
+  const auto a100 = *find_device("a100-80gb");
+  EXPECT_DOUBLE_EQ(*a100.peak_bf16_flops, 312e12);
+  EXPECT_DOUBLE_EQ(*a100.bandwidth_bytes_per_s, 2039e9);
+  EXPECT_DOUBLE_EQ(*find_device("a100-40gb")->bandwidth_bytes_per_s, 1555e9);
+  EXPECT_DOUBLE_EQ(*find_device("l40s")->peak_bf16_flops, 362.05e12);       // 733 with sparsity
+  EXPECT_DOUBLE_EQ(*find_device("rtx4090")->peak_bf16_flops, 165.2e12);     // fp32 accumulate
+  EXPECT_DOUBLE_EQ(*find_device("b200")->peak_bf16_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(*find_device("h100-pcie")->peak_bf16_flops, 756.5e12);
+}
+
+TEST(Devices, PeakByDtype) {
+  const auto a100 = *find_device("a100-40gb");
+  EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kBF16), 312e12);
+  EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kFP16), 312e12);
+  EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kFP32), 156e12);   // TF32 tensor cores
+  // B200's TF32 peak is unknown: no fp32 MFU rather than a wrong one.
+  EXPECT_FALSE(device_peak_flops(*find_device("b200"), DType::kFP32));
+}
+
+TEST(Devices, UnknownIsNullopt) {
+  EXPECT_FALSE(find_device("tpu-v5p"));
+  EXPECT_FALSE(find_device(""));
+  EXPECT_FALSE(find_device("h100"));   // ambiguous (SXM or PCIe): no guess
+}
+
+TEST(Devices, EveryPresetIsComplete) {
+  std::set<std::string> names;
+  for (const auto& d : device_presets()) {
+    EXPECT_TRUE(names.insert(d.name).second) << d.name;
+    for (const auto& a : d.aliases) EXPECT_TRUE(names.insert(a).second) << a;
+    EXPECT_GT(d.memory_bytes, 0) << d.name;
+    EXPECT_TRUE(d.peak_bf16_flops) << d.name;
+    EXPECT_TRUE(d.bandwidth_bytes_per_s) << d.name;
+    EXPECT_FALSE(d.source.empty()) << d.name;
+    EXPECT_FALSE(d.aliases.empty()) << d.name;
+  }
+  for (const char* n : {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "l40s", "rtx4090", "b200"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+}  // namespace
+}  // namespace gpuledger
