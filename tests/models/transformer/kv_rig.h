@@ -1,5 +1,5 @@
-// Helpers for the KV-cache tests (not a test binary): the analytic enums for a
-// KV format, host <-> device copies in a compute dtype, and deterministic
+// Helpers for the KV-cache tests (not a test binary): the analytic options for a
+// KV geometry, host <-> device copies in a compute dtype, and deterministic
 // random vectors. The analytic side is only ever called from tests, never from
 // models/kv.
 #pragma once
@@ -14,20 +14,12 @@
 
 namespace gpuledger::kv::testing {
 
-inline KvFormat to_analytic(KvFormat f) {
-  return f == KvFormat::kBF16 ? KvFormat::kBF16
-         : f == KvFormat::kFP8E4M3 ? KvFormat::kFP8E4M3 : KvFormat::kInt8;
-}
-inline KvScales to_analytic(KvScales s) {
-  return s == KvScales::kPerTensor ? KvScales::kPerTensor
-         : s == KvScales::kPerChannel ? KvScales::kPerChannel : KvScales::kPerTokenHead;
-}
 inline analytic::KvOptions analytic_options(KvLayout layout, const KvGeometry& g,
                                             int64_t block = 16, int64_t max_model_len = 0) {
   analytic::KvOptions o;
   o.layout = layout;
-  o.dtype = to_analytic(g.format);
-  o.scales = to_analytic(g.scales);
+  o.dtype = g.format;
+  o.scales = g.scales;
   o.block = block;
   o.max_model_len = max_model_len;
   return o;
