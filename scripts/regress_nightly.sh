@@ -35,5 +35,25 @@ for p in "${POINTS[@]}"; do
     echo "no baseline for $name (run with --update)"; status=1
   fi
 done
+
+# Microbenchmarks: a small fixed subset (gpt2 layer shapes at seq 1024, fp32; 5
+# repetitions). Each night's JSON is kept in results/micro/history/ and compared
+# with the previous one by scripts/micro_compare.py (Mann-Whitney U on the
+# repetitions). Reported only, unless MICRO_FAIL=1: timings here are noisy.
+MICRO="${BUILD_DIR:-$ROOT/build}/bench/micro/gpl_micro"
+if [ -x "$MICRO" ]; then
+  HIST="$ROOT/results/micro/history"
+  mkdir -p "$HIST"
+  prev="$(ls "$HIST"/*.json 2>/dev/null | tail -1 || true)"
+  cur="$HIST/$(date -u +%Y%m%dT%H%M%SZ).json"
+  "$MICRO" --gpl_backends=cpu --gpl_presets=gpt2 --gpl_seqs=1024 --gpl_dtypes=fp32 --gpl_adamw_params=10M \
+    --gpl_peak=none '--benchmark_filter=^(gemm/cpu/gpt2/(qkv|up)/fwd|attention/cpu/gpt2/flash/fwd|norm/cpu/gpt2/layernorm/fwd|adamw/cpu/fp32)/' \
+    --benchmark_repetitions=5 --benchmark_min_time=0.1 --benchmark_out="$cur" --benchmark_out_format=json >/dev/null
+  if [ -n "$prev" ]; then
+    python3 "$ROOT/scripts/micro_compare.py" "$prev" "$cur" ${MICRO_FAIL:+--fail-on-slower} \
+      || { echo "MICRO: slower than $prev"; status=1; }
+  fi
+fi
+
 rm -rf "$NOW"
 exit $status
