@@ -1,8 +1,8 @@
 // Layer shapes from a preset (see layer_shapes.h).
 #include "bench/micro/layer_shapes.h"
 
-#include "models/analytic/params.h"
-#include "models/config.h"
+#include "analytic/params.h"
+#include "core/model_config.h"
 
 namespace gpuledger::micro {
 
@@ -27,7 +27,7 @@ LayerShapes layer_shapes(const std::string& preset, int64_t tp, int64_t seq, int
   s.vocab_local = analytic::padded_vocab(m, tp) / tp;
   s.attn.B = mbs;
   s.attn.Hq = m.heads / tp;
-  s.attn.Hkv = analytic::kv_heads_per_rank(m, tp);
+  s.attn.Hkv = kv_heads_on_rank(m.kv_heads, tp);
   s.attn.T = seq;
   s.attn.D = m.head_dim;
   s.attn.window = m.sliding_window;

@@ -7,7 +7,8 @@
 #include <stdexcept>
 
 #include "bench/peak.h"
-#include "models/analytic/devices.h"
+#include "core/device_spec.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger::micro {
 
@@ -58,11 +59,11 @@ ReferencePeak measured_peak(Backend& b) {
 }
 
 ReferencePeak datasheet_peak(const std::string& preset) {
-  const auto spec = analytic::find_device(preset);
+  const auto spec = find_device(preset);
   if (!spec) throw std::invalid_argument("--gpl_peak: unknown device preset '" + preset + "' (see `gpuledger devices`)");
   ReferencePeak p;
   for (DType t : kDtypes)
-    if (const auto f = analytic::device_peak_flops(*spec, t)) p.flops_per_s[t] = *f;
+    if (const auto f = device_peak_flops(*spec, t)) p.flops_per_s[t] = *f;
   p.bytes_per_s = spec->bandwidth_bytes_per_s.value_or(0);
   p.flops_source = p.bytes_source = "datasheet of " + spec->description + " (" + spec->source + ")";
   return p;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace gpuledger::micro {
 

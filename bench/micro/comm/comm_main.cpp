@@ -14,7 +14,7 @@
 
 #include "bench/micro/comm/comm_options.h"
 #include "bench/micro/comm/comm_sweep.h"
-#include "parallel/comm/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 namespace {
 

@@ -11,12 +11,13 @@
 #include <stdexcept>
 #include <vector>
 
-#include "models/analytic/comm_volume.h"
-#include "parallel/comm/comm_bytes.h"
-#include "parallel/comm/mpi_check.h"
-#include "parallel/comm/mpi_comm.h"
+#include "analytic/comm_volume.h"
+#include "comm/comm_bytes.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_comm.h"
+#include "kernels/registry/registry.h"
 #if GPULEDGER_HAVE_NCCL
-#include "parallel/comm/make_nccl_comm.h"
+#include "comm/make_nccl_comm.h"
 #endif
 
 namespace gpuledger::micro {

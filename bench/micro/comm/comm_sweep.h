@@ -14,7 +14,7 @@
 
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "parallel/comm/comm.h"
+#include "comm/comm.h"
 
 namespace gpuledger::micro {
 
