@@ -53,6 +53,7 @@
 #include "core/model_config.h"
 #include "core/run_config.h"
 #include "models/transformer/params.h"
+#include "models/transformer/tp_mappings.h"
 #include "comm/comm.h"
 
 namespace gpuledger {
@@ -143,8 +144,8 @@ class TransformerLayer {
   void done(Buffer& b) {
     if (discard_) b.reset();
   }
-  // Under sp: the full (N × h) tensor of the shards `shard` in a workspace buffer (AG over tp).
-  Buffer gather_tokens(const void* shard, const char* what);
+  // The rank's tokens between blocks, for the TP mappings (tp_mappings.h).
+  TpRegion tp_region() const { return TpRegion{dev_, tp_, cfg_.sp, cfg_.tokens(), cfg_.h, cfg_.e}; }
   // Dropout key of the hidden-sized masks: under sp each rank draws its own
   // shard's mask (the site field's spare bits carry the TP rank).
   RngKey hidden_key(RngKey k) const;
