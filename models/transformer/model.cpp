@@ -12,13 +12,20 @@
 
 namespace gpuledger {
 
+// Per-rank shapes as in layer.h LayerSaved (s_l = s/t under sp, else s;
+// V'/t the rank's vocabulary rows).
 struct StageModel::Slot {
   bool live = false;
   int64_t step = 0, sample_offset = 0;
-  Buffer ids, emb_mask;            // first stage
-  std::vector<Buffer> hidden;      // hidden[i]: input of local layer i; hidden[L]: final-norm input
+  Buffer ids;                      // [mbs, seq] int32 token ids (first stage)
+  Buffer emb_mask;                 // [mbs, s_l, h] uint8 embedding dropout (first stage, dropout > 0)
+  std::vector<Buffer> hidden;      // hidden[i]: [mbs, s_l, h] e, input of local layer i;
+                                   // hidden[L]: the final-norm input (last stage)
   std::vector<LayerSaved> saved;   // per local layer
-  Buffer final_stats, final_out, logits, targets;  // last stage
+  Buffer final_stats;              // [mbs, s_l] fp32 rstd (gpt: also mean, ×2) (last stage)
+  Buffer final_out;                // [mbs, s_l, h] e: final-norm output (last stage)
+  Buffer logits;                   // [mbs, seq, V'/t] fp32; the probabilities after the loss
+  Buffer targets;                  // [mbs, seq] int32 (last stage)
 };
 
 StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run,

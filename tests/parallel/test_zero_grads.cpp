@@ -29,7 +29,9 @@ TEST(ZeroGradShards, ReduceScattersEachUnitAndStagesTheTiedWordGradient) {
       EXPECT_EQ(rig.ledger.live(Account::kComm), comm0 + side);
       EXPECT_TRUE(part.word_grad_sink().has_value());
     }
-    if (u == pl.embedding_unit) EXPECT_EQ(rig.ledger.live(Account::kComm), comm0);  // copied in, freed
+    if (u == pl.embedding_unit) {
+      EXPECT_EQ(rig.ledger.live(Account::kComm), comm0);  // copied in, freed
+    }
     part.after_backward(static_cast<size_t>(u));
     bytes += 4 * 2 * ((pl.units[static_cast<size_t>(u)].elems + 1) / 2);
   }
