@@ -1,45 +1,20 @@
-// Trainer (see train_step.h): one rank's model stage, its optimizer state and
-// the training step, for data, pipeline and tensor parallelism and ZeRO 0-3,
-// composed of one part per concern (docs/exact-budget.md "Model states" and
-// "Communication staging" count what each holds):
-//   Params                  weights (e) and grads (g) per unit of the rank's
-//                           ParamLayout; under ZeRO 2 the gradients, under
-//                           ZeRO 3 also the weights, hold the dp shard;
-//   StageModel              the stage's forward and backward per microbatch;
-//   ShardedOptimizer+AdamW  fp32 master (16-bit e) and Adam m, v, on the
-//                           rank's shard under ZeRO >= 1 (zero/sharded_optimizer.h);
-//   DpGradSync              ZeRO 0/1, n > 1: the DP bucket all-reduces,
-//                           overlapped with the backward (dp/grad_sync.h);
-//   ZeroGradShards          ZeRO 2/3, n > 1: per-unit reduce-scatter
-//                           (zero/grad_shards.h);
-//   ZeroParamGather         ZeRO 3, n > 1: per-unit all-gather window
-//                           (zero/param_gather.h);
-//   PipelineExecutor        the schedule table and the PP buffers
-//                           (pp/pipeline_executor.h);
-//   FinalizeGrads           TP-partial and embedding-group sums, the global
-//                           norm, the clipping coefficient (finalize_grads.h).
-// The per-unit parts act inside the model's passes through one HookChain
-// (hook_chain.h): ZeRO 3's gather outermost, then ZeRO 2's staging, then the
-// DP overlap.
-//
-// Step k:
-//   1. zero the gradients (and start the step's DP reducer);
-//   2. the schedule (PipelineExecutor::run);
-//   3. "grad_sync" (tp > 1, tied embeddings across stages, or dp > 1): the
-//      TP-partial sums not done in the backward and the embedding-group sum
-//      (FinalizeGrads::reduce_model_parallel), then the DP sum finishes;
-//   4. the global gradient norm and the clipping coefficient;
-//   5. "optimizer": AdamW with lr, the run's weight decay, the step counted
-//      from 1, on the rank's shard; "zero.all_gather" under ZeRO 1/2, n > 1;
-//   6. the loss: each last-stage rank's share (sum of its token losses /
-//      global tokens, fp32) is all-reduced over dp and then over pp, so every
-//      rank returns the global batch's mean (docs/formulas/comm.md counts both).
-// Phase markers: "fwd.mb<k>.layer<i>", "bwd.mb<k>.layer<i>" (and .embedding,
-// .head) from the model, "grad_sync" here, "optimizer" and "zero.all_gather"
-// from the optimizer.
-// Not done: ZeRO 2/3 with tied embeddings, dp > 1 and pp > 1 (refused: the
-// two stages' word gradients are summed after the schedule, when ZeRO 2/3
-// hold only shards; DeepSpeed's PipelineEngine likewise allows ZeRO <= 1).
+// Trainer (see train_step.h): one rank's training step for data, pipeline and
+// tensor parallelism and ZeRO 0-3, composed of one part per concern, each
+// described in its header: Params and StageModel (models/transformer), the
+// optimizer (zero/sharded_optimizer.h with zero/adamw.h), the DP bucket sum
+// (dp/grad_sync.h, ZeRO 0/1), the ZeRO 2 reduce-scatter (zero/grad_shards.h),
+// the ZeRO 3 gather (zero/param_gather.h), the schedule (pp/pipeline_executor.h)
+// and the gradient finalisation (finalize_grads.h). The per-unit parts act
+// inside the model's passes through one HookChain: ZeRO 3's gather outermost,
+// then ZeRO 2's staging, then the DP overlap.
+// Step k: 1. zero the gradients (a fresh DP reducer); 2. the schedule;
+// 3. "grad_sync" (tp > 1, tied embeddings across stages, or dp > 1): the
+// TP-partial and embedding-group sums, then the DP sum completes; 4. the
+// global norm and the clipping coefficient; 5. "optimizer" (and
+// "zero.all_gather" under ZeRO 1/2); 6. the loss: each last-stage rank's share
+// (its token losses / global tokens, fp32) all-reduced over dp, then over pp,
+// so every rank returns the global batch's mean (docs/formulas/comm.md).
+// Refused: ZeRO 2/3 with tied embeddings, dp > 1 and pp > 1 (check_context).
 #include "parallel/train_step.h"
 
 #include <algorithm>
