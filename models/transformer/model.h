@@ -107,7 +107,7 @@ class StageModel {
   // all_reduce per tensor. A no-op when t = 1 or nothing is partial.
   void reduce_tp_partial_grads();
   // The same for one unit, on `unit_grads` (the unit's gradient buffer in
-  // layout order, dtype g; e.g. a ZeRO staging buffer).
+  // layout order, dtype g; e.g. a staging buffer of the unit's full gradient).
   void reduce_tp_partial_grads(size_t unit, void* unit_grads);
   const LayerConfig& layer_config() const { return lcfg_; }
 
