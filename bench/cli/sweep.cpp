@@ -124,17 +124,18 @@ void prepare(SweepPlan& s, const SweepOptions& o, const std::vector<std::string>
     throw SweepUsage(o.sub + ": " + e.what());
   }
   std::set<std::string> keys;
+  std::set<const CLI::Option*> swept;   // two names of one option (--sp, --no-overlap-grad-reduce) are one key
   for (const auto& g : o.grids) {
     s.axes.push_back(parse_axis(g, *s.app));
     const auto& k = s.axes.back().key;
-    if (!keys.insert(k).second) throw SweepUsage("--grid " + k + " is given twice");
-    for (const auto& a : fixed)
-      if (a == "--" + k || a.rfind("--" + k + "=", 0) == 0)
-        throw SweepUsage("--" + k + " is both a fixed option and a --grid key");
+    if (!keys.insert(k).second || !swept.insert(s.app->get_option("--" + k)).second)
+      throw SweepUsage("--grid " + k + " is given twice");
+    if (s.app->get_option("--" + k)->count() > 0)   // given among the fixed options, by any of its names
+      throw SweepUsage("--" + k + " is both a fixed option and a --grid key");
   }
   for (const auto& a : s.axes)   // e.g. --gbs swept with --microbatches given: they exclude each other
     for (const CLI::Option* ex : s.app->get_option("--" + a.key)->get_excludes())
-      if (ex->count() > 0 || keys.count(ex->get_name().substr(2)))
+      if (ex->count() > 0 || swept.count(ex) > 0)
         throw SweepUsage("--grid " + a.key + ": --" + a.key + " excludes " + ex->get_name());
   s.points = make_points(s.axes, fixed);
   for (const auto& p : s.points) {

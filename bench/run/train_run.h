@@ -1,6 +1,6 @@
 // `train` as a typed run: a request (the resolved configuration, the backend,
 // the steps, the memory limit, the peak) → run_train → a record: every
-// reported rank's run (bench/train_runner.h) and what the job's figures are
+// reported rank's run (bench/run/rank_training.h) and what the job's figures are
 // taken against (the peak, how many devices it adds up over). Three modes,
 // one per-rank runner:
 //   one rank                      gpuledger train …
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/train_runner.h"
+#include "bench/run/rank_training.h"
 #include "kernels/device.h"
 #include "core/resolved_config.h"
 

@@ -1,5 +1,5 @@
-// One rank's training run (see train_runner.h).
-#include "bench/train_runner.h"
+// One rank's training run (see rank_training.h).
+#include "bench/run/rank_training.h"
 
 #include <algorithm>
 #include <memory>
