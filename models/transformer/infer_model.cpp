@@ -125,21 +125,32 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
                                 std::to_string(n) + " new tokens");
   const auto B = static_cast<int64_t>(batch.size());
   if (B == 0) return {};
-  const ParamLayout& pl = weights_.layout();
-  const auto eu = static_cast<size_t>(pl.embedding_unit), hu = static_cast<size_t>(pl.head_unit);
-  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e), V = model_.vocab, vr = pl.vocab_rows;
-  auto ws = [&](int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); };
+  Buffer a = embed(batch, tokens, cache, n);
+  // the layers, ping-pong between two hidden buffers
+  Buffer b = workspace(dtype_bytes(lcfg_.e) * n * lcfg_.h, "infer.hidden.b");
+  for (auto& layer : layers_) {
+    layer->forward(a.data(), b.data(), batch, cache);
+    std::swap(a, b);
+  }
+  b.reset();
+  const Buffer lg = head_logits(batch, a);
+  return sample(lg, B, logits);
+}
 
-  // embedding at each sequence's positions len − n_new … len − 1 (gpt: learned positions)
-  Buffer ids = ws(4 * n, "infer.token_ids");
+Buffer InferenceModel::embed(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,
+                             kv::KvCache& cache, int64_t n) {
+  const ParamLayout& pl = weights_.layout();
+  const auto eu = static_cast<size_t>(pl.embedding_unit);
+  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e);
+  Buffer ids = workspace(4 * n, "infer.token_ids");
   dev_.copy_from_host(ids.data(), tokens.data(), 4 * n);
-  Buffer a = ws(e * n * h, "infer.hidden.a");
+  Buffer a = workspace(e * n * h, "infer.hidden.a");
   const int64_t t = tp_.size();
   if (t > 1) {
     // Vocabulary-parallel (as StageModel): this rank's rows, zeros for the
     // others' ids, summed over tp; then the learned positions (gpt).
     dev_.vocab_embedding_forward(a.data(), ids.as<int32_t>(), weights_.weight(eu, "word.weight"), lcfg_.e, n, h,
-                                 vocab_begin_, vr);
+                                 vocab_begin_, pl.vocab_rows);
     reduce_from_tensor_model_parallel_region(tp_, a.data(), n * h, lcfg_.e);
   }
   int64_t r0 = 0;
@@ -159,26 +170,23 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
       dev_.add(rows, rows, byte_offset(weights_.weight(eu, "position.weight"), e * pos * h), lcfg_.e, s.n_new * h);
     r0 += s.n_new;
   }
-  ids.reset();
+  return a;
+}
 
-  // the layers, ping-pong between two hidden buffers
-  Buffer b = ws(e * n * h, "infer.hidden.b");
-  for (auto& layer : layers_) {
-    layer->forward(a.data(), b.data(), batch, cache);
-    std::swap(a, b);
-  }
-  b.reset();
-
-  // each sequence's last row -> final norm -> head GEMM (B × V'), fp32 logits
-  Buffer last = ws(e * B * h, "infer.last_rows");
-  r0 = 0;
+Buffer InferenceModel::head_logits(const std::vector<kv::SeqStep>& batch, Buffer& hidden) {
+  const ParamLayout& pl = weights_.layout();
+  const auto eu = static_cast<size_t>(pl.embedding_unit), hu = static_cast<size_t>(pl.head_unit);
+  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e), vr = pl.vocab_rows;
+  const auto B = static_cast<int64_t>(batch.size());
+  Buffer last = workspace(e * B * h, "infer.last_rows");
+  int64_t r0 = 0;
   for (int64_t i = 0; i < B; ++i) {
     r0 += batch[static_cast<size_t>(i)].n_new;
-    dev_.copy(byte_offset(last.data(), e * i * h), byte_offset(a.data(), e * (r0 - 1) * h), e * h);
+    dev_.copy(byte_offset(last.data(), e * i * h), byte_offset(hidden.data(), e * (r0 - 1) * h), e * h);
   }
-  a.reset();
-  Buffer normed = ws(e * B * h, "infer.final_norm.out");
-  Buffer stats = ws((lcfg_.gpt ? 2 : 1) * 4 * B, "infer.final_norm.stats");
+  hidden.reset();
+  Buffer normed = workspace(e * B * h, "infer.final_norm.out");
+  Buffer stats = workspace((lcfg_.gpt ? 2 : 1) * 4 * B, "infer.final_norm.stats");
   float* st = stats.as<float>();
   if (lcfg_.gpt)
     dev_.layernorm_forward(normed.data(), st, st ? st + B : nullptr, last.data(), weights_.weight(hu, "norm.weight"),
@@ -191,7 +199,7 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
   const void* w_out = pl.head_uses_embedding
                           ? weights_.weight(eu, "word.weight")
                           : weights_.weight(hu, model_.tied_embeddings ? "word_copy.weight" : "output.weight");
-  Buffer lg = ws(4 * B * vr, "infer.logits");
+  Buffer lg = workspace(4 * B * vr, "infer.logits");
   GemmArgs g;
   g.trans_b = true;
   g.m = B; g.n = vr; g.k = h;
@@ -200,11 +208,14 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
   g.ab_type = lcfg_.e;
   g.c = lg.data(); g.ldc = vr; g.c_type = DType::kFP32;
   dev_.gemm(g);
-  normed.reset();
+  return lg;
+}
 
+std::vector<int32_t> InferenceModel::sample(const Buffer& logits_rank, int64_t B, std::vector<float>* logits) {
+  const int64_t V = model_.vocab, vr = weights_.layout().vocab_rows, t = tp_.size();
   // greedy sampling on the host
   std::vector<float> host(static_cast<size_t>(B * vr), 0.0f);
-  dev_.copy_to_host(host.data(), lg.data(), 4 * B * vr);
+  dev_.copy_to_host(host.data(), logits_rank.data(), 4 * B * vr);
   std::vector<int32_t> next(static_cast<size_t>(B));
   if (logits) logits->assign(static_cast<size_t>(B * V), 0.0f);
   if (t == 1) {
@@ -228,8 +239,8 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
     mine[static_cast<size_t>(2 * i)] = valid > 0 ? row[j] : -std::numeric_limits<float>::infinity();
     mine[static_cast<size_t>(2 * i + 1)] = static_cast<float>(vocab_begin_ + j);
   }
-  Buffer pair = ws(4 * 2 * B, "infer.argmax.local");
-  Buffer pairs = ws(4 * 2 * B * t, "infer.argmax.gathered");
+  Buffer pair = workspace(4 * 2 * B, "infer.argmax.local");
+  Buffer pairs = workspace(4 * 2 * B * t, "infer.argmax.gathered");
   dev_.copy_from_host(pair.data(), mine.data(), 4 * 2 * B);
   tp_.all_gather(pairs.data(), pair.data(), 2 * B, DType::kFP32);
   std::vector<float> all(static_cast<size_t>(2 * B * t));
@@ -248,8 +259,8 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
     next[static_cast<size_t>(i)] = static_cast<int32_t>(best_idx);
   }
   if (logits) {  // every rank's slice, in rank order = column order
-    Buffer full = ws(4 * B * vr * t, "infer.logits.gathered");
-    tp_.all_gather(full.data(), lg.data(), B * vr, DType::kFP32);
+    Buffer full = workspace(4 * B * vr * t, "infer.logits.gathered");
+    tp_.all_gather(full.data(), logits_rank.data(), B * vr, DType::kFP32);
     std::vector<float> f(static_cast<size_t>(B * vr * t));
     dev_.copy_to_host(f.data(), full.data(), 4 * B * vr * t);
     for (int64_t r = 0; r < t; ++r)

@@ -70,6 +70,19 @@ class InferenceModel {
   Device& device() { return dev_; }
 
  private:
+  // The n new tokens' embeddings [n, h] (e), at each sequence's positions
+  // len − n_new … len − 1 (gpt: + learned positions); vocabulary-parallel under tp.
+  Buffer embed(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens, kv::KvCache& cache,
+               int64_t n);
+  // Each sequence's last row of `hidden` [n, h] -> final norm -> head GEMM:
+  // fp32 logits [B, V'/t] of this rank's vocabulary columns. Frees `hidden`.
+  Buffer head_logits(const std::vector<kv::SeqStep>& batch, Buffer& hidden);
+  // Greedy next tokens from this rank's logits [B, V'/t] (argmax over the
+  // full row: across tp, each rank's best all-gathered); `logits`, when
+  // given, receives the full rows [B, V].
+  std::vector<int32_t> sample(const Buffer& logits_rank, int64_t B, std::vector<float>* logits);
+  Buffer workspace(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
+
   Device& dev_;
   Comm& tp_;
   ModelConfig model_;

@@ -109,8 +109,67 @@ int64_t ParamLayout::total_elems() const {
   return n;
 }
 
+namespace {
+
+// How one TP rank splits a layer (Megatron): a_t query heads, k_t KV heads
+// starting at kv_head0, f_t FFN rows, rank j of t.
+struct LayerSplit {
+  int64_t t, j, a_t, k_t, f_t, kv_head0;
+};
+
+// Layer L's unit on the rank: its matrices, then its vectors (replicated
+// over TP unless column-parallel).
+UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
+  const int64_t h = m.hidden, d = m.head_dim, j = sp.j, a_t = sp.a_t, k_t = sp.k_t, f_t = sp.f_t;
+  const bool gpt = m.is_gpt();
+  auto replicated = [](TensorSlot& s) { s.replicated_over_tp = true; };
+  const std::string idx = std::to_string(L);
+  UnitBuilder ub("layer." + idx, "layers." + idx + ".");
+  const int64_t qkv_rows = (a_t + 2 * k_t) * d;
+  auto qkv_map = [&](TensorSlot& s) {
+    s.row_map = RowMap::kQkv;
+    s.q_rows = a_t * d;
+    s.kv_rows = k_t * d;
+    s.q_row_begin = j * a_t * d;
+    s.kv_row_begin = sp.kv_head0 * d;
+    s.full_q_rows = m.heads * d;
+    s.full_kv_rows = m.kv_heads * d;
+  };
+  auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
+  auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
+  // matrices
+  qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
+  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal,
+                   layer_id(L, kOutW), m.heads * d),
+            a_t * d);
+  if (gpt) {
+    row_block(ub.add("mlp_in.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kMlpInW), h), f_t);
+  } else {
+    row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
+    row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
+  }
+  col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal,
+                   layer_id(L, kMlpOutW), m.ffn),
+            f_t);
+  // vectors (replicated unless column-parallel)
+  replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
+  if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
+  if (gpt || m.qkv_bias)
+    qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
+  if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
+  replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
+  if (gpt) {
+    replicated(ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1));
+    row_block(ub.add("mlp_in.bias", f_t, 1, false, ParamInit::kZeros, layer_id(L, kMlpInB), 1), f_t);
+    replicated(ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1));
+  }
+  return ub.done();
+}
+
+}  // namespace
+
 ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coords& coords) {
-  const int64_t t = l.tp, j = coords.tp, h = m.hidden, d = m.head_dim;
+  const int64_t t = l.tp, j = coords.tp, h = m.hidden;
   if (m.heads % t != 0 || m.ffn % t != 0 || (m.kv_heads % t != 0 && t % m.kv_heads != 0))
     throw std::invalid_argument("param layout: heads, ffn and kv_heads must divide by tp (or tp by kv_heads)");
   const bool gpt = m.is_gpt();
@@ -151,51 +210,8 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
   }
 
   pl.first_layer_unit = static_cast<int>(pl.units.size());
-  for (int64_t li = 0; li < pl.layers; ++li) {
-    const int64_t L = pl.first_layer + li;
-    const std::string idx = std::to_string(L);
-    UnitBuilder ub("layer." + idx, "layers." + idx + ".");
-    const int64_t qkv_rows = (a_t + 2 * k_t) * d;
-    auto qkv_map = [&](TensorSlot& s) {
-      s.row_map = RowMap::kQkv;
-      s.q_rows = a_t * d;
-      s.kv_rows = k_t * d;
-      s.q_row_begin = j * a_t * d;
-      s.kv_row_begin = kv_head0 * d;
-      s.full_q_rows = m.heads * d;
-      s.full_kv_rows = m.kv_heads * d;
-    };
-    auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
-    auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
-
-    // matrices
-    qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
-    col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal,
-                     layer_id(L, kOutW), m.heads * d),
-              a_t * d);
-    if (gpt) {
-      row_block(ub.add("mlp_in.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kMlpInW), h), f_t);
-    } else {
-      row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
-      row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
-    }
-    col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal,
-                     layer_id(L, kMlpOutW), m.ffn),
-              f_t);
-    // vectors (replicated unless column-parallel)
-    replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
-    if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
-    if (gpt || m.qkv_bias)
-      qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
-    if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
-    replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
-    if (gpt) {
-      replicated(ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1));
-      row_block(ub.add("mlp_in.bias", f_t, 1, false, ParamInit::kZeros, layer_id(L, kMlpInB), 1), f_t);
-      replicated(ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1));
-    }
-    pl.units.push_back(ub.done());
-  }
+  const LayerSplit split{t, j, a_t, k_t, f_t, kv_head0};
+  for (int64_t li = 0; li < pl.layers; ++li) pl.units.push_back(layer_unit(m, pl.first_layer + li, split));
 
   if (last) {
     UnitBuilder ub("head", "head.");
