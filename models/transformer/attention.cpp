@@ -28,13 +28,9 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   const AttnShape sh = c.attn_shape();
 
   // QKV (column-parallel): rows (B, T, (a_t + 2k_t)·d), then the head layout.
-  Buffer xg;  // sp: the full norm output (Megatron's g: all-gather)
-  if (c.sp) {
-    xg = gather_tokens(xn, "norm1.out.gathered");
-    xn = xg.data();
-  }
+  AllTokens xg(tp_region(), xn, "norm1.out.gathered");  // sp: the full norm output
   Buffer qkv_rows = ws(e * n * c.qkv_dim(), "qkv.rows");
-  linear_forward(dev_, qkv_rows.data(), xn, p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  linear_forward(dev_, qkv_rows.data(), xg.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
   xg.reset();
   done(s.norm1_out);
   if (c.qkv_bias) dev_.bias_add(qkv_rows.data(), p_.qkv_b, c.e, n, c.qkv_dim());
@@ -58,15 +54,11 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   Buffer ctx_rows = ws(e * n * c.q_dim(), "ctx.rows");
   dev_.merge_heads(ctx_rows.data(), s.ctx.data(), c.e, sh);
   done(s.ctx);
-  if (c.sp) {  // partial sums of every token, reduce-scattered to the token shards
-    Buffer yf = ws(e * n * c.h, "attn_out.partial");
+  {  // Megatron's g: partial sums of every token, summed over tp (sp: into the token shard)
+    PartialSums yf(tp_region(), y, "attn_out.partial");
     linear_forward(dev_, yf.data(), ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
     ctx_rows.reset();
-    tp_.reduce_scatter(y, yf.data(), c.tokens_local() * c.h, c.e);
-  } else {
-    linear_forward(dev_, y, ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
-    ctx_rows.reset();
-    tp_.all_reduce(y, n * c.h, c.e);  // Megatron's g (forward all-reduce)
+    yf.reduce();
   }
   // replicated bias, after the reduction (on the shard under sp)
   if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, c.tokens_local(), c.h);
@@ -218,11 +210,8 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   // gradient is the shard's partial sum (all-reduced once a step, as Megatron
   // does for sequence-parallel parameters); dy is then gathered.
   if (c.gpt) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);
-  Buffer dyg;
-  if (c.sp) {
-    dyg = gather_tokens(dy, "attn_out.dy.gathered");
-    dy = dyg.data();
-  }
+  AllTokens dyg(tp_region(), dy, "attn_out.dy.gathered");
+  dy = dyg.data();
   Buffer rows = ws(e * n * c.q_dim(), "ctx.rows");
   dev_.merge_heads(rows.data(), s.ctx.data(), c.e, sh);
   linear_backward_weight(dev_, p_.d_out_w, c.g, dy, rows.data(), c.e, n, c.q_dim(), c.h);
@@ -257,24 +246,15 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
 
   if (c.qkv_bias) dev_.bias_backward(p_.d_qkv_b, c.g, dqkv_rows.data(), c.e, n, c.qkv_dim(), true);
   {
-    Buffer xg;  // sp: the saved shard of the norm output, gathered again
-    const void* xn = s.norm1_out.data();
-    if (c.sp) {
-      xg = gather_tokens(xn, "norm1.out.regathered");
-      xn = xg.data();
-    }
-    linear_backward_weight(dev_, p_.d_qkv_w, c.g, dqkv_rows.data(), xn, c.e, n, c.h, c.qkv_dim());
+    AllTokens xg(tp_region(), s.norm1_out.data(), "norm1.out.regathered");  // sp: the saved shard again
+    linear_backward_weight(dev_, p_.d_qkv_w, c.g, dqkv_rows.data(), xg.data(), c.e, n, c.h, c.qkv_dim());
   }
   s.norm1_out.reset();
-  if (c.sp) {  // every token's partial input gradient, reduce-scattered to the shards
-    Buffer dxf = ws(e * n * c.h, "norm1.dout.partial");
-    linear_backward_data(dev_, dxf.data(), dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
-    dqkv_rows.reset();
-    tp_.reduce_scatter(dxn, dxf.data(), c.tokens_local() * c.h, c.e);
-  } else {
-    linear_backward_data(dev_, dxn, dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
-    tp_.all_reduce(dxn, n * c.h, c.e);  // Megatron's f (backward all-reduce)
-  }
+  // Megatron's f (backward): every token's partial input gradient, summed over tp
+  PartialSums dxf(tp_region(), dxn, "norm1.dout.partial");
+  linear_backward_data(dev_, dxf.data(), dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
+  dqkv_rows.reset();
+  dxf.reduce();
 }
 
 }  // namespace gpuledger

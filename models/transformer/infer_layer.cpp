@@ -2,6 +2,7 @@
 // a KV cache. The per-sequence loops only move pointers (split/merge of the
 // head layout, RoPE offsets); the GEMMs run over all n rows of the step at once.
 #include "models/transformer/infer_layer.h"
+#include "models/transformer/tp_mappings.h"
 
 #include <stdexcept>
 #include <string>
@@ -84,7 +85,7 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   Buffer y = ws(e * hid, "infer.y");
   linear_forward(dev_, y.data(), ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
   ctx_rows.reset();
-  tp_.all_reduce(y.data(), hid, c.e);
+  reduce_from_tensor_model_parallel_region(tp_, y.data(), hid, c.e);
   if (c.gpt) dev_.bias_add(y.data(), p_.out_b, c.e, n, c.h);
   Buffer resid = ws(e * hid, "infer.resid");
   dev_.add(resid.data(), x, y.data(), c.e, hid);

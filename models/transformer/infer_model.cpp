@@ -7,6 +7,7 @@
 #include <string>
 
 #include "models/transformer/params.h"
+#include "models/transformer/tp_mappings.h"
 
 namespace gpuledger {
 
@@ -139,7 +140,7 @@ std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& bat
     // others' ids, summed over tp; then the learned positions (gpt).
     dev_.vocab_embedding_forward(a.data(), ids.as<int32_t>(), weights_.weight(eu, "word.weight"), lcfg_.e, n, h,
                                  vocab_begin_, vr);
-    tp_.all_reduce(a.data(), n * h, lcfg_.e);
+    reduce_from_tensor_model_parallel_region(tp_, a.data(), n * h, lcfg_.e);
   }
   int64_t r0 = 0;
   for (const auto& s : batch) {

@@ -131,13 +131,6 @@ Buffer TransformerLayer::ws(int64_t bytes, const char* what) {
   return dev_.alloc(bytes, Account::kWorkspace, what);
 }
 
-Buffer TransformerLayer::gather_tokens(const void* shard, const char* what) {
-  const int64_t local = cfg_.tokens_local() * cfg_.h;
-  Buffer full = ws(dtype_bytes(cfg_.e) * local * cfg_.tp, what);
-  tp_.all_gather(full.data(), shard, local, cfg_.e);
-  return full;
-}
-
 RngKey TransformerLayer::hidden_key(RngKey k) const {
   if (!cfg_.sp) return k;
   // Sites use bits 0-1 of rng_stream_id's 8-bit site field (model.h): bits

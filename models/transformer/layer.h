@@ -53,6 +53,7 @@
 #include "core/model_config.h"
 #include "core/run_config.h"
 #include "models/transformer/params.h"
+#include "models/transformer/tp_mappings.h"
 #include "comm/comm.h"
 
 namespace gpuledger {
@@ -110,9 +111,26 @@ struct LayerKeys {
 };
 
 // What one layer keeps between its forward and backward for one microbatch.
+// Per-rank shapes: mbs = b, seq = s, s_l = s/t under sp (else s), h the
+// hidden size, d the head dim, a_t / k_t the rank's query / KV heads, f_t =
+// ffn/t; e the compute dtype; "scores" = [mbs, a_t, seq, seq].
 struct LayerSaved {
-  Buffer norm1_stats, norm1_out, qkv, probs, attn_mask, dropped, lse, ctx, out_mask;
-  Buffer norm2_in, norm2_stats, norm2_out, mlp_a, mlp_b, mlp_act, mlp_mask;
+  Buffer norm1_stats;  // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
+  Buffer norm1_out;    // [mbs, s_l, h] e
+  Buffer qkv;          // Q [mbs, a_t, seq, d] | K, V [mbs, k_t, seq, d] e, after RoPE
+  Buffer probs;        // scores e: softmax(scale·QKᵀ) (materialized core)
+  Buffer attn_mask;    // scores uint8 (dropout > 0)
+  Buffer dropped;      // scores e: the dropped probabilities (dropout > 0)
+  Buffer lse;          // [mbs, a_t, seq] fp32 log-sum-exp (flash core)
+  Buffer ctx;          // [mbs, a_t, seq, d] e: the context
+  Buffer out_mask;     // [mbs, s_l, h] uint8 attention-out dropout
+  Buffer norm2_in;     // [mbs, s_l, h] e: the residual after attention
+  Buffer norm2_stats;  // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
+  Buffer norm2_out;    // [mbs, s_l, h] e
+  Buffer mlp_a;        // [mbs, seq, f_t] e: gpt GELU input; llama gate
+  Buffer mlp_b;        // [mbs, seq, f_t] e: llama up (gpt: none)
+  Buffer mlp_act;      // [mbs, seq, f_t] e: GELU / SwiGLU output
+  Buffer mlp_mask;     // [mbs, s_l, h] uint8 MLP-out dropout
   void clear() { *this = LayerSaved{}; }
 };
 
@@ -143,8 +161,8 @@ class TransformerLayer {
   void done(Buffer& b) {
     if (discard_) b.reset();
   }
-  // Under sp: the full (N × h) tensor of the shards `shard` in a workspace buffer (AG over tp).
-  Buffer gather_tokens(const void* shard, const char* what);
+  // The rank's tokens between blocks, for the TP mappings (tp_mappings.h).
+  TpRegion tp_region() const { return TpRegion{dev_, tp_, cfg_.sp, cfg_.tokens(), cfg_.h, cfg_.e}; }
   // Dropout key of the hidden-sized masks: under sp each rank draws its own
   // shard's mask (the site field's spare bits carry the TP rank).
   RngKey hidden_key(RngKey k) const;

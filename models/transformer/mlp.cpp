@@ -13,11 +13,8 @@ namespace gpuledger {
 void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc) {
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;
-  Buffer xg;
-  if (c.sp) {
-    xg = gather_tokens(xn, "norm2.out.gathered");
-    xn = xg.data();
-  }
+  AllTokens xg(tp_region(), xn, "norm2.out.gathered");
+  xn = xg.data();
   if (c.gpt) {
     s.mlp_a = dev_.alloc(e * inner, acc, "mlp.gelu_in");
     linear_forward(dev_, s.mlp_a.data(), xn, p_.mlp_in_w, c.e, n, c.h, c.f_t);
@@ -36,15 +33,11 @@ void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Accou
     done(s.mlp_b);
   }
   xg.reset();
-  if (c.sp) {
-    Buffer yf = ws(e * n * c.h, "mlp_out.partial");
+  {  // row-parallel output, summed over tp (sp: into the token shard)
+    PartialSums yf(tp_region(), y, "mlp_out.partial");
     linear_forward(dev_, yf.data(), s.mlp_act.data(), p_.mlp_out_w, c.e, n, c.f_t, c.h);
     done(s.mlp_act);
-    tp_.reduce_scatter(y, yf.data(), c.tokens_local() * c.h, c.e);
-  } else {
-    linear_forward(dev_, y, s.mlp_act.data(), p_.mlp_out_w, c.e, n, c.f_t, c.h);
-    done(s.mlp_act);
-    tp_.all_reduce(y, n * c.h, c.e);  // row-parallel output
+    yf.reduce();
   }
   if (c.gpt) dev_.bias_add(y, p_.mlp_out_b, c.e, c.tokens_local(), c.h);
 }
@@ -54,36 +47,25 @@ void TransformerLayer::mlp_backward(const void* dy, void* dxn, LayerSaved& s) {
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;
   // sp: the bias gradient is the shard's partial sum; dy is then gathered
   if (c.gpt) dev_.bias_backward(p_.d_mlp_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);
-  Buffer dyg;
-  if (c.sp) {
-    dyg = gather_tokens(dy, "mlp_out.dy.gathered");
-    dy = dyg.data();
-  }
+  AllTokens dyg(tp_region(), dy, "mlp_out.dy.gathered");
+  dy = dyg.data();
   linear_backward_weight(dev_, p_.d_mlp_out_w, c.g, dy, s.mlp_act.data(), c.e, n, c.f_t, c.h);
   Buffer dact = ws(e * inner, "mlp.dact");
   linear_backward_data(dev_, dact.data(), dy, p_.mlp_out_w, c.e, n, c.f_t, c.h);
   s.mlp_act.reset();
   dyg.reset();
-  Buffer xg;  // sp: the saved shard of the norm output, gathered again
-  const void* xn = s.norm2_out.data();
-  if (c.sp) {
-    xg = gather_tokens(xn, "norm2.out.regathered");
-    xn = xg.data();
-  }
-  // sp: every token's partial input gradient, reduce-scattered at the end
-  Buffer dxf;
-  void* dx = dxn;
-  if (c.sp) {
-    dxf = ws(e * n * c.h, "norm2.dout.partial");
-    dx = dxf.data();
-  }
+  AllTokens xg2(tp_region(), s.norm2_out.data(), "norm2.out.regathered");  // sp: the saved shard again
+  const void* xn = xg2.data();
+  // every token's partial input gradient, summed over tp at the end (column-parallel input)
+  PartialSums dxf(tp_region(), dxn, "norm2.dout.partial");
+  void* dx = dxf.data();
 
   if (c.gpt) {
     dev_.gelu_backward(dact.data(), dact.data(), s.mlp_a.data(), c.e, inner);  // in place
     s.mlp_a.reset();
     dev_.bias_backward(p_.d_mlp_in_b, c.g, dact.data(), c.e, n, c.f_t, /*accumulate=*/true);
     linear_backward_weight(dev_, p_.d_mlp_in_w, c.g, dact.data(), xn, c.e, n, c.h, c.f_t);
-    xg.reset();
+    xg2.reset();
     s.norm2_out.reset();
     linear_backward_data(dev_, dx, dact.data(), p_.mlp_in_w, c.e, n, c.h, c.f_t);
   } else {
@@ -95,15 +77,12 @@ void TransformerLayer::mlp_backward(const void* dy, void* dxn, LayerSaved& s) {
     s.mlp_b.reset();
     linear_backward_weight(dev_, p_.d_gate_w, c.g, dact.data(), xn, c.e, n, c.h, c.f_t);
     linear_backward_weight(dev_, p_.d_up_w, c.g, dup.data(), xn, c.e, n, c.h, c.f_t);
-    xg.reset();
+    xg2.reset();
     s.norm2_out.reset();
     linear_backward_data(dev_, dx, dact.data(), p_.gate_w, c.e, n, c.h, c.f_t);
     linear_backward_data(dev_, dx, dup.data(), p_.up_w, c.e, n, c.h, c.f_t, /*beta=*/1.0f);
   }
-  if (c.sp)
-    tp_.reduce_scatter(dxn, dx, c.tokens_local() * c.h, c.e);
-  else
-    tp_.all_reduce(dxn, n * c.h, c.e);  // column-parallel input gradient
+  dxf.reduce();
 }
 
 }  // namespace gpuledger

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -11,13 +12,20 @@
 
 namespace gpuledger {
 
+// Per-rank shapes as in layer.h LayerSaved (s_l = s/t under sp, else s;
+// V'/t the rank's vocabulary rows).
 struct StageModel::Slot {
   bool live = false;
   int64_t step = 0, sample_offset = 0;
-  Buffer ids, emb_mask;            // first stage
-  std::vector<Buffer> hidden;      // hidden[i]: input of local layer i; hidden[L]: final-norm input
+  Buffer ids;                      // [mbs, seq] int32 token ids (first stage)
+  Buffer emb_mask;                 // [mbs, s_l, h] uint8 embedding dropout (first stage, dropout > 0)
+  std::vector<Buffer> hidden;      // hidden[i]: [mbs, s_l, h] e, input of local layer i;
+                                   // hidden[L]: the final-norm input (last stage)
   std::vector<LayerSaved> saved;   // per local layer
-  Buffer final_stats, final_out, logits, targets;  // last stage
+  Buffer final_stats;              // [mbs, s_l] fp32 rstd (gpt: also mean, ×2) (last stage)
+  Buffer final_out;                // [mbs, s_l, h] e: final-norm output (last stage)
+  Buffer logits;                   // [mbs, seq, V'/t] fp32; the probabilities after the loss
+  Buffer targets;                  // [mbs, seq] int32 (last stage)
 };
 
 StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run,
@@ -102,9 +110,9 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
   s.hidden[0] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(pl.first_layer) + ".in");
   if (first_) {
     dev_.ledger().mark_phase(mb + ".embedding");
-    forward_hook(pl.embedding_unit, true);
+    unit_hook(pl.embedding_unit, false, true);
     embedding_forward(s, host_ids);
-    forward_hook(pl.embedding_unit, false);
+    unit_hook(pl.embedding_unit, false, false);
     if (p > 0) {
       s.emb_mask = dev_.alloc(hid, Account::kActivations, "embedding.mask");
       dev_.dropout_forward(s.hidden[0].data(), s.emb_mask.as<uint8_t>(), s.hidden[0].data(), lcfg_.e,
@@ -122,21 +130,25 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
       s.hidden[i + 1] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(layer) + ".out");
       out = s.hidden[i + 1].data();
     }
-    forward_hook(pl.first_layer_unit + static_cast<int>(i), true);
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), false, true);
     layers_[i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
-    forward_hook(pl.first_layer_unit + static_cast<int>(i), false);
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), false, false);
   }
   if (!last_) return 0.0;
   dev_.ledger().mark_phase(mb + ".head");
-  forward_hook(pl.head_unit, true);
+  unit_hook(pl.head_unit, false, true);
   const double loss = head_forward(s, host_targets);
-  forward_hook(pl.head_unit, false);
+  unit_hook(pl.head_unit, false, false);
   return loss;
 }
 
-// ZeRO 3 (model.h forward_unit_hook, rebind_layer_unit).
-void StageModel::forward_hook(int unit, bool begin) {
-  if (forward_unit_hook) forward_unit_hook(static_cast<size_t>(unit), begin);
+void StageModel::unit_hook(int unit, bool backward, bool begin) {
+  if (hooks_ == nullptr) return;
+  const auto u = static_cast<size_t>(unit);
+  if (backward)
+    begin ? hooks_->before_backward(u) : hooks_->after_backward(u);
+  else
+    begin ? hooks_->before_forward(u) : hooks_->after_forward(u);
 }
 
 void StageModel::rebind_layer_unit(size_t unit) {
@@ -149,7 +161,7 @@ void StageModel::rebind_layer_unit(size_t unit) {
 void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
   const ParamLayout& pl = params_.layout();
   const auto eu = static_cast<size_t>(pl.embedding_unit);
-  const int64_t n = lcfg_.tokens(), h = lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t n = lcfg_.tokens(), h = lcfg_.h;
   s.ids = dev_.alloc(4 * n, Account::kActivations, "token_ids");
   dev_.copy_from_host(s.ids.data(), host_ids, 4 * n);
   const void* wpe = lcfg_.gpt ? params_.weight(eu, "position.weight") : nullptr;
@@ -159,16 +171,11 @@ void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
     return;
   }
   // Vocabulary-parallel: this rank's rows, zeros for the others' ids, summed over tp.
-  const void* wte = params_.weight(eu, "word.weight");
-  if (lcfg_.sp) {
-    Buffer full = dev_.alloc(e * n * h, Account::kWorkspace, "embedding.partial");
-    dev_.vocab_embedding_forward(full.data(), s.ids.as<int32_t>(), wte, lcfg_.e, n, h, vocab_begin_,
-                                 pl.vocab_rows);
-    tp_.reduce_scatter(s.hidden[0].data(), full.data(), lcfg_.tokens_local() * h, lcfg_.e);
-  } else {
-    dev_.vocab_embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), wte, lcfg_.e, n, h,
-                                 vocab_begin_, pl.vocab_rows);
-    tp_.all_reduce(s.hidden[0].data(), n * h, lcfg_.e);
+  {
+    PartialSums out(tp_region(), s.hidden[0].data(), "embedding.partial");
+    dev_.vocab_embedding_forward(out.data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"), lcfg_.e, n,
+                                 h, vocab_begin_, pl.vocab_rows);
+    out.reduce();
   }
   if (wpe) add_positions(s.hidden[0].data(), wpe);
 }
@@ -211,14 +218,8 @@ void StageModel::embedding_backward(Slot& s, void* dres) {
   // positions: the whole gradient without sp (dres is the same on every TP
   // rank); the shard's partial sum under sp (reduce_tp_partial_grads).
   if (dwpe) positions_backward(dwpe, dres);
-  Buffer full;
-  const void* d = dres;
-  if (lcfg_.sp) {  // the reduce-scatter's transpose
-    full = dev_.alloc(dtype_bytes(lcfg_.e) * n * h, Account::kWorkspace, "embedding.dout");
-    tp_.all_gather(full.data(), dres, lcfg_.tokens_local() * h, lcfg_.e);
-    d = full.data();
-  }
-  dev_.vocab_embedding_backward(params_.grad(eu, "word.weight"), lcfg_.g, d, lcfg_.e,
+  const AllTokens d(tp_region(), dres, "embedding.dout");  // sp: the reduce-scatter's transpose
+  dev_.vocab_embedding_backward(params_.grad(eu, "word.weight"), lcfg_.g, d.data(), lcfg_.e,
                                 s.ids.as<int32_t>(), n, h, vocab_begin_, pl.vocab_rows);
   s.ids.reset();
 }
@@ -237,20 +238,14 @@ double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   s.final_out = dev_.alloc(e * hid, Account::kActivations, "final_norm.out");
   norm_forward(s.final_out.data(), s.final_stats.as<float>(), s.hidden[L].data(),
                params_.weight(hu, "norm.weight"), params_.weight_or_null(hu, "norm.bias"));
-  Buffer gathered;  // sp: the head reads every token
-  const void* a = s.final_out.data();
-  if (lcfg_.sp) {
-    gathered = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.out.gathered");
-    tp_.all_gather(gathered.data(), a, hid, lcfg_.e);
-    a = gathered.data();
-  }
+  AllTokens gathered(tp_region(), s.final_out.data(), "final_norm.out.gathered");  // the head reads every token
 
   // logits (N × V'/t, fp32) = final_out · W_outᵀ: fp32 output for a stable loss
   s.logits = dev_.alloc(4 * n * vr, Account::kActivations, "logits");
   GemmArgs g;
   g.trans_b = true;
   g.m = n; g.n = vr; g.k = lcfg_.h;
-  g.a = a; g.lda = lcfg_.h;
+  g.a = gathered.data(); g.lda = lcfg_.h;
   g.b = w_out; g.ldb = lcfg_.h;
   g.ab_type = lcfg_.e;
   g.c = s.logits.data(); g.ldc = vr; g.c_type = DType::kFP32;
@@ -303,9 +298,11 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
   const int64_t vr = pl.vocab_rows;
   const char* out_role = model_.tied_embeddings ? "word_copy.weight" : "output.weight";
   const void* w_out = pl.head_uses_embedding ? params_.weight(eu, "word.weight") : params_.weight(hu, out_role);
-  // tied, p = 1: the embedding's gradient, or the side buffer a ZeRO 2/3 step provides (model.h)
+  // tied, p = 1: the embedding's gradient, or where the hooks send it (unit_hooks.h)
+  std::optional<void*> sink;
+  if (pl.head_uses_embedding && hooks_ != nullptr) sink = hooks_->word_grad_sink();
   void* dw_out = !pl.head_uses_embedding ? params_.grad(hu, out_role)
-                 : tied_word_grad        ? tied_word_grad()
+                 : sink                  ? *sink
                                          : params_.grad(eu, "word.weight");
 
   // dlogits = (softmax − onehot)·scale, in place over the logits (under TP
@@ -326,28 +323,18 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
     dl = dl_e.data();
   }
   {
-    Buffer gathered;  // sp: the saved shard of the final-norm output, gathered again
-    const void* a = s.final_out.data();
-    if (lcfg_.sp) {
-      gathered = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.out.regathered");
-      tp_.all_gather(gathered.data(), a, hid, lcfg_.e);
-      a = gathered.data();
-    }
-    linear_backward_weight(dev_, dw_out, lcfg_.g, dl, a, lcfg_.e, n, lcfg_.h, vr);
+    // sp: the saved shard of the final-norm output, gathered again
+    const AllTokens a(tp_region(), s.final_out.data(), "final_norm.out.regathered");
+    linear_backward_weight(dev_, dw_out, lcfg_.g, dl, a.data(), lcfg_.e, n, lcfg_.h, vr);
   }
   s.final_out.reset();
   Buffer dfinal = dev_.alloc(e * hid, Account::kWorkspace, "final_norm.dout");
-  if (lcfg_.sp) {  // vocabulary-parallel head: partial sums of every token, scattered to shards
-    Buffer full = dev_.alloc(e * n * lcfg_.h, Account::kWorkspace, "final_norm.dout.partial");
-    linear_backward_data(dev_, full.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
+  {  // vocabulary-parallel head: partial sums of every token, summed over tp
+    PartialSums d(tp_region(), dfinal.data(), "final_norm.dout.partial");
+    linear_backward_data(dev_, d.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
     dl_e.reset();
     s.logits.reset();
-    tp_.reduce_scatter(dfinal.data(), full.data(), hid, lcfg_.e);
-  } else {
-    linear_backward_data(dev_, dfinal.data(), dl, w_out, lcfg_.e, n, lcfg_.h, vr);
-    dl_e.reset();
-    s.logits.reset();
-    tp_.all_reduce(dfinal.data(), hid, lcfg_.e);  // vocabulary-parallel head: partial sums
+    d.reduce();
   }
 
   const float* st = s.final_stats.as<float>();
@@ -372,23 +359,20 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
   const std::string mb = "bwd.mb" + std::to_string(slot);
 
   Buffer dres = dev_.alloc(e * hid, Account::kWorkspace, "dresidual");
-  auto unit_hook = [&](int unit, bool begin) {  // ZeRO 2 (model.h backward_unit_hook)
-    if (backward_unit_hook) backward_unit_hook(static_cast<size_t>(unit), begin);
-  };
   if (last_) {
     dev_.ledger().mark_phase(mb + ".head");
-    unit_hook(pl.head_unit, true);
+    unit_hook(pl.head_unit, true, true);
     head_backward(s, loss_scale, dres.data());
-    unit_hook(pl.head_unit, false);
+    unit_hook(pl.head_unit, true, false);
   } else {
     dev_.copy(dres.data(), output_grad, e * hid);
   }
   for (int64_t i = L - 1; i >= 0; --i) {
     const int64_t layer = pl.first_layer + i;
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), true);
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), true, true);
     layers_[i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), false);
+    unit_hook(pl.first_layer_unit + static_cast<int>(i), true, false);
     s.hidden[i].reset();
   }
   if (first_) {
@@ -398,9 +382,9 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
                             lcfg_.dropout);
       s.emb_mask.reset();
     }
-    unit_hook(pl.embedding_unit, true);
+    unit_hook(pl.embedding_unit, true, true);
     embedding_backward(s, dres.data());
-    unit_hook(pl.embedding_unit, false);
+    unit_hook(pl.embedding_unit, true, false);
   } else {
     dev_.copy(input_grad, dres.data(), e * hid);
   }
@@ -415,18 +399,13 @@ void StageModel::reduce_tp_partial_grads(size_t unit, void* unit_grads) {
   if (tp_size_ < 2) return;
   const UnitLayout& ul = params_.layout().units[unit];
   const int64_t g = dtype_bytes(lcfg_.g);
-  // Under sp: the replicated tensors whose gradient each rank computed from its
+  // Under sp: the replicated tensors (TensorSlot::replicated_over_tp: norms,
+  // gpt's row-parallel biases and positions) whose gradient each rank computed from its
   // token shard (docs/formulas/comm.md "Sequence-partial gradients"), one
   // all_reduce each, in layout order.
   if (lcfg_.sp) {
-    for (const TensorSlot& t : ul.tensors) {
-      const std::string& r = t.role;
-      const bool partial = r == "norm1.weight" || r == "norm1.bias" || r == "norm2.weight" ||
-                           r == "norm2.bias" || r == "norm.weight" || r == "norm.bias" ||
-                           (lcfg_.gpt && (r == "attn_out.bias" || r == "mlp_out.bias" ||
-                                          r == "position.weight"));
-      if (partial) tp_.all_reduce(byte_offset(unit_grads, g * t.offset), t.elems(), lcfg_.g);
-    }
+    for (const TensorSlot& t : ul.tensors)
+      if (t.replicated_over_tp) tp_.all_reduce(byte_offset(unit_grads, g * t.offset), t.elems(), lcfg_.g);
   }
   // KV heads replicated over t/k ranks (t > k): each replica's K and V rows
   // (and bias) hold the gradient of its own queries only. A staging buffer

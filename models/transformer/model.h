@@ -53,10 +53,10 @@
 // computed on shards (norm γ β, gpt's row-parallel biases and positions), and
 // with t > k the K/V rows of replicated KV heads — are summed over tp by
 // reduce_tp_partial_grads, which the training step calls after the last
-// microbatch's backward (docs/formulas/comm.md "Sequence-partial gradients").
+// microbatch's backward (docs/formulas/comm.md "Sequence-partial gradients";
+// the tensors are TensorSlot::replicated_over_tp).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -65,6 +65,7 @@
 #include "core/run_config.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/params.h"
+#include "models/transformer/unit_hooks.h"
 #include "comm/comm.h"
 #include "core/layout.h"
 
@@ -93,32 +94,20 @@ class StageModel {
 
   int64_t in_flight() const;  // slots holding a forward's saved tensors
 
-  // ZeRO 2 (parallel/train_step.cpp; keep
-  // its calls): when set, called with a ParamLayout unit index just before
-  // (begin = true) and just after (false) that unit's part of backward: the
-  // head, each layer, the embedding. The training step zeroes the unit's
-  // gradient staging buffer before and reduce-scatters it after.
-  std::function<void(size_t unit, bool begin)> backward_unit_hook;
-  // ZeRO 3: the same around each unit's part of forward
-  // (the embedding, each layer, the head); the step all-gathers the unit's
-  // weights at begin and frees them at end.
-  std::function<void(size_t unit, bool begin)> forward_unit_hook;
-  // ZeRO 2/3 with tied embeddings and p = 1 (parallel/train_step.cpp): when
-  // set, the head's backward accumulates d(word) into the buffer it returns
-  // (V'/t·h elements of g, the training step's side buffer) instead of
-  // params.grad(embedding unit, "word.weight") — which under ZeRO 2 points
-  // into the staging buffer, then holding the head unit's gradient.
-  std::function<void*()> tied_word_grad;
-  // ZeRO 3: re-reads a layer unit's LayerParams from Params (the layer keeps
-  // pointers from its construction; a gathered copy lives at a new address).
-  // The embedding and head read Params on every use and need none.
+  // The per-unit hooks (unit_hooks.h), set once before the first forward;
+  // nullptr: none. The caller keeps them alive while the model runs.
+  void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // Re-reads a layer unit's LayerParams from Params (the layer keeps pointers
+  // from its construction; a unit's weights moved, e.g. into a gathered
+  // copy, are read at their new address). The embedding and head read Params
+  // on every use and need none.
   void rebind_layer_unit(size_t unit);
 
   // Sums over tp the partial gradients of every unit (see above): one
   // all_reduce per tensor. A no-op when t = 1 or nothing is partial.
   void reduce_tp_partial_grads();
   // The same for one unit, on `unit_grads` (the unit's gradient buffer in
-  // layout order, dtype g; e.g. a ZeRO staging buffer).
+  // layout order, dtype g; e.g. a staging buffer of the unit's full gradient).
   void reduce_tp_partial_grads(size_t unit, void* unit_grads);
   const LayerConfig& layer_config() const { return lcfg_; }
 
@@ -127,7 +116,7 @@ class StageModel {
   LayerKeys keys(int64_t step, int64_t sample_offset, int64_t layer) const;
   RngKey key(int64_t step, int64_t sample_offset, int64_t layer, uint64_t site) const;
   void norm_forward(void* out, float* stats, const void* x, const void* w, const void* b);
-  void forward_hook(int unit, bool begin);
+  void unit_hook(int unit, bool backward, bool begin);
   double head_forward(Slot& s, const int32_t* host_targets);
   void head_backward(Slot& s, float loss_scale, void* dres);
   void embedding_forward(Slot& s, const int32_t* host_ids);
@@ -135,7 +124,8 @@ class StageModel {
   // out (tokens_local × h) += the learned positions of the rank's tokens; and the transpose.
   void add_positions(void* out, const void* wpe);
   void positions_backward(void* dwpe, const void* dout);
-  RngKey hidden_key(RngKey k) const;  // the layer's rule (layer.h): sp shards draw their own mask
+  RngKey hidden_key(RngKey k) const;
+  TpRegion tp_region() const { return TpRegion{dev_, tp_, lcfg_.sp, lcfg_.tokens(), lcfg_.h, lcfg_.e}; }  // the layer's rule (layer.h): sp shards draw their own mask
   int64_t token_begin() const { return lcfg_.sp ? tp_rank_ * lcfg_.tokens_local() : 0; }
 
   Device& dev_;
@@ -149,6 +139,7 @@ class StageModel {
   int64_t vocab_begin_ = 0;  // first padded-vocabulary row of this rank
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  UnitHooks* hooks_ = nullptr;
 };
 
 }  // namespace gpuledger

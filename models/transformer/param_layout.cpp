@@ -91,6 +91,18 @@ const TensorSlot& UnitLayout::at(std::string_view role) const {
   throw std::out_of_range("param layout: unit " + name + " has no tensor " + std::string(role));
 }
 
+const TensorSlot* UnitLayout::word_matrix() const {
+  for (const auto& t : tensors)
+    if (t.word_embedding || t.tied_copy) return &t;
+  return nullptr;
+}
+
+bool UnitLayout::summed_over_embedding_group() const {
+  for (const auto& t : tensors)
+    if (t.summed_over_embedding_group) return true;
+  return false;
+}
+
 int64_t ParamLayout::total_elems() const {
   int64_t n = 0;
   for (const auto& u : units) n += u.elems;
@@ -116,17 +128,24 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
   const bool first = stage == 0, last = stage == l.pp - 1;
   pl.head_uses_embedding = m.tied_embeddings && l.pp == 1;
 
-  auto vocab_matrix = [&](UnitBuilder& ub, const std::string& role, uint64_t id) {
+  auto vocab_matrix = [&](UnitBuilder& ub, const std::string& role, uint64_t id) -> TensorSlot& {
     TensorSlot& w = ub.add(role, pl.vocab_rows, h, true, ParamInit::kNormal, id, h);
     w.row_map = RowMap::kVocab;
     w.row_begin = j * pl.vocab_rows;
     w.valid_rows_end = m.vocab;
+    return w;
   };
+  // Tied embeddings across stages: one parameter, two copies, summed over
+  // the embedding group after the schedule.
+  const bool tied_across_stages = m.tied_embeddings && l.pp > 1;
+  auto replicated = [](TensorSlot& s) { s.replicated_over_tp = true; };
 
   if (first) {
     UnitBuilder ub("embedding", "embedding.");
-    vocab_matrix(ub, "word.weight", kWord);
-    if (gpt) ub.add("position.weight", m.max_seq, h, true, ParamInit::kNormal, kPosition, h);
+    TensorSlot& word = vocab_matrix(ub, "word.weight", kWord);
+    word.word_embedding = true;
+    word.summed_over_embedding_group = tied_across_stages;
+    if (gpt) replicated(ub.add("position.weight", m.max_seq, h, true, ParamInit::kNormal, kPosition, h));
     pl.embedding_unit = static_cast<int>(pl.units.size());
     pl.units.push_back(ub.done());
   }
@@ -164,16 +183,16 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
                      layer_id(L, kMlpOutW), m.ffn),
               f_t);
     // vectors (replicated unless column-parallel)
-    ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1);
-    if (gpt) ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1);
+    replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
+    if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
     if (gpt || m.qkv_bias)
       qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
-    if (gpt) ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1);
-    ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1);
+    if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
+    replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
     if (gpt) {
-      ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1);
+      replicated(ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1));
       row_block(ub.add("mlp_in.bias", f_t, 1, false, ParamInit::kZeros, layer_id(L, kMlpInB), 1), f_t);
-      ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1);
+      replicated(ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1));
     }
     pl.units.push_back(ub.done());
   }
@@ -182,10 +201,13 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
     UnitBuilder ub("head", "head.");
     if (!m.tied_embeddings)
       vocab_matrix(ub, "output.weight", kHeadOut);
-    else if (l.pp > 1)
-      vocab_matrix(ub, "word_copy.weight", kWord);  // the tied matrix's copy: same values
-    ub.add("norm.weight", h, 1, false, ParamInit::kOnes, kHeadNormW, 1);
-    if (gpt) ub.add("norm.bias", h, 1, false, ParamInit::kZeros, kHeadNormB, 1);
+    else if (tied_across_stages) {
+      TensorSlot& copy = vocab_matrix(ub, "word_copy.weight", kWord);  // the tied matrix's copy: same values
+      copy.tied_copy = true;
+      copy.summed_over_embedding_group = true;
+    }
+    replicated(ub.add("norm.weight", h, 1, false, ParamInit::kOnes, kHeadNormW, 1));
+    if (gpt) replicated(ub.add("norm.bias", h, 1, false, ParamInit::kZeros, kHeadNormB, 1));
     pl.head_unit = static_cast<int>(pl.units.size());
     pl.units.push_back(ub.done());
   }

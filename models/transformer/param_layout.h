@@ -69,6 +69,19 @@ struct TensorSlot {
   int64_t q_rows = 0, kv_rows = 0, q_row_begin = 0, kv_row_begin = 0;
   int64_t full_q_rows = 0, full_kv_rows = 0;
 
+  // What the parallel training step needs to know of a tensor, said here
+  // where the tensor is defined (docs/exact-budget.md "Parameters held by a
+  // rank"):
+  bool replicated_over_tp = false;  // every TP rank holds it whole: norm weights,
+                                    // row-parallel biases, learned positions
+  bool word_embedding = false;      // the word embedding (first stage); with tied
+                                    // embeddings and p = 1 the head reads it too
+  bool tied_copy = false;           // the last stage's copy of the tied word
+                                    // embedding (p > 1): the same parameter
+  bool summed_over_embedding_group = false;  // tied, p > 1: the word embedding and its
+                                             // copy, whose gradients the first and last
+                                             // stage sum (Megatron's embedding group)
+
   int64_t elems() const { return rows * cols; }
 };
 
@@ -86,6 +99,10 @@ struct UnitLayout {
   // The tensor with this role, or nullptr.
   const TensorSlot* find(std::string_view role) const;
   const TensorSlot& at(std::string_view role) const;  // throws std::out_of_range
+  // The unit's word embedding or its tied copy, or nullptr.
+  const TensorSlot* word_matrix() const;
+  // Whether some tensor of the unit is summed over the embedding group.
+  bool summed_over_embedding_group() const;
 };
 
 struct ParamLayout {

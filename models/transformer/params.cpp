@@ -153,7 +153,10 @@ void* Params::weight(size_t unit, std::string_view role) const {
 }
 
 void* Params::grad(size_t unit, std::string_view role) const {
-  const TensorSlot& t = layout_.units[unit].at(role);
+  return grad(unit, layout_.units[unit].at(role));
+}
+
+void* Params::grad(size_t unit, const TensorSlot& t) const {
   return byte_offset(grad_base(unit), t.offset * dtype_bytes(grad_t_));
 }
 

@@ -83,6 +83,8 @@ class Params {
   // nullptr when the unit has no such tensor (optional biases).
   void* weight_or_null(size_t unit, std::string_view role) const;
   void* grad_or_null(size_t unit, std::string_view role) const;
+  // The gradient of tensor `t` of `unit` (a slot of layout().units[unit]).
+  void* grad(size_t unit, const TensorSlot& t) const;
 
   void zero_grads();  // the gradient buffers (shards when sharded)
 

@@ -1,0 +1,87 @@
+// FinalizeGrads (see finalize_grads.h).
+#include "parallel/finalize_grads.h"
+
+#include <cmath>
+#include <utility>
+
+namespace gpuledger {
+
+double all_reduce_scalar(Device& dev, Comm& comm, double v) {
+  if (comm.size() < 2) return v;
+  float x = static_cast<float>(v);
+  Buffer buf = dev.alloc(4, Account::kWorkspace, "scalar_reduce");
+  if (dev.touches_memory()) dev.copy_from_host(buf.data(), &x, 4);
+  comm.all_reduce(buf.data(), 1, DType::kFP32);
+  if (dev.touches_memory()) dev.copy_to_host(&x, buf.data(), 4);
+  return x;
+}
+
+FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
+                             Params& params, std::vector<bool> tp_sum_after_schedule)
+    : dev_(dev), ctx_(ctx), stage_(stage), params_(params),
+      tp_sum_after_schedule_(std::move(tp_sum_after_schedule)),
+      kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
+  const ParamLayout& pl = params.layout();
+  const int64_t n = params.grads_sharded() ? ctx.layout.dp : 1;
+  const int64_t rank = params.grads_sharded() ? ctx.coords.dp : 0;
+  for (size_t u = 0; u < pl.units.size(); ++u) {
+    grad_shards_.push_back(unit_shard(pl.units[u].elems, n, rank));
+    for (const TensorSlot& t : pl.units[u].tensors)
+      if (t.summed_over_embedding_group) emb_tensors_.push_back({u, &t});
+  }
+}
+
+void FinalizeGrads::reduce_model_parallel() {
+  for (size_t u = 0; u < params_.units(); ++u)
+    if (tp_sum_after_schedule_[u]) stage_.reduce_tp_partial_grads(u, params_.grads(u).data());
+  // tied embeddings across stages: one parameter, two copies (Megatron's embedding group)
+  if (!syncs_embedding()) return;
+  for (const UnitTensor& ut : emb_tensors_)
+    ctx_.emb->all_reduce(params_.grad(ut.unit, *ut.tensor), ut.tensor->elems(), params_.grad_type());
+}
+
+double FinalizeGrads::unit_sum_squares(size_t u) {
+  const UnitShard& sh = grad_shards_[u];
+  const bool sharded = params_.grads_sharded();
+  const DType g = params_.grad_type();
+  // Σ of squares of unit elements [lo, hi) this rank holds the gradient of
+  auto squares = [&](int64_t lo, int64_t hi) {
+    lo = sh.clip_lo(lo);
+    hi = sh.clip_hi(hi);
+    if (hi <= lo) return 0.0;
+    const int64_t at = sharded ? lo - sh.begin : lo;
+    return dev_.sum_squares(byte_offset(params_.grads(u).data(), dtype_bytes(g) * at), g, hi - lo);
+  };
+  const bool tp_lead = ctx_.coords.tp == 0;
+  double sum_sq = 0.0;
+  for (const TensorSlot& t : params_.layout().units[u].tensors) {
+    if (t.tied_copy) continue;  // counted on the first stage
+    if (ctx_.layout.tp > 1 && !tp_lead && t.replicated_over_tp) continue;
+    if (t.row_map == RowMap::kQkv && kv_replicas_ > 1 && ctx_.coords.tp % kv_replicas_ != 0) {
+      // t > k: this rank's K and V rows are another rank's too; count its Q rows only
+      sum_sq += squares(t.offset, t.offset + t.q_rows * t.cols);
+      continue;
+    }
+    sum_sq += squares(t.offset, t.offset + t.elems());
+  }
+  return sum_sq;
+}
+
+double FinalizeGrads::grad_norm(bool reduce) {
+  double sum_sq = 0.0;
+  for (size_t u = 0; u < params_.units(); ++u) sum_sq += unit_sum_squares(u);
+  if (reduce) {
+    if (params_.grads_sharded()) sum_sq = all_reduce_scalar(dev_, *ctx_.dp, sum_sq);
+    sum_sq = all_reduce_scalar(dev_, *ctx_.tp, sum_sq);
+    sum_sq = all_reduce_scalar(dev_, *ctx_.pp, sum_sq);
+  }
+  return std::sqrt(sum_sq);
+}
+
+float FinalizeGrads::clip_coefficient(double norm, double clip) {
+  if (clip <= 0) return 1.0f;
+  const double coef = clip / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
+}  // namespace gpuledger

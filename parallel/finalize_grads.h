@@ -1,0 +1,68 @@
+// FinalizeGrads: what the training step does to the gradients between the
+// schedule and the optimizer, beside the data-parallel sum (Megatron's
+// finalize_model_grads and clip_grad_norm_fp32):
+//   reduce_model_parallel — the model's TP-partial gradients (the
+//     sequence-partial ones under --sp and the K/V rows of replicated KV
+//     heads) summed over tp on the accumulated gradients
+//     (StageModel::reduce_tp_partial_grads), for the units not summed during
+//     the backward; then, tied embeddings with p > 1, the word embedding of
+//     the first stage and the last stage's copy all-reduced over ctx.emb
+//     (the tensors TensorSlot::summed_over_embedding_group);
+//   grad_norm — the global gradient norm: Σ of squares of every gradient
+//     element the rank holds (under ZeRO 2/3 its shard), a tensor replicated
+//     over TP (TensorSlot::replicated_over_tp) counted on TP rank 0 only, K/V
+//     rows of a KV head replicated over t/k ranks (t > k) on the first of
+//     them, the last stage's tied copy (TensorSlot::tied_copy) not at all;
+//     with clipping on, the fp32 sum is all-reduced over dp when the
+//     gradients are sharded, then over tp and pp (docs/formulas/comm.md
+//     "Gradient clipping");
+//   clip_coefficient — min(1, clip / (norm + 1e-6)) (Megatron's
+//     clip_grad_norm_fp32; PyTorch's clip_grad_norm_), 1 without clipping.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm.h"
+#include "core/model_config.h"
+#include "kernels/device.h"
+#include "models/transformer/model.h"
+#include "models/transformer/params.h"
+#include "parallel/rank_context.h"
+#include "parallel/zero/shard.h"
+
+namespace gpuledger {
+
+// One fp32 value summed over `comm` (a group of one returns it unchanged);
+// staged through a 4-byte workspace buffer "scalar_reduce".
+double all_reduce_scalar(Device& dev, Comm& comm, double v);
+
+class FinalizeGrads {
+ public:
+  // tp_sum_after_schedule[u]: unit u's TP-partial gradients are summed by
+  // reduce_model_parallel (not during the backward). Gradients sharded over
+  // ctx.dp when params.grads_sharded().
+  FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
+                Params& params, std::vector<bool> tp_sum_after_schedule);
+
+  // Whether reduce_model_parallel sums over the embedding group on this rank.
+  bool syncs_embedding() const { return ctx_.emb != nullptr && !emb_tensors_.empty(); }
+  void reduce_model_parallel();
+  // The global norm; reduced over the model-parallel (and sharding) groups when `reduce`.
+  double grad_norm(bool reduce);
+  static float clip_coefficient(double norm, double clip);
+
+ private:
+  double unit_sum_squares(size_t u);
+
+  Device& dev_;
+  RankContext ctx_;
+  StageModel& stage_;
+  Params& params_;
+  std::vector<bool> tp_sum_after_schedule_;
+  std::vector<UnitShard> grad_shards_;  // per unit: the elements whose gradient the rank holds
+  int64_t kv_replicas_;                 // t/k ranks share each KV head when t > k, else 1
+  struct UnitTensor { size_t unit; const TensorSlot* tensor; };
+  std::vector<UnitTensor> emb_tensors_;  // summed over the embedding group
+};
+
+}  // namespace gpuledger

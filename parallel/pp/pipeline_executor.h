@@ -1,0 +1,57 @@
+// PipelineExecutor: one rank's walk over its stage's schedule table
+// (schedule.h) for one step, and the point-to-point staging it needs
+// (account comm, docs/exact-budget.md "Communication staging"; p > 1): the
+// send/recv buffers of e·b·s_l·h each (s_l = s/t under sp) — first stage
+// send-activation + recv-gradient, last recv-activation + send-gradient,
+// middle all four ("pp.send_act", "pp.recv_grad", "pp.recv_act",
+// "pp.send_grad").
+//   Forward j  -> (not first stage) receive the activation from stage − 1
+//                 into the recv buffer; synthetic data of microbatch j
+//                 (models/transformer/data.h: global sample offset
+//                 dp_rank·m·b + j·b); StageModel::forward; (not last) send
+//                 the output to stage + 1.
+//   Backward j -> (not last) receive the output gradient from stage + 1;
+//                 StageModel::backward with d(token loss) = 1/(tokens of the
+//                 global batch), so the loss is the mean over the global
+//                 batch and the sum over DP replicas is its gradient; (not
+//                 first) send the input gradient to stage − 1.
+// Sends are paired with receives (p2p.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/model_config.h"
+#include "core/run_config.h"
+#include "kernels/device.h"
+#include "models/transformer/data.h"
+#include "models/transformer/model.h"
+#include "parallel/rank_context.h"
+
+namespace gpuledger {
+
+class PipeChannel;
+
+class PipelineExecutor {
+ public:
+  // Allocates the rank's send/recv buffers (none when p = 1). Throws OutOfMemory.
+  PipelineExecutor(Device& dev, const RankContext& ctx, const ModelConfig& model, const RunConfig& run);
+
+  // Runs the table of step `step_index` on `stage`; returns the sum of the
+  // token losses of the rank's microbatches (last stage; 0 elsewhere). On a
+  // failure (an OutOfMemory mid-schedule) drops the microbatches in flight,
+  // so the model is usable again, and rethrows.
+  double run(StageModel& stage, int64_t step_index);
+
+ private:
+  double run_table(StageModel& stage, int64_t step_index, PipeChannel& chan);
+
+  Device& dev_;
+  RankContext ctx_;
+  RunConfig run_;
+  int64_t msg_elems_ = 0;  // b·s_l·h per message
+  DType e_;
+  Buffer send_act_, recv_act_, send_grad_, recv_grad_;
+  BigramData data_;
+};
+
+}  // namespace gpuledger

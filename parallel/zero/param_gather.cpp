@@ -1,0 +1,53 @@
+// ZeroParamGather (see param_gather.h).
+#include "parallel/zero/param_gather.h"
+
+#include "parallel/zero/shard.h"
+
+namespace gpuledger {
+
+ZeroParamGather::ZeroParamGather(Device& dev, Comm& dp, StageModel& stage, Params& params, int64_t prefetch)
+    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()),
+      prefetch_(prefetch) {}
+
+bool ZeroParamGather::is_tied_head(size_t u) const {
+  const ParamLayout& pl = params_.layout();
+  return pl.head_uses_embedding && static_cast<int>(u) == pl.head_unit;
+}
+
+void ZeroParamGather::gather(size_t u) {
+  Buffer& full = params_.gathered(u);
+  if (!full.empty()) return;
+  const UnitShard sh = unit_shard(params_.layout().units[u].elems, n_, rank_);
+  const DType e = params_.weight_type();
+  full = dev_.alloc(dtype_bytes(e) * sh.padded_elems(n_), Account::kWeights,
+                    params_.layout().units[u].name + ".gathered");
+  dp_.all_gather(full.data(), params_.weights(u).data(), sh.shard_elems, e);
+  stage_.rebind_layer_unit(u);
+}
+
+void ZeroParamGather::enter(size_t u, bool backward) {
+  const auto count = static_cast<int64_t>(params_.units());
+  for (int64_t k = 0; k <= prefetch_; ++k) {
+    const int64_t v = backward ? static_cast<int64_t>(u) - k : static_cast<int64_t>(u) + k;
+    if (v < 0 || v >= count) break;
+    gather(static_cast<size_t>(v));
+  }
+  if (!is_tied_head(u)) return;
+  const auto eu = static_cast<size_t>(params_.layout().embedding_unit);
+  embedding_for_head_ = params_.gathered(eu).empty();
+  gather(eu);
+}
+
+void ZeroParamGather::leave(size_t u) {
+  params_.gathered(u).reset();
+  if (!is_tied_head(u)) return;
+  if (embedding_for_head_) params_.gathered(static_cast<size_t>(params_.layout().embedding_unit)).reset();
+  embedding_for_head_ = false;
+}
+
+void ZeroParamGather::release_all() {
+  embedding_for_head_ = false;
+  for (size_t u = 0; u < params_.units(); ++u) params_.gathered(u).reset();
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,81 @@
+// ShardedOptimizer (see sharded_optimizer.h).
+#include "parallel/zero/sharded_optimizer.h"
+
+#include <utility>
+
+namespace gpuledger {
+
+ShardedOptimizer::ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero,
+                                   int64_t n, int64_t dp_rank, std::unique_ptr<UpdateRule> rule)
+    : dev_(dev), dp_(dp), params_(params), n_(n), sharded_(zero >= 1), rule_(std::move(rule)) {
+  for (const UnitLayout& u : params.layout().units) {
+    shards_.push_back(sharded_ ? unit_shard(u.elems, n, dp_rank) : unit_shard(u.elems, 1, 0));
+    const int64_t se = shards_.back().shard_elems;
+    if (run.has_master()) master_.push_back(dev.alloc(4 * se, Account::kMaster, u.name + ".master"));
+    rule_->add_unit(u.name, se);
+    if (!master_.empty()) dev.fill_zero(master_.back().data(), master_.back().bytes());
+  }
+}
+
+void ShardedOptimizer::load_master(size_t u, const std::vector<float>& unit_values) {
+  if (master_.empty()) return;
+  const UnitShard& s = shards_[u];
+  if (s.valid > 0) dev_.copy_from_host(master_[u].data(), unit_values.data() + s.begin, 4 * s.valid);
+}
+
+const Buffer* ShardedOptimizer::whole_master(size_t u) const {
+  return master_.empty() || sharded_ ? nullptr : &master_[u];
+}
+
+void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scale) {
+  const UnitLayout& unit = params_.layout().units[u];
+  const UnitShard& sh = shards_[u];
+  const DType e = params_.weight_type(), g = params_.grad_type();
+  // [0, decay_elems): matrices, decayed; the rest (norms, biases) not
+  const int64_t seg_begin[2] = {0, unit.decay_elems};
+  const int64_t seg_end[2] = {unit.decay_elems, unit.elems};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t lo = sh.clip_lo(seg_begin[k]), hi = sh.clip_hi(seg_end[k]);
+    if (hi <= lo) continue;
+    ShardPiece p;
+    p.unit = u;
+    p.state_offset = lo - sh.begin;  // offset in the shard-sized states
+    p.elems = hi - lo;
+    p.master = master_.empty() ? nullptr : static_cast<float*>(byte_offset(master_[u].data(), 4 * p.state_offset));
+    p.weights = byte_offset(params_.weights(u).data(),
+                            dtype_bytes(e) * (params_.weights_sharded() ? p.state_offset : lo));
+    p.weight_type = e;
+    p.grads = byte_offset(params_.grads(u).data(), dtype_bytes(g) * (params_.grads_sharded() ? p.state_offset : lo));
+    p.grad_type = g;
+    p.decay = k == 0;
+    rule_->update(p, step_count, grad_scale);
+  }
+}
+
+void ShardedOptimizer::step(int64_t step_count, float grad_scale) {
+  dev_.ledger().mark_phase("optimizer");
+  for (size_t u = 0; u < shards_.size(); ++u) update_unit(u, step_count, grad_scale);
+  if (sharded_ && n_ > 1 && !params_.weights_sharded()) gather_updated_weights();
+}
+
+void ShardedOptimizer::gather_updated_weights() {
+  dev_.ledger().mark_phase("zero.all_gather");
+  const DType e = params_.weight_type();
+  const int64_t eb = dtype_bytes(e);
+  for (size_t u = 0; u < shards_.size(); ++u) {
+    const UnitShard& sh = shards_[u];
+    void* w = params_.weights(u).data();
+    if (sh.padded_elems(n_) == sh.unit_elems) {  // in place: the shard is already in its slot
+      dp_.all_gather(w, byte_offset(w, eb * sh.begin), sh.shard_elems, e);
+    } else {  // padded: gather into a temporary, keep the first P_u elements
+      Buffer full = dev_.alloc(eb * sh.padded_elems(n_), Account::kWorkspace, "zero.gather");
+      Buffer mine = dev_.alloc(eb * sh.shard_elems, Account::kWorkspace, "zero.shard");
+      dev_.fill_zero(mine.data(), mine.bytes());
+      if (sh.valid > 0) dev_.copy(mine.data(), byte_offset(w, eb * sh.begin), eb * sh.valid);
+      dp_.all_gather(full.data(), mine.data(), sh.shard_elems, e);
+      dev_.copy(w, full.data(), eb * sh.unit_elems);
+    }
+  }
+}
+
+}  // namespace gpuledger
