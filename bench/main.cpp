@@ -8,15 +8,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/cli/commands.h"
+#include "bench/cli/guarded_run.h"
 #include "bench/exit_codes.h"
-#include "core/model_config.h"
-#include "core/layout.h"
 
 namespace {
 
@@ -51,13 +49,13 @@ int main(int argc, char** argv) {
   std::vector<Command> commands;
   add_models_command(app, commands);
   add_devices_command(app, commands);
-  add_plan_command(app, commands);
-  add_kv_command(app, commands);
+  add_run_command(app, commands, "plan");
+  add_run_command(app, commands, "kv");
   add_peak_command(app, commands);
-  add_train_command(app, commands);
+  add_run_command(app, commands, "train");
   add_check_command(app, commands);
   add_regress_command(app, commands);
-  add_infer_command(app, commands);
+  add_run_command(app, commands, "infer");
   add_sweep_command(app, commands);
 
   try {
@@ -71,24 +69,12 @@ int main(int argc, char** argv) {
   const bool usage_out = prints_usage_errors();
   for (auto& c : commands) {
     if (!c.app->parsed()) continue;
-    try {
-      return c.run();
-    } catch (const ConfigError& e) {
-      if (!usage_out) return quiet_usage_exit(kExitUsage);
-      std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    } catch (const LayoutError& e) {
-      if (!usage_out) return quiet_usage_exit(kExitUsage);
-      std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    } catch (const std::invalid_argument& e) {
-      if (!usage_out) return quiet_usage_exit(kExitUsage);
-      std::cerr << "gpuledger " << c.app->get_name() << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    } catch (const std::exception& e) {
-      std::cerr << "gpuledger " << c.app->get_name() << ": failed: " << e.what() << "\n";
-      return kExitFailed;
-    }
+    const GuardedRun g = run_guarded(c.run);
+    if (!g.threw) return g.exit;
+    if (g.exit == kExitUsage && !usage_out) return quiet_usage_exit(kExitUsage);
+    std::cerr << "gpuledger " << c.app->get_name() << (g.exit == kExitUsage ? ": error: " : ": failed: ") << g.error
+              << "\n";
+    return g.exit;
   }
   return kExitUsage;
 }

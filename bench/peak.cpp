@@ -1,5 +1,6 @@
 // Peak measurements (see peak.h).
 #include "bench/peak.h"
+#include "bench/median.h"
 #include "kernels/registry/registry.h"
 
 #include <algorithm>
@@ -9,12 +10,6 @@
 namespace gpuledger::bench {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 template <class F>
 double time_median(Device& dev, int warmup, int reps, F&& f) {

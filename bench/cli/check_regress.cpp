@@ -15,7 +15,7 @@
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
-#include "bench/cli/train_report.h"
+#include "bench/report/train_tables.h"
 #include "bench/exit_codes.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"
@@ -30,7 +30,7 @@ namespace {
 struct CheckOptions {
   std::string report;
   double bytes_tol = 0.0;   // relative tolerance on exact accounts (0: to the byte)
-  Options out;
+  OutputOptions out;
 };
 
 int run_check(const CheckOptions& o) {
@@ -56,7 +56,7 @@ int run_check(const CheckOptions& o) {
   if (!o.out.quiet) {
     auto& os = table_stream(o.out);
     os << fmt::format("# gpuledger check {} (status {})\n", o.report, doc.value("status", "ok"));
-    print_checks(os, checks);
+    report::print_checks(os, checks);
   }
   return ok ? kExitOk : kExitFailed;
 }
@@ -65,7 +65,7 @@ struct RegressOptions {
   std::string report, baseline;
   double mfu_tol = 0.05;      // MFU may fall by this fraction of the baseline's
   double bytes_tol = 0.0;     // peak bytes may grow by this fraction
-  Options out;
+  OutputOptions out;
 };
 
 // A figure of a report by path ("summary.mfu"); nullopt when absent or null.
@@ -133,7 +133,7 @@ int run_regress(const RegressOptions& o) {
     auto& os = table_stream(o.out);
     os << fmt::format("# gpuledger regress {} against {} (MFU/tokens tolerance {}, bytes tolerance {})\n", o.report,
                       o.baseline, report::format_percent(o.mfu_tol), report::format_percent(o.bytes_tol));
-    print_checks(os, checks);
+    report::print_checks(os, checks);
   }
   return ok ? kExitOk : kExitFailed;
 }

@@ -2,11 +2,11 @@
 // and the function that runs it. main.cpp parses, then runs the one chosen.
 #pragma once
 #include <functional>
-#include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/cli/options.h"
+#include "bench/cli/config_options.h"
 
 namespace CLI { class App; }
 
@@ -17,22 +17,35 @@ struct Command {
   std::function<int()> run;   // returns the exit status
 };
 
+// A subcommand that runs a configuration (plan, kv, train, infer): its options
+// live in the object, registered on an App by bind(); run() resolves them into
+// the subcommand's request, runs it, writes the report and prints the tables.
+// run() leaves the options as they are, so that sweep (bench/cli/sweep.cpp)
+// can set a few of them by name and run again.
+class RunCommand {
+ public:
+  virtual ~RunCommand() = default;
+  virtual void bind(CLI::App& app) = 0;
+  virtual OutputOptions& output() = 0;
+  virtual int run() const = 0;   // the exit status; usage errors throw (ConfigError, LayoutError)
+};
+
+std::unique_ptr<RunCommand> make_plan_command();
+std::unique_ptr<RunCommand> make_kv_command();
+std::unique_ptr<RunCommand> make_train_command();
+std::unique_ptr<RunCommand> make_infer_command();
+// By subcommand name: plan, kv, train or infer; nullptr for any other.
+std::unique_ptr<RunCommand> make_run_command(const std::string& name);
+// The one-line description `gpuledger --help` shows for a run command.
+std::string run_command_description(const std::string& name);
+
 void add_models_command(CLI::App& root, std::vector<Command>& out);
 void add_devices_command(CLI::App& root, std::vector<Command>& out);
-void add_plan_command(CLI::App& root, std::vector<Command>& out);
-void add_kv_command(CLI::App& root, std::vector<Command>& out);
+void add_run_command(CLI::App& root, std::vector<Command>& out, const std::string& name);
 void add_peak_command(CLI::App& root, std::vector<Command>& out);
-void add_train_command(CLI::App& root, std::vector<Command>& out);
 void add_check_command(CLI::App& root, std::vector<Command>& out);
 void add_regress_command(CLI::App& root, std::vector<Command>& out);
-void add_infer_command(CLI::App& root, std::vector<Command>& out);
 // Runs plan, kv, train or infer over a grid of points (bench/cli/sweep.cpp).
 void add_sweep_command(CLI::App& root, std::vector<Command>& out);
-
-// Where the human-readable table goes: stdout, or stderr when the JSON report goes to stdout.
-std::ostream& table_stream(const Options& o);
-
-// --ranks: "roles" (one per pipeline stage), "all", or a comma list of ranks < world.
-std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int64_t world);
 
 }  // namespace gpuledger::cli

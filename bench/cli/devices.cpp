@@ -16,7 +16,7 @@ nlohmann::json opt_json(std::optional<double> v) { return v ? nlohmann::json(*v)
 }  // namespace
 
 void add_devices_command(CLI::App& root, std::vector<Command>& out) {
-  auto opts = std::make_shared<Options>();  // CLI11 binds to it; the run closure keeps it alive
+  auto opts = std::make_shared<OutputOptions>();  // CLI11 binds to it; the run closure keeps it alive
   auto* app = root.add_subcommand("devices", "list device presets: memory, dense peak FLOP/s, bandwidth, source");
   add_output_options(*app, *opts);
   out.push_back({app, [opts]() {

@@ -14,7 +14,7 @@
 namespace gpuledger::cli {
 
 void add_models_command(CLI::App& root, std::vector<Command>& out) {
-  auto opts = std::make_shared<Options>();  // CLI11 binds to it; the run closure keeps it alive
+  auto opts = std::make_shared<OutputOptions>();  // CLI11 binds to it; the run closure keeps it alive
   auto* app = root.add_subcommand("models", "list model presets with their parameter counts");
   add_output_options(*app, *opts);
   out.push_back({app, [opts]() {

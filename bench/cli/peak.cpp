@@ -27,7 +27,7 @@ struct PeakOptions {
   int warmup = 1, reps = 5;
   double bandwidth_mib = 256;
   bool quick = false;
-  Options out;
+  OutputOptions out;
 };
 
 int run_peak(const PeakOptions& o) {

@@ -57,7 +57,7 @@ json model_json(const ModelConfig& m) {
   return j;
 }
 
-json config_json(const cli::Resolved& r) {
+json config_json(const ResolvedConfig& r) {
   const auto& l = r.layout;
   const auto& run = r.run;
   json c;

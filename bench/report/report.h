@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/cli/options.h"
 #include "core/model_config.h"
+#include "core/resolved_config.h"
 
 namespace gpuledger::report {
 
@@ -17,7 +17,7 @@ inline constexpr std::string_view kSchema = "gpuledger.report/1";
 // {"schema", "kind", "status": "ok", "tool": {...}, "env": {"host", ...}, "checks": []}
 nlohmann::json make_report(std::string_view kind);
 nlohmann::json model_json(const ModelConfig& m);
-nlohmann::json config_json(const cli::Resolved& r);
+nlohmann::json config_json(const ResolvedConfig& r);
 
 // Writes `doc` to `path` atomically (temporary file in the same folder, then
 // rename), creating the folder; "-" writes to stdout. Throws std::runtime_error.

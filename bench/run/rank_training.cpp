@@ -1,9 +1,10 @@
-// One rank's training run (see train_runner.h).
-#include "bench/train_runner.h"
+// One rank's training run (see rank_training.h).
+#include "bench/run/rank_training.h"
 
 #include <algorithm>
 #include <memory>
 
+#include "bench/median.h"
 #include "bench/report/ledger_json.h"
 #include "kernels/profiling_device.h"
 
@@ -11,13 +12,7 @@ namespace gpuledger::bench {
 
 using nlohmann::json;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-RankRun run_rank_training(Device& device, const cli::Resolved& r, const RankContext& ctx,
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx,
                           const CommCounters& counters, const RankRunOptions& o, json record) {
   RankRun run;
   Ledger& ledger = device.ledger();

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace gpuledger::cli {
+namespace gpuledger::report {
 
 void print_train_summary(std::ostream& os, const nlohmann::json& doc);
 void print_checks(std::ostream& os, const nlohmann::json& checks);
 
-}  // namespace gpuledger::cli
+}  // namespace gpuledger::report

@@ -1,19 +1,16 @@
-// `gpuledger infer` tables (see infer_report.h).
-#include "bench/cli/infer_report.h"
+// `gpuledger infer` tables (see infer_tables.h).
+#include "bench/report/infer_tables.h"
 
 #include <fmt/format.h>
 
-#include "bench/cli/plan_report.h"
-#include "bench/cli/train_report.h"
+#include "bench/report/plan_tables.h"
+#include "bench/report/train_tables.h"
 #include "bench/report/format.h"
 #include "bench/report/table.h"
 
-namespace gpuledger::cli {
+namespace gpuledger::report {
 
 using nlohmann::json;
-using report::format_bytes;
-using report::format_count;
-using report::format_percent;
 
 namespace {
 std::string bytes(const json& v) { return v.is_number() ? format_bytes(v.get<double>()) : "-"; }
@@ -36,7 +33,7 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   const json& rk = doc["ranks"][0];
   const json& m = rk["measured"];
   const json& kv = m["kv"];
-  report::Table t("memory (rank 0)");
+  Table t("memory (rank 0)");
   t.columns({"what", "bytes", "note"});
   t.row({"weights", bytes(m["peak_by_account"]["weights"]), "no gradients (serving)"});
   t.row({"activation peak (profiled)", bytes(m["activation_peak_bytes"]),
@@ -50,14 +47,14 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   os << "\n" << t.render();
 
   const json& cap = rk["capacity"];
-  report::Table ct(fmt::format("capacity: concurrent sequences of {} tokens", cap["context"].get<int64_t>()));
+  Table ct(fmt::format("capacity: concurrent sequences of {} tokens", cap["context"].get<int64_t>()));
   ct.columns({"measured (filling the pool)", "predicted (gpuledger kv rule)", "pool"});
   ct.row({format_count(cap["measured"].get<int64_t>()), format_count(cap["predicted"].get<int64_t>()),
           bytes(cap["pool_bytes"])});
   os << "\n" << ct.render();
 
   const json& s = doc["summary"];
-  report::Table tp("throughput");
+  Table tp("throughput");
   tp.columns({"phase", "steps", "tokens", "seconds", "tokens/s"});
   tp.row({"prefill", format_count(s["prefill"]["steps"].get<int64_t>()), format_count(s["prefill"]["tokens"].get<int64_t>()),
           fmt::format("{:.3f}", s["prefill"]["seconds"].get<double>()), fmt::format("{:.1f}", s["prefill"]["tokens_per_s"].get<double>())});
@@ -82,4 +79,4 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   print_checks(os, doc["checks"]);
 }
 
-}  // namespace gpuledger::cli
+}  // namespace gpuledger::report

@@ -1,6 +1,6 @@
 // Human tables for plan reports, rendered from the JSON document alone (the
 // JSON is the result model; this is one printer of it).
-#include "bench/cli/plan_report.h"
+#include "bench/report/plan_tables.h"
 
 #include <fmt/format.h>
 
@@ -11,11 +11,9 @@
 #include "bench/report/table.h"
 #include "core/account.h"
 
-namespace gpuledger::cli {
+namespace gpuledger::report {
 
 using nlohmann::json;
-using report::format_bytes;
-using report::format_count;
 
 namespace {
 std::string bytes_cell(const json& v) {
@@ -61,7 +59,7 @@ void print_plan(std::ostream& os, const json& doc) {
   os << "\n";
 
   // ---- accounts per role (exact for this implementation; docs/exact-budget.md) ----
-  report::Table acc("bytes per rank by account — exact for this implementation (workspace: upper bound)");
+  Table acc("bytes per rank by account — exact for this implementation (workspace: upper bound)");
   std::vector<std::string> cols = {"account"};
   for (const auto& r : ranks) cols.push_back(r["role"].get<std::string>());
   acc.columns(cols);
@@ -92,7 +90,7 @@ void print_plan(std::ostream& os, const json& doc) {
 
   // ---- published figures beside the exact ones (sources as numbered notes) ----
   for (const auto& r : ranks) {
-    report::Table pub("published formulas for " + r["role"].get<std::string>() + " vs the exact figure");
+    Table pub("published formulas for " + r["role"].get<std::string>() + " vs the exact figure");
     pub.columns({"formula", "published", "exact", "difference", "compared with", "src"});
     int n = 0;
     for (const auto& [name, p] : r["analytic"]["published"].items()) {
@@ -107,7 +105,7 @@ void print_plan(std::ostream& os, const json& doc) {
   }
 
   // ---- communication per step ----
-  report::Table comm("communication per rank per step (bytes as nccl-tests sizes each call)");
+  Table comm("communication per rank per step (bytes as nccl-tests sizes each call)");
   comm.columns({"rank", "collective@group", "calls", "bytes"});
   for (const auto& r : ranks)
     for (const auto& [kind, cc] : r["analytic"]["comm"].items())
@@ -119,34 +117,34 @@ void print_plan(std::ostream& os, const json& doc) {
 
   // ---- FLOPs and time ----
   const auto& s = doc["summary"];
-  report::Table fl("FLOPs per step and time estimates");
+  Table fl("FLOPs per step and time estimates");
   fl.columns({"quantity", "value", "note"});
   fl.row({"tokens per step", format_count(s["tokens_per_step"].get<int64_t>()), ""});
-  fl.row({"model FLOPs (job)", report::format_si(s["model_flops_per_step"].get<double>(), "FLOP"),
+  fl.row({"model FLOPs (job)", format_si(s["model_flops_per_step"].get<double>(), "FLOP"),
           "3 × forward GEMMs, full s²; MFU numerator"});
-  fl.row({"model FLOPs, causal", report::format_si(s["model_flops_per_step_causal"].get<double>(), "FLOP"),
+  fl.row({"model FLOPs, causal", format_si(s["model_flops_per_step_causal"].get<double>(), "FLOP"),
           "attention s² terms halved"});
-  fl.row({"hardware FLOPs (job)", report::format_si(s["hardware_flops_per_step"].get<double>(), "FLOP"),
+  fl.row({"hardware FLOPs (job)", format_si(s["hardware_flops_per_step"].get<double>(), "FLOP"),
           "with recompute, padded vocab; HFU numerator"});
   for (const auto& [name, p] : s["published_flops_per_step"].items())
-    fl.row({name, report::format_si(p["flops"].get<double>(), "FLOP"), p["source"].get<std::string>()});
+    fl.row({name, format_si(p["flops"].get<double>(), "FLOP"), p["source"].get<std::string>()});
   for (const auto& r : ranks)
     fl.row({"hardware FLOPs " + r["role"].get<std::string>(),
-            report::format_si(r["flops"]["analytic_hardware"].get<double>(), "FLOP"), "this rank"});
+            format_si(r["flops"]["analytic_hardware"].get<double>(), "FLOP"), "this rank"});
   fl.rule();
-  fl.row({"pipeline bubble", report::format_percent(s["bubble_fraction"].get<double>()), "(p−1)/(m+p−1)"});
-  fl.row({"peak", s["peak_flops"].is_null() ? "unknown" : report::format_si(s["peak_flops"].get<double>(), "FLOP/s"),
+  fl.row({"pipeline bubble", format_percent(s["bubble_fraction"].get<double>()), "(p−1)/(m+p−1)"});
+  fl.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s"),
           s["peak_source"].get<std::string>()});
   fl.row({"step time ≥", s["step_time_lower_bound_s"].is_null() ? "unknown"
-                                                                 : report::format_seconds(s["step_time_lower_bound_s"].get<double>()),
+                                                                 : format_seconds(s["step_time_lower_bound_s"].get<double>()),
           "busiest rank at peak × (m+p−1)/m, comm hidden"});
-  fl.row({"training time", s["train_seconds"].is_null() ? "unknown" : report::format_seconds(s["train_seconds"].get<double>()),
-          fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", report::format_si(s["train_tokens"].get<double>(), ""),
+  fl.row({"training time", s["train_seconds"].is_null() ? "unknown" : format_seconds(s["train_seconds"].get<double>()),
+          fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", format_si(s["train_tokens"].get<double>(), ""),
                       doc["config"]["layout"]["world"].get<int64_t>(),
-                      report::format_percent(s["assumed_mfu"].get<double>()))});
+                      format_percent(s["assumed_mfu"].get<double>()))});
   if (s.contains("fits"))
     fl.row({"fits", s["fits"].get<bool>() ? "yes: every rank fits" : "NO: some rank does not fit", ""});
   os << fl.render();
 }
 
-}  // namespace gpuledger::cli
+}  // namespace gpuledger::report

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-namespace gpuledger::cli {
+namespace gpuledger::report {
 
 void print_infer_summary(std::ostream& os, const nlohmann::json& doc);
 
-}  // namespace gpuledger::cli
+}  // namespace gpuledger::report

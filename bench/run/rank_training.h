@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/cli/options.h"
+#include "core/resolved_config.h"
 #include "kernels/device.h"
 #include "parallel/rank_context.h"
 #include "parallel/train_step.h"
@@ -23,7 +23,6 @@ struct RankRunOptions {
   int64_t steps = 1;
   int64_t warmup = 0;
   bool timeline = false;
-  std::optional<double> peak_flops;   // for the per-step MFU/HFU (nullopt: not printed)
   // Called after every step on the rank that prints (rank 0 / the first simulated rank).
   std::function<void(int64_t step, const StepResult&, const Ledger&)> on_step;
   // Called by every rank after building its Trainer (ok or not), before the first
@@ -42,9 +41,7 @@ struct RankRun {
 
 // `record_base` is the rank's analytic section (plan_rank_json); the measured
 // parts are added to it.
-RankRun run_rank_training(Device& device, const cli::Resolved& r, const RankContext& ctx,
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx,
                           const CommCounters& counters, const RankRunOptions& o, nlohmann::json record_base);
-
-double median(std::vector<double> v);
 
 }  // namespace gpuledger::bench

@@ -1,0 +1,115 @@
+// The grid of a sweep (see sweep_grid.h).
+#include "bench/cli/sweep_grid.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace gpuledger::cli {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.push_back("");   // "tp=1,2," has an empty last value
+  return out;
+}
+
+std::optional<bool> flag_value(const std::string& v) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  return std::nullopt;
+}
+
+// The file-name piece of one (key, value): the key, then the value — "tp2", or
+// "recompute-full" when the value starts with a letter — with any character
+// outside [A-Za-z0-9.-] turned into '-' (so a path value stays one file name).
+std::string name_piece(const std::string& key, const std::string& value) {
+  std::string v = value;
+  for (char& c : v)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '-';
+  const bool digit = !v.empty() && (std::isdigit(static_cast<unsigned char>(v.front())) || v.front() == '.');
+  return key + (digit ? "" : "-") + v;
+}
+
+}  // namespace
+
+GridAxis parse_axis(const std::string& text, CLI::App& sub) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos)
+    throw SweepUsage("--grid '" + text + "': expected KEY=V1,V2,... (e.g. --grid tp=1,2,4)");
+  GridAxis a;
+  a.key = text.substr(0, eq);
+  while (!a.key.empty() && a.key.front() == '-') a.key.erase(0, 1);   // "--tp=1,2" reads as "tp=1,2"
+  if (a.key.empty()) throw SweepUsage("--grid '" + text + "': the key before '=' is empty");
+  if (a.key == "json" || a.key == "quiet" || a.key == "help")
+    throw SweepUsage("--grid " + a.key + ": the sweep sets --" + a.key + " itself");
+  const CLI::Option* opt = sub.get_option_no_throw("--" + a.key);
+  if (!opt)
+    throw SweepUsage("--grid " + a.key + ": '" + sub.get_name() + "' has no option --" + a.key +
+                     " (gpuledger " + sub.get_name() + " --help lists them)");
+  a.flag = opt->get_expected_max() == 0;   // add_flag sets expected(0)
+  a.values = split(text.substr(eq + 1), ',');
+  if (a.values.empty()) throw SweepUsage("--grid " + a.key + ": no values after '='");
+  std::set<std::string> seen;
+  for (const auto& v : a.values) {
+    if (v.empty()) throw SweepUsage("--grid '" + text + "': an empty value");
+    if (!seen.insert(v).second) throw SweepUsage("--grid " + a.key + ": value '" + v + "' given twice");
+    if (a.flag && !flag_value(v))
+      throw SweepUsage("--grid " + a.key + ": --" + a.key + " is a flag; its values are 1/0 (true/false)");
+  }
+  return a;
+}
+
+std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vector<std::string>& fixed) {
+  std::vector<Point> points;
+  std::vector<size_t> idx(axes.size(), 0);
+  std::map<std::string, int> names;
+  while (true) {
+    Point p;
+    p.args = fixed;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const auto& a = axes[i];
+      const auto& v = a.values[idx[i]];
+      p.values.emplace_back(a.key, v);
+      if (i > 0) p.name += '_';
+      p.name += name_piece(a.key, v);
+      if (a.flag) {
+        // --sp=0 / --sp=1: CLI11 reads a flag's value, so a flag on by default can be switched off too.
+        p.args.push_back("--" + a.key + "=" + (*flag_value(v) ? "true" : "false"));
+      } else {
+        p.args.push_back("--" + a.key);
+        p.args.push_back(v);
+      }
+    }
+    // Two values that sanitise alike ("a/b", "a-b") still get files of their own.
+    if (const int n = names[p.name]++; n > 0) p.name += fmt::format("_{}", n + 1);
+    points.push_back(std::move(p));
+    size_t i = axes.size();
+    while (i > 0 && ++idx[i - 1] == axes[i - 1].values.size()) idx[--i] = 0;
+    if (i == 0) break;
+  }
+  return points;
+}
+
+void apply_point(CLI::App& sub, const std::vector<GridAxis>& axes, const Point& p) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const GridAxis& a = axes[i];
+    CLI::Option* opt = sub.get_option("--" + a.key);
+    opt->clear();
+    // A flag's value as its own parser reads it: --no-overlap-grad-reduce=true is "false".
+    opt->add_result(a.flag ? opt->get_flag_value(a.key, *flag_value(p.values[i].second) ? "true" : "false")
+                           : p.values[i].second);
+    opt->run_callback();
+  }
+}
+
+}  // namespace gpuledger::cli

@@ -1,0 +1,76 @@
+// Kv record → report JSON (see kv_json.h).
+#include "bench/report/kv_json.h"
+
+#include "bench/report/report.h"
+
+namespace gpuledger::report {
+
+using nlohmann::json;
+
+namespace {
+
+json kv_rank_json(const run::KvRankRecord& r) {
+  json j = {{"rank", r.rank},
+            {"coords", {{"dp", r.coords.dp}, {"tp", r.coords.tp}, {"pp", r.coords.pp}}},
+            {"kv_heads", r.kv_heads},
+            {"kv_bytes_per_token", r.kv_bytes_per_token},
+            {"kv_scale_bytes_per_token", r.kv_scale_bytes_per_token},
+            {"analytic", {{"exact", {{"weights", r.weight_bytes}, {"activations", r.activation_bytes},
+                                     {"kv", r.reserved_bytes},
+                                     {"total", r.weight_bytes + r.activation_bytes + r.reserved_bytes}}}}}};
+  j["per_sequence"] = {{"tokens_kept", r.tokens_kept}, {"reserved_bytes", r.sequence_reserved_bytes},
+                       {"token_bytes", r.sequence_token_bytes}};
+  if (r.capacity)
+    j["capacity"] = {{"pool_bytes", r.capacity->pool_bytes}, {"sequences", r.capacity->sequences},
+                     {"tokens", r.capacity->tokens}};
+  if (const auto& d = r.decode_roofline)
+    j["decode_roofline"] = {{"batch", d->batch}, {"bytes_per_step", d->roofline.bytes_per_step},
+                            {"step_seconds", d->roofline.step_seconds}, {"tokens_per_s", d->roofline.tokens_per_s},
+                            {"bandwidth_bytes_per_s", d->bandwidth_bytes_per_s}};
+  return j;
+}
+
+// The headline figures: the first reported rank's.
+json kv_summary_json(const run::KvRecord& record, const json& first) {
+  json s;
+  s["kv_bytes_per_token"] = first["kv_bytes_per_token"];
+  s["kv_scale_bytes_per_token"] = first["kv_scale_bytes_per_token"];
+  s["kv_reserved_bytes"] = first["analytic"]["exact"]["kv"];
+  if (first.contains("capacity")) {
+    s["capacity_sequences"] = first["capacity"]["sequences"];
+    s["capacity_tokens"] = first["capacity"]["tokens"];
+    s["pool_bytes"] = first["capacity"]["pool_bytes"];
+  }
+  if (first.contains("decode_roofline")) s["decode_roofline"] = first["decode_roofline"];
+  const auto& device = record.request.config.device;
+  s["bandwidth_source"] = device ? device->source : "no --device: bandwidth unknown";
+  return s;
+}
+
+}  // namespace
+
+json kv_report_json(const run::KvRecord& record) {
+  const auto& q = record.request;
+  const auto& c = q.config;
+  json doc = make_report("kv");
+  doc["env"]["backend"] = "analytic";
+  doc["env"]["world"] = c.layout.world();
+  doc["env"]["device"] = c.device_label();
+  doc["config"] = config_json(c);
+  doc["config"]["kv"] = {{"layout", kv_layout_name(q.kv.layout)},
+                         {"dtype", kv_format_name(q.kv.dtype)},
+                         {"scales", kv_scales_name(q.kv.scales)},
+                         {"block", q.kv.block},
+                         {"max_model_len", q.kv.max_model_len},
+                         {"context", q.context},
+                         {"requests", q.requests},
+                         {"memory_utilization", q.memory_utilization},
+                         {"prefill_chunk", q.prefill_chunk}};
+  doc["params"] = {{"total", record.params}, {"padded_vocab", record.padded_vocab}};
+  doc["ranks"] = json::array();
+  for (const auto& r : record.ranks) doc["ranks"].push_back(kv_rank_json(r));
+  doc["summary"] = kv_summary_json(record, doc["ranks"].empty() ? json() : doc["ranks"][0]);
+  return doc;
+}
+
+}  // namespace gpuledger::report

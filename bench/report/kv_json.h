@@ -1,0 +1,11 @@
+// The kv record as report JSON (docs/report.md, kind "kv").
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "bench/run/kv_run.h"
+
+namespace gpuledger::report {
+
+nlohmann::json kv_report_json(const run::KvRecord& record);
+
+}  // namespace gpuledger::report

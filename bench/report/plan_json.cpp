@@ -1,0 +1,95 @@
+// Plan record → report JSON (see plan_json.h).
+#include "bench/report/plan_json.h"
+
+#include <string>
+
+#include "analytic/params.h"
+#include "bench/report/report.h"
+
+namespace gpuledger::report {
+
+using nlohmann::json;
+
+json plan_rank_json(const run::PlanRankRecord& r) {
+  const auto& budget = r.budget;
+  json exact = json::object();
+  for (Account a : kAllAccounts) exact[std::string(account_name(a))] = budget.exact[a];
+  exact["total"] = budget.exact.total();
+  json published = json::object();
+  for (const auto& p : r.published) {
+    json e = {{"bytes", p.figure.value}, {"source", p.figure.source}, {"compares_to", p.compares_to}};
+    if (p.exact) {
+      e["exact"] = *p.exact;
+      e["rel_err"] = *p.exact > 0 ? (p.figure.value - *p.exact) / *p.exact : 0.0;
+    }
+    published[p.figure.name] = e;
+  }
+  json comm = json::object();
+  for (const auto& [kind, cc] : budget.comm) comm[kind] = {{"calls", cc.calls}, {"bytes", cc.bytes}};
+  const Coords& c = budget.coords;
+  json j = {{"rank", budget.rank},
+            {"coords", {{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}}},
+            {"role", r.role},
+            {"in_flight_microbatches", budget.in_flight},
+            {"params", r.params},
+            {"analytic", {{"exact", exact}, {"published", published}, {"comm", comm}}},
+            {"flops", {{"analytic_hardware", budget.flops.hardware}, {"analytic_model", budget.flops.model}}}};
+  if (r.device_bytes) {
+    j["device_bytes"] = *r.device_bytes;
+    j["fits"] = budget.exact.total() <= *r.device_bytes;
+    j["headroom_bytes"] = *r.device_bytes - budget.exact.total();
+  }
+  return j;
+}
+
+namespace {
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json plan_summary_json(const run::PlanSummaryRecord& s) {
+  json j;
+  j["params"] = s.params;
+  j["tokens_per_step"] = s.tokens_per_step;
+  j["model_flops_per_step"] = s.job_flops.model;
+  j["hardware_flops_per_step"] = s.job_flops.hardware;
+  j["model_flops_per_step_causal"] = s.job_flops.model_causal;
+  j["attention_flops_convention"] =
+      "full s^2 (PaLM App. B and most published MFU figures); model_flops_per_step_causal halves the "
+      "attention score and context products";
+  j["bubble_fraction"] = s.bubble_fraction;
+  json pub = json::object();
+  for (const auto& p : s.published_flops) pub[p.name] = {{"flops", p.value}, {"source", p.source}};
+  j["published_flops_per_step"] = pub;
+  j["peak_flops"] = optional_json(s.peak_flops);
+  j["peak_source"] = s.peak_source;
+  j["step_time_lower_bound_s"] = optional_json(s.step_time_lower_bound_s);
+  j["train_tokens"] = s.train_tokens;
+  j["assumed_mfu"] = s.assumed_mfu;
+  j["train_seconds"] = optional_json(s.train_seconds);
+  return j;
+}
+
+}  // namespace
+
+json plan_report_json(const run::PlanRecord& record) {
+  const auto& c = record.config;
+  json doc = make_report("plan");
+  doc["env"]["backend"] = "analytic";
+  doc["env"]["world"] = c.layout.world();
+  doc["env"]["device"] = c.device_label();
+  doc["config"] = config_json(c);
+  doc["params"] = {{"total", record.summary.params},
+                   {"non_embedding", record.non_embedding_params},
+                   {"padded_vocab", record.padded_vocab}};
+  doc["ranks"] = json::array();
+  bool all_fit = true;
+  for (const auto& r : record.ranks) {
+    doc["ranks"].push_back(plan_rank_json(r));
+    if (r.device_bytes && r.budget.exact.total() > *r.device_bytes) all_fit = false;
+  }
+  doc["summary"] = plan_summary_json(record.summary);
+  if (c.device_memory_bytes) doc["summary"]["fits"] = all_fit;
+  return doc;
+}
+
+}  // namespace gpuledger::report

@@ -1,0 +1,122 @@
+// Sweep headlines and table (see sweep_index.h).
+#include "bench/report/sweep_index.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "bench/report/format.h"
+#include "bench/report/table.h"
+
+namespace gpuledger::report {
+
+using nlohmann::json;
+
+namespace {
+
+json max_over_ranks(const json& doc, const std::vector<std::string>& path) {
+  json best = nullptr;
+  for (const auto& r : doc.value("ranks", json::array())) {
+    const json* v = &r;
+    for (const auto& k : path) {
+      if (!v->is_object() || !v->contains(k)) { v = nullptr; break; }
+      v = &(*v)[k];
+    }
+    if (v && v->is_number() && (best.is_null() || v->get<double>() > best.get<double>())) best = *v;
+  }
+  return best;
+}
+
+json summary_value(const json& doc, const std::vector<std::string>& path) {
+  if (!doc.contains("summary")) return nullptr;
+  const json* v = &doc["summary"];
+  for (const auto& k : path) {
+    if (!v->is_object() || !v->contains(k)) return nullptr;
+    v = &(*v)[k];
+  }
+  return *v;
+}
+
+std::string cell(const json& v, const std::string& how) {
+  if (v.is_null()) return "-";
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  const double x = v.get<double>();
+  if (how == "bytes") return format_bytes(x);
+  if (how == "percent") return format_percent(x);
+  if (how == "seconds") return format_seconds(x);
+  if (how == "count") return format_count(static_cast<int64_t>(x));
+  if (how == "flops") return format_si(x, "FLOP");
+  return fmt::format("{:.{}f}", x, how == "loss" ? 4 : 1);
+}
+
+}  // namespace
+
+// What the index and the table show per point; null where the report has no such figure.
+json headline(const std::string& kind, const json& doc) {
+  json h;
+  h["budget_peak_bytes"] = max_over_ranks(doc, {"analytic", "exact", "total"});
+  if (kind == "plan") {
+    h["fits"] = summary_value(doc, {"fits"});
+    h["model_flops_per_step"] = summary_value(doc, {"model_flops_per_step"});
+    h["step_time_lower_bound_s"] = summary_value(doc, {"step_time_lower_bound_s"});
+  } else if (kind == "kv") {
+    h["kv_bytes_per_token"] = summary_value(doc, {"kv_bytes_per_token"});
+    h["kv_reserved_bytes"] = summary_value(doc, {"kv_reserved_bytes"});
+    h["capacity_sequences"] = summary_value(doc, {"capacity_sequences"});
+    h["tokens_per_s"] = summary_value(doc, {"decode_roofline", "tokens_per_s"});
+  } else {
+    h["peak_bytes"] = max_over_ranks(doc, {"measured", "peak_bytes"});
+    h["tokens_per_s"] = summary_value(doc, {"tokens_per_s"});
+    h["mfu"] = summary_value(doc, {"mfu"});
+    if (kind == "train") {
+      h["hfu"] = summary_value(doc, {"hfu"});
+      h["median_step_ms"] = summary_value(doc, {"median_step_ms"});
+      const json loss = summary_value(doc, {"loss"});
+      h["loss"] = loss.is_array() && !loss.empty() ? loss.back() : json(nullptr);
+    } else {
+      h["capacity_sequences"] = summary_value(doc, {"capacity_sequences"});
+      h["capacity_predicted"] = summary_value(doc, {"capacity_predicted"});
+    }
+  }
+  int64_t failed = 0;
+  for (const auto& c : doc.value("checks", json::array())) failed += c.value("ok", true) ? 0 : 1;
+  h["checks_failed"] = failed;
+  return h;
+}
+
+void print_sweep_table(std::ostream& os, const std::string& kind, const json& index) {
+  // (header, headline key, format) per kind.
+  std::vector<std::array<std::string, 3>> cols;
+  if (kind == "plan")
+    cols = {{"budget peak", "budget_peak_bytes", "bytes"}, {"fits", "fits", ""},
+            {"model FLOP/step", "model_flops_per_step", "flops"}, {"step ≥", "step_time_lower_bound_s", "seconds"}};
+  else if (kind == "kv")
+    cols = {{"KV/token", "kv_bytes_per_token", "bytes"}, {"reserved", "kv_reserved_bytes", "bytes"},
+            {"capacity", "capacity_sequences", "count"}, {"roofline tok/s", "tokens_per_s", ""}};
+  else if (kind == "train")
+    cols = {{"peak", "peak_bytes", "bytes"}, {"budget", "budget_peak_bytes", "bytes"},
+            {"tokens/s", "tokens_per_s", ""}, {"MFU", "mfu", "percent"}, {"loss", "loss", "loss"}};
+  else
+    cols = {{"peak", "peak_bytes", "bytes"}, {"capacity", "capacity_sequences", "count"},
+            {"predicted", "capacity_predicted", "count"}, {"tokens/s", "tokens_per_s", ""}, {"MFU", "mfu", "percent"}};
+  const auto& pts = index["points"];
+  Table t(fmt::format("sweep: {} points of `{}`, reports in {}", pts.size(), kind,
+                              index["out"].get<std::string>()));
+  std::vector<std::string> names = {"point", "status"};
+  for (const auto& c : cols) names.push_back(c[0]);
+  t.columns(names);
+  int64_t failed = 0;
+  for (const auto& p : pts) {
+    std::vector<std::string> row = {p["name"], p["status"]};
+    for (const auto& c : cols) row.push_back(cell(p["headline"].value(c[1], json(nullptr)), c[2]));
+    t.row(row);
+    if (p["status"] != "ok") {
+      ++failed;
+      t.note(fmt::format("{}: {}", p["name"].get<std::string>(), p.value("error", std::string("failed"))));
+    }
+  }
+  t.note(fmt::format("{} of {} points ok", static_cast<int64_t>(pts.size()) - failed, pts.size()));
+  os << t.render();
+}
+
+}  // namespace gpuledger::report

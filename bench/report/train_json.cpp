@@ -1,0 +1,126 @@
+// Train record → report JSON (see train_json.h).
+#include "bench/report/train_json.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "analytic/flops.h"
+#include "analytic/params.h"
+#include "analytic/pipeline.h"
+#include "bench/checks.h"
+#include "bench/oom_advice.h"
+#include "bench/report/report.h"
+
+namespace gpuledger::report {
+
+using nlohmann::json;
+
+namespace {
+
+// The whole report from every reported rank's record.
+json assemble_report(const run::TrainRecord& rec) {
+  const auto& o = rec.request;
+  const auto& r = o.config;
+  const auto& runs = rec.runs;
+  const auto& peak = rec.peak;
+  const int64_t peak_devices = rec.peak_devices;
+  const auto& l = r.layout;
+  json doc = make_report("train");
+  doc["env"]["backend"] = o.backend;
+  doc["env"]["world"] = l.world();
+  doc["env"]["mode"] = rec.mode;
+  doc["env"]["device"] = rec.device_description;
+  doc["config"] = config_json(r);
+  doc["config"]["train"] = {{"steps", o.steps}, {"warmup", o.warmup}};
+  doc["params"] = {{"total", analytic::model_params(r.model)}, {"padded_vocab", analytic::padded_vocab(r.model, l.tp)}};
+
+  json checks = json::array();
+  doc["ranks"] = json::array();
+  std::string status = "ok", error;
+  bool status_is_own = false;
+  double step_ms = 0, compute_ms = 0, comm_ms = 0;
+  int64_t executed_sum = 0;
+  for (const auto& run : runs) {
+    doc["ranks"].push_back(run.record);
+    for (auto& c : bench::rank_checks(run.record)) checks.push_back(c);
+    if (!run.record["flops"].value("executed_same_every_step", true))
+      checks.push_back(bench::make_check("flops.same_every_step", run.record["rank"].get<int64_t>(), 0, 1, 0));
+    // The report's status is the first failure's own ("oom" on the rank that ran out),
+    // not that of a rank that merely did not run because of it ("not run: rank N failed").
+    const bool own_failure = run.error.rfind("not run: ", 0) != 0;
+    if (run.status != "ok" && (status == "ok" || (own_failure && !status_is_own))) {
+      status = run.status;
+      status_is_own = own_failure;
+      error = fmt::format("rank {}: {}", run.record["rank"].get<int64_t>(), run.error);
+    }
+    step_ms = std::max(step_ms, run.record["time"]["median_step_ms"].get<double>());
+    compute_ms = std::max(compute_ms, run.record["time"]["median_compute_ms"].get<double>());
+    comm_ms = std::max(comm_ms, run.record["time"]["median_comm_ms"].get<double>());
+    executed_sum += run.record["flops"].value("executed_per_step", int64_t{0});
+  }
+  doc["checks"] = checks;
+
+  const auto job = analytic::job_step_flops(r.model, l, r.run);
+  const int64_t tokens = r.run.tokens_per_step(l.dp);
+  const double s = step_ms / 1e3;
+  const double peak_total = peak.flops ? *peak.flops * peak_devices : 0;
+  json sum;
+  // The loss is the same on every rank (the step all-reduces it); rank 0's is reported.
+  sum["loss"] = runs.empty() ? json::array() : json(runs.front().losses);
+  sum["steps_completed"] = runs.empty() ? 0 : runs.front().losses.size();
+  sum["tokens_per_step"] = tokens;
+  sum["median_step_ms"] = step_ms;
+  sum["step_split_ms"] = {{"compute", compute_ms},
+                          {"exposed_comm", comm_ms},
+                          {"pipeline_bubble_estimate", step_ms * analytic::bubble_fraction(l.pp, r.run.microbatches)},
+                          {"note", "the slowest reported rank's medians; exposed comm includes time waiting in "
+                                   "send/recv, where the pipeline bubble shows; the bubble estimate is "
+                                   "(p−1)/(m+p−1) of the step"}};
+  sum["tokens_per_s"] = s > 0 ? tokens / s : 0.0;
+  sum["model_flops_per_step"] = job.model;
+  sum["hardware_flops_per_step"] = job.hardware;
+  sum["peak_flops"] = peak.flops ? json(*peak.flops) : json(nullptr);
+  sum["peak_devices"] = peak_devices;
+  sum["peak_source"] = peak.source;
+  sum["mfu"] = peak.flops && s > 0 ? json(job.model / s / peak_total) : json(nullptr);
+  // HFU over the reported ranks' executed FLOPs, scaled to the job when only some were reported.
+  const double executed_job = runs.empty() ? 0.0 : static_cast<double>(executed_sum) * l.world() / runs.size();
+  sum["hfu"] = peak.flops && s > 0 ? json(executed_job / s / peak_total) : json(nullptr);
+  doc["summary"] = sum;
+  if (status != "ok") {
+    doc["status"] = status;
+    doc["error"] = error;
+  }
+  return doc;
+}
+
+void add_oom_advice(json& doc, const ResolvedConfig& r, std::optional<int64_t> limit) {
+  if (doc["status"] != "oom" || !limit) return;
+  int64_t rank = 0;
+  for (const auto& rr : doc["ranks"])
+    if (rr.value("status", "ok") == "oom") { rank = rr["rank"].get<int64_t>(); break; }
+  json advice = json::array();
+  for (const auto& f : bench::suggest_fits(r.model, r.layout, r.run, rank, *limit))
+    advice.push_back({{"change", f.change}, {"total_bytes", f.total_bytes}, {"fits", f.fits}});
+  doc["suggestions"] = advice;
+}
+
+}  // namespace
+
+json train_report_json(const run::TrainRecord& record) {
+  json doc = assemble_report(record);
+  const auto& limit = record.request.memory_limit_bytes;
+  doc["config"]["memory_limit_bytes"] = limit ? json(*limit) : json(nullptr);
+  if (!record.hosts.empty()) doc["env"]["hosts"] = record.hosts;
+  add_oom_advice(doc, record.request.config, limit);
+  return doc;
+}
+
+json train_abort_report_json(const run::TrainRecord& record) {
+  json doc = assemble_report(record);
+  add_oom_advice(doc, record.request.config, record.request.memory_limit_bytes);
+  return doc;
+}
+
+}  // namespace gpuledger::report

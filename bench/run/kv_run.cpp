@@ -1,0 +1,77 @@
+// The analytic KV cache per rank (see kv_run.h).
+#include "bench/run/kv_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "analytic/activations.h"
+#include "analytic/params.h"
+#include "core/layout.h"
+
+namespace gpuledger::run {
+
+namespace {
+
+// The transient activation peak of one inference forward over `tokens` tokens
+// (what vLLM's profiling run measures before sizing the pool): one layer's
+// tensors without recompute or dropout at s = tokens, b = 1, plus the fp32
+// logits of those tokens. An estimate; `gpuledger infer` measures it.
+int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens) {
+  RunConfig run = c.run;
+  run.seq = tokens;
+  run.mbs = 1;
+  run.dropout = 0;
+  run.recompute = Recompute::kNone;
+  return analytic::activation_bytes_per_layer(c.model, c.layout, run) +
+         4 * tokens * analytic::padded_vocab(c.model, c.layout.tp) / c.layout.tp;
+}
+
+KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
+  const auto& m = q.config.model;
+  const auto& l = q.config.layout;
+  const auto& kv = q.kv;
+  KvRankRecord r;
+  r.rank = rank;
+  r.coords = l.coords(rank);
+  r.kv_heads = kv_heads_on_rank(m.kv_heads, l.tp);
+  // A rank's view of the model: its stage's layers (kv_bytes_per_token takes the layout).
+  r.kv_bytes_per_token = analytic::kv_bytes_per_token(m, l, kv.dtype);
+  r.kv_scale_bytes_per_token = analytic::kv_scale_bytes_per_token(m, l, kv);
+  r.reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, q.requests, q.context);
+  r.weight_bytes = analytic::rank_params(m, l, rank) * dtype_bytes(q.config.run.dtype);
+  r.activation_bytes = inference_activation_bytes(q.config, std::min(q.context, q.prefill_chunk));
+  r.tokens_kept = analytic::kv_tokens_kept(m, q.context);
+  r.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, 1, q.context) -
+                              (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
+  r.sequence_token_bytes = r.tokens_kept * (r.kv_bytes_per_token + r.kv_scale_bytes_per_token);
+  const auto& device = q.config.device;
+  if (!q.config.device_memory_bytes) return r;
+  r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization,
+                                     r.weight_bytes, r.activation_bytes, q.overhead_bytes, q.context);
+  if (device && device->bandwidth_bytes_per_s) {
+    KvRoofline roof;
+    roof.batch = q.batch.value_or(std::max<int64_t>(r.capacity->sequences, 1));
+    roof.bandwidth_bytes_per_s = *device->bandwidth_bytes_per_s;
+    roof.roofline = analytic::decode_roofline(r.weight_bytes, r.sequence_token_bytes, roof.batch,
+                                              roof.bandwidth_bytes_per_s);
+    r.decode_roofline = roof;
+  }
+  return r;
+}
+
+}  // namespace
+
+KvRecord run_kv(const KvRequest& q) {
+  if (q.kv.layout == KvLayout::kContiguous && q.context > q.kv.max_model_len)
+    throw LayoutError(fmt::format("--context {} exceeds --max-model-len {}: a contiguous cache reserves "
+                                  "max-model-len tokens per sequence", q.context, q.kv.max_model_len));
+  KvRecord rec;
+  rec.request = q;
+  rec.params = analytic::model_params(q.config.model);
+  rec.padded_vocab = analytic::padded_vocab(q.config.model, q.config.layout.tp);
+  for (int64_t rank : q.ranks) rec.ranks.push_back(kv_rank(q, rank));
+  return rec;
+}
+
+}  // namespace gpuledger::run

@@ -1,0 +1,129 @@
+// One rank of an MPI training job (see train_run.h).
+#include "bench/run/train_run.h"
+
+#if GPULEDGER_HAVE_MPI
+#include <fmt/format.h>
+
+#include <iostream>
+#include <set>
+
+#include "analytic/flops.h"
+#include "bench/exit_codes.h"
+#include "bench/report/plan_json.h"
+#include "bench/report/train_progress.h"
+#include "bench/run/plan_run.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_runtime.h"
+#include "parallel/groups.h"
+
+namespace gpuledger::run::detail {
+
+namespace {
+
+// Rank 0 measures the peak (the others wait in the broadcast), then shares it.
+TrainPeak shared_peak(const TrainRequest& q, int64_t rank) {
+  TrainPeak peak;
+  if (rank == 0) peak = resolve_train_peak(q);
+  double value = peak.flops.value_or(-1.0);
+  MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "sharing the measured peak");
+  if (rank != 0) peak.flops = value > 0 ? std::optional<double>(value) : std::nullopt;
+  return peak;
+}
+
+// Every rank's record on rank 0 (the others' records stay empty).
+std::vector<bench::RankRun> gather_runs(const bench::RankRun& mine) {
+  const auto records = gather_strings(mine.record.dump());
+  const auto losses = gather_strings(nlohmann::json(mine.losses).dump());
+  std::vector<bench::RankRun> runs;
+  for (size_t i = 0; i < records.size(); ++i) {
+    bench::RankRun rr;
+    rr.record = nlohmann::json::parse(records[i]);
+    rr.losses = nlohmann::json::parse(losses[i]).get<std::vector<double>>();
+    rr.status = rr.record.value("status", "ok");
+    rr.error = rr.record.value("error", "");
+    runs.push_back(std::move(rr));
+  }
+  return runs;
+}
+
+}  // namespace
+
+TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progress) {
+  MpiRuntime mpi;
+  const auto& c = q.config;
+  const auto& l = c.layout;
+  const int64_t rank = mpi.world_rank();
+  TrainRecord rec;
+  rec.request = q;
+  Ledger ledger(q.memory_limit_bytes);
+  auto dev = make_train_device(q, ledger, static_cast<int>(rank));
+  rec.device_description = dev->description();
+  rec.peak = shared_peak(q, rank);
+  // Devices whose peaks add up: every rank on a GPU; every node on the CPU.
+  rec.hosts = gather_strings(mpi.hostname());
+  int64_t nodes = std::set<std::string>(rec.hosts.begin(), rec.hosts.end()).size();
+  MPI_CHECK(MPI_Bcast(&nodes, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "sharing the node count");
+  rec.peak_devices = q.backend == "cpu" && !q.peak_flops ? nodes : l.world();
+
+  CommCounters counters;
+  std::optional<Groups> groups;
+  std::string setup_error;
+  try {
+    groups.emplace(make_mpi_groups(l, counters, *dev, c.model.tied_embeddings, comm_backend_for(q.backend)));
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  const auto agreed = agree_status(setup_error.empty(), setup_error);
+  if (!agreed.all_ok) {
+    if (rank == 0) std::cerr << "gpuledger train: error on rank " << agreed.first_failed_rank << ": " << agreed.error << "\n";
+    rec.exit_without_report = cli::kExitUsage;
+    return rec;
+  }
+
+  rec.mode = fmt::format("MPI, {} ranks on {} node(s)", l.world(), nodes);
+  std::ostream* os = rank == 0 ? progress.os : nullptr;
+  if (os)
+    report::print_train_header(*os, c, {q.backend, rec.device_description, rec.mode, q.steps, q.warmup,
+                                        q.memory_limit_bytes, rec.peak.flops, rec.peak.source});
+  const auto job = analytic::job_step_flops(c.model, l, c.run);
+  std::optional<double> peak_total;
+  if (rec.peak.flops) peak_total = *rec.peak.flops * rec.peak_devices;
+  bench::RankRunOptions ro;
+  ro.steps = q.steps;
+  ro.warmup = q.warmup;
+  ro.timeline = q.timeline;
+  ro.agree_after_setup = [](bool ok, const std::string& error) {
+    const auto a = agree_status(ok, error);
+    return a.all_ok ? std::string() : fmt::format("rank {} failed: {}", a.first_failed_rank, a.error);
+  };
+  if (os)
+    ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {
+      report::print_train_step(*os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model, job.hardware,
+                                     peak_total, lg.peak_total()});
+    };
+  const auto base = report::plan_rank_json(plan_rank(c, rank, q.memory_limit_bytes));
+  bench::RankRun run = bench::run_rank_training(*dev, c, groups->context(), counters, ro, base);
+  if (run.failed_in_step && l.world() > 1) {
+    // Failed inside a step: peers may be waiting in a collective this rank will
+    // never enter. Write what this rank knows and end the job (no hang).
+    rec.runs = {run};
+    std::cerr << fmt::format("gpuledger train: rank {} failed during step {}: {} — aborting all ranks "
+                             "(its report: {})\n", rank, run.losses.size(), run.error,
+                             progress.report_path.empty() ? "not requested" : progress.report_path);
+    if (progress.write_before_abort) progress.write_before_abort(rec);
+    MPI_Abort(MPI_COMM_WORLD, cli::kExitFailed);
+  }
+  // Everyone reached here: failures (if any) happened before the first collective
+  // of a step on every rank that failed; gather every record on rank 0.
+  auto runs = gather_runs(run);
+  const bool all_ok = agree_status(run.status == "ok", run.error).all_ok;
+  if (rank != 0) {
+    rec.exit_without_report = all_ok ? cli::kExitOk : cli::kExitFailed;
+    return rec;
+  }
+  rec.runs = std::move(runs);
+  return rec;
+}
+
+}  // namespace gpuledger::run::detail
+#endif

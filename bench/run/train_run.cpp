@@ -1,0 +1,102 @@
+// Training runs in this process: one rank, or simulated ranks of a meta world
+// (see train_run.h).
+#include "bench/run/train_run.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "analytic/flops.h"
+#include "bench/peak.h"
+#include "bench/report/plan_json.h"
+#include "bench/report/train_progress.h"
+#include "bench/run/launcher.h"
+#include "bench/run/plan_run.h"
+#include "kernels/profiling_device.h"
+#include "kernels/registry/registry.h"
+#include "parallel/groups.h"
+
+namespace gpuledger::run {
+
+namespace detail {
+
+// The rank's device, wrapped to time every op under --profile.
+std::unique_ptr<Device> make_train_device(const TrainRequest& q, Ledger& ledger, int local_rank) {
+  auto dev = make_device(q.backend, ledger, local_rank);
+  if (q.profile) return std::make_unique<ProfilingDevice>(std::move(dev));
+  return dev;
+}
+
+// The peak MFU is taken against: --peak-flops, the device's datasheet, or (cpu)
+// an sgemm measured now, in this session, on a device of its own so that the
+// run's ledger and FLOP counter never see it.
+TrainPeak resolve_train_peak(const TrainRequest& q) {
+  if (q.peak_flops) return {*q.peak_flops, "--peak-flops"};
+  if (const auto& d = q.config.device) {
+    auto p = device_peak_flops(*d, q.config.run.dtype);
+    if (p) return {p, d->name + " datasheet (" + d->source + ")"};
+  }
+  if (q.backend == "cpu") {
+    const auto p = bench::measure_cpu_session_peak();
+    return {p.flops_per_s, p.source};
+  }
+  return {std::nullopt, "unknown: no datasheet peak for this device (pass --peak-flops or --device)"};
+}
+
+TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& progress, bool simulate) {
+  const auto& c = q.config;
+  const auto& l = c.layout;
+  const std::vector<int64_t> ranks = simulate ? q.simulated_ranks : std::vector<int64_t>{0};
+  TrainRecord rec;
+  rec.request = q;
+  Ledger probe_ledger;
+  rec.device_description = make_device(q.backend, probe_ledger)->description();
+  rec.peak = resolve_train_peak(q);
+  // One process: one CPU node, or the one simulated device's peak × the world.
+  rec.peak_devices = simulate ? l.world() : 1;
+  rec.mode = simulate ? fmt::format("meta simulation of {} of {} ranks", ranks.size(), l.world()) : "one rank";
+  if (progress.os)
+    report::print_train_header(*progress.os, c, {q.backend, rec.device_description, rec.mode, q.steps, q.warmup,
+                                                 q.memory_limit_bytes, rec.peak.flops, rec.peak.source});
+  const auto job = analytic::job_step_flops(c.model, l, c.run);
+  std::optional<double> peak_total;
+  if (rec.peak.flops) peak_total = *rec.peak.flops * rec.peak_devices;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int64_t rank = ranks[i];
+    Ledger ledger(q.memory_limit_bytes);
+    auto dev = make_train_device(q, ledger, 0);
+    CommCounters counters;
+    Groups groups = simulate ? make_sim_groups(l, rank, counters, *dev, c.model.tied_embeddings)
+                             : make_single_groups(counters, *dev);
+    bench::RankRunOptions ro;
+    ro.steps = q.steps;
+    ro.warmup = q.warmup;
+    ro.timeline = q.timeline;
+    if (i == 0 && progress.os)
+      ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {
+        report::print_train_step(*progress.os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model,
+                                                job.hardware, peak_total, lg.peak_total()});
+      };
+    const auto base = report::plan_rank_json(plan_rank(c, rank, q.memory_limit_bytes));
+    rec.runs.push_back(bench::run_rank_training(*dev, c, groups.context(), counters, ro, base));
+  }
+  return rec;
+}
+
+}  // namespace detail
+
+TrainRecord run_train(const TrainRequest& q, const TrainProgress& progress) {
+  const Layout& l = q.config.layout;
+  if (q.backend == "meta" && l.world() > 1) return detail::run_train_in_process(q, progress, /*simulate=*/true);
+  if (l.world() > 1 || launched_by_mpi_launcher()) {
+#if GPULEDGER_HAVE_MPI
+    return detail::run_train_mpi_rank(q, progress);
+#else
+    throw LayoutError(fmt::format("a layout of {} ranks needs MPI, and this binary was built without it "
+                                  "(-DGPULEDGER_MPI=OFF); use --backend meta to simulate it", l.world()));
+#endif
+  }
+  return detail::run_train_in_process(q, progress, /*simulate=*/false);
+}
+
+}  // namespace gpuledger::run
