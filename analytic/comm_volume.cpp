@@ -241,9 +241,10 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
 
   // Gradient clipping (grad_clip > 0): the global norm's sum of squares, one
   // fp32, all-reduced once per step over every group that splits the model's
-  // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 2/3 shard the gradients.
+  // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 1/2/3 sum the
+  // gradients into shards (each rank's norm covers its shard).
   if (r.grad_clip > 0) {
-    if (l.zero >= 2 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+    if (l.zero >= 1 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   }

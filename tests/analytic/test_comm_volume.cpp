@@ -76,18 +76,18 @@ TEST(CommVolume, DataParallelZero1) {
   // ZeRO 1: each unit's gradient reduce-scattered into its shard once per step
   // (one piece each: a 25 MiB bucket covers every shard), then one all-gather
   // of updated bf16 weights per unit (4 units, each even: 2048·2 B in all).
-  // The dp all-reduce left is the loss's.
+  // The dp all-reduces left: the gradient norm of the shards, and the loss.
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), run(3), 0),
-                {{"reduce_scatter@dp", {4, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1, 4}}});
+                {{"reduce_scatter@dp", {4, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // n = 3 pads each unit to a multiple of 3: 210 + 873 + 873 + 96 = 2052 elements.
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
-                {{"reduce_scatter@dp", {4, 2 * 2052}}, {"all_gather@dp", {4, 2 * 2052}}, {"all_reduce@dp", {1, 4}}});
+                {{"reduce_scatter@dp", {4, 2 * 2052}}, {"all_gather@dp", {4, 2 * 2052}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // Buckets of 500 elements: pieces of ⌊500/2⌋ = 250 shard elements. Shards
   // 104, 436, 436, 48: 1 + 2 + 2 + 1 calls, the same bytes.
   RunConfig r = run(1);
   r.bucket_mb = 1000.0 / 1048576.0;
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), r, 0),
-                {{"reduce_scatter@dp", {6, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1, 4}}});
+                {{"reduce_scatter@dp", {6, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
 }
 
 // Bus traffic over dp (bytes × the nccl-tests factor of each collective),
