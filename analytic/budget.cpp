@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "analytic/activations.h"
+#include "analytic/dp_staging.h"
 #include "analytic/model_states.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
@@ -18,10 +19,11 @@ namespace gpuledger::analytic {
 namespace {
 
 // docs/exact-budget.md "Communication staging", summed (they coexist):
-//   DP bucket (n > 1, ZeRO 0/1): fp32 staging slots of the bucketed
-//     reduction, 4 · min(S·⌊bucket_mb·2²⁰ / g⌋, P_r), S = 2 slots when the
+//   DP reduction (n > 1, ZeRO 0/1): fp32 staging slots, S = 2 when the
 //     reduction overlaps the backward (--overlap-grad-reduce, the default),
-//     else 1 (parallel/dp/grad_buckets.h);
+//     else 1 — ZeRO 0: 4 · min(S·⌊bucket_mb·2²⁰ / g⌋, P_r) (all-reduce
+//     buckets); ZeRO 1: 4 · S · n · min(⌊bucket/n⌋, max_u ⌈P_u/n⌉)
+//     (reduce-scatter pieces; analytic/dp_staging.h);
 //   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉;
 //   ZeRO-2/3 with tied embeddings, n > 1, p = 1: the head's word-embedding
 //     gradient, g · V'/t · h, held from the head's backward to the
@@ -36,12 +38,7 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
   int64_t n = 0;
   if (l.dp > 1) {
     if (l.zero <= 1) {
-      int64_t p_r = 0;
-      for (const auto& u : units) p_r += u.elems();
-      const auto bucket_elems =
-          static_cast<int64_t>(std::floor(r.bucket_mb * 1048576.0 / static_cast<double>(g)));
-      const int64_t slots = r.overlap_grad_reduce ? 2 : 1;
-      n += 4 * std::min(slots * bucket_elems, p_r);
+      n += dp_reduce_staging_bytes(units, l.zero, l.dp, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
       int64_t largest_shard = 0;
       for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "analytic/dp_staging.h"
 #include "analytic/params.h"
 #include "core/int_math.h"
 
@@ -53,18 +54,27 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
   const int64_t n = l.dp;
   if (n < 2) return;
   const int64_t mb = r.microbatches;
-  if (l.zero <= 1) {
-    // ZeRO 0/1: after the last microbatch's backward, the rank's whole gradient
+  if (l.zero == 0) {
+    // ZeRO 0: after the last microbatch's backward, the rank's whole gradient
     // buffer (P_r elements of g bytes, units back to back) is all-reduced in
     // buckets of ⌊bucket_mb·2²⁰ / g⌋ elements: ⌈P_r / bucket⌉ calls, P_r·g bytes.
     int64_t p_r = 0;
     for (const auto& u : units) p_r += u.elems();
-    const auto bucket_elems =
-        static_cast<int64_t>(std::floor(r.bucket_mb * 1048576.0 / static_cast<double>(g)));
-    if (bucket_elems < 1)
-      throw std::invalid_argument("--bucket-mb " + std::to_string(r.bucket_mb) +
-                                  " holds no gradient element");
-    tally.add_total("all_reduce", "dp", ceil_div(p_r, bucket_elems), p_r * g);
+    tally.add_total("all_reduce", "dp", ceil_div(p_r, dp_bucket_elems(r.bucket_mb, g)), p_r * g);
+  }
+  if (l.zero == 1) {
+    // ZeRO 1 (Rajbhandari et al. 2020 §5.1, P_os; Megatron's distributed
+    // optimizer): after the last microbatch's backward each unit's gradient is
+    // reduce-scattered into the rank's shard of ⌈P_u/n⌉ elements, in pieces of
+    // c = max(1, ⌊bucket/n⌋) shard elements — a piece gathers the same c
+    // elements of every rank's shard, n·c elements: ⌈⌈P_u/n⌉ / c⌉ calls and
+    // n·⌈P_u/n⌉·g bytes per unit. With the all-gather below that is DP's
+    // volume (2Ψ), not the 3Ψ of an all-reduce followed by an all-gather.
+    const int64_t piece = zero1_piece_elems(dp_bucket_elems(r.bucket_mb, g), n);
+    for (const auto& u : units) {
+      const int64_t shard = ceil_div(u.elems(), n);
+      tally.add_total("reduce_scatter", "dp", ceil_div(shard, piece), n * shard * g);
+    }
   }
   for (const auto& u : units) {
     const int64_t padded = n * ceil_div(u.elems(), n);  // the unit padded to a multiple of n
@@ -231,9 +241,10 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
 
   // Gradient clipping (grad_clip > 0): the global norm's sum of squares, one
   // fp32, all-reduced once per step over every group that splits the model's
-  // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 2/3 shard the gradients.
+  // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 1/2/3 sum the
+  // gradients into shards (each rank's norm covers its shard).
   if (r.grad_clip > 0) {
-    if (l.zero >= 2 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+    if (l.zero >= 1 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   }

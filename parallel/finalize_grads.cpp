@@ -22,8 +22,8 @@ FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelCon
       tp_sum_after_schedule_(std::move(tp_sum_after_schedule)),
       kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
   const ParamLayout& pl = params.layout();
-  const int64_t n = params.grads_sharded() ? ctx.layout.dp : 1;
-  const int64_t rank = params.grads_sharded() ? ctx.coords.dp : 0;
+  const int64_t n = reduced_to_shard() ? ctx.layout.dp : 1;
+  const int64_t rank = reduced_to_shard() ? ctx.coords.dp : 0;
   for (size_t u = 0; u < pl.units.size(); ++u) {
     grad_shards_.push_back(unit_shard(pl.units[u].elems, n, rank));
     for (const TensorSlot& t : pl.units[u].tensors)
@@ -71,7 +71,7 @@ double FinalizeGrads::grad_norm(bool reduce) {
   double sum_sq = 0.0;
   for (size_t u = 0; u < params_.units(); ++u) sum_sq += unit_sum_squares(u);
   if (reduce) {
-    if (params_.grads_sharded()) sum_sq = all_reduce_scalar(dev_, *ctx_.dp, sum_sq);
+    if (reduced_to_shard()) sum_sq = all_reduce_scalar(dev_, *ctx_.dp, sum_sq);
     sum_sq = all_reduce_scalar(dev_, *ctx_.tp, sum_sq);
     sum_sq = all_reduce_scalar(dev_, *ctx_.pp, sum_sq);
   }

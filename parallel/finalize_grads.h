@@ -9,12 +9,13 @@
 //     the first stage and the last stage's copy all-reduced over ctx.emb
 //     (the tensors TensorSlot::summed_over_embedding_group);
 //   grad_norm — the global gradient norm: Σ of squares of every gradient
-//     element the rank holds (under ZeRO 2/3 its shard), a tensor replicated
+//     element the rank holds summed over dp (under ZeRO 1/2/3 with n > 1 its
+//     shard: ZeRO 1 reduce-scatters into it, ZeRO 2/3 keep only it), a tensor replicated
 //     over TP (TensorSlot::replicated_over_tp) counted on TP rank 0 only, K/V
 //     rows of a KV head replicated over t/k ranks (t > k) on the first of
 //     them, the last stage's tied copy (TensorSlot::tied_copy) not at all;
 //     with clipping on, the fp32 sum is all-reduced over dp when the
-//     gradients are sharded, then over tp and pp (docs/formulas/comm.md
+//     gradients are summed into shards, then over tp and pp (docs/formulas/comm.md
 //     "Gradient clipping");
 //   clip_coefficient — min(1, clip / (norm + 1e-6)) (Megatron's
 //     clip_grad_norm_fp32; PyTorch's clip_grad_norm_), 1 without clipping.
@@ -39,8 +40,9 @@ double all_reduce_scalar(Device& dev, Comm& comm, double v);
 class FinalizeGrads {
  public:
   // tp_sum_after_schedule[u]: unit u's TP-partial gradients are summed by
-  // reduce_model_parallel (not during the backward). Gradients sharded over
-  // ctx.dp when params.grads_sharded().
+  // reduce_model_parallel (not during the backward). The summed gradients are
+  // the rank's shard over ctx.dp under ZeRO >= 1 with dp > 1 (stored whole
+  // under ZeRO 1, as the shard alone when params.grads_sharded()).
   FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
                 Params& params, std::vector<bool> tp_sum_after_schedule);
 
@@ -53,6 +55,7 @@ class FinalizeGrads {
 
  private:
   double unit_sum_squares(size_t u);
+  bool reduced_to_shard() const { return ctx_.layout.zero >= 1 && ctx_.layout.dp > 1; }
 
   Device& dev_;
   RankContext ctx_;

@@ -89,7 +89,7 @@ struct Trainer::Impl {
                                                    std::make_unique<AdamW>(d, r.lr, r.weight_decay));
     params->initialise(r.seed, model.layers,
                        [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); });
-    if (n > 1 && l.zero <= 1) dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r);
+    if (n > 1 && l.zero <= 1) dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero));
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
     if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, *stage, *params);
     if (shard_weights)

@@ -1,4 +1,5 @@
-// Bucketed data-parallel gradient all-reduce, overlapped with backward (see grad_buckets.h).
+// Data-parallel gradient reduction plans and their execution, overlapped with
+// the backward (see grad_buckets.h).
 #include "parallel/dp/grad_buckets.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/int_math.h"
 #include "models/transformer/params.h"
 
 namespace gpuledger {
@@ -20,32 +22,89 @@ int64_t grad_bucket_staging_bytes(int64_t bucket, int64_t total_elems, bool over
   return 4 * std::min((overlap ? 2 : 1) * bucket, total_elems);
 }
 
-GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads,
-                                     std::vector<int64_t> elems, DType g, int64_t bucket,
-                                     void* staging, bool overlap)
-    : dev_(dev), dp_(dp), grads_(std::move(grads)), elems_(std::move(elems)), g_(g), bucket_(bucket),
-      staging_(staging), slots_(overlap ? 2 : 1) {
-  if (grads_.size() != elems_.size()) throw std::invalid_argument("GradBucketReducer: grads and elems differ in length");
-  if (bucket_ < 1) throw std::invalid_argument("GradBucketReducer: a bucket holds no element");
-  for (int64_t n : elems_) {
-    unit_start_.push_back(total_);
-    total_ += n;
-  }
+GradReductionPlan all_reduce_plan(const std::vector<int64_t>& elems, int64_t bucket, bool overlap) {
+  if (bucket < 1) throw std::invalid_argument("all_reduce_plan: a bucket holds no element");
+  GradReductionPlan plan;
+  plan.kind = CommKind::kAllReduce;
+  plan.slot_elems = bucket;
+  int64_t total = 0;
+  for (int64_t n : elems) total += n;
+  plan.staging_bytes = grad_bucket_staging_bytes(bucket, total, overlap);
   // bucket k = elements [k·bucket, min((k+1)·bucket, total)) of the concatenation
   size_t u = 0;
-  for (int64_t start = 0; start < total_; start += bucket_) {
-    while (unit_start_[u] + elems_[u] <= start) ++u;  // the unit holding element `start`
-    first_unit_.push_back(u);
-    const int64_t last = std::min(start + bucket_, total_) - 1;
-    size_t v = u;
-    while (unit_start_[v] + elems_[v] <= last) ++v;
-    last_unit_.push_back(v);
+  int64_t unit_start = 0;  // first element of unit u in the concatenation
+  for (int64_t start = 0; start < total; start += bucket) {
+    GradBucket b;
+    b.count = std::min(bucket, total - start);
+    for (int64_t filled = 0; filled < b.count;) {
+      const int64_t in_unit = start + filled - unit_start;
+      if (in_unit >= elems[u]) {
+        unit_start += elems[u];
+        ++u;
+        continue;
+      }
+      const int64_t n = std::min(b.count - filled, elems[u] - in_unit);
+      if (b.in.empty()) b.first_unit = u;
+      b.last_unit = u;
+      b.in.push_back({u, in_unit, n, filled});
+      filled += n;
+    }
+    b.out = b.in;
+    plan.buckets.push_back(std::move(b));
   }
-  ready_.assign(elems_.size(), false);
-  started_.assign(first_unit_.size(), false);
+  return plan;
+}
+
+GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank,
+                                      int64_t bucket, bool overlap) {
+  if (n < 1 || rank < 0 || rank >= n) throw std::invalid_argument("reduce_scatter_plan: rank outside the group");
+  if (bucket < 1) throw std::invalid_argument("reduce_scatter_plan: a bucket holds no element");
+  GradReductionPlan plan;
+  plan.kind = CommKind::kReduceScatter;
+  const int64_t piece = std::max<int64_t>(1, bucket / n);
+  int64_t largest_shard = 0;
+  for (int64_t p : elems) largest_shard = std::max(largest_shard, ceil_div(p, n));
+  plan.slot_elems = n * std::min(piece, largest_shard);
+  plan.staging_bytes = 4 * (overlap ? 2 : 1) * plan.slot_elems;
+  // The elements of segment [begin, begin + len) of a unit of p elements that exist (the rest is padding).
+  auto valid = [](int64_t p, int64_t begin, int64_t len) { return std::clamp<int64_t>(p - begin, 0, len); };
+  for (size_t u = 0; u < elems.size(); ++u) {
+    const int64_t shard = ceil_div(elems[u], n);
+    for (int64_t j = 0; j * piece < shard; ++j) {
+      GradBucket b;
+      b.first_unit = b.last_unit = u;
+      b.count = std::min(piece, shard - j * piece);
+      for (int64_t k = 0; k < n; ++k) {  // rank k's segment of this piece
+        const int64_t begin = k * shard + j * piece, m = valid(elems[u], begin, b.count);
+        if (m > 0) b.in.push_back({u, begin, m, k * b.count});
+        if (m < b.count) b.padded = true;
+      }
+      const int64_t mine = rank * shard + j * piece, m = valid(elems[u], mine, b.count);
+      if (m > 0) b.out.push_back({u, mine, m, 0});  // the sum lands at the slot's start
+      plan.buckets.push_back(std::move(b));
+    }
+  }
+  return plan;
+}
+
+GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, DType g,
+                                     GradReductionPlan plan, void* staging, bool overlap)
+    : dev_(dev), dp_(dp), grads_(std::move(grads)), g_(g), plan_(std::move(plan)), staging_(staging),
+      slots_(overlap ? 2 : 1) {
+  if (plan_.kind != CommKind::kAllReduce && plan_.kind != CommKind::kReduceScatter)
+    throw std::invalid_argument("GradBucketReducer: a plan reduces with all_reduce or reduce_scatter");
+  for (const GradBucket& b : plan_.buckets)
+    if (b.last_unit >= grads_.size()) throw std::invalid_argument("GradBucketReducer: a bucket reads no unit held");
+  ready_.assign(grads_.size(), false);
+  started_.assign(plan_.buckets.size(), false);
   in_flight_.resize(static_cast<size_t>(slots_));
   slot_bucket_.assign(static_cast<size_t>(slots_), -1);
-  slot_pieces_.resize(static_cast<size_t>(slots_));
+}
+
+GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, std::vector<int64_t> elems,
+                                     DType g, int64_t bucket, void* staging, bool overlap)
+    : GradBucketReducer(dev, dp, std::move(grads), g, all_reduce_plan(elems, bucket, overlap), staging, overlap) {
+  if (grads_.size() != elems.size()) throw std::invalid_argument("GradBucketReducer: grads and elems differ in length");
 }
 
 GradBucketReducer::~GradBucketReducer() {
@@ -59,36 +118,22 @@ GradBucketReducer::~GradBucketReducer() {
   }
 }
 
-std::vector<GradBucketReducer::Piece> GradBucketReducer::pieces(int64_t k) const {
-  const int64_t start = k * bucket_, len = std::min(bucket_, total_ - start);
-  std::vector<Piece> out;
-  size_t u = first_unit_[static_cast<size_t>(k)];
-  int64_t filled = 0;
-  while (filled < len) {
-    const int64_t in_unit = start + filled - unit_start_[u];
-    if (in_unit >= elems_[u]) {
-      ++u;
-      continue;
-    }
-    const int64_t n = std::min(len - filled, elems_[u] - in_unit);
-    out.push_back({u, in_unit, n, filled});
-    filled += n;
-  }
-  return out;
-}
+void* GradBucketReducer::slot_data(int64_t slot) const { return byte_offset(staging_, 4 * slot * plan_.slot_elems); }
 
 void GradBucketReducer::start(int64_t k) {
   const int64_t slot = k % slots_;
   complete(slot);  // the bucket that held this slot (k + slots) must be back first
+  const GradBucket& b = plan_.buckets[static_cast<size_t>(k)];
   const int64_t gb = dtype_bytes(g_);
-  void* st = byte_offset(staging_, 4 * slot * bucket_);
-  std::vector<Piece>& ps = slot_pieces_[static_cast<size_t>(slot)];
-  ps = pieces(k);  // kept for the copy back in complete()
-  for (const Piece& p : ps)
+  void* st = slot_data(slot);
+  const int64_t slot_count = plan_.kind == CommKind::kReduceScatter ? b.count * dp_.size() : b.count;
+  if (b.padded) dev_.fill_zero(st, gb * slot_count);
+  for (const GradPiece& p : b.in)
     dev_.copy(byte_offset(st, gb * p.at), byte_offset(grads_[p.unit], gb * p.off), gb * p.n);
-  const int64_t len = std::min(bucket_, total_ - k * bucket_);
   started_[static_cast<size_t>(k)] = true;
-  in_flight_[static_cast<size_t>(slot)] = dp_.all_reduce_start(st, len, g_);
+  in_flight_[static_cast<size_t>(slot)] = plan_.kind == CommKind::kReduceScatter
+                                              ? dp_.reduce_scatter_start(st, st, b.count, g_)
+                                              : dp_.all_reduce_start(st, b.count, g_);
   slot_bucket_[static_cast<size_t>(slot)] = k;
 }
 
@@ -98,8 +143,8 @@ void GradBucketReducer::complete(int64_t slot) {
   in_flight_[static_cast<size_t>(slot)]->wait();
   in_flight_[static_cast<size_t>(slot)].reset();
   const int64_t gb = dtype_bytes(g_);
-  const void* st = byte_offset(staging_, 4 * slot * bucket_);
-  for (const Piece& p : slot_pieces_[static_cast<size_t>(slot)])
+  const void* st = slot_data(slot);
+  for (const GradPiece& p : plan_.buckets[static_cast<size_t>(k)].out)
     dev_.copy(byte_offset(grads_[p.unit], gb * p.off), byte_offset(st, gb * p.at), gb * p.n);
   slot_bucket_[static_cast<size_t>(slot)] = -1;
 }
@@ -111,8 +156,9 @@ void GradBucketReducer::unit_ready(size_t u) {
   for (int64_t k = buckets() - 1; k >= 0; --k) {
     const auto kk = static_cast<size_t>(k);
     if (started_[kk]) continue;
+    const GradBucket& b = plan_.buckets[kk];
     bool all = true;
-    for (size_t v = first_unit_[kk]; v <= last_unit_[kk] && all; ++v) all = ready_[v];
+    for (size_t v = b.first_unit; v <= b.last_unit && all; ++v) all = ready_[v];
     if (all) start(k);
   }
 }

@@ -1,30 +1,38 @@
 // DpGradSync (see grad_sync.h).
 #include "parallel/dp/grad_sync.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace gpuledger {
 
-DpGradSync::DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run)
+namespace {
+
+GradReductionPlan make_plan(const ParamLayout& pl, Comm& dp, const RunConfig& run, DType g, int zero) {
+  if (zero != 0 && zero != 1) throw std::invalid_argument("DpGradSync: ZeRO " + std::to_string(zero) + " shards the gradients");
+  std::vector<int64_t> elems;
+  for (const UnitLayout& u : pl.units) elems.push_back(u.elems);
+  const int64_t bucket = bucket_elems(run.bucket_mb, dtype_bytes(g));
+  return zero == 0 ? all_reduce_plan(elems, bucket, run.overlap_grad_reduce)
+                   : reduce_scatter_plan(elems, dp.size(), dp.rank(), bucket, run.overlap_grad_reduce);
+}
+
+}  // namespace
+
+DpGradSync::DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run, int zero)
     : dev_(dev), dp_(dp), stage_(stage), params_(params), microbatches_(run.microbatches),
-      bucket_elems_(bucket_elems(run.bucket_mb, dtype_bytes(params.grad_type()))),
-      overlap_(run.overlap_grad_reduce) {
-  const ParamLayout& pl = params.layout();
-  staging_ = dev.alloc(grad_bucket_staging_bytes(bucket_elems_, pl.total_elems(), overlap_), Account::kComm,
-                       "dp.bucket");
-  for (const UnitLayout& u : pl.units) held_back_.push_back(u.summed_over_embedding_group());
+      overlap_(run.overlap_grad_reduce), plan_(make_plan(params.layout(), dp, run, params.grad_type(), zero)) {
+  staging_ = dev.alloc(plan_.staging_bytes, Account::kComm, "dp.bucket");
+  for (const UnitLayout& u : params.layout().units) held_back_.push_back(u.summed_over_embedding_group());
 }
 
 void DpGradSync::start_step() {
   const ParamLayout& pl = params_.layout();
   std::vector<void*> grads;
-  std::vector<int64_t> elems;
-  for (size_t u = 0; u < pl.units.size(); ++u) {
-    grads.push_back(params_.grads(u).data());
-    elems.push_back(pl.units[u].elems);
-  }
-  reducer_ = std::make_unique<GradBucketReducer>(dev_, dp_, std::move(grads), std::move(elems),
-                                                 params_.grad_type(), bucket_elems_, staging_.data(), overlap_);
+  for (size_t u = 0; u < pl.units.size(); ++u) grads.push_back(params_.grads(u).data());
+  reducer_ = std::make_unique<GradBucketReducer>(dev_, dp_, std::move(grads), params_.grad_type(), plan_,
+                                                 staging_.data(), overlap_);
   backward_ends_.assign(pl.units.size(), 0);
 }
 

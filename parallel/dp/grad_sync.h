@@ -1,7 +1,9 @@
 // DpGradSync: the data-parallel gradient sum of one rank under ZeRO 0 and 1
 // (n > 1): the "dp.bucket" staging (account comm, docs/exact-budget.md
 // "Communication staging"), and each step a GradBucketReducer over the rank's
-// units (grad_buckets.h). With run.overlap_grad_reduce (the default) the
+// units (grad_buckets.h) — ZeRO 0 all-reduces buckets of the whole gradient,
+// ZeRO 1 reduce-scatters each unit's gradient into the rank's shard (the
+// optimizer updates only the shard). With run.overlap_grad_reduce (the default) the
 // buckets start during the last microbatch's backward (Megatron's
 // --overlap-grad-reduce): when a unit's backward ends for the m-th time its
 // TP-partial gradients are summed (StageModel::reduce_tp_partial_grads) and
@@ -26,8 +28,9 @@ namespace gpuledger {
 
 class DpGradSync final : public UnitHooks {
  public:
-  // Allocates the staging. Throws OutOfMemory.
-  DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run);
+  // Allocates the staging. `zero`: 0 (all-reduce) or 1 (reduce-scatter into
+  // the shards of dp rank dp.rank()). Throws OutOfMemory.
+  DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run, int zero);
 
   bool overlap() const { return overlap_; }
   // Whether the backward sums unit u's TP-partial gradients (overlap, not held back).
@@ -47,8 +50,8 @@ class DpGradSync final : public UnitHooks {
   StageModel& stage_;
   Params& params_;
   int64_t microbatches_;
-  int64_t bucket_elems_;
   bool overlap_;
+  GradReductionPlan plan_;
   Buffer staging_;
   std::vector<bool> held_back_;          // per unit
   std::vector<int64_t> backward_ends_;   // per unit: backward passes finished this step

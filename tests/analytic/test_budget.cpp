@@ -72,9 +72,10 @@ TEST(Budget, LastStageByHand) {
   EXPECT_EQ(b.in_flight, 1);
   EXPECT_EQ(b.exact[Account::kActivations], kLayerAct + 2048 + 64 + 2048 + 8192 + 64);
 
-  // Comm: DP bucket fp32 4·min(25·2²⁰/2, 31,424) + PP recv-act and send-grad
+  // Comm: ZeRO-1 reduce-scatter staging, fp32, 2 slots (overlap) of n pieces
+  // of min(⌊25·2²⁰/2 / 2⌋, largest shard 11,584) + PP recv-act and send-grad
   // buffers 2 × 2·16·64.
-  EXPECT_EQ(b.exact[Account::kComm], 4 * 31424 + 2 * 2048);
+  EXPECT_EQ(b.exact[Account::kComm], 4 * 2 * 2 * 11584 + 2 * 2048);
 
   // Workspace: the sum of (a) the layer without recompute 20,864, (b) logits
   // gradient 4·16·128 + 2·2·16·64 = 12,288, (c) the largest GEMM's fp32 A, B, C:
@@ -106,7 +107,7 @@ TEST(Budget, FirstStageByHand) {
   // min(2, 4) = 2 in flight × (layer + token ids 4·16).
   EXPECT_EQ(b.in_flight, 2);
   EXPECT_EQ(b.exact[Account::kActivations], 2 * (kLayerAct + 64));
-  EXPECT_EQ(b.exact[Account::kComm], 4 * 31360 + 2 * 2048);
+  EXPECT_EQ(b.exact[Account::kComm], 4 * 2 * 2 * 11584 + 2 * 2048);
   // No head GEMM or logits gradient on the first stage; the fused gate/up GEMM
   // is still the largest: 20,864 + 2·2·16·64 + 60,416 + 2,048.
   EXPECT_EQ(b.exact[Account::kWorkspace], 20864 + 4096 + 60416 + 2048);
@@ -114,6 +115,7 @@ TEST(Budget, FirstStageByHand) {
 
 TEST(Budget, CommStagingByZeroStageAndBucket) {
   Case c;
+  c.l.zero = 0;  // all-reduce buckets over the units laid back to back
   c.r.bucket_mb = 0.0625;  // 65,536 bytes / 2 = 32,768 elements > P_r: whole P_r
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 31424 + 4096);
   c.r.bucket_mb = 0.03125;  // 16,384 elements < P_r
@@ -125,6 +127,14 @@ TEST(Budget, CommStagingByZeroStageAndBucket) {
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 8192 + 4096);
   c.r.overlap_grad_reduce = true;  // two slots of 8192 < P_r
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 2 * 8192 + 4096);
+  // ZeRO 1: reduce-scatter pieces of ⌊bucket/n⌋ = 4096 shard elements of one
+  // unit (shards 11,584 and 4,128), n of them per slot, two slots.
+  c.l.zero = 1;
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 2 * 2 * 4096 + 4096);
+  c.r.overlap_grad_reduce = false;
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 1 * 2 * 4096 + 4096);
+  c.r.bucket_mb = 1.0;  // pieces larger than the largest shard: n · 11,584 per slot
+  EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 1 * 2 * 11584 + 4096);
   // ZeRO 2: the largest unit's full gradient, g·n·⌈P_u/n⌉ = 2·2·11,584.
   c.r.grad_dtype = DType::kBF16;
   c.l.zero = 2;

@@ -73,13 +73,49 @@ TEST(CommVolume, DataParallelZero0Buckets) {
 }
 
 TEST(CommVolume, DataParallelZero1) {
-  // ZeRO 1: the bucketed all-reduce, then one all-gather of updated bf16
-  // weights per unit (4 units, each even: 2048·2 B in all).
+  // ZeRO 1: each unit's gradient reduce-scattered into its shard once per step
+  // (one piece each: a 25 MiB bucket covers every shard), then one all-gather
+  // of updated bf16 weights per unit (4 units, each even: 2048·2 B in all).
+  // The dp all-reduces left: the gradient norm of the shards, and the loss.
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), run(3), 0),
-                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 4096}}});
+                {{"reduce_scatter@dp", {4, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // n = 3 pads each unit to a multiple of 3: 210 + 873 + 873 + 96 = 2052 elements.
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
-                {{"all_reduce@dp", {1 + 1, 4096 + 4}}, {"all_gather@dp", {4, 2 * 2052}}});
+                {{"reduce_scatter@dp", {4, 2 * 2052}}, {"all_gather@dp", {4, 2 * 2052}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  // Buckets of 500 elements: pieces of ⌊500/2⌋ = 250 shard elements. Shards
+  // 104, 436, 436, 48: 1 + 2 + 2 + 1 calls, the same bytes.
+  RunConfig r = run(1);
+  r.bucket_mb = 1000.0 / 1048576.0;
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), r, 0),
+                {{"reduce_scatter@dp", {6, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
+}
+
+// Bus traffic over dp (bytes × the nccl-tests factor of each collective),
+// without the loss's 4-byte all-reduce.
+double dp_bus_bytes(const Counts& c, int64_t n) {
+  double bus = 0;
+  for (const auto& [key, count] : c) {
+    const auto at = key.find("@dp");
+    if (at == std::string::npos) continue;
+    const std::string kind = key.substr(0, at);
+    const int64_t bytes = kind == "all_reduce" ? count.bytes - 4 : count.bytes;
+    bus += static_cast<double>(bytes) * busbw_factor(kind, n);
+  }
+  return bus;
+}
+
+TEST(CommVolume, ZeroStagesKeepDataParallelVolume) {
+  // Rajbhandari et al. 2020 §7: P_os and P_os+g move what DP moves (a
+  // reduce-scatter and an all-gather are one all-reduce); P_os+g+p 1.5× (at
+  // m = 1, bf16 weights and gradients, units that divide n).
+  for (int64_t n : {2, 4}) {
+    RunConfig r = run(1);
+    r.grad_clip = 0;  // no norm reduction: only the gradients' and weights' traffic (and the loss's)
+    const double dp = dp_bus_bytes(rank_comm_per_step(tiny_gpt(), layout(n, 1, 1, 0), r, 0), n);
+    EXPECT_DOUBLE_EQ(dp_bus_bytes(rank_comm_per_step(tiny_gpt(), layout(n, 1, 1, 1), r, 0), n), dp) << n;
+    EXPECT_DOUBLE_EQ(dp_bus_bytes(rank_comm_per_step(tiny_gpt(), layout(n, 1, 1, 2), r, 0), n), dp) << n;
+    EXPECT_DOUBLE_EQ(dp_bus_bytes(rank_comm_per_step(tiny_gpt(), layout(n, 1, 1, 3), r, 0), n), 1.5 * dp) << n;
+  }
 }
 
 TEST(CommVolume, DataParallelZero2) {

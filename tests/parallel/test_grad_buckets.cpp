@@ -175,5 +175,56 @@ TEST(GradBuckets, WithoutOverlapEverythingRunsInFinishOneAtATime) {
   rig.expect_doubled();
 }
 
+// ZeRO 1's plan (grad_buckets.h reduce_scatter_plan): units of 5 and 8
+// elements over n = 2, rank 1, buckets of 4 elements: pieces of ⌊4/2⌋ = 2
+// shard elements. Unit 0: shards of 3 ([0, 3) and [3, 5) + 1 padding); unit 1:
+// shards of 4 ([0, 4), [4, 8)). Each piece copies the same shard elements of
+// both ranks side by side; rank 1 takes the first `count` back into its shard.
+TEST(GradBuckets, ReduceScatterPlanCutsEachUnitsShardsIntoPieces) {
+  const GradReductionPlan p = reduce_scatter_plan({5, 8}, 2, 1, 4, /*overlap=*/true);
+  EXPECT_EQ(p.kind, CommKind::kReduceScatter);
+  ASSERT_EQ(p.buckets.size(), 4u);
+  auto same = [](const GradPiece& a, const GradPiece& b) {
+    return a.unit == b.unit && a.off == b.off && a.n == b.n && a.at == b.at;
+  };
+  auto expect = [&](const GradBucket& b, size_t unit, int64_t count, bool padded, std::vector<GradPiece> in,
+                    std::vector<GradPiece> out) {
+    EXPECT_EQ(b.first_unit, unit);
+    EXPECT_EQ(b.last_unit, unit);
+    EXPECT_EQ(b.count, count);
+    EXPECT_EQ(b.padded, padded);
+    ASSERT_EQ(b.in.size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) EXPECT_TRUE(same(b.in[i], in[i])) << "in " << i;
+    ASSERT_EQ(b.out.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_TRUE(same(b.out[i], out[i])) << "out " << i;
+  };
+  expect(p.buckets[0], 0, 2, false, {{0, 0, 2, 0}, {0, 3, 2, 2}}, {{0, 3, 2, 0}});
+  expect(p.buckets[1], 0, 1, true, {{0, 2, 1, 0}}, {});  // rank 1's element 5 is padding
+  expect(p.buckets[2], 1, 2, false, {{1, 0, 2, 0}, {1, 4, 2, 2}}, {{1, 4, 2, 0}});
+  expect(p.buckets[3], 1, 2, false, {{1, 2, 2, 0}, {1, 6, 2, 2}}, {{1, 6, 2, 0}});
+  // slots of n · min(piece, largest shard) = 4 elements, two of them, fp32
+  EXPECT_EQ(p.slot_elems, 4);
+  EXPECT_EQ(p.staging_bytes, 4 * 2 * 4);
+  EXPECT_EQ(reduce_scatter_plan({5, 8}, 2, 0, 4, /*overlap=*/false).staging_bytes, 4 * 4);
+  // a bucket larger than every shard: one piece per unit, slots of n · largest shard
+  const GradReductionPlan whole = reduce_scatter_plan({5, 8}, 2, 0, 1000, true);
+  ASSERT_EQ(whole.buckets.size(), 2u);
+  EXPECT_EQ(whole.slot_elems, 8);
+  EXPECT_EQ(whole.buckets[0].count, 3);
+}
+
+// The all-reduce plan is the old bucket cut: [0, 6), [6, 12), [12, 18), [18, 20)
+// over units of 4, 7, 5 and 4 elements.
+TEST(GradBuckets, AllReducePlanCutsTheConcatenation) {
+  const GradReductionPlan p = all_reduce_plan({4, 7, 5, 4}, 6, true);
+  ASSERT_EQ(p.buckets.size(), 4u);
+  EXPECT_EQ(p.buckets[0].first_unit, 0u);
+  EXPECT_EQ(p.buckets[0].last_unit, 1u);
+  EXPECT_EQ(p.buckets[1].first_unit, 1u);
+  EXPECT_EQ(p.buckets[1].last_unit, 2u);
+  EXPECT_EQ(p.buckets[3].count, 2);
+  EXPECT_EQ(p.staging_bytes, grad_bucket_staging_bytes(6, 20, true));
+}
+
 }  // namespace
 }  // namespace gpuledger

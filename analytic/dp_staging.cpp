@@ -1,0 +1,35 @@
+// Data-parallel gradient reduction sizes (analytic/dp_staging.h).
+#include "analytic/dp_staging.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/int_math.h"
+
+namespace gpuledger::analytic {
+
+int64_t dp_bucket_elems(double bucket_mb, int64_t grad_bytes) {
+  const auto elems = static_cast<int64_t>(std::floor(bucket_mb * 1048576.0 / static_cast<double>(grad_bytes)));
+  if (!(elems >= 1))
+    throw std::invalid_argument("--bucket-mb " + std::to_string(bucket_mb) + " holds no gradient element");
+  return elems;
+}
+
+int64_t zero1_piece_elems(int64_t bucket_elems, int64_t n) { return std::max<int64_t>(1, bucket_elems / n); }
+
+int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n,
+                                int64_t bucket_elems, bool overlap) {
+  const int64_t slots = overlap ? 2 : 1;
+  if (zero == 0) {
+    int64_t p_r = 0;
+    for (const auto& u : units) p_r += u.elems();
+    return 4 * std::min(slots * bucket_elems, p_r);
+  }
+  int64_t largest_shard = 0;
+  for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), n));
+  return 4 * slots * n * std::min(zero1_piece_elems(bucket_elems, n), largest_shard);
+}
+
+}  // namespace gpuledger::analytic
