@@ -69,6 +69,41 @@ GPL_DEVICE void load_tile(float* dst, int64_t ld, const E* src, int64_t first_ro
 
 // ---- forward ----
 
+// Online softmax (Alg. 1) over one key tile, one warp per row: the scores Ss
+// (BR, BC + 1) become P∘Z = exp(S − m_new), dropped where Z = 0; the running
+// max m_s and sum l_s (of the undropped probabilities) are updated and each
+// row's rescale factor exp(m_old − m_new) goes to c_s for the output.
+template <int BR, int BC>
+GPL_DEVICE void online_softmax_tile(float* Ss, float* m_s, float* l_s, float* c_s, const FlashArgs& a, int64_t b,
+                                    int64_t h, int64_t i0, int64_t j0, int warp, int lane) {
+  for (int r = warp; r < BR; r += kThreads / 32) {
+    float* sr = Ss + r * (BC + 1);
+    float mt = -INFINITY;
+    for (int c = lane; c < BC; c += 32) mt = fmaxf(mt, sr[c]);
+    mt = warp_reduce(mt, MaxOp{});
+    if (mt == -INFINITY) {  // no key of this tile is visible to row r
+      for (int c = lane; c < BC; c += 32) sr[c] = 0.0f;
+      if (lane == 0) c_s[r] = 1.0f;
+      continue;
+    }
+    const float m_old = m_s[r], m_new = fmaxf(m_old, mt);
+    float sum = 0.0f;
+    for (int c = lane; c < BC; c += 32) {
+      float pc = sr[c] == -INFINITY ? 0.0f : expf(sr[c] - m_new);
+      sum += pc;  // the normalizer sums the undropped probabilities
+      if (a.p > 0.0f && pc != 0.0f) pc *= dropout_z(a, b, h, i0 + r, j0 + c);
+      sr[c] = pc;
+    }
+    sum = warp_reduce(sum, SumOp{});
+    if (lane == 0) {
+      const float corr = expf(m_old - m_new);  // exp(−inf) = 0 on the row's first tile
+      c_s[r] = corr;
+      l_s[r] = l_s[r] * corr + sum;
+      m_s[r] = m_new;
+    }
+  }
+}
+
 template <class E, int MAXB>
 __global__ void GPL_LAUNCH_BOUNDS(kThreads)
     flash_forward_kernel(E* out, float* lse, const E* q, const E* k, const E* v, FlashArgs a,
@@ -130,33 +165,7 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
       }
     __syncthreads();
 
-    // Online softmax (Alg. 1), one warp per row: rescale by exp(m_old − m_new).
-    for (int r = warp; r < BR; r += kThreads / 32) {
-      float* sr = Ss + r * (BC + 1);
-      float mt = -INFINITY;
-      for (int c = lane; c < BC; c += 32) mt = fmaxf(mt, sr[c]);
-      mt = warp_reduce(mt, MaxOp{});
-      if (mt == -INFINITY) {  // no key of this tile is visible to row r
-        for (int c = lane; c < BC; c += 32) sr[c] = 0.0f;
-        if (lane == 0) c_s[r] = 1.0f;
-        continue;
-      }
-      const float m_old = m_s[r], m_new = fmaxf(m_old, mt);
-      float sum = 0.0f;
-      for (int c = lane; c < BC; c += 32) {
-        float pc = sr[c] == -INFINITY ? 0.0f : expf(sr[c] - m_new);
-        sum += pc;  // the normalizer sums the undropped probabilities
-        if (a.p > 0.0f && pc != 0.0f) pc *= dropout_z(a, b, h, i0 + r, j0 + c);
-        sr[c] = pc;
-      }
-      sum = warp_reduce(sum, SumOp{});
-      if (lane == 0) {
-        const float corr = expf(m_old - m_new);  // exp(−inf) = 0 on the row's first tile
-        c_s[r] = corr;
-        l_s[r] = l_s[r] * corr + sum;
-        m_s[r] = m_new;
-      }
-    }
+    online_softmax_tile<BR, BC>(Ss, m_s, l_s, c_s, a, b, h, i0, j0, warp, lane);
     __syncthreads();
 
     // O = O·corr + (P∘Z)·V on this thread's rows and head-dim columns.
