@@ -22,7 +22,7 @@
 namespace gpuledger::kv {
 namespace {
 
-using KvLayout;
+using gpuledger::KvLayout;
 using testing::analytic_options;
 
 constexpr int64_t MiB = int64_t{1} << 20;
