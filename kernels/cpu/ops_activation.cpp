@@ -30,7 +30,7 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
-void CpuDevice::gelu_forward(void* out, const void* x, DType t, int64_t n) {
+void CpuDevice::gelu_forward_impl(void* out, const void* x, DType t, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);
@@ -45,7 +45,7 @@ void CpuDevice::gelu_forward(void* out, const void* x, DType t, int64_t n) {
 }
 
 // d gelu/dx = ½(1 + tanh u) + ½·x·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·x²).
-void CpuDevice::gelu_backward(void* dx, const void* dout, const void* x, DType t, int64_t n) {
+void CpuDevice::gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);
@@ -63,7 +63,8 @@ void CpuDevice::gelu_backward(void* dx, const void* dout, const void* x, DType t
 }
 
 // out = silu(gate) · up, silu(g) = g·σ(g).
-void CpuDevice::swiglu_forward(void* out, const void* gate, const void* up, DType t, int64_t n) {
+void CpuDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t,
+                                    int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);
@@ -76,8 +77,8 @@ void CpuDevice::swiglu_forward(void* out, const void* gate, const void* up, DTyp
 }
 
 // dgate = dout · up · σ(g)·(1 + g·(1 − σ(g)))  (d silu/dg), dup = dout · silu(g).
-void CpuDevice::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                                const void* up, DType t, int64_t n) {
+void CpuDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate,
+                                     const void* up, DType t, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);

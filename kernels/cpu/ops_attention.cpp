@@ -7,8 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -19,17 +17,6 @@ namespace {
 // Below this many elements a loop stays on one thread: the OpenMP fork/join
 // (microseconds, far more on a loaded machine) costs more than the loop.
 constexpr int64_t kParallelMinElems = int64_t{1} << 15;
-
-void check_shape(const AttnShape& s, const char* op) {
-  if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
-    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
-                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
-                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
-                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
-  if (s.window && *s.window < 1)
-    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
-                                std::to_string(*s.window));
-}
 
 // The keys query row i may see: [first, i] (causal; sliding window: i − window < j).
 inline int64_t first_key(const AttnShape& s, int64_t i) {
@@ -63,38 +50,35 @@ void move_heads(void* dst, const void* src, int64_t elem_bytes, int64_t B, int64
 }  // namespace
 
 // qkv row layout: [q heads 0..Hq−1 | k heads 0..Hkv−1 | v heads 0..Hkv−1], D each.
-void CpuDevice::split_qkv(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) {
-  check_shape(s, "split_qkv");
+void CpuDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t,
+                               const AttnShape& s) {
   const int64_t eb = dtype_bytes(t), row_heads = s.Hq + 2 * s.Hkv;
   move_heads(q, qkv, eb, s.B, s.Hq, s.T, s.D, row_heads, 0, true);
   move_heads(k, qkv, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, true);
   move_heads(v, qkv, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, true);
 }
 
-void CpuDevice::merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
-                               const AttnShape& s) {
-  check_shape(s, "merge_qkv_grad");
+void CpuDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv,
+                                    DType t, const AttnShape& s) {
   const int64_t eb = dtype_bytes(t), row_heads = s.Hq + 2 * s.Hkv;
   move_heads(dqkv, dq, eb, s.B, s.Hq, s.T, s.D, row_heads, 0, false);
   move_heads(dqkv, dk, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, false);
   move_heads(dqkv, dv, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, false);
 }
 
-void CpuDevice::merge_heads(void* out, const void* ctx, DType t, const AttnShape& s) {
-  check_shape(s, "merge_heads");
+void CpuDevice::merge_heads_impl(void* out, const void* ctx, DType t, const AttnShape& s) {
   move_heads(out, ctx, dtype_bytes(t), s.B, s.Hq, s.T, s.D, s.Hq, 0, false);
 }
 
-void CpuDevice::split_heads(void* ctx, const void* in, DType t, const AttnShape& s) {
-  check_shape(s, "split_heads");
+void CpuDevice::split_heads_impl(void* ctx, const void* in, DType t, const AttnShape& s) {
   move_heads(ctx, in, dtype_bytes(t), s.B, s.Hq, s.T, s.D, s.Hq, 0, true);
 }
 
 // probs[i, j] = exp(scale·(s_ij − max_j s_ij)) / Σ_j … over the visible keys
 // first_key(i) ≤ j ≤ i; every other entry is written as an exact 0 (and its
 // score is never read, so whatever the GEMM left there cannot leak in).
-void CpuDevice::softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s) {
-  check_shape(s, "softmax_forward");
+void CpuDevice::softmax_forward_impl(void* probs, const float* scores, DType t,
+                                     const AttnShape& s) {
   const int64_t T = s.T, rows = s.B * s.Hq * T, eb = dtype_bytes(t);
   const float scale = s.scale();
 #pragma omp parallel if (rows * T > kParallelMinElems)
@@ -121,9 +105,8 @@ void CpuDevice::softmax_forward(void* probs, const float* scores, DType t, const
 
 // dscores = probs ⊙ (dprobs − Σ_j dprobs·probs) · scale (the softmax Jacobian
 // times the chain rule through scale·scores); masked entries exactly 0.
-void CpuDevice::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
-                                 const AttnShape& s) {
-  check_shape(s, "softmax_backward");
+void CpuDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs,
+                                      DType t, const AttnShape& s) {
   const int64_t T = s.T, rows = s.B * s.Hq * T, eb = dtype_bytes(t);
   const float scale = s.scale();
 #pragma omp parallel if (rows * T > kParallelMinElems)

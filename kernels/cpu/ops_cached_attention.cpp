@@ -14,17 +14,14 @@
 //
 // FLOPs: cached_attention_flops (kernels/flop_counts.h), the full rectangle of
 // new queries × kept keys per head; a chunk's masked part is skipped here but
-// counted, as flash attention does.
+// counted (by Device::cached_attention), as flash attention does.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/flop_counts.h"
 
 namespace gpuledger {
 namespace {
@@ -71,13 +68,8 @@ void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bo
 
 }  // namespace
 
-void CpuDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq,
-                                 const KvCacheView& c) {
-  validate_kv_view(c, "cached_attention");
-  if (Hq < 1 || Hq % c.Hkv != 0)
-    throw std::invalid_argument("cached_attention: " + std::to_string(Hq) +
-                                " query heads are not a multiple of " + std::to_string(c.Hkv) +
-                                " KV heads");
+void CpuDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq,
+                                      const KvCacheView& c) {
   const size_t nseq = c.seqs.size();
   const int64_t D = c.D, Hkv = c.Hkv, group = Hq / Hkv, eb = dtype_bytes(t);
   int64_t macs = 0;
@@ -86,13 +78,7 @@ void CpuDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq,
     const KvSeqView& s = c.seqs[b];
     first[b + 1] = first[b] + Hq * s.n_new * D;
     macs += Hq * s.n_new * c.kept(s.len) * D;
-    if (s.n_new > 0 && s.base == nullptr)
-      throw std::invalid_argument("cached_attention: a sequence with queries has no cache memory");
   }
-  if (c.fixed_per_tensor() > 0 && c.fixed_scales == nullptr && macs > 0)
-    throw std::invalid_argument("cached_attention: " + std::string(kv_scales_name(c.scales)) +
-                                " scales need the layer's fixed scales");
-  count_flops(cached_attention_flops(Hq, c));
   if (macs == 0) return;
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));

@@ -4,8 +4,6 @@
 // attention kernels draw the same mask. Computes in fp32 on 16-bit storage.
 #include <algorithm>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/philox.h"
@@ -25,21 +23,14 @@ inline const void* at(const void* p, DType t, int64_t i) {
 }
 inline void* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
 
-void check_p(float p, const char* op) {
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " +
-                                std::to_string(p));
-}
-
 // 1/(1 − p), or 0 when p == 1 (everything dropped: 0, not 0·inf).
 inline float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
 }  // namespace
 
 // mask may be null (nothing saved: e.g. inference or a recompute that needs only out).
-void CpuDevice::dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
-                                float p, RngKey key) {
-  check_p(p, "dropout_forward");
+void CpuDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
+                                     float p, RngKey key) {
   const float sc = keep_scale(p);
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -60,9 +51,8 @@ void CpuDevice::dropout_forward(void* out, uint8_t* mask, const void* x, DType t
   }
 }
 
-void CpuDevice::dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t,
-                                 const uint8_t* mask, int64_t n, float p) {
-  check_p(p, "dropout_backward");
+void CpuDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t,
+                                      const uint8_t* mask, int64_t n, float p) {
   const float sc = keep_scale(p);
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {

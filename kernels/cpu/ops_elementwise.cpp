@@ -35,7 +35,7 @@ void for_chunks(int64_t n, Body body) {
 
 }  // namespace
 
-void CpuDevice::convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+void CpuDevice::convert_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (n <= 0) return;
   if (dst_t == src_t) {  // same storage: a bit-exact copy
     std::memmove(dst, src, static_cast<size_t>(n * dtype_bytes(dst_t)));
@@ -48,7 +48,7 @@ void CpuDevice::convert(void* dst, DType dst_t, const void* src, DType src_t, in
   });
 }
 
-void CpuDevice::add(void* out, const void* a, const void* b, DType t, int64_t n) {
+void CpuDevice::add_impl(void* out, const void* a, const void* b, DType t, int64_t n) {
   if (n <= 0) return;
   for_chunks(n, [&](int64_t i0, int64_t len) {
     float fa[kChunk], fb[kChunk];
@@ -59,7 +59,7 @@ void CpuDevice::add(void* out, const void* a, const void* b, DType t, int64_t n)
   });
 }
 
-void CpuDevice::accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+void CpuDevice::accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (n <= 0) return;
   for_chunks(n, [&](int64_t i0, int64_t len) {
     float fd[kChunk], fs[kChunk];
@@ -70,7 +70,7 @@ void CpuDevice::accumulate(void* dst, DType dst_t, const void* src, DType src_t,
   });
 }
 
-void CpuDevice::scale(void* x, DType t, float alpha, int64_t n) {
+void CpuDevice::scale_impl(void* x, DType t, float alpha, int64_t n) {
   if (n <= 0) return;
   for_chunks(n, [&](int64_t i0, int64_t len) {
     float fx[kChunk];
@@ -80,7 +80,7 @@ void CpuDevice::scale(void* x, DType t, float alpha, int64_t n) {
   });
 }
 
-void CpuDevice::bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
+void CpuDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   std::vector<float> fb(static_cast<size_t>(cols));
   convert_to_fp32(bias, t, fb.data(), cols);
@@ -97,8 +97,8 @@ void CpuDevice::bias_add(void* out, const void* bias, DType t, int64_t rows, int
   }
 }
 
-void CpuDevice::bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
-                              int64_t cols, bool accumulate) {
+void CpuDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t,
+                                   int64_t rows, int64_t cols, bool accumulate) {
   if (cols <= 0) return;
   // Each task owns a block of columns and sums every row into it in order:
   // no reduction across threads, so the result does not depend on their

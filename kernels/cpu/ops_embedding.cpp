@@ -33,8 +33,9 @@ void add_row(void* dst_row, DType grad_t, const float* sum, int64_t C, float* sc
 
 }  // namespace
 
-void CpuDevice::embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe,
-                                  DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
+                                       const void* wpe, DType t, int64_t B, int64_t T, int64_t C,
+                                       int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 #pragma omp parallel if (rows * C > kParallelMinElems)
@@ -52,9 +53,9 @@ void CpuDevice::embedding_forward(void* out, const int32_t* ids, const void* wte
   }
 }
 
-void CpuDevice::embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                   const int32_t* ids, int64_t B, int64_t T, int64_t C,
-                                   int64_t pos_offset) {
+void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout,
+                                        DType t, const int32_t* ids, int64_t B, int64_t T,
+                                        int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
   const bool par = rows * C > kParallelMinElems;

@@ -18,17 +18,14 @@
 // the causal-halved figure reported beside it). This kernel skips key tiles that
 // are entirely masked for a query tile (above the diagonal, or before the
 // sliding window) — they contribute exactly nothing — so it executes fewer
-// multiply-adds than it counts; it still counts the full figure.
+// multiply-adds than Device::flash_attention_* count (the full figure).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/flop_counts.h"
 #include "kernels/philox.h"
 
 namespace gpuledger {
@@ -39,20 +36,6 @@ constexpr int64_t kBr = 64, kBc = 64;
 // Below this many multiply-adds (B·Hq·T²·D) the op stays on one thread: the
 // OpenMP fork/join costs more than the work.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 22;
-
-void check_args(const AttnShape& s, float p, const char* op) {
-  if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
-    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
-                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
-                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
-                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
-  if (s.window && *s.window < 1)
-    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
-                                std::to_string(*s.window));
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " +
-                                std::to_string(p));
-}
 
 // The keys query row i sees: first_key(i) ≤ j ≤ i (causal; window: i − window < j).
 inline int64_t first_key(const AttnShape& s, int64_t i) {
@@ -97,10 +80,9 @@ void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int6
 
 }  // namespace
 
-void CpuDevice::flash_attention_forward(void* out, float* lse, const void* q, const void* k,
-                                        const void* v, DType t, const AttnShape& s, float p,
-                                        RngKey key) {
-  check_args(s, p, "flash_attention_forward");
+void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k,
+                                             const void* v, DType t, const AttnShape& s, float p,
+                                             RngKey key) {
   const int64_t B = s.B, Hq = s.Hq, T = s.T, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
   const float scale = s.scale();
@@ -169,7 +151,6 @@ void CpuDevice::flash_attention_forward(void* out, float* lse, const void* q, co
           convert_from_fp32(acc.data(), at(out, t, (q_head + i0) * D), t, nr * D);
         }
   }
-  count_flops(flash_forward_flops(s));
 }
 
 // With P = exp(scale·S − lse) (recomputed), Z the dropout multipliers, O = (P∘Z)·V:
@@ -177,11 +158,10 @@ void CpuDevice::flash_attention_forward(void* out, float* lse, const void* q, co
 // (= Σ_j P∘dP: Dao et al. 2022, App. B.2), dQ = dS·K, dK = dSᵀ·Q.
 // One task per (b, KV head): it owns dK, dV of that head (summed over the
 // Hq/Hkv query heads that read it), so no two threads write the same gradient.
-void CpuDevice::flash_attention_backward(void* dq, void* dk, void* dv, const void* dout,
-                                         const void* q, const void* k, const void* v,
-                                         const void* out, const float* lse, DType t,
-                                         const AttnShape& s, float p, RngKey key) {
-  check_args(s, p, "flash_attention_backward");
+void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout,
+                                              const void* q, const void* k, const void* v,
+                                              const void* out, const float* lse, DType t,
+                                              const AttnShape& s, float p, RngKey key) {
   const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
   const float scale = s.scale();
@@ -265,7 +245,6 @@ void CpuDevice::flash_attention_backward(void* dq, void* dk, void* dv, const voi
         convert_from_fp32(dV.data(), at(dv, t, kv_head * D), t, T * D);
       }
   }
-  count_flops(flash_backward_flops(s));
 }
 
 }  // namespace gpuledger

@@ -1,4 +1,4 @@
-// CpuDevice::gemm: C = alpha·op(A)·op(B) + beta·C, row-major, batched with
+// CpuDevice::gemm_impl: C = alpha·op(A)·op(B) + beta·C, row-major, batched with
 // element strides (GemmArgs in kernels/device.h).
 //
 // Compute is fp32 (docs/architecture.md "Three backends": the CPU stores 16-bit values and computes in
@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/flop_counts.h"
 
 #if GPULEDGER_HAVE_BLAS
 #include <cblas.h>
@@ -220,31 +219,22 @@ void matrix_from_fp32(const float* src, int64_t rows, int64_t cols, void* dst, D
   for (int64_t r = 0; r < rows; ++r) convert_from_fp32(src + r * cols, d + r * ld * eb, t, cols);
 }
 
-void check_gemm_args(const GemmArgs& g) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("gemm: " + what); };
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("negative dimension");
-  if (g.c_type != DType::kFP32 && g.c_type != g.ab_type)
-    fail("C must be fp32 or the dtype of A and B");
-  const int64_t a_cols = g.trans_a ? g.m : g.k;  // A as stored is (rows × a_cols)
-  const int64_t b_cols = g.trans_b ? g.k : g.n;
-  if (g.lda < std::max<int64_t>(1, a_cols))
-    fail("lda " + std::to_string(g.lda) + " < " + std::to_string(a_cols));
-  if (g.ldb < std::max<int64_t>(1, b_cols))
-    fail("ldb " + std::to_string(g.ldb) + " < " + std::to_string(b_cols));
-  if (g.ldc < std::max<int64_t>(1, g.n))
-    fail("ldc " + std::to_string(g.ldc) + " < " + std::to_string(g.n));
 #if GPULEDGER_HAVE_BLAS
-  // cblas takes int dimensions.
+// cblas takes int dimensions (Device::gemm has checked the rest: op_checks.h).
+void check_blas_int_range(const GemmArgs& g) {
   for (int64_t d : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc})
-    if (d > INT_MAX) fail("dimension " + std::to_string(d) + " exceeds the BLAS int range");
-#endif
+    if (d > INT_MAX)
+      throw std::invalid_argument("gemm: dimension " + std::to_string(d) +
+                                  " exceeds the BLAS int range");
 }
+#endif
 
 }  // namespace
 
-void CpuDevice::gemm(const GemmArgs& g) {
-  check_gemm_args(g);
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // 0 FLOPs
+void CpuDevice::gemm_impl(const GemmArgs& g) {
+#if GPULEDGER_HAVE_BLAS
+  check_blas_int_range(g);
+#endif
 
   const bool conv_ab = g.ab_type != DType::kFP32;
   const bool conv_c = g.c_type != DType::kFP32;
@@ -293,7 +283,6 @@ void CpuDevice::gemm(const GemmArgs& g) {
             static_cast<float*>(ci), g.ldc);
     }
   }
-  count_flops(gemm_flops(g));
 }
 
 }  // namespace gpuledger

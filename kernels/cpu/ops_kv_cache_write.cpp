@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -67,9 +65,8 @@ void calibrate_fixed(const KvCacheView& c, const std::vector<float>& x,
 
 }  // namespace
 
-void CpuDevice::kv_cache_write(const KvCacheView& c, const void* k, const void* v, DType t,
-                               bool calibrate) {
-  validate_kv_view(c, "kv_cache_write");
+void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t,
+                                    bool calibrate) {
   const int64_t Hkv = c.Hkv, D = c.D, S = c.block_tokens;
   const size_t nseq = c.seqs.size();
   // first[b]: element offset of sequence b's (Hkv, n_new, D) rows in k and v.
@@ -77,9 +74,6 @@ void CpuDevice::kv_cache_write(const KvCacheView& c, const void* k, const void* 
   for (size_t b = 0; b < nseq; ++b) first[b + 1] = first[b] + Hkv * c.seqs[b].n_new * D;
   const int64_t total = first[nseq];
   if (total == 0) return;
-  for (const auto& s : c.seqs)
-    if (s.n_new > 0 && s.base == nullptr)
-      throw std::invalid_argument("kv_cache_write: a sequence with new tokens has no cache memory");
 
   std::vector<float> kf(static_cast<size_t>(total)), vf(static_cast<size_t>(total));
   convert_to_fp32(k, t, kf.data(), total);
@@ -89,9 +83,6 @@ void CpuDevice::kv_cache_write(const KvCacheView& c, const void* k, const void* 
   float* k_fixed = nullptr;
   float* v_fixed = nullptr;
   if (fixed) {
-    if (c.fixed_scales == nullptr)
-      throw std::invalid_argument("kv_cache_write: " + std::string(kv_scales_name(c.scales)) +
-                                  " scales need the layer's fixed scales");
     k_fixed = c.fixed_scales;
     v_fixed = c.fixed_scales + c.fixed_per_tensor();
     if (calibrate) {

@@ -88,9 +88,9 @@ void weight_grads(void* dw, void* dbias, DType grad_t, const void* dout, const v
 
 }  // namespace
 
-void CpuDevice::layernorm_forward(void* out, float* mean, float* rstd, const void* x,
-                                  const void* w, const void* bias, DType t, int64_t N, int64_t C,
-                                  float eps) {
+void CpuDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x,
+                                       const void* w, const void* bias, DType t, int64_t N,
+                                       int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
   const std::vector<float> fb = bias ? to_fp32(bias, t, C) : std::vector<float>(C, 0.0f);
@@ -115,10 +115,10 @@ void CpuDevice::layernorm_forward(void* out, float* mean, float* rstd, const voi
   }
 }
 
-void CpuDevice::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
-                                   const void* x, const void* w, const float* mean,
-                                   const float* rstd, DType t, int64_t N, int64_t C,
-                                   bool accumulate_dx) {
+void CpuDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t,
+                                        const void* dout, const void* x, const void* w,
+                                        const float* mean, const float* rstd, DType t, int64_t N,
+                                        int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
   if (dx) {
@@ -146,8 +146,8 @@ void CpuDevice::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t
   weight_grads(dw, dbias, grad_t, dout, x, mean, rstd, t, N, C);
 }
 
-void CpuDevice::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t,
-                                int64_t N, int64_t C, float eps) {
+void CpuDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t,
+                                     int64_t N, int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
 #pragma omp parallel if (N * C > kParallelMinElems)
@@ -166,9 +166,9 @@ void CpuDevice::rmsnorm_forward(void* out, float* rstd, const void* x, const voi
   }
 }
 
-void CpuDevice::rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
-                                 const void* w, const float* rstd, DType t, int64_t N, int64_t C,
-                                 bool accumulate_dx) {
+void CpuDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout,
+                                      const void* x, const void* w, const float* rstd, DType t,
+                                      int64_t N, int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
   if (dx) {

@@ -7,12 +7,10 @@
 //   m̂ = m / (1 − β1^step),   v̂ = v / (1 − β2^step)
 //   p = p − lr·(m̂ / (√v̂ + ε) + wd·p)          (decoupled decay lr·wd·p)
 // p is the fp32 master copy, and the 16-bit weights receive round(p); with no
-// master the weights are fp32 and are p. The bias corrections are formed in
-// double (as PyTorch does on the host) and used as fp32.
+// master the weights are fp32 and are p. The bias corrections arrive formed
+// (Device::adamw: AdamwStep, kernels/op_checks.cpp).
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -33,19 +31,14 @@ const char* at(const void* p, DType t, int64_t i) {
 
 }  // namespace
 
-void CpuDevice::adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
-                      float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, int64_t step, float grad_scale) {
-  if (n <= 0) return;
-  if (step < 1) throw std::invalid_argument("adamw: step counts from 1, got " + std::to_string(step));
-  if (master == nullptr && (weights == nullptr || w_t != DType::kFP32))
-    throw std::invalid_argument("adamw: without a master copy the weights must be fp32");
-
+void CpuDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads,
+                           DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
   float* param = master ? master : static_cast<float*>(weights);
   // Weights to refresh from the master: only when both exist.
   void* rounded = master ? weights : nullptr;
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
+  const float lr = update.lr, beta1 = update.beta1, beta2 = update.beta2, eps = update.eps;
+  const float weight_decay = update.weight_decay, grad_scale = update.grad_scale;
+  const float bc1 = update.bias_correction1, bc2 = update.bias_correction2;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 
 #pragma omp parallel for if (n > kParallelMinElems)
@@ -68,7 +61,7 @@ void CpuDevice::adamw(float* master, void* weights, DType w_t, const void* grads
   }
 }
 
-double CpuDevice::sum_squares(const void* x, DType t, int64_t n) {
+double CpuDevice::sum_squares_impl(const void* x, DType t, int64_t n) {
   if (n <= 0) return 0.0;
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);

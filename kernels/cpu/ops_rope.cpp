@@ -4,8 +4,6 @@
 // x (B, H, T, D), position pos_offset + t. Backward applies the transpose of the
 // rotation, i.e. the rotation by the opposite angle.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -22,11 +20,7 @@ constexpr int64_t kParallelMinElems = int64_t{1} << 15;
 // reference should not inherit fp32's loss of angle precision at large positions
 // (pos · inv_freq reaches 10⁴ rad at long contexts); the rotation itself is fp32.
 void rope_apply(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
-                float theta, int sign, const char* op) {
-  if (D <= 0 || D % 2 != 0)
-    throw std::invalid_argument(std::string(op) + ": head dim must be even, got " +
-                                std::to_string(D));
-  if (!(theta > 0.0f)) throw std::invalid_argument(std::string(op) + ": theta must be > 0");
+                float theta, int sign) {
   const int64_t half = D / 2, eb = dtype_bytes(t);
   char* base = static_cast<char*>(x);
 #pragma omp parallel if (B * H * T * D > kParallelMinElems)
@@ -59,14 +53,14 @@ void rope_apply(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, in
 
 }  // namespace
 
-void CpuDevice::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                             int64_t pos_offset, float theta) {
-  rope_apply(x, t, B, H, T, D, pos_offset, theta, +1, "rope_forward");
+void CpuDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                  int64_t pos_offset, float theta) {
+  rope_apply(x, t, B, H, T, D, pos_offset, theta, +1);
 }
 
-void CpuDevice::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                              int64_t pos_offset, float theta) {
-  rope_apply(dx, t, B, H, T, D, pos_offset, theta, -1, "rope_backward");
+void CpuDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                   int64_t pos_offset, float theta) {
+  rope_apply(dx, t, B, H, T, D, pos_offset, theta, -1);
 }
 
 }  // namespace gpuledger

@@ -19,8 +19,9 @@ namespace {
 constexpr int64_t kParallelMinElems = 1 << 15;
 }  // namespace
 
-void CpuDevice::vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
-                                        int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
+void CpuDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
+                                             DType t, int64_t N, int64_t C, int64_t row_begin,
+                                             int64_t rows) {
   const int64_t eb = dtype_bytes(t);
 #pragma omp parallel for if (N * C > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -33,9 +34,9 @@ void CpuDevice::vocab_embedding_forward(void* out, const int32_t* ids, const voi
   }
 }
 
-void CpuDevice::vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
-                                         const int32_t* ids, int64_t N, int64_t C,
-                                         int64_t row_begin, int64_t rows) {
+void CpuDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t,
+                                              const int32_t* ids, int64_t N, int64_t C,
+                                              int64_t row_begin, int64_t rows) {
   // Sequential over tokens (an id may repeat): each owned row accumulates in
   // token order, one rounding per token (the tiny test shapes make this cheap).
   const int64_t eb = dtype_bytes(t), gb = dtype_bytes(grad_t);
@@ -51,9 +52,9 @@ void CpuDevice::vocab_embedding_backward(void* dwte, DType grad_t, const void* d
   }
 }
 
-void CpuDevice::vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
-                               const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
-                               int64_t V) {
+void CpuDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits,
+                                    const int32_t* targets, int64_t N, int64_t Vl,
+                                    int64_t col_begin, int64_t V) {
   const int64_t valid = std::max<int64_t>(0, std::min(Vl, V - col_begin));  // columns < V
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -66,8 +67,8 @@ void CpuDevice::vocab_ce_stats(float* row_max, float* target_logit, const float*
   }
 }
 
-void CpuDevice::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                             int64_t Vl, int64_t col_begin, int64_t V) {
+void CpuDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N,
+                                  int64_t Vl, int64_t col_begin, int64_t V) {
   const int64_t valid = std::max<int64_t>(0, std::min(Vl, V - col_begin));
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -82,7 +83,7 @@ void CpuDevice::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max
   }
 }
 
-void CpuDevice::vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl) {
+void CpuDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp, int64_t N, int64_t Vl) {
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
     const float inv = 1.0f / sum_exp[i];
@@ -90,8 +91,8 @@ void CpuDevice::vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N
   }
 }
 
-void CpuDevice::vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
-                                  int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+void CpuDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets,
+                                       int64_t N, int64_t Vl, int64_t col_begin, float scale) {
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t j = 0; j < Vl; ++j) dlogits[i * Vl + j] = probs[i * Vl + j] * scale;

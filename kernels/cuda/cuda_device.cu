@@ -12,7 +12,6 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/make_cuda_device.h"
-#include "kernels/flop_counts.h"
 
 namespace gpuledger {
 inline namespace cuda_backend {
@@ -24,17 +23,6 @@ int64_t cublaslt_workspace_bytes(int major) { return (major >= 9 ? 32 : 4) * int
 
 std::string version_string(int v) {  // 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
-
-// The CPU reference's argument checks (kernels/cpu/ops_gemm.cpp), same messages.
-void check_gemm_args(const GemmArgs& g) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("gemm: " + what); };
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("negative dimension");
-  if (g.c_type != DType::kFP32 && g.c_type != g.ab_type) fail("C must be fp32 or the dtype of A and B");
-  const int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-  if (g.lda < std::max<int64_t>(1, a_cols)) fail("lda " + std::to_string(g.lda) + " < " + std::to_string(a_cols));
-  if (g.ldb < std::max<int64_t>(1, b_cols)) fail("ldb " + std::to_string(g.ldb) + " < " + std::to_string(b_cols));
-  if (g.ldc < std::max<int64_t>(1, g.n)) fail("ldc " + std::to_string(g.ldc) + " < " + std::to_string(g.n));
 }
 
 }  // namespace
@@ -172,14 +160,11 @@ void CudaDevice::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_), "syn
 
 // ---- GEMM ----
 
-void CudaDevice::gemm(const GemmArgs& g) {
-  check_gemm_args(g);
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // 0 FLOPs
+void CudaDevice::gemm_impl(const GemmArgs& g) {
   if (g.k == 0 || g.alpha == 0.0f)
     scale_matrices(g.c, g.c_type, g.m, g.n, g.ldc, g.stride_c, g.batch, g.beta);  // BLAS: A, B not read
   else
     gemm_->run(g, stream_);
-  count_flops(gemm_flops(g));
 }
 
 }  // namespace cuda_backend

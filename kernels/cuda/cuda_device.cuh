@@ -46,13 +46,12 @@ class CudaDevice : public SimtDevice {
   // A cudaEvent pair on the stream: GPU time (cuda_event_timer.cu).
   std::unique_ptr<DeviceTimer> start_timer() override;
 
-  void gemm(const GemmArgs& g) override;
-
   // The stream every op and copy runs on, public for the NCCL comm
   // (comm/nccl_comm.cpp), which orders its collectives against it.
   using SimtDevice::stream;
 
  protected:
+  void gemm_impl(const GemmArgs& g) override;
   void* raw_alloc(int64_t bytes) override;
   void raw_free(void* p, int64_t bytes) override;
 

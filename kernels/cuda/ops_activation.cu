@@ -58,7 +58,7 @@ __global__ void swiglu_backward_kernel(E* dgate, E* dup, const E* dout, const E*
 
 }  // namespace
 
-void SimtDevice::gelu_forward(void* out, const void* x, DType t, int64_t n) {
+void SimtDevice::gelu_forward_impl(void* out, const void* x, DType t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
@@ -68,7 +68,7 @@ void SimtDevice::gelu_forward(void* out, const void* x, DType t, int64_t n) {
   });
 }
 
-void SimtDevice::gelu_backward(void* dx, const void* dout, const void* x, DType t, int64_t n) {
+void SimtDevice::gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
@@ -78,7 +78,8 @@ void SimtDevice::gelu_backward(void* dx, const void* dout, const void* x, DType 
   });
 }
 
-void SimtDevice::swiglu_forward(void* out, const void* gate, const void* up, DType t, int64_t n) {
+void SimtDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t,
+                                     int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
@@ -88,8 +89,8 @@ void SimtDevice::swiglu_forward(void* out, const void* gate, const void* up, DTy
   });
 }
 
-void SimtDevice::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                                 const void* up, DType t, int64_t n) {
+void SimtDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate,
+                                      const void* up, DType t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {

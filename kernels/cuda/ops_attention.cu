@@ -5,9 +5,6 @@
 // exp(scale·(s − max))/Σ over the visible keys (attn_tiles.h), every other
 // entry an exact 0 whose score is never read; dscores = p ⊙ (dp − Σ dp·p)·scale.
 // The QKᵀ and P·V products are ordinary device GEMMs.
-#include <stdexcept>
-#include <string>
-
 #include "kernels/cuda/attn_tiles.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
@@ -17,17 +14,6 @@ inline namespace GPL_SIMT_NAMESPACE {
 namespace {
 
 using namespace simt;
-
-void check_shape(const AttnShape& s, const char* op) {
-  if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
-    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
-                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
-                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
-                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
-  if (s.window && *s.window < 1)
-    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
-                                std::to_string(*s.window));
-}
 
 int64_t window_of(const AttnShape& s) { return s.window ? *s.window : 0; }
 
@@ -97,35 +83,32 @@ __global__ void softmax_backward_kernel(float* dscores, const float* dprobs, con
 }  // namespace
 
 // qkv row layout: [q heads 0..Hq−1 | k heads 0..Hkv−1 | v heads 0..Hkv−1], D each.
-void SimtDevice::split_qkv(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) {
-  check_shape(s, "split_qkv");
+void SimtDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t,
+                                const AttnShape& s) {
   const int64_t row_heads = s.Hq + 2 * s.Hkv;
   move_heads(stream(), q, qkv, t, s.B, s.Hq, s.T, s.D, row_heads, 0, true);
   move_heads(stream(), k, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, true);
   move_heads(stream(), v, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, true);
 }
 
-void SimtDevice::merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
-                                const AttnShape& s) {
-  check_shape(s, "merge_qkv_grad");
+void SimtDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv,
+                                     DType t, const AttnShape& s) {
   const int64_t row_heads = s.Hq + 2 * s.Hkv;
   move_heads(stream(), dqkv, dq, t, s.B, s.Hq, s.T, s.D, row_heads, 0, false);
   move_heads(stream(), dqkv, dk, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, false);
   move_heads(stream(), dqkv, dv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, false);
 }
 
-void SimtDevice::merge_heads(void* out, const void* ctx, DType t, const AttnShape& s) {
-  check_shape(s, "merge_heads");
+void SimtDevice::merge_heads_impl(void* out, const void* ctx, DType t, const AttnShape& s) {
   move_heads(stream(), out, ctx, t, s.B, s.Hq, s.T, s.D, s.Hq, 0, false);
 }
 
-void SimtDevice::split_heads(void* ctx, const void* in, DType t, const AttnShape& s) {
-  check_shape(s, "split_heads");
+void SimtDevice::split_heads_impl(void* ctx, const void* in, DType t, const AttnShape& s) {
   move_heads(stream(), ctx, in, t, s.B, s.Hq, s.T, s.D, s.Hq, 0, true);
 }
 
-void SimtDevice::softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s) {
-  check_shape(s, "softmax_forward");
+void SimtDevice::softmax_forward_impl(void* probs, const float* scores, DType t,
+                                      const AttnShape& s) {
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
     launch_kernel(softmax_forward_kernel<E>, grid1d(s.B * s.Hq * s.T),
@@ -134,9 +117,8 @@ void SimtDevice::softmax_forward(void* probs, const float* scores, DType t, cons
   });
 }
 
-void SimtDevice::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
-                                  const AttnShape& s) {
-  check_shape(s, "softmax_backward");
+void SimtDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs,
+                                       DType t, const AttnShape& s) {
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
     launch_kernel(softmax_backward_kernel<E>, grid1d(s.B * s.Hq * s.T),

@@ -3,9 +3,6 @@
 // (kernels/philox.h), the CPU reference's draw (kernels/cpu/ops_dropout.cpp),
 // so both backends — and flash attention, and a recompute — produce the same
 // mask bit for bit. A thread handles the four elements of one Philox block.
-#include <stdexcept>
-#include <string>
-
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
 #include "kernels/philox.h"
@@ -15,12 +12,6 @@ inline namespace GPL_SIMT_NAMESPACE {
 namespace {
 
 using namespace simt;
-
-void check_p(float p, const char* op) {
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " +
-                                std::to_string(p));
-}
 
 // 1/(1 − p), or 0 when p == 1 (everything dropped: 0, not 0·inf).
 inline float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
@@ -58,9 +49,8 @@ __global__ void dropout_backward_kernel(D* dx, const S* dout, const uint8_t* mas
 
 }  // namespace
 
-void SimtDevice::dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
-                                 RngKey key) {
-  check_p(p, "dropout_forward");
+void SimtDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
+                                      float p, RngKey key) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(cuda_launch::ceil_div(n, 4));
   dispatch(t, [&](auto tag) {
@@ -71,9 +61,8 @@ void SimtDevice::dropout_forward(void* out, uint8_t* mask, const void* x, DType 
   });
 }
 
-void SimtDevice::dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t,
-                                  const uint8_t* mask, int64_t n, float p) {
-  check_p(p, "dropout_backward");
+void SimtDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t,
+                                       const uint8_t* mask, int64_t n, float p) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch2(dx_t, dout_t, [&](auto dt, auto st) {

@@ -66,7 +66,7 @@ struct BiasGradValue {
 
 }  // namespace
 
-void SimtDevice::convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+void SimtDevice::convert_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (n <= 0) return;
   if (dst_t == src_t) {  // same storage: a bit-exact copy
     copy(dst, src, n * dtype_bytes(dst_t));
@@ -81,7 +81,7 @@ void SimtDevice::convert(void* dst, DType dst_t, const void* src, DType src_t, i
   });
 }
 
-void SimtDevice::add(void* out, const void* a, const void* b, DType t, int64_t n) {
+void SimtDevice::add_impl(void* out, const void* a, const void* b, DType t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
@@ -91,7 +91,7 @@ void SimtDevice::add(void* out, const void* a, const void* b, DType t, int64_t n
   });
 }
 
-void SimtDevice::accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+void SimtDevice::accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch2(dst_t, src_t, [&](auto d, auto s) {
@@ -102,7 +102,7 @@ void SimtDevice::accumulate(void* dst, DType dst_t, const void* src, DType src_t
   });
 }
 
-void SimtDevice::scale(void* x, DType t, float alpha, int64_t n) {
+void SimtDevice::scale_impl(void* x, DType t, float alpha, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
@@ -112,7 +112,7 @@ void SimtDevice::scale(void* x, DType t, float alpha, int64_t n) {
   });
 }
 
-void SimtDevice::bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
+void SimtDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   const auto l = cuda_launch::elementwise(rows * cols);
   dispatch(t, [&](auto tag) {
@@ -122,8 +122,8 @@ void SimtDevice::bias_add(void* out, const void* bias, DType t, int64_t rows, in
   });
 }
 
-void SimtDevice::bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
-                               int64_t cols, bool accumulate) {
+void SimtDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t,
+                                    int64_t rows, int64_t cols, bool accumulate) {
   if (cols <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);

@@ -64,8 +64,9 @@ __global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B,
 
 }  // namespace
 
-void SimtDevice::embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe,
-                                   DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void SimtDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
+                                        const void* wpe, DType t, int64_t B, int64_t T, int64_t C,
+                                        int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const auto l = cuda_launch::elementwise(B * T * C);
   dispatch(t, [&](auto tag) {
@@ -76,9 +77,9 @@ void SimtDevice::embedding_forward(void* out, const int32_t* ids, const void* wt
   });
 }
 
-void SimtDevice::embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                    const int32_t* ids, int64_t B, int64_t T, int64_t C,
-                                    int64_t pos_offset) {
+void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout,
+                                         DType t, const int32_t* ids, int64_t B, int64_t T,
+                                         int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 

@@ -29,7 +29,6 @@
 #include "kernels/cuda/attn_tiles.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
-#include "kernels/flop_counts.h"
 #include "kernels/philox.h"
 
 namespace gpuledger {
@@ -421,20 +420,6 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
 
 // ---- host side ----
 
-void check_args(const AttnShape& s, float p, const char* op) {
-  if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
-    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
-                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
-                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
-                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
-  if (s.window && *s.window < 1)
-    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
-                                std::to_string(*s.window));
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " +
-                                std::to_string(p));
-}
-
 FlashTiles tiles_or_throw(const AttnShape& s, const char* op) {
   const auto t = cuda_launch::flash_tiles(s.D);
   if (!t)
@@ -469,11 +454,10 @@ void with_max_b(int max_b, F&& f) {
 
 }  // namespace
 
-void SimtDevice::flash_attention_forward(void* out, float* lse, const void* q, const void* k,
-                                         const void* v, DType t, const AttnShape& s, float p,
-                                         RngKey key) {
+void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k,
+                                              const void* v, DType t, const AttnShape& s, float p,
+                                              RngKey key) {
   const char* op = "flash_attention_forward";
-  check_args(s, p, op);
   const FlashTiles tiles = tiles_or_throw(s, op);
   const int64_t smem = cuda_launch::flash_fwd_smem_bytes(tiles, s.D);
   check_smem(smem, max_smem_per_block_bytes_, s, op);
@@ -488,15 +472,13 @@ void SimtDevice::flash_attention_forward(void* out, float* lse, const void* q, c
                     q_tiles);
     });
   });
-  count_flops(flash_forward_flops(s));
 }
 
-void SimtDevice::flash_attention_backward(void* dq, void* dk, void* dv, const void* dout,
-                                          const void* q, const void* k, const void* v,
-                                          const void* out, const float* lse, DType t,
-                                          const AttnShape& s, float p, RngKey key) {
+void SimtDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout,
+                                               const void* q, const void* k, const void* v,
+                                               const void* out, const float* lse, DType t,
+                                               const AttnShape& s, float p, RngKey key) {
   const char* op = "flash_attention_backward";
-  check_args(s, p, op);
   const FlashTiles tiles = tiles_or_throw(s, op);
   const int64_t smem_kv = cuda_launch::flash_bwd_kv_smem_bytes(tiles, s.D);
   const int64_t smem_q = cuda_launch::flash_bwd_q_smem_bytes(tiles, s.D);
@@ -525,7 +507,6 @@ void SimtDevice::flash_attention_backward(void* dq, void* dk, void* dv, const vo
                     q_tiles);
     });
   });
-  count_flops(flash_backward_flops(s));
 }
 
 }  // namespace GPL_SIMT_NAMESPACE

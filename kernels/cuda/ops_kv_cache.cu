@@ -15,7 +15,7 @@
 //                    2023). Keys and values are dequantized on read.
 // The views' metadata lives on the host (vLLM builds block tables on the host
 // and copies them): each call uploads the small tables it needs (booked as
-// workspace). FLOPs: cached_attention_flops, as every backend.
+// workspace). FLOPs: counted by Device::cached_attention (cached_attention_flops).
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -24,7 +24,6 @@
 
 #include "kernels/cuda/kv_codec.h"
 #include "kernels/cuda/simt_device.cuh"
-#include "kernels/flop_counts.h"
 
 namespace gpuledger {
 inline namespace GPL_SIMT_NAMESPACE {
@@ -234,15 +233,12 @@ void with_max_e(int64_t D, F&& f) {
 
 }  // namespace
 
-void SimtDevice::kv_cache_write(const KvCacheView& c, const void* k, const void* v, DType t,
-                                bool calibrate) {
-  validate_kv_view(c, "kv_cache_write");
+void SimtDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t,
+                                     bool calibrate) {
   const int64_t D = c.D, Hkv = c.Hkv;
   std::vector<KvRowDev> rows;
   int64_t first = 0;  // element offset of the sequence's (Hkv, n_new, D) rows
   for (const KvSeqView& s : c.seqs) {
-    if (s.n_new > 0 && s.base == nullptr)
-      throw std::invalid_argument("kv_cache_write: a sequence with new tokens has no cache memory");
     for (int64_t r = 0; r < s.n_new; ++r) {
       const int64_t p = s.len - s.n_new + r;
       rows.push_back({reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot(p) % c.block_tokens,
@@ -251,9 +247,6 @@ void SimtDevice::kv_cache_write(const KvCacheView& c, const void* k, const void*
     first += Hkv * s.n_new * D;
   }
   if (rows.empty()) return;
-  if (c.fixed_per_tensor() > 0 && c.fixed_scales == nullptr)
-    throw std::invalid_argument("kv_cache_write: " + std::string(kv_scales_name(c.scales)) +
-                                " scales need the layer's fixed scales");
   const int64_t nrows = static_cast<int64_t>(rows.size());
   Buffer d_rows = alloc(nrows * static_cast<int64_t>(sizeof(KvRowDev)), Account::kWorkspace,
                         "kv_cache_write.rows");
@@ -271,12 +264,8 @@ void SimtDevice::kv_cache_write(const KvCacheView& c, const void* k, const void*
   });
 }
 
-void SimtDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& c) {
-  validate_kv_view(c, "cached_attention");
-  if (Hq < 1 || Hq % c.Hkv != 0)
-    throw std::invalid_argument("cached_attention: " + std::to_string(Hq) +
-                                " query heads are not a multiple of " + std::to_string(c.Hkv) +
-                                " KV heads");
+void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq,
+                                       const KvCacheView& c) {
   const int64_t D = c.D;
   std::vector<KvSeqDev> seqs;
   std::vector<KvQueryDev> queries;
@@ -285,18 +274,12 @@ void SimtDevice::cached_attention(void* out, const void* q, DType t, int64_t Hq,
   for (size_t b = 0; b < c.seqs.size(); ++b) {
     const KvSeqView& s = c.seqs[b];
     macs += Hq * s.n_new * c.kept(s.len) * D;
-    if (s.n_new > 0 && s.base == nullptr)
-      throw std::invalid_argument("cached_attention: a sequence with queries has no cache memory");
     seqs.push_back({static_cast<const unsigned char*>(s.base), static_cast<int64_t>(tables.size())});
     tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());
     for (int64_t r = 0; r < s.n_new; ++r)
       queries.push_back({static_cast<int64_t>(b), s.len - s.n_new + r, first + r * D, s.n_new * D});
     first += Hq * s.n_new * D;
   }
-  if (c.fixed_per_tensor() > 0 && c.fixed_scales == nullptr && macs > 0)
-    throw std::invalid_argument("cached_attention: " + std::string(kv_scales_name(c.scales)) +
-                                " scales need the layer's fixed scales");
-  count_flops(cached_attention_flops(Hq, c));
   if (macs == 0) return;
   if (D > 256)
     throw std::invalid_argument("cached_attention: head dim " + std::to_string(D) +

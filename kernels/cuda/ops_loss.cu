@@ -5,13 +5,8 @@
 // the CPU reference, kernels/cpu/ops_loss.cpp). Backward writes
 // (softmax − onehot)·scale, padding 0, and may run in place (dlogits ==
 // logits): every thread reads the row for both reductions before any writes.
-// The targets are validated on the host first (one small copy per call), so a
-// bad target is the same std::invalid_argument as on the CPU, not a silent
-// out-of-bounds read on the device.
-#include <stdexcept>
-#include <string>
-#include <vector>
-
+// Device::cross_entropy_* check the targets on the host first (one small copy
+// per call, kernels/op_checks.h), so no kernel reads out of bounds.
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
 
@@ -20,18 +15,6 @@ inline namespace GPL_SIMT_NAMESPACE {
 namespace {
 
 using namespace simt;
-
-void check_args(Device& dev, const int32_t* targets, int64_t N, int64_t Vp, int64_t V) {
-  if (V <= 0 || V > Vp)
-    throw std::invalid_argument("cross_entropy: need 0 < V <= Vp, got V " + std::to_string(V) +
-                                ", Vp " + std::to_string(Vp));
-  std::vector<int32_t> host(static_cast<size_t>(N));
-  dev.copy_to_host(host.data(), targets, N * 4);
-  for (int64_t i = 0; i < N; ++i)
-    if (host[i] < 0 || host[i] >= V)
-      throw std::invalid_argument("cross_entropy: target " + std::to_string(host[i]) + " of row " +
-                                  std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
-}
 
 struct RowStats {
   float max;
@@ -83,18 +66,16 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
 
 }  // namespace
 
-void SimtDevice::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                                       int64_t N, int64_t Vp, int64_t V) {
-  if (N <= 0) return;
-  check_args(*this, targets, N, Vp, V);
+void SimtDevice::cross_entropy_forward_impl(float* losses, const float* logits,
+                                            const int32_t* targets, int64_t N, int64_t Vp,
+                                            int64_t V) {
   launch_kernel(cross_entropy_forward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0,
                 stream(), losses, logits, targets, Vp, V);
 }
 
-void SimtDevice::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
-                                        int64_t N, int64_t Vp, int64_t V, float scale) {
-  if (N <= 0) return;
-  check_args(*this, targets, N, Vp, V);
+void SimtDevice::cross_entropy_backward_impl(float* dlogits, const float* logits,
+                                             const int32_t* targets, int64_t N, int64_t Vp,
+                                             int64_t V, float scale) {
   launch_kernel(cross_entropy_backward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0,
                 stream(), dlogits, logits, targets, Vp, V, scale);
 }

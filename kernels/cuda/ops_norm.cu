@@ -109,8 +109,9 @@ void weight_grads(Device& dev, cudaStream_t stream, void* dw, void* dbias, DType
 
 }  // namespace
 
-void SimtDevice::layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* w,
-                                   const void* bias, DType t, int64_t N, int64_t C, float eps) {
+void SimtDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x,
+                                        const void* w, const void* bias, DType t, int64_t N,
+                                        int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
@@ -120,10 +121,10 @@ void SimtDevice::layernorm_forward(void* out, float* mean, float* rstd, const vo
   });
 }
 
-void SimtDevice::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
-                                    const void* x, const void* w, const float* mean,
-                                    const float* rstd, DType t, int64_t N, int64_t C,
-                                    bool accumulate_dx) {
+void SimtDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t,
+                                         const void* dout, const void* x, const void* w,
+                                         const float* mean, const float* rstd, DType t, int64_t N,
+                                         int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
@@ -136,8 +137,8 @@ void SimtDevice::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_
   });
 }
 
-void SimtDevice::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t,
-                                 int64_t N, int64_t C, float eps) {
+void SimtDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t,
+                                      int64_t N, int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
@@ -148,9 +149,9 @@ void SimtDevice::rmsnorm_forward(void* out, float* rstd, const void* x, const vo
   });
 }
 
-void SimtDevice::rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
-                                  const void* w, const float* rstd, DType t, int64_t N, int64_t C,
-                                  bool accumulate_dx) {
+void SimtDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout,
+                                       const void* x, const void* w, const float* rstd, DType t,
+                                       int64_t N, int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);

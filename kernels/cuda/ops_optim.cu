@@ -4,12 +4,10 @@
 // (kernels/cpu/ops_optim.cpp):
 //   g = grad·grad_scale; m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²
 //   p −= lr·(m/(1 − β1^step) / (√(v/(1 − β2^step)) + ε) + wd·p)
-// with the bias corrections formed in double on the host and used as fp32.
+// with the bias corrections Device::adamw formed in double on the host (AdamwStep).
 // Σx² accumulates in double in a fixed grid (launch_config.h, reduce_blocks)
 // and adds the block partials in order: the same result on every run.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
@@ -61,28 +59,22 @@ __global__ void sum_partials_kernel(double* out, const double* partial, int64_t 
 
 }  // namespace
 
-void SimtDevice::adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
-                       float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-                       float weight_decay, int64_t step, float grad_scale) {
-  if (n <= 0) return;
-  if (step < 1) throw std::invalid_argument("adamw: step counts from 1, got " + std::to_string(step));
-  if (master == nullptr && (weights == nullptr || w_t != DType::kFP32))
-    throw std::invalid_argument("adamw: without a master copy the weights must be fp32");
+void SimtDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads,
+                            DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
   float* param = master ? master : static_cast<float*>(weights);
   void* rounded = master ? weights : nullptr;
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
   const auto l = cuda_launch::elementwise(n);
   dispatch2(w_t, grad_t, [&](auto wt, auto gt) {
     using W = decltype(wt);
     using G = decltype(gt);
     launch_kernel(adamw_kernel<W, G>, grid1d(l.blocks), dim3(l.threads), 0, stream(), param,
-                  static_cast<W*>(rounded), static_cast<const G*>(grads), m, v, n, lr, beta1, beta2,
-                  eps, weight_decay, bc1, bc2, grad_scale);
+                  static_cast<W*>(rounded), static_cast<const G*>(grads), m, v, n, update.lr, update.beta1,
+                  update.beta2, update.eps, update.weight_decay, update.bias_correction1,
+                  update.bias_correction2, update.grad_scale);
   });
 }
 
-double SimtDevice::sum_squares(const void* x, DType t, int64_t n) {
+double SimtDevice::sum_squares_impl(const void* x, DType t, int64_t n) {
   if (n <= 0) return 0.0;
   const int64_t blocks = cuda_launch::reduce_blocks(n);
   Buffer partial = alloc((blocks + 1) * 8, Account::kWorkspace, "sum_squares.partial");

@@ -7,9 +7,6 @@
 // contexts); the rotation is fp32. A block handles one position for
 // kRowsPerBlock head rows: its D/2 cos/sin pairs are computed once, in shared
 // memory, and shared by those rows.
-#include <stdexcept>
-#include <string>
-
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
 
@@ -50,10 +47,7 @@ __global__ void rope_kernel(E* x, int64_t BH, int64_t T, int64_t D, int64_t pos_
 }
 
 void rope_apply(cudaStream_t stream, void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                int64_t pos_offset, float theta, float sign, const char* op) {
-  if (D <= 0 || D % 2 != 0)
-    throw std::invalid_argument(std::string(op) + ": head dim must be even, got " + std::to_string(D));
-  if (!(theta > 0.0f)) throw std::invalid_argument(std::string(op) + ": theta must be > 0");
+                int64_t pos_offset, float theta, float sign) {
   if (B <= 0 || H <= 0 || T <= 0) return;
   const dim3 grid(static_cast<unsigned>(T),
                   static_cast<unsigned>(cuda_launch::ceil_div(B * H, kRowsPerBlock)));
@@ -66,14 +60,14 @@ void rope_apply(cudaStream_t stream, void* x, DType t, int64_t B, int64_t H, int
 
 }  // namespace
 
-void SimtDevice::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                              int64_t pos_offset, float theta) {
-  rope_apply(stream(), x, t, B, H, T, D, pos_offset, theta, +1.0f, "rope_forward");
+void SimtDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                   int64_t pos_offset, float theta) {
+  rope_apply(stream(), x, t, B, H, T, D, pos_offset, theta, +1.0f);
 }
 
-void SimtDevice::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                               int64_t pos_offset, float theta) {
-  rope_apply(stream(), dx, t, B, H, T, D, pos_offset, theta, -1.0f, "rope_backward");
+void SimtDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                    int64_t pos_offset, float theta) {
+  rope_apply(stream(), dx, t, B, H, T, D, pos_offset, theta, -1.0f);
 }
 
 }  // namespace GPL_SIMT_NAMESPACE

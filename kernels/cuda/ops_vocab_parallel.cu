@@ -135,8 +135,9 @@ __global__ void vocab_ce_backward_kernel(float* dlogits, const float* probs, con
 
 }  // namespace
 
-void SimtDevice::vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
-                                         int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
+void SimtDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
+                                              DType t, int64_t N, int64_t C, int64_t row_begin,
+                                              int64_t rows) {
   if (N <= 0 || C <= 0) return;
   const auto l = cuda_launch::elementwise(N * C);
   dispatch(t, [&](auto tag) {
@@ -146,9 +147,9 @@ void SimtDevice::vocab_embedding_forward(void* out, const int32_t* ids, const vo
   });
 }
 
-void SimtDevice::vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
-                                          const int32_t* ids, int64_t N, int64_t C,
-                                          int64_t row_begin, int64_t rows) {
+void SimtDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t,
+                                               const int32_t* ids, int64_t N, int64_t C,
+                                               int64_t row_begin, int64_t rows) {
   if (N <= 0 || C <= 0 || rows <= 0) return;
   // The owned tokens ordered by id, ties in token order; group g covers
   // order[group_start[g] … group_start[g + 1]) and adds into local row group_row[g].
@@ -189,31 +190,32 @@ void SimtDevice::vocab_embedding_backward(void* dwte, DType grad_t, const void* 
   });
 }
 
-void SimtDevice::vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
-                                const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
-                                int64_t V) {
+void SimtDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits,
+                                     const int32_t* targets, int64_t N, int64_t Vl,
+                                     int64_t col_begin, int64_t V) {
   if (N <= 0) return;
   const int64_t valid = valid_columns(Vl, col_begin, V);
   launch_kernel(vocab_ce_stats_kernel, grid1d(N), dim3(cuda_launch::row_threads(valid)), 0, stream(),
                 row_max, target_logit, logits, targets, Vl, col_begin, valid);
 }
 
-void SimtDevice::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                              int64_t Vl, int64_t col_begin, int64_t V) {
+void SimtDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N,
+                                   int64_t Vl, int64_t col_begin, int64_t V) {
   if (N <= 0) return;
   launch_kernel(vocab_ce_exp_kernel, grid1d(N), dim3(cuda_launch::row_threads(Vl)), 0, stream(),
                 logits, sum_exp, row_max, Vl, valid_columns(Vl, col_begin, V));
 }
 
-void SimtDevice::vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl) {
+void SimtDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp, int64_t N,
+                                         int64_t Vl) {
   if (N <= 0 || Vl <= 0) return;
   const auto l = cuda_launch::elementwise(N * Vl);
   launch_kernel(vocab_ce_normalize_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), probs,
                 sum_exp, N, Vl);
 }
 
-void SimtDevice::vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
-                                   int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+void SimtDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets,
+                                        int64_t N, int64_t Vl, int64_t col_begin, float scale) {
   if (N <= 0 || Vl <= 0) return;
   const auto l = cuda_launch::elementwise(N * Vl);
   launch_kernel(vocab_ce_backward_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), dlogits,
