@@ -1,8 +1,9 @@
 // Trainer (see train_step.h): one rank's training step for data, pipeline and
 // tensor parallelism and ZeRO 0-3, composed of one part per concern, each
 // described in its header: Params and StageModel (models/transformer), the
-// optimizer (zero/sharded_optimizer.h with zero/adamw.h), the DP bucket sum
-// (dp/grad_sync.h, ZeRO 0/1), the ZeRO 2 reduce-scatter (zero/grad_shards.h),
+// optimizer (zero/sharded_optimizer.h with zero/adamw.h), the DP sum
+// (dp/grad_sync.h: ZeRO 0 all-reduces buckets, ZeRO 1 reduce-scatters pieces
+// into the shards), the ZeRO 2 reduce-scatter (zero/grad_shards.h),
 // the ZeRO 3 gather (zero/param_gather.h), the schedule (pp/pipeline_executor.h)
 // and the gradient finalisation (finalize_grads.h). The per-unit parts act
 // inside the model's passes through one HookChain: ZeRO 3's gather outermost,

@@ -3,8 +3,8 @@
 // BLAS), OpenMP threads where they pay. Every other backend is tested against it.
 // The op implementations are split by family: cpu_device.cpp (memory, registry
 // glue), ops_gemm.cpp, ops_elementwise.cpp, ops_norm.cpp, ops_embedding.cpp,
-// ops_loss.cpp, ops_optim.cpp (one helper) and ops_attention.cpp, ops_flash.cpp,
-// ops_rope.cpp, ops_dropout.cpp, ops_activation.cpp (another); ops_kv_cache_write.cpp and
+// ops_loss.cpp, ops_optim.cpp, ops_attention.cpp, ops_flash.cpp,
+// ops_rope.cpp, ops_dropout.cpp, ops_activation.cpp; ops_kv_cache_write.cpp and
 // ops_cached_attention.cpp (the KV cache of inference), ops_vocab_parallel.cpp
 // (vocabulary-parallel embedding and cross-entropy).
 #pragma once
