@@ -22,7 +22,6 @@
 namespace gpuledger::kv {
 namespace {
 
-using KvLayout;
 using testing::analytic_options;
 
 constexpr int64_t MiB = int64_t{1} << 20;
