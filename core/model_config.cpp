@@ -212,15 +212,40 @@ void validate_model_config(const ModelConfig& m) {
 
 // ---- presets ----
 
+PresetSearch find_preset_dir(const std::string& env, const std::string& exe) {
+  PresetSearch search;
+  std::error_code ec;
+  if (!env.empty()) {
+    // An explicit choice is never second-guessed: a wrong one is an error, not a fallback.
+    search.looked.push_back(env + " ($GPULEDGER_PRESETS)");
+    if (fs::is_directory(env, ec)) search.dir = env;
+    return search;
+  }
+  if (exe.empty()) return search;
+  const fs::path start = fs::path(exe).parent_path();
+  for (fs::path dir = start; !dir.empty(); dir = dir.parent_path()) {
+    const fs::path candidate = dir / "share" / "gpuledger" / "presets";
+    search.looked.push_back(candidate.string());
+    if (fs::is_directory(candidate, ec)) {
+      search.dir = candidate.string();
+      return search;
+    }
+    if (dir == dir.parent_path()) break;  // the root
+  }
+  return search;
+}
+
 std::string preset_dir() {
-  if (const char* env = std::getenv("GPULEDGER_PRESETS"); env && *env) return env;
-#ifdef GPULEDGER_PRESET_DIR
-  if (std::error_code ec; fs::is_directory(GPULEDGER_PRESET_DIR, ec)) return GPULEDGER_PRESET_DIR;
-#endif
+  const char* env = std::getenv("GPULEDGER_PRESETS");
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) return (exe.parent_path() / ".." / "share" / "gpuledger" / "presets").lexically_normal();
-  return "share/gpuledger/presets";
+  const PresetSearch search = find_preset_dir(env ? env : "", ec ? std::string() : exe.string());
+  if (!search.dir.empty()) return search.dir;
+  std::string msg = "model presets not found; looked in ";
+  msg += search.looked.empty() ? std::string("no folder (the executable's path is unknown)")
+                               : join(search.looked, ", ");
+  msg += "; set GPULEDGER_PRESETS to the folder holding the preset .json files, or give --model a path";
+  throw ConfigError("", msg);
 }
 
 std::vector<std::string> preset_names() {

@@ -52,9 +52,23 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 // Validate a config (called by parse_model_config; also after --layers).
 void validate_model_config(const ModelConfig& m);
 
-// The directory holding presets/*.json: $GPULEDGER_PRESETS if set, else the
-// source tree's models/presets (compiled in), else <exe dir>/../share/gpuledger/presets.
+// Where the preset files (*.json) are: $GPULEDGER_PRESETS when set and not
+// empty, else the first share/gpuledger/presets found in the running
+// executable's folder or any folder above it. That finds an installed
+// <prefix>/bin/gpuledger's <prefix>/share/gpuledger/presets, and, for binaries
+// in a build tree (bench/gpuledger, tests/core/test_*), the copy the build
+// places in <build>/share/gpuledger/presets. No source path is compiled in.
+// Throws ConfigError naming every place it looked when none holds the presets.
 std::string preset_dir();
+
+// The search preset_dir() makes, with its inputs given: `env` is the value of
+// GPULEDGER_PRESETS (empty: unset), `exe` the executable's path. `dir` is the
+// folder found (empty: none); `looked` every folder tried, in order.
+struct PresetSearch {
+  std::string dir;
+  std::vector<std::string> looked;
+};
+PresetSearch find_preset_dir(const std::string& env, const std::string& exe);
 
 // Names of all presets (file stems), sorted.
 std::vector<std::string> preset_names();

@@ -1,11 +1,60 @@
 #!/usr/bin/env bash
-# The test command for a fresh machine: installs what is missing, builds, runs
-# every test that does not need a GPU (unit, cli, mpi; gpu tests skip here).
+# The test command for a fresh machine (CI runs it: .ci/run). In order:
+#   1. scripts/setup.sh installs what is missing;
+#   2. the format check (scripts/format.sh --check): a file that differs from
+#      .clang-format fails the run (at the end, after the tests, so that one run
+#      reports everything). FORMAT_CHECK=0 skips it, e.g. on a work tree not yet
+#      formatted; CI leaves it on;
+#   3. the main build (${BUILD_DIR:-build}: MPI, OpenBLAS, CUDA when nvcc is
+#      found) with warnings as errors, and every test that does not need a GPU
+#      (unit, cli, mpi, install; gpu tests skip here). Extra arguments go to
+#      this ctest;
+#   4. the build users get with only a compiler (${MINIMAL_BUILD_DIR:-build-minimal}:
+#      no MPI, no BLAS — the built-in GEMM —, no CUDA), warnings as errors, and
+#      its unit tests.
+# Each step's time is printed. ccache is used when installed (scripts/build.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+MINIMAL_BUILD_DIR="${MINIMAL_BUILD_DIR:-$ROOT/build-minimal}"
+FORMAT_CHECK="${FORMAT_CHECK:-1}"
+
+timed() {  # timed NAME CMD...: runs CMD, then prints how long it took
+  local name="$1" t0=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - t0)) s"
+}
+
 "$ROOT/scripts/setup.sh"
+
+format_failed=0
+if [ "$FORMAT_CHECK" = "1" ]; then
+  if ! "$ROOT/scripts/format.sh" --check; then
+    format_failed=1
+    echo "test.sh: FORMAT CHECK FAILED (the files above); scripts/format.sh --fix rewrites them." \
+         "The tests still run; the exit status will be 1." >&2
+  fi
+else
+  echo "test.sh: format check skipped (FORMAT_CHECK=$FORMAT_CHECK)"
+fi
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh"
-cd "${BUILD_DIR:-$ROOT/build}"
-ctest --output-on-failure -j "$(nproc)" "$@"
+export JOBS="${JOBS:-$(nproc)}"
+run_ctest() {  # run_ctest BUILD_DIR CTEST_ARGS...
+  (cd "$1" && shift && ctest --output-on-failure -j "$JOBS" "$@")
+}
+
+timed "main build" env BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON
+timed "main tests" run_ctest "$BUILD_DIR" "$@"
+
+timed "minimal build (no MPI, no BLAS, no CUDA)" env BUILD_DIR="$MINIMAL_BUILD_DIR" "$ROOT/scripts/build.sh" \
+  -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF -DGPULEDGER_BUILD_BENCH=OFF
+timed "minimal unit tests" run_ctest "$MINIMAL_BUILD_DIR" -L unit
+
+if [ "$format_failed" = 1 ]; then
+  echo "test.sh: every test passed, but the format check failed (see above)" >&2
+  exit 1
+fi
+echo "test.sh: all passed"
