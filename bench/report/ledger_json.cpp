@@ -11,6 +11,12 @@ json account_bytes_json(const AccountBytes& a) {
   return j;
 }
 
+AccountBytes account_bytes_from_json(const json& j) {
+  AccountBytes a;
+  for (Account acc : kAllAccounts) a[acc] = j.at(std::string(account_name(acc))).get<int64_t>();
+  return a;
+}
+
 json ledger_json(const Ledger& l, bool with_timeline) {
   AccountBytes counts;
   for (Account a : kAllAccounts) counts[a] = l.count(a);

@@ -12,6 +12,7 @@ namespace gpuledger::report {
 //  "refused_bytes", "refused_what"}], ["timeline": [{"phase", "live": {...}, "peak_since_prev"}]]}
 nlohmann::json ledger_json(const Ledger& ledger, bool with_timeline);
 nlohmann::json account_bytes_json(const AccountBytes& a);
+AccountBytes account_bytes_from_json(const nlohmann::json& j);   // the inverse
 // {"all_reduce@dp": {"calls", "bytes", "seconds"}, ...}
 nlohmann::json comm_json(const CommCounters& c);
 
