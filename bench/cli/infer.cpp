@@ -14,6 +14,7 @@
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
 #include "bench/report/infer_tables.h"
+#include "bench/report/infer_json.h"
 #include "bench/report/report.h"
 #include "bench/run/infer_run.h"
 
@@ -100,7 +101,7 @@ run::InferRequest InferCommand::request() const {
 int InferCommand::run() const {
   const run::InferRecord rec = run::run_infer(request());
   if (rec.exit_without_report) return *rec.exit_without_report;
-  const auto& doc = rec.report;
+  const nlohmann::json doc = report::infer_report_json(rec);
   if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
   if (!output_.quiet) report::print_infer_summary(table_stream(output_), doc);
   if (doc["status"] != "ok") return kExitFailed;

@@ -42,6 +42,31 @@ json plan_rank_json(const run::PlanRankRecord& r) {
   return j;
 }
 
+run::PlanRankRecord plan_rank_from_json(const json& j) {
+  run::PlanRankRecord r;
+  auto& budget = r.budget;
+  budget.rank = j.at("rank").get<int64_t>();
+  const json& c = j.at("coords");
+  budget.coords = {c.at("dp").get<int64_t>(), c.at("tp").get<int64_t>(), c.at("pp").get<int64_t>()};
+  r.role = j.at("role").get<std::string>();
+  budget.in_flight = j.at("in_flight_microbatches").get<int64_t>();
+  r.params = j.at("params").get<int64_t>();
+  const json& a = j.at("analytic");
+  for (Account acc : kAllAccounts) budget.exact[acc] = a.at("exact").at(std::string(account_name(acc))).get<int64_t>();
+  for (const auto& [name, e] : a.at("published").items()) {
+    run::PublishedComparison p{{name, e.at("bytes").get<double>(), e.at("source").get<std::string>()},
+                               e.at("compares_to").get<std::string>(), std::nullopt};
+    if (e.contains("exact")) p.exact = e["exact"].get<double>();
+    r.published.push_back(std::move(p));
+  }
+  for (const auto& [kind, cc] : a.at("comm").items())
+    budget.comm[kind] = {cc.at("calls").get<int64_t>(), cc.at("bytes").get<int64_t>()};
+  budget.flops.hardware = j.at("flops").at("analytic_hardware").get<int64_t>();
+  budget.flops.model = j.at("flops").at("analytic_model").get<int64_t>();
+  if (j.contains("device_bytes")) r.device_bytes = j["device_bytes"].get<int64_t>();
+  return r;
+}
+
 namespace {
 
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }

@@ -10,11 +10,67 @@
 #include "analytic/pipeline.h"
 #include "bench/checks.h"
 #include "bench/oom_advice.h"
+#include "bench/report/ledger_json.h"
+#include "bench/report/plan_json.h"
 #include "bench/report/report.h"
 
 namespace gpuledger::report {
 
 using nlohmann::json;
+
+namespace {
+
+json op_time_json(const std::map<std::string, OpTime>& times) {
+  json ops = json::object();
+  double total = 0;
+  for (const auto& [name, t] : times) total += t.seconds;
+  for (const auto& [name, t] : times)
+    ops[name] = {{"calls", t.calls}, {"seconds", t.seconds}, {"flops", t.flops},
+                 {"share", total > 0 ? t.seconds / total : 0.0},
+                 {"flops_per_s", t.seconds > 0 ? t.flops / t.seconds : 0.0}};
+  return ops;
+}
+
+}  // namespace
+
+json train_rank_json(const bench::TrainRankRecord& r) {
+  json j = plan_rank_json(r.analytic);
+  j["measured"] = ledger_json(r.measured);
+  j["comm"] = comm_json(r.comm);
+  j["time"] = {{"step_ms", r.step_ms},
+               {"median_step_ms", r.median_step_ms},
+               {"median_compute_ms", r.median_compute_ms},
+               {"median_comm_ms", r.median_comm_ms}};
+  if (r.executed_flops_per_step) j["flops"]["executed_per_step"] = *r.executed_flops_per_step;
+  j["flops"]["executed_same_every_step"] = r.executed_same_every_step;
+  if (r.op_time) j["op_time"] = op_time_json(*r.op_time);
+  j["status"] = r.status;
+  if (r.status != "ok") j["error"] = r.error;
+  return j;
+}
+
+bench::TrainRankRecord train_rank_from_json(const json& j) {
+  bench::TrainRankRecord r;
+  r.analytic = plan_rank_from_json(j);
+  r.measured = ledger_record_from_json(j.at("measured"));
+  r.comm = comm_from_json(j.at("comm"));
+  const json& t = j.at("time");
+  r.step_ms = t.at("step_ms").get<std::vector<double>>();
+  r.median_step_ms = t.at("median_step_ms").get<double>();
+  r.median_compute_ms = t.at("median_compute_ms").get<double>();
+  r.median_comm_ms = t.at("median_comm_ms").get<double>();
+  const json& f = j.at("flops");
+  if (f.contains("executed_per_step")) r.executed_flops_per_step = f["executed_per_step"].get<int64_t>();
+  r.executed_same_every_step = f.at("executed_same_every_step").get<bool>();
+  if (j.contains("op_time")) {
+    r.op_time.emplace();
+    for (const auto& [name, o] : j["op_time"].items())
+      (*r.op_time)[name] = {o.at("calls").get<int64_t>(), o.at("seconds").get<double>(), o.at("flops").get<int64_t>()};
+  }
+  r.status = j.at("status").get<std::string>();
+  r.error = j.value("error", "");
+  return r;
+}
 
 namespace {
 
@@ -42,22 +98,24 @@ json assemble_report(const run::TrainRecord& rec) {
   double step_ms = 0, compute_ms = 0, comm_ms = 0;
   int64_t executed_sum = 0;
   for (const auto& run : runs) {
-    doc["ranks"].push_back(run.record);
-    for (auto& c : bench::rank_checks(run.record)) checks.push_back(c);
-    if (!run.record["flops"].value("executed_same_every_step", true))
-      checks.push_back(bench::make_check("flops.same_every_step", run.record["rank"].get<int64_t>(), 0, 1, 0));
+    const bench::TrainRankRecord& r = run.record;
+    const int64_t rank = r.analytic.budget.rank;
+    const json rank_json = train_rank_json(r);
+    doc["ranks"].push_back(rank_json);
+    for (auto& c : bench::rank_checks(rank_json)) checks.push_back(c);
+    if (!r.executed_same_every_step) checks.push_back(bench::make_check("flops.same_every_step", rank, 0, 1, 0));
     // The report's status is the first failure's own ("oom" on the rank that ran out),
     // not that of a rank that merely did not run because of it ("not run: rank N failed").
-    const bool own_failure = run.error.rfind("not run: ", 0) != 0;
-    if (run.status != "ok" && (status == "ok" || (own_failure && !status_is_own))) {
-      status = run.status;
+    const bool own_failure = r.error.rfind("not run: ", 0) != 0;
+    if (r.status != "ok" && (status == "ok" || (own_failure && !status_is_own))) {
+      status = r.status;
       status_is_own = own_failure;
-      error = fmt::format("rank {}: {}", run.record["rank"].get<int64_t>(), run.error);
+      error = fmt::format("rank {}: {}", rank, r.error);
     }
-    step_ms = std::max(step_ms, run.record["time"]["median_step_ms"].get<double>());
-    compute_ms = std::max(compute_ms, run.record["time"]["median_compute_ms"].get<double>());
-    comm_ms = std::max(comm_ms, run.record["time"]["median_comm_ms"].get<double>());
-    executed_sum += run.record["flops"].value("executed_per_step", int64_t{0});
+    step_ms = std::max(step_ms, r.median_step_ms);
+    compute_ms = std::max(compute_ms, r.median_compute_ms);
+    comm_ms = std::max(comm_ms, r.median_comm_ms);
+    executed_sum += r.executed_flops_per_step.value_or(0);
   }
   doc["checks"] = checks;
 

@@ -14,4 +14,10 @@ nlohmann::json train_report_json(const run::TrainRecord& record);
 // aborted: its own record, without the job's memory limit and hosts.
 nlohmann::json train_abort_report_json(const run::TrainRecord& record);
 
+// One rank's record as written under ranks[i] (its analytic section, the
+// measured ledger, comm, times, FLOPs, status), and back: an MPI job's ranks
+// send their records to rank 0 in this form.
+nlohmann::json train_rank_json(const bench::TrainRankRecord& r);
+bench::TrainRankRecord train_rank_from_json(const nlohmann::json& j);
+
 }  // namespace gpuledger::report

@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <memory>
 
-#include "analytic/params.h"
 #include "bench/checks.h"
 #include "bench/exit_codes.h"
 #include "bench/peak.h"
-#include "bench/report/report.h"
+#include "bench/report/infer_json.h"
 #include "bench/run/infer_serve.h"
 #include "bench/run/launcher.h"
 #include "comm/comm.h"
@@ -60,40 +59,31 @@ InferPeaks resolve_peaks(const InferRequest& q) {
   return p;
 }
 
-json infer_config_json(const InferRequest& q) {
-  json c = report::config_json(q.config);
-  c["infer"] = {{"kv", kv_layout_name(q.kv.layout)}, {"kv_dtype", kv_format_name(q.kv.dtype)},
-                {"kv_scales", kv_scales_name(q.kv.scales)}, {"block", q.kv.block},
-                {"max_model_len", q.kv.max_model_len}, {"context", q.context},
-                {"requests", static_cast<int64_t>(q.shapes.size())}, {"prompt_len", q.prompt_len},
-                {"gen_len", q.gen_len}, {"trace", q.trace}, {"max_batch", q.max_batch},
-                {"prefill_chunk", q.prefill_chunk}, {"prefix_len", q.prefix_len},
-                {"memory_utilization", q.memory_utilization},
-                {"device_memory_bytes", *q.config.device_memory_bytes}, {"overhead_bytes", q.overhead_bytes},
-                {"kv_outliers", q.kv_outliers}};
-  return c;
-}
-
 #if GPULEDGER_HAVE_MPI
-// Rank 0 gathers every rank's record and checks; the summary is rank 0's.
-InferRecord gather_on_rank0(json doc, const json& rank_record, int64_t rank_id) {
-  json mine = {{"record", doc.contains("ranks") ? doc["ranks"][0] : rank_record}, {"checks", doc["checks"]},
-               {"status", doc["status"]}, {"error", doc.value("error", "")}};
-  const auto all = gather_strings(mine.dump());
-  const bool ok = doc["status"] == "ok" && bench::all_ok(doc["checks"]);
-  if (rank_id != 0) return {json(), ok ? cli::kExitOk : cli::kExitFailed};
-  doc["ranks"] = json::array();
-  doc["checks"] = json::array();
+// Rank 0 gathers every rank's record, checks and status; the serving figures
+// are rank 0's own.
+InferRecord gather_on_rank0(InferRecord rec, const InferRankRecord& mine, int64_t rank_id) {
+  const json sent = {{"record", report::infer_rank_json(mine)}, {"checks", rec.checks},
+                     {"status", rec.status}, {"error", rec.error}};
+  const auto all = gather_strings(sent.dump());
+  const bool ok = rec.status == "ok" && bench::all_ok(rec.checks);
+  if (rank_id != 0) {
+    InferRecord quiet;
+    quiet.exit_without_report = ok ? cli::kExitOk : cli::kExitFailed;
+    return quiet;
+  }
+  rec.ranks.clear();
+  rec.checks = json::array();
   for (const auto& a : all) {
     const json j = json::parse(a);
-    doc["ranks"].push_back(j["record"]);
-    for (const auto& c : j["checks"]) doc["checks"].push_back(c);
-    if (j["status"] != "ok" && doc["status"] == "ok") {
-      doc["status"] = j["status"];
-      doc["error"] = j["error"];
+    rec.ranks.push_back(report::infer_rank_from_json(j["record"]));
+    for (const auto& c : j["checks"]) rec.checks.push_back(c);
+    if (j["status"] != "ok" && rec.status == "ok") {
+      rec.status = j["status"].get<std::string>();
+      rec.error = j["error"].get<std::string>();
     }
   }
-  return {doc, std::nullopt};
+  return rec;
 }
 #endif
 
@@ -106,16 +96,13 @@ InferRecord serve_rank(const InferRequest& q, MpiRuntime* mpi) {
   (void)mpi;
   const int64_t rank_id = 0;
 #endif
-  json doc = report::make_report("infer");
-  doc["env"]["backend"] = q.backend;
-  doc["env"]["world"] = c.layout.world();
-  doc["config"] = infer_config_json(q);
-  doc["params"] = {{"total", analytic::model_params(c.model)}};
-  const InferPeaks peaks = resolve_peaks(q);
+  InferRecord rec;
+  rec.request = q;
+  rec.peaks = resolve_peaks(q);
 
   Ledger ledger(*c.device_memory_bytes);
   auto dev = make_device(q.backend, ledger, static_cast<int>(rank_id));
-  doc["env"]["device"] = dev->description();
+  rec.device_description = dev->description();
   CommCounters counters;
   std::unique_ptr<Comm> self;
   std::optional<Groups> groups;  // MPI: the tp group is the world (dp = pp = 1)
@@ -128,18 +115,21 @@ InferRecord serve_rank(const InferRequest& q, MpiRuntime* mpi) {
     self = make_self_comm("tp", counters, *dev);
     tp = self.get();
   }
-  json rank = {{"rank", rank_id}, {"coords", {{"dp", 0}, {"tp", rank_id}, {"pp", 0}}}};
-  doc["checks"] = json::array();
   try {
-    serve_and_measure(q, {*dev, ledger, *tp, rank_id, peaks}, rank, doc);
+    serve_and_measure(q, {*dev, ledger, *tp, rank_id, rec.peaks}, rec);
   } catch (const OutOfMemory& e) {
-    doc["status"] = "oom";
-    doc["error"] = e.what();
+    rec.status = "oom";
+    rec.error = e.what();
   }
 #if GPULEDGER_HAVE_MPI
-  if (mpi) return gather_on_rank0(std::move(doc), rank, rank_id);
+  if (mpi) {
+    InferRankRecord unserved;
+    unserved.rank = rank_id;
+    const InferRankRecord mine = rec.ranks.empty() ? unserved : rec.ranks.front();
+    return gather_on_rank0(std::move(rec), mine, rank_id);
+  }
 #endif
-  return {doc, std::nullopt};
+  return rec;
 }
 
 }  // namespace

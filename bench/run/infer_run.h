@@ -1,6 +1,7 @@
 // `infer` as a typed run: a request (the resolved configuration, the cache,
-// the requests to serve, the serving memory rule) → run_infer → the rank's
-// measurements as the report document (kind "infer").
+// the requests to serve, the serving memory rule) → run_infer → a record of
+// what serving measured (bench/report/infer_json.h writes it as the report,
+// kind "infer").
 //
 // Steps (vLLM's start-up, then serving):
 //   1. weights (deterministic init, no checkpoint), booked in `weights`;
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analytic/kv_cache.h"
+#include "core/account.h"
 #include "core/resolved_config.h"
 #include "models/transformer/infer_engine.h"
 
@@ -49,9 +51,59 @@ struct InferRequest {
   std::optional<double> peak_flops;
 };
 
+// What decode throughput is taken against.
+struct InferPeaks {
+  std::optional<double> flops, bandwidth;
+  std::string flops_source, bandwidth_source;
+};
+
+// One serving rank: its ledger, KV cache and capacity beside the analytic figures.
+struct InferRankRecord {
+  int64_t rank = 0;                     // its tp coordinate too (dp = pp = 1)
+  // False when the rank failed before serving finished: the record is its rank alone.
+  bool served = false;
+  int64_t peak_bytes = 0;
+  AccountBytes at_peak, peak_by_account;
+  int64_t activation_peak_bytes = 0;    // profiled prefill workspace
+  int64_t pool_rule_bytes = 0;          // the KV pool the serving rule gives
+  int64_t kv_booked_bytes = 0;          // the KV account's peak in the ledger
+  int64_t kv_peak_assigned_bytes = 0, kv_peak_token_bytes = 0;
+  int64_t waste_bytes = 0;              // assigned − tokens, the null block and fixed scales left out
+  bool paged = false;                   // the waste is block rounding (else reservation)
+  int64_t context = 0;                  // tokens per sequence of the capacity
+  int64_t capacity_measured = 0;        // sequences that fit, filling the pool
+  int64_t assigned_bytes_full = 0;      // assigned when that full
+  analytic::KvCapacity predicted;
+  int64_t analytic_weights_bytes = 0, analytic_kv_full_bytes = 0, analytic_kv_bytes_per_token = 0;
+  int64_t executed_flops = 0;
+};
+
+// The KV dtype's attention error against a bf16 cache (a side run of one decode step).
+struct KvErrorRecord {
+  double rms = 0, max = 0, reference_rms = 0;
+  int64_t context = 0, outlier_channels = 0;
+};
+
+// The serving engine's figures on the reporting rank.
+struct InferServingRecord {
+  EngineStats stats;
+  int64_t kv_bytes_per_token = 0;
+  int64_t capacity_sequences = 0, capacity_predicted = 0;
+  std::optional<KvErrorRecord> kv_error;   // none for a bf16 cache
+  bool computed = true;                    // false on the meta backend: times and tokens mean nothing
+};
+
 struct InferRecord {
-  nlohmann::json report;                 // the report document (rank 0 of an MPI job)
-  std::optional<int> exit_without_report;   // an MPI rank other than 0
+  InferRequest request;
+  std::string device_description;
+  InferPeaks peaks;
+  std::string status = "ok";               // ok | oom: the first failing rank's
+  std::string error;
+  // Every rank's record (rank 0 of an MPI job); on one rank, only once it served.
+  std::vector<InferRankRecord> ranks;
+  nlohmann::json checks = nlohmann::json::array();   // every rank's
+  std::optional<InferServingRecord> serving;         // the reporting rank's, when it served
+  std::optional<int> exit_without_report;            // an MPI rank other than 0
 };
 
 // Runs on one rank, or as a rank of an MPI job when the layout has tp > 1.

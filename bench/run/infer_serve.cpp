@@ -5,7 +5,6 @@
 
 #include "analytic/params.h"
 #include "bench/checks.h"
-#include "bench/report/ledger_json.h"
 #include "kernels/registry/registry.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"
@@ -29,19 +28,17 @@ struct Served {
   EngineStats stats;
   int64_t completed = 0;
   int64_t peak_assigned = 0, peak_tokens = 0, null_block = 0;
-  json kv_error = nullptr;
+  std::optional<KvErrorRecord> kv_error;
 };
 
 // The cost of the KV dtype: a side run of one decode step on a small cpu device.
-json kv_error_json(const InferRequest& q, const kv::KvGeometry& g) {
-  if (q.kv.dtype == KvFormat::kBF16) return nullptr;
+std::optional<KvErrorRecord> kv_error(const InferRequest& q, const kv::KvGeometry& g) {
+  if (q.kv.dtype == KvFormat::kBF16) return std::nullopt;
   Ledger el;
   auto edev = make_device("cpu", el);
   const int64_t ectx = std::min<int64_t>(q.context, 1024);
   const auto e = kv_attention_error(*edev, g, q.config.model.heads, ectx, q.kv_outliers, q.config.run.seed);
-  return {{"rms", e.rms_error}, {"max", e.max_error}, {"reference_rms", e.rms_reference},
-          {"context", ectx}, {"outlier_channels", q.kv_outliers},
-          {"note", "K, V, Q drawn N(0,1); the first --kv-outliers key channels of every head ×50, the query 0 there"}};
+  return KvErrorRecord{e.rms_error, e.max_error, e.rms_reference, ectx, q.kv_outliers};
 }
 
 Served serve(const InferRequest& q, const ServingRank& s) {
@@ -83,101 +80,69 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   out.stats = engine.stats();
   for (size_t i = 0; i < results.size(); ++i)
     out.completed += static_cast<int64_t>(results[i].tokens.size()) == q.shapes[i].gen_len ? 1 : 0;
-  out.kv_error = kv_error_json(q, g);
+  out.kv_error = kv_error(q, g);
   out.peak_assigned = cache->peak_assigned_bytes();
   out.peak_tokens = cache->peak_token_bytes();
   if (q.kv.layout == KvLayout::kPaged) out.null_block = static_cast<const kv::PagedKvCache&>(*cache).block_bytes();
   return out;
 }
 
-void write_rank_record(const InferRequest& q, const ServingRank& s, const Served& v, json& rank) {
+InferRankRecord rank_record(const InferRequest& q, const ServingRank& s, const Served& v) {
   const auto& m = q.config.model;
   const auto& l = q.config.layout;
-  const auto& akv = q.kv;
-  const bool paged = akv.layout == KvLayout::kPaged;
-  json measured = {{"peak_bytes", s.ledger.peak_total()},
-                   {"at_peak", report::account_bytes_json(s.ledger.at_peak())},
-                   {"peak_by_account", report::account_bytes_json(s.ledger.peak_by_account())},
-                   {"activation_peak_bytes", v.act}, {"pool_rule_bytes", v.pool}};
-  measured["kv"] = {{"pool_bytes", s.ledger.peak(Account::kKv)}, {"peak_assigned_bytes", v.peak_assigned},
-                    {"peak_token_bytes", v.peak_tokens}};
-  measured["waste"] = {{"bytes", v.peak_assigned - v.null_block - v.geometry.fixed_scale_bytes() - v.peak_tokens},
-                       {"kind", paged ? "internal (block rounding)" : "reservation (max-model-len − length)"},
-                       {"token_fraction", v.peak_assigned > 0 ? static_cast<double>(v.peak_tokens) / v.peak_assigned : 0.0},
-                       {"note", "assigned and token peaks may fall on different steps; the null block and fixed "
-                                "scales are left out of the waste"}};
-  rank["measured"] = measured;
-  rank["capacity"] = {{"context", q.context}, {"measured", v.measured_cap}, {"predicted", v.predicted.sequences},
-                      {"pool_bytes", v.pool}, {"assigned_bytes_full", v.assigned_full}};
-  const int64_t analytic_weights = analytic::rank_params(m, l, s.rank_id) * dtype_bytes(q.config.run.dtype);
-  rank["analytic"] = {{"exact", {{"weights", analytic_weights},
-                                 {"kv_full", analytic::kv_reserved_bytes(m, l, akv, v.measured_cap, q.context)}}},
-                      {"capacity", {{"pool_bytes", v.predicted.pool_bytes}, {"sequences", v.predicted.sequences},
-                                    {"tokens", v.predicted.tokens}}},
-                      {"kv_bytes_per_token", analytic::kv_bytes_per_token(m, l, akv.dtype) +
-                                                 analytic::kv_scale_bytes_per_token(m, l, akv)}};
-  rank["flops"] = {{"executed", s.device.executed_flops()}};
+  InferRankRecord r;
+  r.rank = s.rank_id;
+  r.served = true;
+  r.peak_bytes = s.ledger.peak_total();
+  r.at_peak = s.ledger.at_peak();
+  r.peak_by_account = s.ledger.peak_by_account();
+  r.activation_peak_bytes = v.act;
+  r.pool_rule_bytes = v.pool;
+  r.kv_booked_bytes = s.ledger.peak(Account::kKv);
+  r.kv_peak_assigned_bytes = v.peak_assigned;
+  r.kv_peak_token_bytes = v.peak_tokens;
+  r.waste_bytes = v.peak_assigned - v.null_block - v.geometry.fixed_scale_bytes() - v.peak_tokens;
+  r.paged = q.kv.layout == KvLayout::kPaged;
+  r.context = q.context;
+  r.capacity_measured = v.measured_cap;
+  r.assigned_bytes_full = v.assigned_full;
+  r.predicted = v.predicted;
+  r.analytic_weights_bytes = analytic::rank_params(m, l, s.rank_id) * dtype_bytes(q.config.run.dtype);
+  r.analytic_kv_full_bytes = analytic::kv_reserved_bytes(m, l, q.kv, v.measured_cap, q.context);
+  r.analytic_kv_bytes_per_token = analytic::kv_bytes_per_token(m, l, q.kv.dtype) + analytic::kv_scale_bytes_per_token(m, l, q.kv);
+  r.executed_flops = s.device.executed_flops();
+  return r;
 }
 
-json serving_checks(const InferRequest& q, const ServingRank& s, const Served& v) {
-  const auto& m = q.config.model;
-  const auto& l = q.config.layout;
-  const int64_t id = s.rank_id;
+json serving_checks(const InferRequest& q, const Served& v, const InferRankRecord& r) {
   const auto d = [](int64_t x) { return static_cast<double>(x); };
-  const int64_t analytic_weights = analytic::rank_params(m, l, id) * dtype_bytes(q.config.run.dtype);
   json checks = json::array();
-  checks.push_back(bench::make_check("weights", id, d(v.weights), d(analytic_weights), 0));
-  checks.push_back(bench::make_check("kv.pool_rule", id, d(v.pool), d(v.predicted.pool_bytes), 0));
-  checks.push_back(bench::make_check("kv.capacity_sequences", id, d(v.measured_cap), d(v.predicted.sequences), 0));
-  checks.push_back(bench::make_check("kv.assigned_when_full", id, d(v.assigned_full),
-                                     d(analytic::kv_reserved_bytes(m, l, q.kv, v.measured_cap, q.context)), 0));
-  checks.push_back(bench::make_check("requests.completed", id, d(v.completed), d(static_cast<int64_t>(q.shapes.size())), 0));
+  checks.push_back(bench::make_check("weights", r.rank, d(v.weights), d(r.analytic_weights_bytes), 0));
+  checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
+  checks.push_back(bench::make_check("kv.capacity_sequences", r.rank, d(v.measured_cap), d(v.predicted.sequences), 0));
+  checks.push_back(bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
+  checks.push_back(bench::make_check("requests.completed", r.rank, d(v.completed), d(static_cast<int64_t>(q.shapes.size())), 0));
   return checks;
 }
 
-json serving_summary(const ServingRank& s, const Served& v) {
-  const EngineStats& st = v.stats;
-  const InferPeaks& peaks = s.peaks;
-  json j;
-  auto rate = [](double n, double sec) { return sec > 0 ? n / sec : 0.0; };
-  const double dsec = st.decode_seconds;
-  const double bytes_per_step = st.decode_steps > 0 ? static_cast<double>(st.decode_bytes_read) / st.decode_steps : 0.0;
-  const double bps = rate(static_cast<double>(st.decode_bytes_read), dsec);
-  j["prefill"] = {{"steps", st.prefill_steps}, {"tokens", st.prefill_tokens}, {"seconds", st.prefill_seconds},
-                  {"tokens_per_s", rate(static_cast<double>(st.prefill_tokens), st.prefill_seconds)},
-                  {"flops", st.prefill_flops}};
-  j["decode"] = {{"steps", st.decode_steps}, {"tokens", st.decode_tokens}, {"seconds", dsec},
-                 {"tokens_per_s", rate(static_cast<double>(st.decode_tokens), dsec)},
-                 {"bytes_read", st.decode_bytes_read}, {"bytes_per_step", bytes_per_step}, {"bytes_per_s", bps},
-                 {"bandwidth_utilization", peaks.bandwidth && dsec > 0 ? json(bps / *peaks.bandwidth) : json(nullptr)},
-                 {"flops", st.decode_flops},
-                 {"mfu", peaks.flops && dsec > 0 ? json(st.decode_flops / dsec / *peaks.flops) : json(nullptr)},
-                 {"max_batch", st.max_decode_batch}};
-  j["tokens_per_s"] = j["decode"]["tokens_per_s"];
-  j["peak_bandwidth"] = peaks.bandwidth ? json(*peaks.bandwidth) : json(nullptr);
-  j["bandwidth_source"] = peaks.bandwidth_source;
-  j["peak_flops"] = peaks.flops ? json(*peaks.flops) : json(nullptr);
-  j["peak_source"] = peaks.flops_source;
-  j["mfu"] = j["decode"]["mfu"];
-  j["preemptions"] = st.preemptions;
-  j["prefix_tokens_shared"] = st.prefix_tokens_shared;
-  j["peak_running"] = st.peak_running;
-  j["kv_bytes_per_token"] = v.geometry.token_bytes();
-  j["capacity_sequences"] = v.measured_cap;
-  j["capacity_predicted"] = v.predicted.sequences;
-  j["kv_error"] = v.kv_error;
-  j["note"] = s.device.touches_memory() ? "" : "meta backend: nothing computed, times and tokens are not meaningful";
-  return j;
+InferServingRecord serving_record(const ServingRank& s, const Served& v) {
+  InferServingRecord r;
+  r.stats = v.stats;
+  r.kv_bytes_per_token = v.geometry.token_bytes();
+  r.capacity_sequences = v.measured_cap;
+  r.capacity_predicted = v.predicted.sequences;
+  r.kv_error = v.kv_error;
+  r.computed = s.device.touches_memory();
+  return r;
 }
 
 }  // namespace
 
-void serve_and_measure(const InferRequest& q, const ServingRank& s, json& rank, json& doc) {
+void serve_and_measure(const InferRequest& q, const ServingRank& s, InferRecord& record) {
   const Served v = serve(q, s);
-  write_rank_record(q, s, v, rank);
-  doc["ranks"] = json::array({rank});
-  doc["checks"] = serving_checks(q, s, v);
-  doc["summary"] = serving_summary(s, v);
+  record.ranks = {rank_record(q, s, v)};
+  record.checks = serving_checks(q, v, record.ranks.front());
+  record.serving = serving_record(s, v);
 }
 
 }  // namespace gpuledger::run

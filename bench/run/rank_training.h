@@ -1,19 +1,23 @@
 // One rank's part of a `gpuledger train` run, the same for every mode (one
 // rank, one rank of an MPI job, or one simulated rank of a meta world): build
 // the Trainer on the rank's device and groups, run the steps, and return the
-// rank's record (measured ledger, comm counters, FLOPs, times) — a failure
-// (out of memory, an error) included in the record rather than thrown.
+// rank's record (measured ledger, comm counters, FLOPs, times, beside the
+// rank's analytic budget) — a failure (out of memory, an error) included in
+// the record rather than thrown. bench/report/train_json.h writes the record.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "bench/run/ledger_record.h"
+#include "bench/run/plan_run.h"
+#include "comm/comm.h"
 #include "core/resolved_config.h"
 #include "kernels/device.h"
+#include "kernels/profiling_device.h"
 #include "parallel/rank_context.h"
 #include "parallel/train_step.h"
 
@@ -31,17 +35,28 @@ struct RankRunOptions {
   std::function<std::string(bool ok, const std::string& error)> agree_after_setup;
 };
 
-struct RankRun {
-  nlohmann::json record;              // ranks[i] of the report, "analytic" included
-  std::vector<double> losses, step_ms, compute_ms, comm_ms;
-  std::string status = "ok";          // ok | oom | error
+// One rank's record: ranks[i] of the report.
+struct TrainRankRecord {
+  run::PlanRankRecord analytic;          // the rank's exact budget, published rows, analytic comm and FLOPs
+  LedgerRecord measured;                 // the ledger when the run ended (or failed)
+  std::map<std::string, CommCount> comm; // per collective@group, over every step run
+  std::vector<double> step_ms;           // every step run, warm-up included
+  double median_step_ms = 0, median_compute_ms = 0, median_comm_ms = 0;   // warm-up left out
+  std::optional<int64_t> executed_flops_per_step;   // none when no step ran
+  bool executed_same_every_step = true;
+  std::optional<std::map<std::string, OpTime>> op_time;   // --profile: per op, the timed steps
+  std::string status = "ok";             // ok | oom | error
   std::string error;
+};
+
+struct RankRun {
+  TrainRankRecord record;
+  std::vector<double> losses;
   bool failed_in_step = false;        // inside a step: peers may be waiting in a collective
 };
 
-// `record_base` is the rank's analytic section (plan_rank_json); the measured
-// parts are added to it.
+// `analytic` is the rank's plan (plan_rank); the measured parts are added beside it.
 RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx,
-                          const CommCounters& counters, const RankRunOptions& o, nlohmann::json record_base);
+                          const CommCounters& counters, const RankRunOptions& o, run::PlanRankRecord analytic);
 
 }  // namespace gpuledger::bench

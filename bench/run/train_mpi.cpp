@@ -9,7 +9,7 @@
 
 #include "analytic/flops.h"
 #include "bench/exit_codes.h"
-#include "bench/report/plan_json.h"
+#include "bench/report/train_json.h"
 #include "bench/report/train_progress.h"
 #include "bench/run/plan_run.h"
 #include "comm/mpi_check.h"
@@ -30,17 +30,16 @@ TrainPeak shared_peak(const TrainRequest& q, int64_t rank) {
   return peak;
 }
 
-// Every rank's record on rank 0 (the others' records stay empty).
+// Every rank's record on rank 0 (the others' records stay empty), sent as the
+// report writes it.
 std::vector<bench::RankRun> gather_runs(const bench::RankRun& mine) {
-  const auto records = gather_strings(mine.record.dump());
+  const auto records = gather_strings(report::train_rank_json(mine.record).dump());
   const auto losses = gather_strings(nlohmann::json(mine.losses).dump());
   std::vector<bench::RankRun> runs;
   for (size_t i = 0; i < records.size(); ++i) {
     bench::RankRun rr;
-    rr.record = nlohmann::json::parse(records[i]);
+    rr.record = report::train_rank_from_json(nlohmann::json::parse(records[i]));
     rr.losses = nlohmann::json::parse(losses[i]).get<std::vector<double>>();
-    rr.status = rr.record.value("status", "ok");
-    rr.error = rr.record.value("error", "");
     runs.push_back(std::move(rr));
   }
   return runs;
@@ -101,14 +100,14 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
       report::print_train_step(*os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model, job.hardware,
                                      peak_total, lg.peak_total()});
     };
-  const auto base = report::plan_rank_json(plan_rank(c, rank, q.memory_limit_bytes));
-  bench::RankRun run = bench::run_rank_training(*dev, c, groups->context(), counters, ro, base);
+  bench::RankRun run =
+      bench::run_rank_training(*dev, c, groups->context(), counters, ro, plan_rank(c, rank, q.memory_limit_bytes));
   if (run.failed_in_step && l.world() > 1) {
     // Failed inside a step: peers may be waiting in a collective this rank will
     // never enter. Write what this rank knows and end the job (no hang).
     rec.runs = {run};
     std::cerr << fmt::format("gpuledger train: rank {} failed during step {}: {} — aborting all ranks "
-                             "(its report: {})\n", rank, run.losses.size(), run.error,
+                             "(its report: {})\n", rank, run.losses.size(), run.record.error,
                              progress.report_path.empty() ? "not requested" : progress.report_path);
     if (progress.write_before_abort) progress.write_before_abort(rec);
     MPI_Abort(MPI_COMM_WORLD, cli::kExitFailed);
@@ -116,7 +115,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   // Everyone reached here: failures (if any) happened before the first collective
   // of a step on every rank that failed; gather every record on rank 0.
   auto runs = gather_runs(run);
-  const bool all_ok = agree_status(run.status == "ok", run.error).all_ok;
+  const bool all_ok = agree_status(run.record.status == "ok", run.record.error).all_ok;
   if (rank != 0) {
     rec.exit_without_report = all_ok ? cli::kExitOk : cli::kExitFailed;
     return rec;

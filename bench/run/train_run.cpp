@@ -8,7 +8,6 @@
 
 #include "analytic/flops.h"
 #include "bench/peak.h"
-#include "bench/report/plan_json.h"
 #include "bench/report/train_progress.h"
 #include "bench/run/launcher.h"
 #include "bench/run/plan_run.h"
@@ -77,8 +76,8 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
         report::print_train_step(*progress.os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model,
                                                 job.hardware, peak_total, lg.peak_total()});
       };
-    const auto base = report::plan_rank_json(plan_rank(c, rank, q.memory_limit_bytes));
-    rec.runs.push_back(bench::run_rank_training(*dev, c, groups.context(), counters, ro, base));
+    rec.runs.push_back(
+        bench::run_rank_training(*dev, c, groups.context(), counters, ro, plan_rank(c, rank, q.memory_limit_bytes)));
   }
   return rec;
 }

@@ -1,0 +1,152 @@
+// Infer record → report JSON (see infer_json.h).
+#include "bench/report/infer_json.h"
+
+#include "analytic/params.h"
+#include "bench/report/ledger_json.h"
+#include "bench/report/report.h"
+
+namespace gpuledger::report {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kPagedWaste = "internal (block rounding)";
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json infer_config_json(const run::InferRequest& q) {
+  json c = config_json(q.config);
+  c["infer"] = {{"kv", kv_layout_name(q.kv.layout)}, {"kv_dtype", kv_format_name(q.kv.dtype)},
+                {"kv_scales", kv_scales_name(q.kv.scales)}, {"block", q.kv.block},
+                {"max_model_len", q.kv.max_model_len}, {"context", q.context},
+                {"requests", static_cast<int64_t>(q.shapes.size())}, {"prompt_len", q.prompt_len},
+                {"gen_len", q.gen_len}, {"trace", q.trace}, {"max_batch", q.max_batch},
+                {"prefill_chunk", q.prefill_chunk}, {"prefix_len", q.prefix_len},
+                {"memory_utilization", q.memory_utilization},
+                {"device_memory_bytes", *q.config.device_memory_bytes}, {"overhead_bytes", q.overhead_bytes},
+                {"kv_outliers", q.kv_outliers}};
+  return c;
+}
+
+json kv_error_json(const std::optional<run::KvErrorRecord>& e) {
+  if (!e) return nullptr;
+  return {{"rms", e->rms}, {"max", e->max}, {"reference_rms", e->reference_rms},
+          {"context", e->context}, {"outlier_channels", e->outlier_channels},
+          {"note", "K, V, Q drawn N(0,1); the first --kv-outliers key channels of every head ×50, the query 0 there"}};
+}
+
+json serving_summary_json(const run::InferServingRecord& v, const run::InferPeaks& peaks) {
+  const EngineStats& st = v.stats;
+  json j;
+  auto rate = [](double n, double sec) { return sec > 0 ? n / sec : 0.0; };
+  const double dsec = st.decode_seconds;
+  const double bytes_per_step = st.decode_steps > 0 ? static_cast<double>(st.decode_bytes_read) / st.decode_steps : 0.0;
+  const double bps = rate(static_cast<double>(st.decode_bytes_read), dsec);
+  j["prefill"] = {{"steps", st.prefill_steps}, {"tokens", st.prefill_tokens}, {"seconds", st.prefill_seconds},
+                  {"tokens_per_s", rate(static_cast<double>(st.prefill_tokens), st.prefill_seconds)},
+                  {"flops", st.prefill_flops}};
+  j["decode"] = {{"steps", st.decode_steps}, {"tokens", st.decode_tokens}, {"seconds", dsec},
+                 {"tokens_per_s", rate(static_cast<double>(st.decode_tokens), dsec)},
+                 {"bytes_read", st.decode_bytes_read}, {"bytes_per_step", bytes_per_step}, {"bytes_per_s", bps},
+                 {"bandwidth_utilization", peaks.bandwidth && dsec > 0 ? json(bps / *peaks.bandwidth) : json(nullptr)},
+                 {"flops", st.decode_flops},
+                 {"mfu", peaks.flops && dsec > 0 ? json(st.decode_flops / dsec / *peaks.flops) : json(nullptr)},
+                 {"max_batch", st.max_decode_batch}};
+  j["tokens_per_s"] = j["decode"]["tokens_per_s"];
+  j["peak_bandwidth"] = optional_json(peaks.bandwidth);
+  j["bandwidth_source"] = peaks.bandwidth_source;
+  j["peak_flops"] = optional_json(peaks.flops);
+  j["peak_source"] = peaks.flops_source;
+  j["mfu"] = j["decode"]["mfu"];
+  j["preemptions"] = st.preemptions;
+  j["prefix_tokens_shared"] = st.prefix_tokens_shared;
+  j["peak_running"] = st.peak_running;
+  j["kv_bytes_per_token"] = v.kv_bytes_per_token;
+  j["capacity_sequences"] = v.capacity_sequences;
+  j["capacity_predicted"] = v.capacity_predicted;
+  j["kv_error"] = kv_error_json(v.kv_error);
+  j["note"] = v.computed ? "" : "meta backend: nothing computed, times and tokens are not meaningful";
+  return j;
+}
+
+}  // namespace
+
+json infer_rank_json(const run::InferRankRecord& r) {
+  json j = {{"rank", r.rank}, {"coords", {{"dp", 0}, {"tp", r.rank}, {"pp", 0}}}};
+  if (!r.served) return j;
+  const int64_t assigned = r.kv_peak_assigned_bytes;
+  json measured = {{"peak_bytes", r.peak_bytes},
+                   {"at_peak", account_bytes_json(r.at_peak)},
+                   {"peak_by_account", account_bytes_json(r.peak_by_account)},
+                   {"activation_peak_bytes", r.activation_peak_bytes}, {"pool_rule_bytes", r.pool_rule_bytes}};
+  measured["kv"] = {{"pool_bytes", r.kv_booked_bytes}, {"peak_assigned_bytes", assigned},
+                    {"peak_token_bytes", r.kv_peak_token_bytes}};
+  measured["waste"] = {{"bytes", r.waste_bytes},
+                       {"kind", r.paged ? kPagedWaste : "reservation (max-model-len − length)"},
+                       {"token_fraction", assigned > 0 ? static_cast<double>(r.kv_peak_token_bytes) / assigned : 0.0},
+                       {"note", "assigned and token peaks may fall on different steps; the null block and fixed "
+                                "scales are left out of the waste"}};
+  j["measured"] = measured;
+  j["capacity"] = {{"context", r.context}, {"measured", r.capacity_measured}, {"predicted", r.predicted.sequences},
+                   {"pool_bytes", r.pool_rule_bytes}, {"assigned_bytes_full", r.assigned_bytes_full}};
+  j["analytic"] = {{"exact", {{"weights", r.analytic_weights_bytes}, {"kv_full", r.analytic_kv_full_bytes}}},
+                   {"capacity", {{"pool_bytes", r.predicted.pool_bytes}, {"sequences", r.predicted.sequences},
+                                 {"tokens", r.predicted.tokens}}},
+                   {"kv_bytes_per_token", r.analytic_kv_bytes_per_token}};
+  j["flops"] = {{"executed", r.executed_flops}};
+  return j;
+}
+
+run::InferRankRecord infer_rank_from_json(const json& j) {
+  run::InferRankRecord r;
+  r.rank = j.at("rank").get<int64_t>();
+  r.served = j.contains("measured");
+  if (!r.served) return r;
+  const json& m = j.at("measured");
+  r.peak_bytes = m.at("peak_bytes").get<int64_t>();
+  r.at_peak = account_bytes_from_json(m.at("at_peak"));
+  r.peak_by_account = account_bytes_from_json(m.at("peak_by_account"));
+  r.activation_peak_bytes = m.at("activation_peak_bytes").get<int64_t>();
+  r.pool_rule_bytes = m.at("pool_rule_bytes").get<int64_t>();
+  r.kv_booked_bytes = m.at("kv").at("pool_bytes").get<int64_t>();
+  r.kv_peak_assigned_bytes = m.at("kv").at("peak_assigned_bytes").get<int64_t>();
+  r.kv_peak_token_bytes = m.at("kv").at("peak_token_bytes").get<int64_t>();
+  r.waste_bytes = m.at("waste").at("bytes").get<int64_t>();
+  r.paged = m.at("waste").at("kind") == kPagedWaste;
+  const json& cap = j.at("capacity");
+  r.context = cap.at("context").get<int64_t>();
+  r.capacity_measured = cap.at("measured").get<int64_t>();
+  r.assigned_bytes_full = cap.at("assigned_bytes_full").get<int64_t>();
+  const json& a = j.at("analytic");
+  r.predicted = {a.at("capacity").at("pool_bytes").get<int64_t>(), a.at("capacity").at("sequences").get<int64_t>(),
+                 a.at("capacity").at("tokens").get<int64_t>()};
+  r.analytic_weights_bytes = a.at("exact").at("weights").get<int64_t>();
+  r.analytic_kv_full_bytes = a.at("exact").at("kv_full").get<int64_t>();
+  r.analytic_kv_bytes_per_token = a.at("kv_bytes_per_token").get<int64_t>();
+  r.executed_flops = j.at("flops").at("executed").get<int64_t>();
+  return r;
+}
+
+json infer_report_json(const run::InferRecord& rec) {
+  const auto& q = rec.request;
+  json doc = make_report("infer");
+  doc["env"]["backend"] = q.backend;
+  doc["env"]["world"] = q.config.layout.world();
+  doc["env"]["device"] = rec.device_description;
+  doc["config"] = infer_config_json(q);
+  doc["params"] = {{"total", analytic::model_params(q.config.model)}};
+  if (!rec.ranks.empty()) {
+    doc["ranks"] = json::array();
+    for (const auto& r : rec.ranks) doc["ranks"].push_back(infer_rank_json(r));
+  }
+  doc["checks"] = rec.checks;
+  if (rec.serving) doc["summary"] = serving_summary_json(*rec.serving, rec.peaks);
+  if (rec.status != "ok") {
+    doc["status"] = rec.status;
+    doc["error"] = rec.error;
+  }
+  return doc;
+}
+
+}  // namespace gpuledger::report

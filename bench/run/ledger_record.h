@@ -1,0 +1,35 @@
+// A Ledger's figures as a run record keeps them: what the report writes under
+// a rank's "measured" (bench/report/ledger_json.h), read off when the run ends.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/ledger.h"
+
+namespace gpuledger::bench {
+
+struct LedgerRecord {
+  int64_t peak_bytes = 0;
+  AccountBytes at_peak, peak_by_account, live_by_account, alloc_count;
+  std::optional<int64_t> limit_bytes;
+  std::optional<LedgerFailure> failure;   // the first refused allocation
+  bool with_timeline = false;
+  std::vector<PhaseSample> timeline;      // one sample per phase marker, when recorded
+};
+
+inline LedgerRecord ledger_record(const Ledger& l, bool with_timeline) {
+  LedgerRecord r;
+  r.peak_bytes = l.peak_total();
+  r.at_peak = l.at_peak();
+  r.peak_by_account = l.peak_by_account();
+  r.live_by_account = l.live_by_account();
+  for (Account a : kAllAccounts) r.alloc_count[a] = l.count(a);
+  r.limit_bytes = l.limit();
+  r.failure = l.failure();
+  r.with_timeline = with_timeline;
+  if (with_timeline) r.timeline = l.timeline();
+  return r;
+}
+
+}  // namespace gpuledger::bench
