@@ -43,7 +43,7 @@ int64_t norm_stats(const Dims& x) { return (x.gpt ? 2 : 1) * 4 * x.b * x.s_l; }
 
 int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
-  return 2 * norm_stats(dims(m, l, r));            // norm 1 and norm 2
+  return 2 * norm_stats(dims(m, l, r));           // norm 1 and norm 2
 }
 
 int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
@@ -53,66 +53,62 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
   int64_t n = hidden_sp;
   if (r.recompute == Recompute::kFull) return n;
 
-  n += norm_stats(x);                                        // norm-1 statistics (sp)
-  n += hidden_sp;                                            // norm-1 output (sp)
-  n += x.e * x.b * x.s * (x.a_t * x.d + 2 * x.k_t * x.d);    // Q, K, V (after RoPE)
+  n += norm_stats(x);                                      // norm-1 statistics (sp)
+  n += hidden_sp;                                          // norm-1 output (sp)
+  n += x.e * x.b * x.s * (x.a_t * x.d + 2 * x.k_t * x.d);  // Q, K, V (after RoPE)
   if (r.recompute == Recompute::kNone) {
     // The attention core; `selective` recomputes it in backward instead.
-    const int64_t scores = x.b * x.a_t * x.s * x.s;          // b·a_t·s² elements
+    const int64_t scores = x.b * x.a_t * x.s * x.s;  // b·a_t·s² elements
     if (r.attention == AttentionKind::kMaterialized) {
-      n += x.e * scores;                                     // softmax probabilities
-      if (x.drop) n += scores + x.e * scores;                // 1-byte mask, dropped probs
+      n += x.e * scores;                       // softmax probabilities
+      if (x.drop) n += scores + x.e * scores;  // 1-byte mask, dropped probs
     } else {
       // Flash keeps only the fp32 log-sum-exp per row; its dropout mask is
       // regenerated from the counter-based RNG in backward.
       n += 4 * x.b * x.a_t * x.s;
     }
   }
-  n += x.e * x.b * x.s * x.a_t * x.d;                        // context (attention-out input)
-  if (x.drop) n += x.b * x.s_l * x.h;                        // attention-out dropout mask (sp)
-  n += hidden_sp;                                            // norm-2 input (sp)
-  n += norm_stats(x);                                        // norm-2 statistics (sp)
-  n += hidden_sp;                                            // norm-2 output (sp)
+  n += x.e * x.b * x.s * x.a_t * x.d;  // context (attention-out input)
+  if (x.drop) n += x.b * x.s_l * x.h;  // attention-out dropout mask (sp)
+  n += hidden_sp;                      // norm-2 input (sp)
+  n += norm_stats(x);                  // norm-2 statistics (sp)
+  n += hidden_sp;                      // norm-2 output (sp)
   // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
   n += (x.gpt ? 2 : 3) * x.e * x.b * x.s * x.f_t;
-  if (x.drop) n += x.b * x.s_l * x.h;                        // MLP dropout mask (sp)
+  if (x.drop) n += x.b * x.s_l * x.h;  // MLP dropout mask (sp)
   return n;
 }
 
-int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                                     int64_t stage) {
+int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   const Dims x = dims(m, l, r);
   int64_t n = 0;
   if (stage == 0) {
-    n += 4 * x.b * x.s;                                      // token ids (int32)
-    if (x.drop) n += x.b * x.s_l * x.h;                      // embedding dropout mask (sp)
+    n += 4 * x.b * x.s;                  // token ids (int32)
+    if (x.drop) n += x.b * x.s_l * x.h;  // embedding dropout mask (sp)
   }
   if (stage == l.pp - 1) {
     const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;
-    n += x.e * x.b * x.s_l * x.h;                            // final-norm input (sp)
-    n += norm_stats(x);                                      // final-norm statistics (sp)
-    n += x.e * x.b * x.s_l * x.h;                            // final-norm output (sp)
-    n += 4 * x.b * x.s * vocab_t;                            // logits (fp32)
-    n += 4 * x.b * x.s;                                      // targets (int32)
+    n += x.e * x.b * x.s_l * x.h;  // final-norm input (sp)
+    n += norm_stats(x);            // final-norm statistics (sp)
+    n += x.e * x.b * x.s_l * x.h;  // final-norm output (sp)
+    n += 4 * x.b * x.s * vocab_t;  // logits (fp32)
+    n += 4 * x.b * x.s;            // targets (int32)
   }
   return n;
 }
 
-int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l,
-                                        const RunConfig& r, int64_t stage) {
+int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   return layers_on_stage(m, l, stage) * activation_bytes_per_layer(m, l, r) +
          activation_stage_extra_bytes(m, l, r, stage);
 }
 
-int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                              int64_t stage) {
+int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   // docs/exact-budget.md "Microbatches in flight": in_flight(i) × (Σ layers + extras).
   return microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches) *
          activation_bytes_per_microbatch(m, l, r, stage);
 }
 
-double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a,
-                                   double t) {
+double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a, double t) {
   // Korthikanti et al. 2022, Table 2: activation bytes per transformer layer
   // (16-bit activations, 1-byte dropout masks, f = 4h, norm statistics ignored).
   const double sbh = s * b * h;
@@ -164,8 +160,7 @@ KorthikantiRow matching_row(const Layout& l, const RunConfig& r) {
 
 }  // namespace
 
-std::vector<Published> published_activations(const ModelConfig& m, const Layout& l,
-                                             const RunConfig& r, int64_t stage) {
+std::vector<Published> published_activations(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   const double s = static_cast<double>(r.seq), b = static_cast<double>(r.mbs);
   const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
   const double t = static_cast<double>(l.tp);
@@ -176,9 +171,9 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
   const int64_t layers = layers_on_stage(m, l, stage);
   std::vector<Published> out;
 
-  out.push_back({"korthikanti_per_layer", per_layer,
-                 std::string("Korthikanti et al. 2022, Table 2, row ") + ri.name + ": " + ri.form +
-                     " per layer per microbatch"});
+  out.push_back(
+      {"korthikanti_per_layer", per_layer,
+       std::string("Korthikanti et al. 2022, Table 2, row ") + ri.name + ": " + ri.form + " per layer per microbatch"});
 
   // §4.2.3: under 1F1B the first stage holds p microbatches of L/p layers —
   // L layers' worth (Eq. 5) — discounted by min(1, m/p) when m < p (as Megatron's
@@ -201,17 +196,15 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
   double extras = 0;
   if (stage == 0) extras += s * b * h / sp_div;
   if (stage == l.pp - 1) extras += 4.0 * s * b * h / sp_div + 4.0 * s * b * m.vocab / t;
-  out.push_back({"korthikanti_stage_with_extras",
-                 stage_layers + static_cast<double>(in_flight) * extras,
+  out.push_back({"korthikanti_stage_with_extras", stage_layers + static_cast<double>(in_flight) * extras,
                  "korthikanti_stage + §4.3 extras × in flight: embedding dropout sbh (first "
                  "stage); output norm input 2sbh, output layer input 2sbh, fp32 logits 4sbv/t "
                  "(last stage); hidden terms /t under SP"});
 
   for (const auto& row_i : kRows) {
-    out.push_back({std::string("korthikanti_table2.") + row_i.name,
-                   korthikanti_per_layer_bytes(row_i.row, s, b, h, a, t),
-                   std::string("Korthikanti et al. 2022, Table 2: ") + row_i.form +
-                       " per layer per microbatch, t = tp"});
+    out.push_back(
+        {std::string("korthikanti_table2.") + row_i.name, korthikanti_per_layer_bytes(row_i.row, s, b, h, a, t),
+         std::string("Korthikanti et al. 2022, Table 2: ") + row_i.form + " per layer per microbatch, t = tp"});
   }
   return out;
 }

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "analytic/published.h"
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger::analytic {
 
@@ -16,25 +16,26 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
 // Of which the norm statistics (fp32 mean/rstd) — Table 2 ignores them.
 int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r);
 // Stage extras per microbatch (token ids, embedding mask; final norm, logits, targets).
-int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                                     int64_t stage);
+int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage);
 // One microbatch's saved bytes on a stage (layers + extras).
-int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l,
-                                        const RunConfig& r, int64_t stage);
+int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage);
 // The activations account at its peak on `stage` (in-flight × per microbatch).
-int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                              int64_t stage);
+int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage);
 
 // Korthikanti et al. 2022, Table 2, per layer per microbatch, bytes (16-bit,
 // 1-byte masks, norm statistics ignored). s, b, h, a as the paper; t = tp.
-enum class KorthikantiRow { kNoParallel, kTensor, kTensorSequence, kTensorSelective,
-                            kTensorSequenceSelective, kFullRecompute };
-double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a,
-                                   double t);
+enum class KorthikantiRow {
+  kNoParallel,
+  kTensor,
+  kTensorSequence,
+  kTensorSelective,
+  kTensorSequenceSelective,
+  kFullRecompute
+};
+double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a, double t);
 // The row matching this run (tp/sp/recompute) and its whole-stage figure with the
 // pipeline rule (first stage: L layers' worth × min(1, m/p), Eq. 5; other stages
 // in-flight × L_i layers), plus the row-wise table for reports.
-std::vector<Published> published_activations(const ModelConfig& m, const Layout& l,
-                                             const RunConfig& r, int64_t stage);
+std::vector<Published> published_activations(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage);
 
 }  // namespace gpuledger::analytic

@@ -30,8 +30,7 @@ namespace {
 //     embedding's (the staging buffer then holds another unit's gradient);
 //   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
 //     recv-gradient, last stage recv-activation + send-gradient, middle all four.
-int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                           int64_t rank) {
+int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
   const auto units = rank_param_units(m, l, rank);
@@ -77,8 +76,7 @@ int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) { return 4 * (mm * k 
 //      (|A|, |B|, |C| = b·a_t·s·d, b·a_t·s·d, b·a_t·s²).
 // It bounds what a backend holds in `workspace` at one time, not a measured
 // equality; it is deliberately generous (fp32 everywhere, fused shapes) and finite.
-int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                              int64_t rank) {
+int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const int64_t stage = l.coords(rank).pp;
   const bool last = stage == l.pp - 1;
   const int64_t e = dtype_bytes(r.dtype);
@@ -89,11 +87,11 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
 
   RunConfig none = r;
   none.recompute = Recompute::kNone;
-  const int64_t layer_buffer = activation_bytes_per_layer(m, l, none);          // (a)
+  const int64_t layer_buffer = activation_bytes_per_layer(m, l, none);  // (a)
 
   const int64_t grad_buffers = (last ? 4 * tokens * vocab_t : 0) + 2 * e * tokens * h;  // (b)
 
-  int64_t gemm = 0;                                                              // (c)
+  int64_t gemm = 0;  // (c)
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (a_t + 2 * k_t) * d));
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, a_t * d, h));
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (m.is_gpt() ? 1 : 2) * f_t));

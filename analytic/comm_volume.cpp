@@ -110,12 +110,11 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
 }
 
 // ---- TP (Megatron; t > 1), per microbatch unless stated ----
-void tp_comm(Tally& tally, const ModelConfig& m,
-             const Layout& l, const RunConfig& r, bool first, bool last, int64_t layers,
-             int64_t e, int64_t g) {
+void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last,
+             int64_t layers, int64_t e, int64_t g) {
   if (l.tp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t act = r.mbs * r.seq * m.hidden * e;   // b·s·h·e: the full activation
+  const int64_t act = r.mbs * r.seq * m.hidden * e;  // b·s·h·e: the full activation
   const bool full = r.recompute == Recompute::kFull;
   // Layers. No SP: forward all-reduces the outputs of attention-out and MLP-out
   // (row-parallel); backward all-reduces the input gradients of QKV and MLP-in
@@ -191,12 +190,12 @@ void tp_comm(Tally& tally, const ModelConfig& m,
 }
 
 // ---- PP (p > 1): point-to-point between neighbouring stages ----
-void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r,
-             bool first, bool last, int64_t e) {
+void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last,
+             int64_t e) {
   if (l.pp < 2) return;
   const int64_t mb = r.microbatches;
   const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-  const int64_t msg = r.mbs * s_l * m.hidden * e;    // b·s_l·h·e
+  const int64_t msg = r.mbs * s_l * m.hidden * e;  // b·s_l·h·e
   // Per microbatch: toward the next stage send the activation, receive its
   // gradient; toward the previous stage receive the activation, send the
   // gradient. A full recompute adds none (the layer input is kept).
@@ -212,8 +211,8 @@ void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
 
 }  // namespace
 
-std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,
-                                                    const RunConfig& r, int64_t rank) {
+std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                                                    int64_t rank) {
   const Coords c = l.coords(rank);
   const bool first = c.pp == 0, last = c.pp == l.pp - 1;
   const int64_t e = dtype_bytes(r.dtype);
@@ -261,7 +260,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
 double busbw_factor(std::string_view kind, int64_t n) {
   // nccl-tests doc/PERFORMANCE.md, "Summary": busbw = algbw × factor.
   if (n < 1) throw std::invalid_argument("busbw_factor: group size " + std::to_string(n) + " < 1");
-  const std::string_view k = kind.substr(0, kind.find('@'));   // "all_reduce@dp" -> "all_reduce"
+  const std::string_view k = kind.substr(0, kind.find('@'));  // "all_reduce@dp" -> "all_reduce"
   const double nn = static_cast<double>(n);
   if (k == "all_reduce") return 2.0 * (nn - 1.0) / nn;
   if (k == "reduce_scatter" || k == "all_gather" || k == "all_to_all") return (nn - 1.0) / nn;

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger::analytic {
 
@@ -48,8 +48,8 @@ struct CommCount {
 //     too allows ZeRO <= 1 only).
 //   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
 //   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
-std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l,
-                                                    const RunConfig& r, int64_t rank);
+std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,
+                                                    int64_t rank);
 
 // nccl-tests bus-bandwidth factor of a kind on a group of n ranks.
 double busbw_factor(std::string_view kind, int64_t n);

@@ -19,8 +19,8 @@ int64_t dp_bucket_elems(double bucket_mb, int64_t grad_bytes) {
 
 int64_t zero1_piece_elems(int64_t bucket_elems, int64_t n) { return std::max<int64_t>(1, bucket_elems / n); }
 
-int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n,
-                                int64_t bucket_elems, bool overlap) {
+int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n, int64_t bucket_elems,
+                                bool overlap) {
   const int64_t slots = overlap ? 2 : 1;
   if (zero == 0) {
     int64_t p_r = 0;

@@ -23,7 +23,7 @@ int64_t zero1_piece_elems(int64_t bucket_elems, int64_t n);
 // rank holding `units` (slots: 2 when the reduction overlaps the backward, else 1):
 //   ZeRO 0: 4·min(slots·bucket, P_r)            (buckets span units)
 //   ZeRO 1: 4·slots·n·min(piece, max_u ⌈P_u/n⌉)  (pieces of one unit's shards)
-int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n,
-                                int64_t bucket_elems, bool overlap);
+int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n, int64_t bucket_elems,
+                                bool overlap);
 
 }  // namespace gpuledger::analytic

@@ -21,15 +21,13 @@ namespace {
 int64_t mul(int64_t a, int64_t b) {
   int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out))
-    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " × " +
-                              std::to_string(b) + ")");
+    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " × " + std::to_string(b) + ")");
   return out;
 }
 int64_t add(int64_t a, int64_t b) {
   int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out))
-    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " + " +
-                              std::to_string(b) + ")");
+    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " + " + std::to_string(b) + ")");
   return out;
 }
 int64_t mul(std::initializer_list<int64_t> xs) {
@@ -48,8 +46,7 @@ struct LayerGemms {
 
 // kv_heads: the KV heads whose K and V projections are counted on this rank
 // (k_t for the hardware count; see model_kv_heads for the model count).
-LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                       int64_t kv_heads) {
+LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads) {
   const int64_t b = r.mbs, s = r.seq, h = m.hidden, d = m.head_dim;
   const int64_t a_t = m.heads / l.tp;
   const int64_t f_t = m.ffn / l.tp;
@@ -92,10 +89,9 @@ int64_t layer_forward_flops(const ModelConfig& m, const Layout& l, const RunConf
   return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp)).total();
 }
 
-StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                          int64_t rank) {
+StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const Coords c = l.coords(rank);
-  const int64_t layers = layers_on_stage(m, l, c.pp);   // L_i
+  const int64_t layers = layers_on_stage(m, l, c.pp);  // L_i
   const bool last = c.pp == l.pp - 1;
   const int64_t b = r.mbs, s = r.seq, h = m.hidden;
 
@@ -148,8 +144,7 @@ JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& 
   return sum;
 }
 
-std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& l,
-                                            const RunConfig& r) {
+std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   // Global batch B (sequences) and tokens T of one step; doubles throughout:
   // these are estimates, and the 96/72 forms have fractions.
   const double seqs = static_cast<double>(r.global_batch(l.dp));
@@ -170,8 +165,7 @@ std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& 
   // size Q, T the sequence), full (non-causal) attention; N all parameters
   // (PaLM's embedding is shared with the output layer, so 6N covers the logits).
   const double attn_term = 12.0 * L * static_cast<double>(m.heads * m.head_dim) * s;
-  out.push_back({"palm_6n_12lhs",
-                 (6.0 * static_cast<double>(model_params(m)) + attn_term) * tokens,
+  out.push_back({"palm_6n_12lhs", (6.0 * static_cast<double>(model_params(m)) + attn_term) * tokens,
                  "Chowdhery et al. 2022 (PaLM), App. B: 6N + 12·L·H·Q·T per token, N = all parameters"});
   // Korthikanti et al. 2022 §6 / Narayanan et al. 2021 App.: a layer's forward
   // is 24·b·s·h² + 4·b·s²·h (f = 4h, k = a, a·d = h), the logits 2·b·s·h·V;
@@ -183,13 +177,11 @@ std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& 
                  "Korthikanti et al. 2022, §6: 3 × (L·(24bsh² + 4bs²h) + 2bshV) per microbatch"});
   // Narayanan et al. 2021 §5.1 (App.): 96·B·s·L·h²·(1 + s/6h + V/16Lh), with
   // full recomputation (4 × the layers' forward, 3 × the logits').
-  out.push_back({"megatron_2021_96",
-                 96.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h)),
+  out.push_back({"megatron_2021_96", 96.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h)),
                  "Narayanan et al. 2021, §5.1: 96·B·s·L·h²·(1 + s/6h + V/16Lh), incl. the recompute forward"});
   // Korthikanti et al. 2022 §6: the model FLOPs without recompute,
   // 72·B·s·L·h²·(1 + s/6h + V/12Lh).
-  out.push_back({"megatron_72",
-                 72.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h)),
+  out.push_back({"megatron_72", 72.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h)),
                  "Korthikanti et al. 2022, §6: 72·B·s·L·h²·(1 + s/6h + V/12Lh), no recompute"});
   return out;
 }

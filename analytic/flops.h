@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "analytic/published.h"
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger::analytic {
 
 struct StepFlops {
-  int64_t model = 0;     // fwd + bwd, no recompute, unpadded vocab, each KV head once (MFU numerator)
-  int64_t hardware = 0;  // everything executed: recompute, flash bwd QKᵀ, padded vocab (HFU)
+  int64_t model = 0;         // fwd + bwd, no recompute, unpadded vocab, each KV head once (MFU numerator)
+  int64_t hardware = 0;      // everything executed: recompute, flash bwd QKᵀ, padded vocab (HFU)
   int64_t model_causal = 0;  // model with the attention s² terms halved (causal convention)
 };
 
@@ -35,7 +35,6 @@ JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& 
 
 // Published whole-job figures per step (global batch), each cited:
 // "kaplan_6n", "palm_6n_12lhs", "korthikanti_per_layer", "megatron_2021_96", "megatron_72".
-std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& l,
-                                            const RunConfig& r);
+std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r);
 
 }  // namespace gpuledger::analytic

@@ -78,8 +78,7 @@ int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o) {
   return o.block * token_bytes(m, l, o);
 }
 
-int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests,
-                          int64_t context) {
+int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests, int64_t context) {
   if (requests < 0) throw std::invalid_argument("requests must be >= 0, got " + std::to_string(requests));
   const int64_t fixed = kv_scale_bytes_fixed(m, l, o);
   if (o.layout == KvLayout::kContiguous) {
@@ -87,8 +86,8 @@ int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, in
     // (window-capped), whatever its length.
     const int64_t len = max_model_len(m, o);
     if (context > len)
-      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " +
-                        std::to_string(len) + ": a contiguous cache cannot hold the sequence");
+      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
+                        ": a contiguous cache cannot hold the sequence");
     return requests * kv_tokens_kept(m, len) * token_bytes(m, l, o) + fixed;
   }
   // Paged (Kwon et al. 2023, vLLM): ⌈kept / block⌉ blocks per sequence, plus
@@ -101,9 +100,8 @@ int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, in
 
 // ---- capacity ----
 
-KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes,
-                       double utilization, int64_t weight_bytes, int64_t activation_peak_bytes,
-                       int64_t overhead_bytes, int64_t context) {
+KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes, double utilization,
+                       int64_t weight_bytes, int64_t activation_peak_bytes, int64_t overhead_bytes, int64_t context) {
   if (!(utilization > 0.0 && utilization <= 1.0))
     throw std::invalid_argument("memory utilization must be in (0, 1], got " + std::to_string(utilization));
   if (context < 1) throw std::invalid_argument("context must be >= 1, got " + std::to_string(context));
@@ -120,8 +118,8 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
     // Whole max_model_len reservations; their token slots are what the pool holds.
     const int64_t len = max_model_len(m, o);
     if (context > len)
-      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " +
-                        std::to_string(len) + ": a contiguous cache cannot hold the sequence");
+      throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
+                        ": a contiguous cache cannot hold the sequence");
     const int64_t slots = kv_tokens_kept(m, len);
     cap.sequences = avail / (slots * token_bytes(m, l, o));
     cap.tokens = cap.sequences * slots;
@@ -142,8 +140,7 @@ DecodeRoofline decode_roofline(int64_t weight_bytes, int64_t kv_bytes_per_seq, i
   // One decode step reads every weight once and every sequence's K/V once; at
   // full bandwidth it cannot take less than bytes / bandwidth (Williams et al.
   // 2009's roofline, the memory-bound side), and yields `batch` tokens.
-  if (!(bandwidth_bytes_per_s > 0))
-    throw std::invalid_argument("decode roofline needs a bandwidth > 0");
+  if (!(bandwidth_bytes_per_s > 0)) throw std::invalid_argument("decode roofline needs a bandwidth > 0");
   if (batch < 0) throw std::invalid_argument("decode batch must be >= 0, got " + std::to_string(batch));
   DecodeRoofline d;
   d.bytes_per_step = weight_bytes + batch * kv_bytes_per_seq;

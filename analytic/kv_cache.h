@@ -7,9 +7,9 @@
 #include <optional>
 #include <string_view>
 
-#include "core/model_config.h"
 #include "core/kv_types.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger::analytic {
 
@@ -17,8 +17,8 @@ struct KvOptions {
   KvLayout layout = KvLayout::kPaged;
   KvFormat dtype = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;
-  int64_t block = 16;             // tokens per block (paged)
-  int64_t max_model_len = 0;      // contiguous reservation per sequence (0 = model max_seq)
+  int64_t block = 16;         // tokens per block (paged)
+  int64_t max_model_len = 0;  // contiguous reservation per sequence (0 = model max_seq)
 };
 
 // K and V bytes per token on one TP rank (layers on the rank's stage), values only.
@@ -34,20 +34,18 @@ int64_t kv_tokens_kept(const ModelConfig& m, int64_t context);
 // Reserved bytes for `requests` sequences of `context` tokens on one rank:
 // contiguous: requests × max_model_len tokens (window-capped);
 // paged: (Σ ceil(kept / block) + 1 null block) × block bytes (vLLM reserves block 0).
-int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests,
-                          int64_t context);
+int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests, int64_t context);
 // Bytes of one block (paged).
 int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o);
 
 // vLLM's rule: pool = utilization × device_bytes − weights − activation_peak − overhead.
 struct KvCapacity {
-  int64_t pool_bytes = 0;          // < 0 means the model does not fit at all
-  int64_t sequences = 0;           // concurrent sequences of `context` tokens that fit
-  int64_t tokens = 0;              // tokens the pool holds
+  int64_t pool_bytes = 0;  // < 0 means the model does not fit at all
+  int64_t sequences = 0;   // concurrent sequences of `context` tokens that fit
+  int64_t tokens = 0;      // tokens the pool holds
 };
-KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes,
-                       double utilization, int64_t weight_bytes, int64_t activation_peak_bytes,
-                       int64_t overhead_bytes, int64_t context);
+KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes, double utilization,
+                       int64_t weight_bytes, int64_t activation_peak_bytes, int64_t overhead_bytes, int64_t context);
 
 // Decode roofline: one decode step reads every weight once and the KV of every
 // sequence in the batch; tokens/s ≤ batch / ((weights + batch·kv(context)) / bandwidth).

@@ -17,9 +17,7 @@ namespace {
 
 // Gradient bytes per element: --grad-dtype, but fp32 whenever --dtype fp32
 // (docs/exact-budget.md, notation g).
-int64_t grad_elem_bytes(const RunConfig& r) {
-  return r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
-}
+int64_t grad_elem_bytes(const RunConfig& r) { return r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype); }
 
 // ZeRO-3: each unit's full padded buffer e·n·⌈P_u/n⌉ lives from its all-gather
 // to the end of its forward (backward); with --prefetch q the next q units are
@@ -32,8 +30,8 @@ int64_t grad_elem_bytes(const RunConfig& r) {
 // backward set of the head's window (units head − q … head) plus the
 // embedding when that window does not reach it (head − q > 0). Units are in
 // forward order, the embedding first and the head last.
-int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n, int64_t e,
-                                  int64_t prefetch, bool tied_head) {
+int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n, int64_t e, int64_t prefetch,
+                                  bool tied_head) {
   const int64_t count = static_cast<int64_t>(units.size());
   const int64_t q = std::max<int64_t>(prefetch, 0);
   auto gathered = [&](int64_t u) { return e * n * ceil_div(units[static_cast<size_t>(u)].elems(), n); };
@@ -129,8 +127,7 @@ double zero_paper_bytes(double psi, int zero_stage, int64_t nd) {
   }
 }
 
-AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                               int64_t rank) {
+AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const auto units = rank_param_units(m, l, rank);
   int64_t p_r = 0, s_r = 0;
   for (const auto& u : units) {
@@ -144,10 +141,9 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   AccountBytes b;
   // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
   // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
-  b[Account::kWeights] =
-      z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
-                                                   m.tied_embeddings && l.pp == 1 && l.dp > 1)
-             : e * p_r;
+  b[Account::kWeights] = z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
+                                                                      m.tied_embeddings && l.pp == 1 && l.dp > 1)
+                                : e * p_r;
   b[Account::kGrads] = g * (z >= 2 ? s_r : p_r);
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? 4 * (z >= 1 ? s_r : p_r) : 0;
@@ -155,18 +151,18 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   return b;
 }
 
-std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l,
-                                              const RunConfig& r, int64_t rank) {
+std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const auto units = rank_param_units(m, l, rank);
   int64_t p_r = 0;
   for (const auto& u : units) p_r += u.elems();
-  const double psi = static_cast<double>(p_r);   // the rank's params before DP sharding
+  const double psi = static_cast<double>(p_r);  // the rank's params before DP sharding
   const double n = static_cast<double>(l.dp);
   std::vector<Published> out;
 
   out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, l.dp),
                  "Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam holds 2Ψ + 2Ψ + KΨ, "
-                 "K = 12; Ψ = this rank's parameters (" + std::to_string(p_r) + ")"});
+                 "K = 12; Ψ = this rank's parameters (" +
+                     std::to_string(p_r) + ")"});
   static const char* kRow[] = {"", "zero1", "zero2", "zero3"};
   static const char* kForm[] = {"", "4Ψ + 12Ψ/Nd", "2Ψ + 14Ψ/Nd", "16Ψ/Nd"};
   if (l.zero >= 1 && l.zero <= 3) {
@@ -183,12 +179,14 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
     out.push_back({"megatron_18", 18.0 * ms.params,
                    "Megatron-LM megatron/training/theoretical_memory_usage.py, "
                    "compute_weight_and_optimizer_memory: 18 bytes/param (bf16 weights, fp32 main "
-                   "grads, fp32 master, Adam m, v), " + shard + ", vocab padded to 128·t"});
+                   "grads, fp32 master, Adam m, v), " +
+                       shard + ", vocab padded to 128·t"});
   } else {
     out.push_back({"megatron_distributed_optimizer", (6.0 + 12.0 / n) * ms.params,
                    "Megatron-LM megatron/training/theoretical_memory_usage.py, "
                    "compute_weight_and_optimizer_memory: 6 + 12/DP bytes/param with "
-                   "--use-distributed-optimizer, " + shard + ", vocab padded to 128·t"});
+                   "--use-distributed-optimizer, " +
+                       shard + ", vocab padded to 128·t"});
   }
 
   // DeepSpeed (deepspeedai/DeepSpeed), GPU figure with cpu_offload=False (the

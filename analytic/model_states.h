@@ -5,18 +5,17 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/account.h"
 #include "analytic/published.h"
+#include "core/account.h"
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger::analytic {
 
 // Exact bytes of accounts weights, grads, master, optim for `rank` (others 0).
 // ZeRO-3 weights include the gathered-unit peak (1 + prefetch consecutive units).
-AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                               int64_t rank);
+AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank);
 
 // Published per-rank model-state figures for this model/layout:
 //   "mixed_precision_16psi"  16Ψ_r                      (Rajbhandari et al. 2020, §3.1)
@@ -27,8 +26,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
 //      most loaded shard (first stage, embedding included)
 //   "deepspeed_zero2" 2P + 18P/N, "deepspeed_zero3" 4·largest_layer + 18P/N
 //      (DeepSpeed estimate_zero2/3_model_states_mem_needs), when that stage is chosen
-std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l,
-                                              const RunConfig& r, int64_t rank);
+std::vector<Published> published_model_states(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank);
 
 // The ZeRO paper's per-device model-state bytes for Ψ params on Nd devices, K = 12.
 double zero_paper_bytes(double psi, int zero_stage, int64_t nd);

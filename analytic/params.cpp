@@ -28,8 +28,8 @@ int64_t norm_params(const ModelConfig& m) {
 // Shoeybi et al. 2019 §3, and docs/exact-budget.md's per-layer table).
 std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const std::string& p) {
   const int64_t h = m.hidden, d = m.head_dim;
-  const int64_t q_t = (m.heads / tp) * d;               // a_t·d
-  const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;    // k_t·d
+  const int64_t q_t = (m.heads / tp) * d;                     // a_t·d
+  const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;  // k_t·d
   const int64_t qkv_out = q_t + 2 * kv_t;
   const int64_t f_t = m.ffn / tp;
   const bool gpt = m.is_gpt();
@@ -72,14 +72,12 @@ int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
   return ceil_div(m.vocab, multiple) * multiple;
 }
 
-int64_t layer_params(const ModelConfig& m, int64_t tp) {
-  return sum_elems(layer_tensors(m, tp, ""));
-}
+int64_t layer_params(const ModelConfig& m, int64_t tp) { return sum_elems(layer_tensors(m, tp, "")); }
 
 int64_t model_params(const ModelConfig& m) {
   // t = 1, unpadded V, the tied matrix counted once: the figure model cards publish.
-  int64_t n = m.vocab * m.hidden;                   // word embedding
-  if (m.is_gpt()) n += m.max_seq * m.hidden;        // learned positions
+  int64_t n = m.vocab * m.hidden;             // word embedding
+  if (m.is_gpt()) n += m.max_seq * m.hidden;  // learned positions
   n += m.layers * layer_params(m, 1);
   n += norm_params(m);                              // final norm
   if (!m.tied_embeddings) n += m.vocab * m.hidden;  // output projection
@@ -121,7 +119,7 @@ int64_t largest_layer_params(const ModelConfig& m) {
 
 std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank) {
   const Coords c = l.coords(rank);
-  const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;   // V'/t rows per rank
+  const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;  // V'/t rows per rank
   const int64_t h = m.hidden;
   std::vector<ParamUnit> units;
 

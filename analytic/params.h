@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger::analytic {
 
@@ -25,7 +25,7 @@ int64_t largest_layer_params(const ModelConfig& m);
 
 // One named tensor of a unit (for tables and tests).
 struct ParamTensor {
-  std::string name;   // "layers.3.qkv.weight", "embedding.word", ...
+  std::string name;  // "layers.3.qkv.weight", "embedding.word", ...
   int64_t elems = 0;
 };
 
@@ -38,7 +38,7 @@ struct ParamUnit {
 
 // The units held by `rank` under `layout`, in forward order.
 std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank);
-int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank);      // P_r
-int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank);// S_r = Σ ceil(P_u/dp)
+int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank);        // P_r
+int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank);  // S_r = Σ ceil(P_u/dp)
 
 }  // namespace gpuledger::analytic

@@ -12,7 +12,6 @@ namespace gpuledger::analytic {
 double training_seconds(double params, double tokens, int64_t gpus, double peak_flops, double mfu);
 
 // Lower bound on one step: hardware FLOPs at peak, plus nothing hidden.
-std::optional<double> step_time_lower_bound_s(int64_t hardware_flops,
-                                              std::optional<double> peak_flops);
+std::optional<double> step_time_lower_bound_s(int64_t hardware_flops, std::optional<double> peak_flops);
 
 }  // namespace gpuledger::analytic

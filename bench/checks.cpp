@@ -12,15 +12,24 @@ using nlohmann::json;
 
 json make_check(const std::string& name, int64_t rank, double measured, double expected, double tol) {
   const double rel = expected != 0 ? (measured - expected) / expected : (measured == 0 ? 0.0 : INFINITY);
-  return {{"name", name}, {"rank", rank}, {"measured", measured}, {"expected", expected},
-          {"rel_err", std::isfinite(rel) ? json(rel) : json(nullptr)}, {"tol", tol},
+  return {{"name", name},
+          {"rank", rank},
+          {"measured", measured},
+          {"expected", expected},
+          {"rel_err", std::isfinite(rel) ? json(rel) : json(nullptr)},
+          {"tol", tol},
           {"ok", std::isfinite(rel) && std::fabs(rel) <= tol}};
 }
 
 json make_bound_check(const std::string& name, int64_t rank, double measured, double bound) {
-  return {{"name", name}, {"rank", rank}, {"measured", measured}, {"expected", bound},
-          {"rel_err", bound != 0 ? json((measured - bound) / bound) : json(nullptr)}, {"tol", 0.0},
-          {"kind", "upper_bound"}, {"ok", measured <= bound}};
+  return {{"name", name},
+          {"rank", rank},
+          {"measured", measured},
+          {"expected", bound},
+          {"rel_err", bound != 0 ? json((measured - bound) / bound) : json(nullptr)},
+          {"tol", 0.0},
+          {"kind", "upper_bound"},
+          {"ok", measured <= bound}};
 }
 
 json rank_checks(const json& r) {
@@ -50,10 +59,10 @@ json rank_checks(const json& r) {
         const json zero = {{"calls", 0}, {"bytes", 0}};
         const json& m = r["comm"].contains(k) ? r["comm"][k] : zero;
         const json& a = r["analytic"]["comm"].contains(k) ? r["analytic"]["comm"][k] : zero;
-        checks.push_back(make_check("comm." + k + ".calls", rank, m["calls"].get<double>() / steps,
-                                    a["calls"].get<double>(), 0.0));
-        checks.push_back(make_check("comm." + k + ".bytes", rank, m["bytes"].get<double>() / steps,
-                                    a["bytes"].get<double>(), 0.0));
+        checks.push_back(
+            make_check("comm." + k + ".calls", rank, m["calls"].get<double>() / steps, a["calls"].get<double>(), 0.0));
+        checks.push_back(
+            make_check("comm." + k + ".bytes", rank, m["bytes"].get<double>() / steps, a["bytes"].get<double>(), 0.0));
       }
     }
   }

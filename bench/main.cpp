@@ -42,8 +42,9 @@ int quiet_usage_exit(int code) {
 int main(int argc, char** argv) {
   using namespace gpuledger;
   using namespace gpuledger::cli;
-  CLI::App app{"gpuledger: what distributed transformer training and inference really cost, per rank "
-               "(bytes by account, FLOPs, time, MFU, communication), beside the analytic budget"};
+  CLI::App app{
+      "gpuledger: what distributed transformer training and inference really cost, per rank "
+      "(bytes by account, FLOPs, time, MFU, communication), beside the analytic budget"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpuledger ") + GPULEDGER_VERSION);
   std::vector<Command> commands;

@@ -7,19 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger::bench {
 
 struct FitSuggestion {
-  std::string change;        // "--recompute full"
-  int64_t total_bytes = 0;   // the role's exact total under the change
+  std::string change;       // "--recompute full"
+  int64_t total_bytes = 0;  // the role's exact total under the change
   bool fits = false;
 };
 
-std::vector<FitSuggestion> suggest_fits(const ModelConfig& m, const Layout& l, const RunConfig& r,
-                                        int64_t rank, int64_t limit_bytes);
+std::vector<FitSuggestion> suggest_fits(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank,
+                                        int64_t limit_bytes);
 
 }  // namespace gpuledger::bench

@@ -43,12 +43,9 @@ void fill(Device& dev, Buffer& b, DType t, int64_t n) {
 }  // namespace
 
 std::vector<GemmShape> default_gemm_shapes() {
-  return {{"square 1024", 1024, 1024, 1024},
-          {"square 2048", 2048, 2048, 2048},
-          {"square 4096", 4096, 4096, 4096},
-          {"llama2-7b qkv (1024 tok)", 1024, 3 * 4096, 4096},
-          {"llama2-7b attn-out", 1024, 4096, 4096},
-          {"llama2-7b mlp-in (gate)", 1024, 11008, 4096},
+  return {{"square 1024", 1024, 1024, 1024},        {"square 2048", 2048, 2048, 2048},
+          {"square 4096", 4096, 4096, 4096},        {"llama2-7b qkv (1024 tok)", 1024, 3 * 4096, 4096},
+          {"llama2-7b attn-out", 1024, 4096, 4096}, {"llama2-7b mlp-in (gate)", 1024, 11008, 4096},
           {"llama2-7b mlp-out", 1024, 4096, 11008}};
 }
 
@@ -61,11 +58,17 @@ GemmPeak measure_gemm(Device& dev, const GemmShape& s, DType dtype, int warmup, 
   fill(dev, b, dtype, s.n * s.k);
   GemmArgs g;
   g.trans_b = true;
-  g.m = s.m; g.n = s.n; g.k = s.k;
-  g.a = a.data(); g.lda = s.k;
-  g.b = b.data(); g.ldb = s.k;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = a.data();
+  g.lda = s.k;
+  g.b = b.data();
+  g.ldb = s.k;
   g.ab_type = dtype;
-  g.c = c.data(); g.ldc = s.n; g.c_type = DType::kFP32;
+  g.c = c.data();
+  g.ldc = s.n;
+  g.c_type = DType::kFP32;
   GemmPeak p;
   p.shape = s;
   p.dtype = dtype;

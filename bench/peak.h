@@ -12,7 +12,7 @@
 namespace gpuledger::bench {
 
 struct GemmShape {
-  std::string name;          // "square 2048", "llama2-7b qkv"
+  std::string name;  // "square 2048", "llama2-7b qkv"
   int64_t m = 0, n = 0, k = 0;
 };
 
@@ -20,13 +20,13 @@ struct GemmPeak {
   GemmShape shape;
   DType dtype = DType::kFP32;
   double median_seconds = 0;
-  double flops_per_s = 0;    // 2mnk / median
+  double flops_per_s = 0;  // 2mnk / median
 };
 
 struct BandwidthPeak {
   int64_t bytes_per_array = 0;
   double median_seconds = 0;
-  double bytes_per_s = 0;    // 3 · bytes_per_array / median
+  double bytes_per_s = 0;  // 3 · bytes_per_array / median
 };
 
 // C (m×n, fp32 accumulate into `dtype` operands' C = fp32) = A (m×k) · Bᵀ (n×k), as a linear layer.

@@ -18,7 +18,7 @@ namespace gpuledger {
 enum class CommKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv };
 enum class ReduceOp { kSum, kMax };
 
-std::string_view comm_kind_name(CommKind k);   // "all_reduce", "reduce_scatter", ...
+std::string_view comm_kind_name(CommKind k);  // "all_reduce", "reduce_scatter", ...
 
 struct CommCount {
   int64_t calls = 0;
@@ -32,6 +32,7 @@ class CommCounters {
   void add(CommKind kind, std::string_view group, int64_t bytes, double seconds);
   const std::map<std::string, CommCount>& by_key() const { return counts_; }
   void reset() { counts_.clear(); }
+
  private:
   std::map<std::string, CommCount> counts_;
 };
@@ -47,8 +48,8 @@ class CommCounters {
 class CommRequest {
  public:
   virtual ~CommRequest() = default;
-  virtual void wait() = 0;          // idempotent
-  virtual bool test() = 0;          // true once complete (then wait() returns at once)
+  virtual void wait() = 0;  // idempotent
+  virtual bool test() = 0;  // true once complete (then wait() returns at once)
 };
 using CommHandle = std::unique_ptr<CommRequest>;
 
@@ -57,7 +58,7 @@ class Comm {
   Comm(std::string group, CommCounters& counters) : group_(std::move(group)), counters_(counters) {}
   virtual ~Comm() = default;
   virtual int64_t size() const = 0;
-  virtual int64_t rank() const = 0;            // rank within the group
+  virtual int64_t rank() const = 0;  // rank within the group
   const std::string& group() const { return group_; }
 
   // buf (n) = reduce over the group, in place.

@@ -7,8 +7,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/dtype.h"
 #include "comm/comm.h"
+#include "core/dtype.h"
 
 namespace gpuledger {
 

@@ -3,9 +3,8 @@
 
 namespace gpuledger {
 
-CommError::CommError(const std::string& library, const std::string& call,
-                     const std::string& library_message, const std::string& context,
-                     const char* file, int line)
+CommError::CommError(const std::string& library, const std::string& call, const std::string& library_message,
+                     const std::string& context, const char* file, int line)
     : Error(library, call, library_message, context, file, line),
       world_rank_(error_origin().rank),
       host_(error_origin().host),

@@ -14,7 +14,6 @@ class Device;
 // An NcclComm over `mpi`'s group (collective over it), on `device`, which must
 // be the CUDA backend's (throws std::invalid_argument naming the backend
 // otherwise).
-std::unique_ptr<Comm> make_nccl_comm(std::unique_ptr<MpiComm> mpi, CommCounters& counters,
-                                     Device& device);
+std::unique_ptr<Comm> make_nccl_comm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device& device);
 
 }  // namespace gpuledger

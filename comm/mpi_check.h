@@ -21,8 +21,7 @@ namespace gpuledger::detail {
 inline std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
-    return "MPI error code " + std::to_string(code);
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(code);
   return std::string(text, static_cast<size_t>(len)) + " (code " + std::to_string(code) + ")";
 }
 
@@ -31,6 +30,5 @@ inline std::string mpi_error_string(int code) {
 #define MPI_CHECK(call, context) \
   GPL_COMM_CHECK_GEN("MPI", call, #call, MPI_SUCCESS, ::gpuledger::detail::mpi_error_string, context)
 
-#define MPI_CHECK_NOTHROW(call, context)                                                   \
-  GPL_COMM_CHECK_GEN_NOTHROW("MPI", call, #call, MPI_SUCCESS,                              \
-                             ::gpuledger::detail::mpi_error_string, context)
+#define MPI_CHECK_NOTHROW(call, context) \
+  GPL_COMM_CHECK_GEN_NOTHROW("MPI", call, #call, MPI_SUCCESS, ::gpuledger::detail::mpi_error_string, context)

@@ -14,9 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // MPI counts are int: refuse what does not fit rather than wrap.
 int mpi_count(int64_t n, const std::string& group, const char* what) {
@@ -33,8 +31,8 @@ MPI_Datatype move_type(DType t) { return t == DType::kFP32 ? MPI_FLOAT : MPI_UIN
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
 
 std::string describe(const char* what, int64_t n, DType t, const std::string& group) {
-  return std::string(what) + " " + std::to_string(n) + " " + std::string(dtype_name(t)) +
-         " elements over '" + group + "'";
+  return std::string(what) + " " + std::to_string(n) + " " + std::string(dtype_name(t)) + " elements over '" + group +
+         "'";
 }
 
 }  // namespace
@@ -51,8 +49,7 @@ MpiComm::MpiComm(std::string group, CommCounters& counters, MPI_Comm comm)
 MpiComm::~MpiComm() {
   int finalised = 0;
   MPI_Finalized(&finalised);
-  if (finalised || comm_ == MPI_COMM_WORLD || comm_ == MPI_COMM_SELF || comm_ == MPI_COMM_NULL)
-    return;
+  if (finalised || comm_ == MPI_COMM_WORLD || comm_ == MPI_COMM_SELF || comm_ == MPI_COMM_NULL) return;
   MPI_CHECK_NOTHROW(MPI_Comm_free(&comm_), "freeing the communicator of group '" + group() + "'");
 }
 
@@ -103,13 +100,11 @@ void MpiComm::reduce_scatter(void* out, const void* in, int64_t n, DType t) {
     stage_in_.resize(static_cast<size_t>(total));
     stage_out_.resize(static_cast<size_t>(n));
     convert_to_fp32(in, t, stage_in_.data(), total);
-    MPI_CHECK(MPI_Reduce_scatter_block(stage_in_.data(), stage_out_.data(), count, MPI_FLOAT,
-                                       MPI_SUM, comm_),
+    MPI_CHECK(MPI_Reduce_scatter_block(stage_in_.data(), stage_out_.data(), count, MPI_FLOAT, MPI_SUM, comm_),
               describe("reduce-scattering (fp32 staging of)", n, t, group()));
     convert_from_fp32(stage_out_.data(), out, t, n);
   }
-  book(CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_),
-       seconds_since(t0));
+  book(CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_), seconds_since(t0));
 }
 
 void MpiComm::broadcast(void* buf, int64_t n, DType t, int64_t root) {
@@ -141,9 +136,8 @@ void MpiComm::recv(void* buf, int64_t n, DType t, int64_t peer) {
   int got = 0;
   MPI_CHECK(MPI_Get_count(&status, move_type(t), &got), "counting a received message");
   if (got != count)
-    throw std::runtime_error("recv on '" + group() + "': expected " + std::to_string(count) +
-                             " elements from peer " + std::to_string(peer) + ", got " +
-                             std::to_string(got));
+    throw std::runtime_error("recv on '" + group() + "': expected " + std::to_string(count) + " elements from peer " +
+                             std::to_string(peer) + ", got " + std::to_string(got));
   book(CommKind::kRecv, comm_call_bytes(CommKind::kRecv, n, t, size_), seconds_since(t0));
 }
 
@@ -229,8 +223,7 @@ CommHandle MpiComm::all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op)
     std::vector<float> staging(static_cast<size_t>(n));
     convert_to_fp32(buf, t, staging.data(), n);
     req->set_staging(std::move(staging), 0, buf, t, n);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, req->staging().data(), count, MPI_FLOAT, mpi_op(op), comm_,
-                             req->handle()),
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, req->staging().data(), count, MPI_FLOAT, mpi_op(op), comm_, req->handle()),
               what);
   }
   req->add_seconds(seconds_since(t0));
@@ -257,8 +250,8 @@ CommHandle MpiComm::reduce_scatter_start(void* out, const void* in, int64_t n, D
   const int64_t total = n * size_;
   mpi_count(total, group(), "reduce_scatter (input)");
   const std::string what = describe("reduce-scattering (nonblocking)", n, t, group());
-  auto req = std::make_unique<MpiRequest>(
-      *this, CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_), what);
+  auto req = std::make_unique<MpiRequest>(*this, CommKind::kReduceScatter,
+                                          comm_call_bytes(CommKind::kReduceScatter, n, t, size_), what);
   if (t == DType::kFP32) {
     const void* send = in == out ? MPI_IN_PLACE : in;
     MPI_CHECK(MPI_Ireduce_scatter_block(send, out, count, MPI_FLOAT, MPI_SUM, comm_, req->handle()), what);
@@ -268,8 +261,7 @@ CommHandle MpiComm::reduce_scatter_start(void* out, const void* in, int64_t n, D
     convert_to_fp32(in, t, staging.data(), total);
     req->set_staging(std::move(staging), total, out, t, n);
     float* st = req->staging().data();
-    MPI_CHECK(MPI_Ireduce_scatter_block(st, st + total, count, MPI_FLOAT, MPI_SUM, comm_, req->handle()),
-              what);
+    MPI_CHECK(MPI_Ireduce_scatter_block(st, st + total, count, MPI_FLOAT, MPI_SUM, comm_, req->handle()), what);
   }
   req->add_seconds(seconds_since(t0));
   return req;
@@ -285,8 +277,8 @@ std::unique_ptr<MpiComm> split_world_comm(std::string group, CommCounters& count
   if (!members.empty()) {
     auto it = std::find(members.begin(), members.end(), static_cast<int64_t>(world_rank));
     if (it == members.end())
-      throw std::invalid_argument("split_world_comm('" + group + "'): world rank " +
-                                  std::to_string(world_rank) + " is not in its own group");
+      throw std::invalid_argument("split_world_comm('" + group + "'): world rank " + std::to_string(world_rank) +
+                                  " is not in its own group");
     // The groups do not overlap, so the first member names the group uniquely.
     color = static_cast<int>(members.front());
     key = static_cast<int>(it - members.begin());
@@ -297,9 +289,8 @@ std::unique_ptr<MpiComm> split_world_comm(std::string group, CommCounters& count
   if (members.empty()) return nullptr;
   auto comm = std::make_unique<MpiComm>(std::move(group), counters, sub);
   if (comm->size() != static_cast<int64_t>(members.size()) || comm->rank() != key)
-    throw std::logic_error("split_world_comm('" + comm->group() + "'): got " +
-                           std::to_string(comm->size()) + " ranks (this one " +
-                           std::to_string(comm->rank()) + "), expected " +
+    throw std::logic_error("split_world_comm('" + comm->group() + "'): got " + std::to_string(comm->size()) +
+                           " ranks (this one " + std::to_string(comm->rank()) + "), expected " +
                            std::to_string(members.size()) + " (this one " + std::to_string(key) +
                            "): the ranks passed overlapping groups");
   return comm;

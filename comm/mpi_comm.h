@@ -69,7 +69,7 @@ class MpiComm final : public Comm {
  private:
   MPI_Comm comm_;
   int64_t size_ = 0, rank_ = 0;
-  std::vector<float> stage_in_, stage_out_;   // fp32 staging of 16-bit reductions, reused
+  std::vector<float> stage_in_, stage_out_;  // fp32 staging of 16-bit reductions, reused
   friend class MpiRequest;
   void book_completed(CommKind kind, int64_t bytes, double seconds) { book(kind, bytes, seconds); }
 };

@@ -4,8 +4,8 @@
 #include <climits>
 #include <stdexcept>
 
-#include "core/check.h"
 #include "comm/mpi_check.h"
+#include "core/check.h"
 
 namespace gpuledger {
 
@@ -18,8 +18,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "initialising MPI");
     initialised_here_ = true;
   }
-  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
-            "making MPI return errors instead of aborting");
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "making MPI return errors instead of aborting");
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "reading the world rank");
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size), "reading the world size");
@@ -43,15 +42,13 @@ AgreedStatus agree_status(bool ok, const std::string& error, MPI_Comm comm) {
   // MIN over (ok flag, failing rank or INT_MAX): one call gives "all ok?" and the lowest failure.
   int mine[2] = {ok ? 1 : 0, ok ? INT_MAX : rank};
   int agreed[2] = {1, INT_MAX};
-  MPI_CHECK(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm),
-            "agreeing on the status of every rank");
+  MPI_CHECK(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "agreeing on the status of every rank");
   AgreedStatus s;
   s.all_ok = agreed[0] == 1;
   if (s.all_ok) return s;
 
   int failed_mine = ok ? 0 : 1, failed = 0;
-  MPI_CHECK(MPI_Allreduce(&failed_mine, &failed, 1, MPI_INT, MPI_SUM, comm),
-            "counting the failed ranks");
+  MPI_CHECK(MPI_Allreduce(&failed_mine, &failed, 1, MPI_INT, MPI_SUM, comm), "counting the failed ranks");
   s.failed_ranks = failed;
   s.first_failed_rank = agreed[1];
 
@@ -59,9 +56,8 @@ AgreedStatus agree_status(bool ok, const std::string& error, MPI_Comm comm) {
   const int root = agreed[1];
   long long len = rank == root ? static_cast<long long>(error.size()) : 0;
   MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, root, comm), "broadcasting the error's length");
-  if (len > INT_MAX) len = INT_MAX;   // a 2 GiB message is truncated, not a reason to hang
-  s.error = rank == root ? error.substr(0, static_cast<size_t>(len))
-                         : std::string(static_cast<size_t>(len), '\0');
+  if (len > INT_MAX) len = INT_MAX;  // a 2 GiB message is truncated, not a reason to hang
+  s.error = rank == root ? error.substr(0, static_cast<size_t>(len)) : std::string(static_cast<size_t>(len), '\0');
   if (len > 0)
     MPI_CHECK(MPI_Bcast(s.error.data(), static_cast<int>(len), MPI_CHAR, root, comm),
               "broadcasting the failing rank's error");
@@ -80,8 +76,7 @@ std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) 
   // makes the same decision about the total below: a throw on rank 0 alone
   // would leave the others waiting in MPI_Gatherv.
   std::vector<int> lens(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm),
-            "gathering the per-rank string lengths");
+  MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm), "gathering the per-rank string lengths");
   long long total = 0;
   for (int r = 0; r < size; ++r) {
     offsets[r] = static_cast<int>(total);
@@ -92,8 +87,7 @@ std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) 
   }
   std::vector<char> all(rank == 0 ? static_cast<size_t>(total) : 0);
   // Gatherv's send buffer is read-only; MPI-3 takes it as const void*.
-  MPI_CHECK(MPI_Gatherv(mine.data(), my_len, MPI_CHAR, all.data(), lens.data(), offsets.data(),
-                        MPI_CHAR, 0, comm),
+  MPI_CHECK(MPI_Gatherv(mine.data(), my_len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, comm),
             "gathering the per-rank strings on rank 0");
   std::vector<std::string> out;
   if (rank == 0) {

@@ -41,9 +41,9 @@ class MpiRuntime {
 
 struct AgreedStatus {
   bool all_ok = true;
-  int64_t failed_ranks = 0;          // how many ranks reported a failure
-  int64_t first_failed_rank = -1;    // the lowest failing rank of `comm`; -1 when all ok
-  std::string error;                 // that rank's message; empty when all ok
+  int64_t failed_ranks = 0;        // how many ranks reported a failure
+  int64_t first_failed_rank = -1;  // the lowest failing rank of `comm`; -1 when all ok
+  std::string error;               // that rank's message; empty when all ok
 };
 
 // Collective over `comm`: every rank calls it, failed or not, and every rank

@@ -3,19 +3,17 @@
 #include <chrono>
 #include <exception>
 
+#include "comm/nccl_comm.h"
 #include "core/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/device.h"
-#include "comm/nccl_comm.h"
 
 namespace gpuledger {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -46,7 +44,7 @@ class NcclRequest final : public CommRequest {
   void wait() override {
     if (!armed_ || finished_) return;
     const auto t0 = Clock::now();
-    if (comm_.device_stream_ != nullptr)   // compute queued after this runs once the collective is done
+    if (comm_.device_stream_ != nullptr)  // compute queued after this runs once the collective is done
       CUDA_CHECK(cudaStreamWaitEvent(comm_.device_stream_, done_, 0), "ordering the device stream after " + what_);
     else
       CUDA_CHECK(cudaEventSynchronize(done_), "waiting for " + what_);
@@ -58,12 +56,12 @@ class NcclRequest final : public CommRequest {
     const auto t0 = Clock::now();
     const cudaError_t e = cudaEventQuery(done_);
     if (e == cudaErrorNotReady) {
-      cudaGetLastError();   // not an error: clear it
+      cudaGetLastError();  // not an error: clear it
       seconds_ += seconds_since(t0);
       return false;
     }
     CUDA_CHECK(e, "asking whether " + what_ + " is done");
-    finish(seconds_since(t0));   // complete: later device-stream work needs no wait
+    finish(seconds_since(t0));  // complete: later device-stream work needs no wait
     return true;
   }
 
@@ -73,7 +71,7 @@ class NcclRequest final : public CommRequest {
   void finish(double seconds) {
     finished_ = true;
     --comm_.in_flight_;
-    scratch_.reset();   // stream-ordered after the wait above
+    scratch_.reset();  // stream-ordered after the wait above
     comm_.book_call(kind_, bytes_, seconds_ + seconds);
   }
 
@@ -84,21 +82,20 @@ class NcclRequest final : public CommRequest {
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   Buffer scratch_;
   double seconds_ = 0;
-  bool armed_ = false;      // its work is enqueued (set last in run_started)
-  bool finished_ = false;   // waited for, or found complete by test(), and booked
+  bool armed_ = false;     // its work is enqueued (set last in run_started)
+  bool finished_ = false;  // waited for, or found complete by test(), and booked
 };
 
 CommHandle NcclComm::run_started(const Call& call) {
   const auto t0 = Clock::now();
   auto req = std::make_unique<NcclRequest>(*this, call.kind, call.bytes, call.what);
-  if (call.scratch_bytes > 0)
-    req->scratch_ = device_.alloc(call.scratch_bytes, Account::kWorkspace, "nccl.staging");
+  if (call.scratch_bytes > 0) req->scratch_ = device_.alloc(call.scratch_bytes, Account::kWorkspace, "nccl.staging");
   if (device_stream_ != nullptr) {
     // The comm stream starts once the device stream has produced the input.
     CUDA_CHECK(cudaEventRecord(req->ready_, device_stream_), "marking the input of " + call.what);
     CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, req->ready_, 0), "ordering the comm stream for " + call.what);
   } else {
-    device_.synchronize();   // stream unknown: the input is ready once the device is idle
+    device_.synchronize();  // stream unknown: the input is ready once the device is idle
   }
   call.body(comm_stream_, req->scratch_.data());
   CUDA_CHECK(cudaEventRecord(req->done_, comm_stream_), "marking the end of " + call.what);

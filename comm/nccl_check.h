@@ -23,8 +23,8 @@ namespace gpuledger::detail {
 // NCCL never clears it, so after an error NCCL did not describe it can be an
 // earlier one's: it is printed as NCCL's last error, not as this call's.
 inline std::string nccl_error_string(ncclResult_t code) {
-  std::string s = std::string(ncclGetErrorString(code)) + " (ncclResult_t " +
-                  std::to_string(static_cast<int>(code)) + ")";
+  std::string s =
+      std::string(ncclGetErrorString(code)) + " (ncclResult_t " + std::to_string(static_cast<int>(code)) + ")";
   const char* last = ncclGetLastError(nullptr);
   if (last != nullptr && *last != '\0') s += "; NCCL's last error: " + std::string(last);
   return s;
@@ -35,6 +35,5 @@ inline std::string nccl_error_string(ncclResult_t code) {
 #define NCCL_CHECK(call, context) \
   GPL_COMM_CHECK_GEN("NCCL", call, #call, ncclSuccess, ::gpuledger::detail::nccl_error_string, context)
 
-#define NCCL_CHECK_NOTHROW(call, context)                                                  \
-  GPL_COMM_CHECK_GEN_NOTHROW("NCCL", call, #call, ncclSuccess,                             \
-                             ::gpuledger::detail::nccl_error_string, context)
+#define NCCL_CHECK_NOTHROW(call, context) \
+  GPL_COMM_CHECK_GEN_NOTHROW("NCCL", call, #call, ncclSuccess, ::gpuledger::detail::nccl_error_string, context)

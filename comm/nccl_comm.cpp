@@ -5,27 +5,25 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/make_cuda_device.h"
-#include "kernels/device.h"
 #include "comm/comm_bytes.h"
 #include "comm/make_nccl_comm.h"
 #include "comm/mpi_check.h"
 #include "comm/nccl_check.h"
 #include "comm/nccl_rules.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/make_cuda_device.h"
+#include "kernels/device.h"
 
 namespace gpuledger {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string describe(const char* what, int64_t n, DType t, const std::string& group) {
-  return std::string(what) + " " + std::to_string(n) + " " + std::string(dtype_name(t)) +
-         " elements over '" + group + "' (NCCL)";
+  return std::string(what) + " " + std::to_string(n) + " " + std::string(dtype_name(t)) + " elements over '" + group +
+         "' (NCCL)";
 }
 
 size_t nccl_count(int64_t n, const std::string& group, const char* what) {
@@ -41,8 +39,7 @@ void check_peer(int64_t peer, int64_t size, const std::string& group, const char
 
 }  // namespace
 
-NcclComm::NcclComm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device& device,
-                   cudaStream_t device_stream)
+NcclComm::NcclComm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device& device, cudaStream_t device_stream)
     : Comm(mpi->group(), counters), mpi_(std::move(mpi)), device_(device), device_stream_(device_stream) {
   const MPI_Comm h = mpi_->handle();
   // Group rank 0 makes the id; its success travels with it, so that a failure
@@ -59,19 +56,17 @@ NcclComm::NcclComm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device&
   }
   MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, h), "sharing the NCCL bootstrap status of '" + group() + "'");
   if (!ok)
-    throw CommError("NCCL", "ncclGetUniqueId(&id)",
-                    rank() == 0 ? id_error : "failed on group rank 0 (see its error)",
+    throw CommError("NCCL", "ncclGetUniqueId(&id)", rank() == 0 ? id_error : "failed on group rank 0 (see its error)",
                     "making the NCCL unique id of '" + group() + "'", __FILE__, __LINE__);
   MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, h),
             "broadcasting the NCCL unique id over '" + group() + "'");
   try {
     NCCL_CHECK(ncclCommInitRank(&comm_, static_cast<int>(size()), id, static_cast<int>(rank())),
-               "creating the NCCL communicator of '" + group() + "' (group rank " +
-                   std::to_string(rank()) + " of " + std::to_string(size()) + ")");
+               "creating the NCCL communicator of '" + group() + "' (group rank " + std::to_string(rank()) + " of " +
+                   std::to_string(size()) + ")");
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking),
                "creating the comm stream of '" + group() + "'");
-    CUDA_CHECK(cudaEventCreateWithFlags(&comm_tail_, cudaEventDisableTiming),
-               "creating an event of '" + group() + "'");
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_tail_, cudaEventDisableTiming), "creating an event of '" + group() + "'");
   } catch (...) {
     release();
     throw;
@@ -111,9 +106,9 @@ void NcclComm::run_blocking(const Call& call) {
   if (call.scratch_bytes > 0) scratch = device_.alloc(call.scratch_bytes, Account::kWorkspace, "nccl.staging");
   cudaStream_t s = device_stream_;
   if (s != nullptr) {
-    if (in_flight_ > 0) order_after_comm_stream();   // this comm's collectives in issue order
+    if (in_flight_ > 0) order_after_comm_stream();  // this comm's collectives in issue order
   } else {
-    device_.synchronize();   // stream unknown: the input is ready once the device is idle
+    device_.synchronize();  // stream unknown: the input is ready once the device is idle
     s = comm_stream_;
   }
   call.body(s, scratch.data());
@@ -143,7 +138,7 @@ NcclComm::Call NcclComm::all_gather_call(void* out, const void* in, int64_t n, D
   c.body = [this, out, in, count, n_bytes, t, staged, what = c.what](cudaStream_t s, void* scratch) {
     if (count == 0) return;
     const void* send = in;
-    if (staged) {   // the input overlaps the output elsewhere than its own slice
+    if (staged) {  // the input overlaps the output elsewhere than its own slice
       CUDA_CHECK(cudaMemcpyAsync(scratch, in, static_cast<size_t>(n_bytes), cudaMemcpyDeviceToDevice, s),
                  "staging the input of " + what);
       send = scratch;
@@ -171,9 +166,7 @@ NcclComm::Call NcclComm::reduce_scatter_call(void* out, const void* in, int64_t 
   return c;
 }
 
-void NcclComm::all_reduce(void* buf, int64_t n, DType t, ReduceOp op) {
-  run_blocking(all_reduce_call(buf, n, t, op));
-}
+void NcclComm::all_reduce(void* buf, int64_t n, DType t, ReduceOp op) { run_blocking(all_reduce_call(buf, n, t, op)); }
 
 void NcclComm::all_gather(void* out, const void* in, int64_t n, DType t) {
   run_blocking(all_gather_call(out, in, n, t));
@@ -224,7 +217,8 @@ void NcclComm::recv(void* buf, int64_t n, DType t, int64_t peer) {
 // A host barrier (see the header): this rank's GPU work first, then MPI.
 void NcclComm::barrier() {
   if (device_stream_)
-    CUDA_CHECK(cudaStreamSynchronize(device_stream_), "draining the device stream before a barrier over '" + group() + "'");
+    CUDA_CHECK(cudaStreamSynchronize(device_stream_),
+               "draining the device stream before a barrier over '" + group() + "'");
   else
     device_.synchronize();
   CUDA_CHECK(cudaStreamSynchronize(comm_stream_), "draining the comm stream before a barrier over '" + group() + "'");
@@ -236,7 +230,7 @@ std::unique_ptr<Comm> make_nccl_comm(std::unique_ptr<MpiComm> mpi, CommCounters&
     throw std::invalid_argument("the NCCL comm" + (mpi ? " of '" + mpi->group() + "'" : std::string()) +
                                 " needs the cuda backend's device, not '" + device.name() + "'");
   if (!mpi) throw std::invalid_argument("make_nccl_comm: no MPI communicator to bootstrap over");
-  auto stream = static_cast<cudaStream_t>(cuda_device_stream(device));   // nullptr: wrapped device
+  auto stream = static_cast<cudaStream_t>(cuda_device_stream(device));  // nullptr: wrapped device
   return std::make_unique<NcclComm>(std::move(mpi), counters, device, stream);
 }
 

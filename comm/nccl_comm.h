@@ -72,8 +72,7 @@ class NcclComm final : public Comm {
   // GPU must be the current one); `device_stream` is the stream it runs ops
   // on, or nullptr when unknown (see above). The group name and counters are
   // `mpi`'s.
-  NcclComm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device& device,
-           cudaStream_t device_stream);
+  NcclComm(std::unique_ptr<MpiComm> mpi, CommCounters& counters, Device& device, cudaStream_t device_stream);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -113,7 +112,7 @@ class NcclComm final : public Comm {
   Call all_gather_call(void* out, const void* in, int64_t n, DType t);
   Call reduce_scatter_call(void* out, const void* in, int64_t n, DType t);
   void run_blocking(const Call& call);
-  CommHandle run_started(const Call& call);      // nccl_async.cpp
+  CommHandle run_started(const Call& call);  // nccl_async.cpp
   // Makes the device stream wait for everything on the comm stream so far.
   void order_after_comm_stream();
   void book_call(CommKind kind, int64_t bytes, double seconds) { book(kind, bytes, seconds); }
@@ -121,11 +120,11 @@ class NcclComm final : public Comm {
 
   std::unique_ptr<MpiComm> mpi_;
   Device& device_;
-  cudaStream_t device_stream_ = nullptr;   // not owned; nullptr: unknown
-  cudaStream_t comm_stream_ = nullptr;     // owned
-  cudaEvent_t comm_tail_ = nullptr;        // owned: order_after_comm_stream's event
+  cudaStream_t device_stream_ = nullptr;  // not owned; nullptr: unknown
+  cudaStream_t comm_stream_ = nullptr;    // owned
+  cudaEvent_t comm_tail_ = nullptr;       // owned: order_after_comm_stream's event
   ncclComm_t comm_ = nullptr;
-  int64_t in_flight_ = 0;                  // started and not yet waited
+  int64_t in_flight_ = 0;  // started and not yet waited
 };
 
 }  // namespace gpuledger

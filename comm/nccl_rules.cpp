@@ -24,14 +24,12 @@ ncclDataType_t nccl_dtype(DType t) {
 
 ncclRedOp_t nccl_red_op(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
 
-NcclAliasing all_gather_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank,
-                                 int64_t size) {
+NcclAliasing all_gather_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank, int64_t size) {
   if (in == static_cast<const char*>(out) + rank * n_bytes) return NcclAliasing::kInPlace;
   return overlap(out, n_bytes * size, in, n_bytes) ? NcclAliasing::kStaged : NcclAliasing::kDistinct;
 }
 
-NcclAliasing reduce_scatter_aliasing(const void* out, const void* in, int64_t n_bytes,
-                                     int64_t rank, int64_t size) {
+NcclAliasing reduce_scatter_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank, int64_t size) {
   if (out == static_cast<const char*>(in) + rank * n_bytes) return NcclAliasing::kInPlace;
   return overlap(in, n_bytes * size, out, n_bytes) ? NcclAliasing::kStaged : NcclAliasing::kDistinct;
 }

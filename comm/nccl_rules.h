@@ -20,8 +20,8 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
 #include "comm/comm.h"
+#include "core/dtype.h"
 
 namespace gpuledger {
 
@@ -31,16 +31,14 @@ ncclDataType_t nccl_dtype(DType t);
 ncclRedOp_t nccl_red_op(ReduceOp op);
 
 enum class NcclAliasing {
-  kDistinct,   // the buffers do not overlap: NCCL's out-of-place form
-  kInPlace,    // NCCL's in-place form: pass the pointers as they are
-  kStaged,     // any other overlap: through a scratch buffer
+  kDistinct,  // the buffers do not overlap: NCCL's out-of-place form
+  kInPlace,   // NCCL's in-place form: pass the pointers as they are
+  kStaged,    // any other overlap: through a scratch buffer
 };
 
 // For all_gather(out, in, n) on `rank` of `size`; n_bytes = n · dtype bytes.
-NcclAliasing all_gather_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank,
-                                 int64_t size);
+NcclAliasing all_gather_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank, int64_t size);
 // For reduce_scatter(out, in, n) on `rank` of `size`; n_bytes = n · dtype bytes.
-NcclAliasing reduce_scatter_aliasing(const void* out, const void* in, int64_t n_bytes,
-                                     int64_t rank, int64_t size);
+NcclAliasing reduce_scatter_aliasing(const void* out, const void* in, int64_t n_bytes, int64_t rank, int64_t size);
 
 }  // namespace gpuledger

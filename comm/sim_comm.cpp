@@ -10,21 +10,19 @@ namespace gpuledger {
 SimComm::SimComm(std::string group, CommCounters& counters, int64_t size, int64_t rank)
     : Comm(std::move(group), counters), size_(size), rank_(rank) {
   if (size < 1 || rank < 0 || rank >= size)
-    throw std::invalid_argument("SimComm '" + this->group() + "': rank " + std::to_string(rank) +
-                                " in a group of " + std::to_string(size));
+    throw std::invalid_argument("SimComm '" + this->group() + "': rank " + std::to_string(rank) + " in a group of " +
+                                std::to_string(size));
 }
 
 void SimComm::check_count(int64_t n, const char* what) const {
   if (n < 0)
-    throw std::invalid_argument(std::string(what) + " on '" + group() + "': negative count " +
-                                std::to_string(n));
+    throw std::invalid_argument(std::string(what) + " on '" + group() + "': negative count " + std::to_string(n));
 }
 
 void SimComm::check_peer(int64_t peer, const char* what) const {
   if (peer < 0 || peer >= size_ || peer == rank_)
-    throw std::invalid_argument(std::string(what) + " on '" + group() + "': peer " +
-                                std::to_string(peer) + " from rank " + std::to_string(rank_) +
-                                " of " + std::to_string(size_));
+    throw std::invalid_argument(std::string(what) + " on '" + group() + "': peer " + std::to_string(peer) +
+                                " from rank " + std::to_string(rank_) + " of " + std::to_string(size_));
 }
 
 void SimComm::all_reduce(void*, int64_t n, DType t, ReduceOp) {
@@ -62,8 +60,7 @@ void SimComm::recv(void*, int64_t n, DType t, int64_t peer) {
   book(CommKind::kRecv, comm_call_bytes(CommKind::kRecv, n, t, size_), 0.0);
 }
 
-std::unique_ptr<Comm> make_sim_comm(std::string group, CommCounters& counters, int64_t size,
-                                    int64_t rank) {
+std::unique_ptr<Comm> make_sim_comm(std::string group, CommCounters& counters, int64_t size, int64_t rank) {
   return std::make_unique<SimComm>(std::move(group), counters, size, rank);
 }
 

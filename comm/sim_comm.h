@@ -38,7 +38,6 @@ class SimComm final : public Comm {
   int64_t size_, rank_;
 };
 
-std::unique_ptr<Comm> make_sim_comm(std::string group, CommCounters& counters, int64_t size,
-                                    int64_t rank);
+std::unique_ptr<Comm> make_sim_comm(std::string group, CommCounters& counters, int64_t size, int64_t rank);
 
 }  // namespace gpuledger

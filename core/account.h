@@ -9,14 +9,14 @@
 namespace gpuledger {
 
 enum class Account : int {
-  kWeights = 0,     // 16-bit (or fp32) parameters used in compute, incl. ZeRO-3 gathered copies
-  kGrads,           // parameter gradients (bf16 by default; fp32 with --grad-dtype fp32)
-  kMaster,          // fp32 master weights (mixed precision only)
-  kOptim,           // Adam m and v, fp32
-  kActivations,     // tensors saved by forward for backward, per microbatch in flight
-  kKv,              // inference KV cache (reserved bytes)
-  kComm,            // communication staging: DP buckets, ZeRO buffers, PP send/recv buffers
-  kWorkspace,       // temporaries living inside one op or one layer
+  kWeights = 0,  // 16-bit (or fp32) parameters used in compute, incl. ZeRO-3 gathered copies
+  kGrads,        // parameter gradients (bf16 by default; fp32 with --grad-dtype fp32)
+  kMaster,       // fp32 master weights (mixed precision only)
+  kOptim,        // Adam m and v, fp32
+  kActivations,  // tensors saved by forward for backward, per microbatch in flight
+  kKv,           // inference KV cache (reserved bytes)
+  kComm,         // communication staging: DP buckets, ZeRO buffers, PP send/recv buffers
+  kWorkspace,    // temporaries living inside one op or one layer
 };
 
 inline constexpr int kNumAccounts = 8;
@@ -24,9 +24,7 @@ inline constexpr int kNumAccounts = 8;
 inline constexpr std::array<std::string_view, kNumAccounts> kAccountNames = {
     "weights", "grads", "master", "optim", "activations", "kv", "comm", "workspace"};
 
-inline constexpr std::string_view account_name(Account a) {
-  return kAccountNames[static_cast<int>(a)];
-}
+inline constexpr std::string_view account_name(Account a) { return kAccountNames[static_cast<int>(a)]; }
 
 inline std::optional<Account> account_from_name(std::string_view name) {
   for (int i = 0; i < kNumAccounts; ++i)
@@ -48,7 +46,7 @@ struct AccountBytes {
 };
 
 inline constexpr std::array<Account, kNumAccounts> kAllAccounts = {
-    Account::kWeights, Account::kGrads,       Account::kMaster, Account::kOptim,
-    Account::kActivations, Account::kKv,      Account::kComm,   Account::kWorkspace};
+    Account::kWeights,     Account::kGrads, Account::kMaster, Account::kOptim,
+    Account::kActivations, Account::kKv,    Account::kComm,   Account::kWorkspace};
 
 }  // namespace gpuledger

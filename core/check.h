@@ -20,9 +20,10 @@ ErrorOrigin& error_origin();
 
 class Error : public std::runtime_error {
  public:
-  Error(const std::string& library, const std::string& call, const std::string& message,
-        const std::string& context, const char* file, int line);
+  Error(const std::string& library, const std::string& call, const std::string& message, const std::string& context,
+        const char* file, int line);
   const std::string& library() const { return library_; }
+
  private:
   std::string library_;
 };
@@ -32,20 +33,19 @@ std::string format_error(const std::string& library, const std::string& call, co
 
 }  // namespace gpuledger
 
-#define GPL_CHECK_GEN(library, expr, ok_value, to_string_fn, context)                              \
-  do {                                                                                             \
-    const auto gpl_status_ = (expr);                                                               \
-    if (gpl_status_ != (ok_value))                                                                 \
-      throw ::gpuledger::Error(library, #expr, to_string_fn(gpl_status_), (context), __FILE__,     \
-                               __LINE__);                                                          \
+#define GPL_CHECK_GEN(library, expr, ok_value, to_string_fn, context)                                     \
+  do {                                                                                                    \
+    const auto gpl_status_ = (expr);                                                                      \
+    if (gpl_status_ != (ok_value))                                                                        \
+      throw ::gpuledger::Error(library, #expr, to_string_fn(gpl_status_), (context), __FILE__, __LINE__); \
   } while (0)
 
-#define GPL_CHECK_GEN_NOTHROW(library, expr, ok_value, to_string_fn, context)                      \
-  do {                                                                                             \
-    const auto gpl_status_ = (expr);                                                               \
-    if (gpl_status_ != (ok_value))                                                                 \
-      ::gpuledger::log_error_nothrow(::gpuledger::format_error(                                    \
-          library, #expr, to_string_fn(gpl_status_), (context), __FILE__, __LINE__));             \
+#define GPL_CHECK_GEN_NOTHROW(library, expr, ok_value, to_string_fn, context)                                   \
+  do {                                                                                                          \
+    const auto gpl_status_ = (expr);                                                                            \
+    if (gpl_status_ != (ok_value))                                                                              \
+      ::gpuledger::log_error_nothrow(                                                                           \
+          ::gpuledger::format_error(library, #expr, to_string_fn(gpl_status_), (context), __FILE__, __LINE__)); \
   } while (0)
 
 namespace gpuledger {

@@ -12,16 +12,16 @@
 namespace gpuledger {
 
 struct DeviceSpec {
-  std::string name;                   // "h100-sxm"
-  std::string description;            // "NVIDIA H100 SXM5 80GB"
+  std::string name;         // "h100-sxm"
+  std::string description;  // "NVIDIA H100 SXM5 80GB"
   int64_t memory_bytes = 0;
-  std::optional<double> peak_bf16_flops;   // dense, no sparsity
+  std::optional<double> peak_bf16_flops;  // dense, no sparsity
   std::optional<double> peak_fp16_flops;
-  std::optional<double> peak_tf32_flops;   // what an fp32 GEMM runs at on tensor cores
-  std::optional<double> peak_fp32_flops;   // non-tensor-core fp32
+  std::optional<double> peak_tf32_flops;  // what an fp32 GEMM runs at on tensor cores
+  std::optional<double> peak_fp32_flops;  // non-tensor-core fp32
   std::optional<double> bandwidth_bytes_per_s;
   std::string source;
-  std::vector<std::string> aliases;   // names cudaGetDeviceProperties may report
+  std::vector<std::string> aliases;  // names cudaGetDeviceProperties may report
 };
 
 const std::vector<DeviceSpec>& device_presets();

@@ -56,7 +56,7 @@ uint16_t fp32_to_fp16(float x) {
     return static_cast<uint16_t>(sign | 0x7C00u | 0x0200u | (mant >> 13));
   if (abs == 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u);  // inf
 
-  const int exp = static_cast<int>(abs >> 23) - 127;  // unbiased
+  const int exp = static_cast<int>(abs >> 23) - 127;           // unbiased
   if (exp > 15) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 2^16: overflow
 
   if (exp >= -14) {

@@ -11,7 +11,7 @@ namespace gpuledger {
 enum class DType : int { kBF16 = 0, kFP16, kFP32 };
 
 inline constexpr int64_t dtype_bytes(DType t) { return t == DType::kFP32 ? 4 : 2; }
-std::string_view dtype_name(DType t);                       // "bf16" | "fp16" | "fp32"
+std::string_view dtype_name(DType t);  // "bf16" | "fp16" | "fp32"
 std::optional<DType> dtype_from_name(std::string_view name);
 
 // ---- scalar conversions (round-to-nearest-even; NaN stays NaN, overflow -> inf) ----

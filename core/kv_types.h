@@ -21,9 +21,9 @@ inline constexpr int64_t kv_format_bytes(KvFormat f) { return f == KvFormat::kBF
 inline constexpr bool kv_quantized(KvFormat f) { return f != KvFormat::kBF16; }
 inline constexpr int64_t kKvScaleBytes = 4;  // every scale is one fp32
 
-std::string_view kv_format_name(KvFormat f);   // "bf16" | "fp8" | "int8"
-std::string_view kv_scales_name(KvScales s);   // "tensor" | "token-head" | "channel"
-std::string_view kv_layout_name(KvLayout k);   // "contiguous" | "paged"
+std::string_view kv_format_name(KvFormat f);                         // "bf16" | "fp8" | "int8"
+std::string_view kv_scales_name(KvScales s);                         // "tensor" | "token-head" | "channel"
+std::string_view kv_layout_name(KvLayout k);                         // "contiguous" | "paged"
 std::optional<KvFormat> kv_format_from_name(std::string_view name);  // also "fp8-e4m3", "e4m3"
 std::optional<KvScales> kv_scales_from_name(std::string_view name);  // also "per-tensor", …
 std::optional<KvLayout> kv_layout_from_name(std::string_view name);

@@ -3,8 +3,8 @@
 // is allocated. Order is Megatron's RankGenerator default "tp-dp-pp" (tp
 // fastest): rank = tp + T·(dp + D·pp), so a TP group is T consecutive ranks
 // (one node's NVLink domain when T <= GPUs per node).
-#include <algorithm>
 #include "core/layout.h"
+#include <algorithm>
 
 #include "core/model_config.h"
 #include "core/run_config.h"
@@ -16,8 +16,8 @@ std::string s(int64_t v) { return std::to_string(v); }
 
 void check_rank(const Layout& l, int64_t rank) {
   if (rank < 0 || rank >= l.world())
-    throw LayoutError("rank " + s(rank) + " is outside world " + s(l.world()) + " (dp " +
-                      s(l.dp) + " × tp " + s(l.tp) + " × pp " + s(l.pp) + ")");
+    throw LayoutError("rank " + s(rank) + " is outside world " + s(l.world()) + " (dp " + s(l.dp) + " × tp " + s(l.tp) +
+                      " × pp " + s(l.pp) + ")");
 }
 
 }  // namespace
@@ -36,8 +36,7 @@ Coords Layout::coords(int64_t r) const {
 int64_t Layout::rank(const Coords& c) const {
   if (c.tp < 0 || c.tp >= tp || c.dp < 0 || c.dp >= dp || c.pp < 0 || c.pp >= pp)
     throw LayoutError("coordinates (tp " + s(c.tp) + ", dp " + s(c.dp) + ", pp " + s(c.pp) +
-                      ") are outside the layout (tp " + s(tp) + ", dp " + s(dp) + ", pp " +
-                      s(pp) + ")");
+                      ") are outside the layout (tp " + s(tp) + ", dp " + s(dp) + ", pp " + s(pp) + ")");
   return c.tp + tp * (c.dp + dp * c.pp);
 }
 
@@ -79,24 +78,21 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
     throw LayoutError("--dropout must be in [0, 1), got " + std::to_string(r.dropout));
 
   // Megatron TP: attention heads are split across the TP group.
-  if (m.heads % l.tp != 0)
-    throw LayoutError("--tp " + s(l.tp) + " does not divide heads " + s(m.heads) + who);
+  if (m.heads % l.tp != 0) throw LayoutError("--tp " + s(l.tp) + " does not divide heads " + s(m.heads) + who);
   // KV heads split when t <= k, replicated t/k times when t > k
   // (docs/exact-budget.md, k_t).
   if (m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
-    throw LayoutError("--tp " + s(l.tp) + " neither divides kv_heads " + s(m.kv_heads) +
-                      " nor is a multiple of it" + who);
+    throw LayoutError("--tp " + s(l.tp) + " neither divides kv_heads " + s(m.kv_heads) + " nor is a multiple of it" +
+                      who);
   // Column-parallel MLP-in / row-parallel MLP-out split ffn.
-  if (m.ffn % l.tp != 0)
-    throw LayoutError("--tp " + s(l.tp) + " does not divide ffn " + s(m.ffn) + who);
+  if (m.ffn % l.tp != 0) throw LayoutError("--tp " + s(l.tp) + " does not divide ffn " + s(m.ffn) + who);
   // Contiguous, equal pipeline stages of >= 1 layer.
   if (m.layers < l.pp)
     throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + who +
                       ": every stage needs at least one layer");
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
-    throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) +
-                      " (required by --sp)");
+    throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");
   // ZeRO 2/3 keep a unit's full gradient only during that unit's backward. With
   // p = 1 the head's share of the tied word embedding's gradient waits in a side
   // buffer for the embedding unit's backward (parallel/train_step.cpp). With
@@ -106,14 +102,13 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   // engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
   // Refused here so that plan, train and the budget agree (the Trainer too).
   if (m.tied_embeddings && l.zero >= 2 && l.dp > 1 && l.pp > 1)
-    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 and --pp > 1 needs untied embeddings" +
-                      who + ": the two stages' tied word-embedding gradients are summed after the schedule, "
+    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 and --pp > 1 needs untied embeddings" + who +
+                      ": the two stages' tied word-embedding gradients are summed after the schedule, "
                       "when ZeRO 2/3 hold only shards (DeepSpeed's pipeline engine allows ZeRO <= 1 only); "
                       "use --zero 1 or --pp 1");
   // gpt has max_seq learned positions: no position beyond them exists.
   if (m.is_gpt() && r.seq > m.max_seq)
-    throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) +
-                      " learned positions" + who);
+    throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) + " learned positions" + who);
 }
 
 // ---- pipeline stages ----
@@ -122,8 +117,7 @@ int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
   if (l.pp < 1 || m.layers < l.pp)
     throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + " (" + m.name +
                       "): every stage needs at least one layer");
-  if (stage < 0 || stage >= l.pp)
-    throw LayoutError("stage " + s(stage) + " is outside --pp " + s(l.pp));
+  if (stage < 0 || stage >= l.pp) throw LayoutError("stage " + s(stage) + " is outside --pp " + s(l.pp));
   // Contiguous stages of L / p layers. When p does not divide L, the stages at
   // the ends hold one layer fewer — first, last, second, second-to-last, … —
   // as Meta balanced Llama 3 405B's 126 layers over 16 stages (Llama 3 paper,
@@ -131,7 +125,7 @@ int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
   // stages"); the first and last stages also carry the embedding and the head.
   const int64_t base = m.layers / l.pp, rem = m.layers % l.pp;
   if (rem == 0) return base;
-  const int64_t shorter = l.pp - rem;                       // stages holding `base`
+  const int64_t shorter = l.pp - rem;  // stages holding `base`
   const int64_t from_end = std::min(stage, l.pp - 1 - stage);
   const int64_t order = 2 * from_end + (stage <= l.pp - 1 - stage ? 0 : 1);
   return order < shorter ? base : base + 1;
@@ -147,13 +141,12 @@ int64_t kv_heads_on_rank(int64_t kv_heads, int64_t tp) {
   if (tp < 1) throw std::invalid_argument("tp must be >= 1, got " + std::to_string(tp));
   if (tp <= kv_heads) {
     if (kv_heads % tp != 0)
-      throw std::invalid_argument(std::to_string(kv_heads) + " KV heads do not split over tp " +
-                                  std::to_string(tp));
+      throw std::invalid_argument(std::to_string(kv_heads) + " KV heads do not split over tp " + std::to_string(tp));
     return kv_heads / tp;
   }
   if (tp % kv_heads != 0)
-    throw std::invalid_argument("tp " + std::to_string(tp) + " is not a multiple of " +
-                                std::to_string(kv_heads) + " KV heads (replication)");
+    throw std::invalid_argument("tp " + std::to_string(tp) + " is not a multiple of " + std::to_string(kv_heads) +
+                                " KV heads (replication)");
   return 1;
 }
 

@@ -22,11 +22,11 @@ class LayoutError : public std::runtime_error {
 
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
-  int zero = 0;        // 0..3, over the DP group
-  bool sp = false;     // sequence parallelism (requires tp > 1 to matter)
+  int zero = 0;     // 0..3, over the DP group
+  bool sp = false;  // sequence parallelism (requires tp > 1 to matter)
 
   int64_t world() const { return dp * tp * pp; }
-  Coords coords(int64_t rank) const;          // rank = tp + tp_size·(dp + dp_size·pp)
+  Coords coords(int64_t rank) const;  // rank = tp + tp_size·(dp + dp_size·pp)
   int64_t rank(const Coords& c) const;
   // Ranks of the group `rank` belongs to, in group order.
   std::vector<int64_t> tp_group(int64_t rank) const;

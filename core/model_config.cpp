@@ -29,8 +29,7 @@ using nlohmann::json;
 
 // ---- error helpers ----
 
-[[noreturn]] void fail(const std::string& field, const std::string& origin,
-                       const std::string& what) {
+[[noreturn]] void fail(const std::string& field, const std::string& origin, const std::string& what) {
   std::string msg = origin + ": ";
   if (!field.empty()) msg += "field '" + field + "': ";
   throw ConfigError(field, msg + what);
@@ -68,21 +67,19 @@ int64_t get_int(const json& v, const std::string& field, const std::string& orig
 }
 
 bool get_bool(const json& v, const std::string& field, const std::string& origin) {
-  if (!v.is_boolean())
-    fail(field, origin, std::string("expected true or false, got ") + json_type_name(v));
+  if (!v.is_boolean()) fail(field, origin, std::string("expected true or false, got ") + json_type_name(v));
   return v.get<bool>();
 }
 
 std::string get_string(const json& v, const std::string& field, const std::string& origin) {
-  if (!v.is_string())
-    fail(field, origin, std::string("expected a string, got ") + json_type_name(v));
+  if (!v.is_string()) fail(field, origin, std::string("expected a string, got ") + json_type_name(v));
   return v.get<std::string>();
 }
 
 const std::vector<std::string>& known_fields() {
-  static const std::vector<std::string> k = {
-      "name",  "source", "flavour", "layers",  "hidden",          "heads",    "kv_heads",
-      "head_dim", "ffn", "vocab",   "max_seq", "tied_embeddings", "qkv_bias", "sliding_window"};
+  static const std::vector<std::string> k = {"name",    "source",          "flavour",  "layers",        "hidden",
+                                             "heads",   "kv_heads",        "head_dim", "ffn",           "vocab",
+                                             "max_seq", "tied_embeddings", "qkv_bias", "sliding_window"};
   return k;
 }
 
@@ -96,26 +93,23 @@ std::string join(const std::vector<std::string>& xs, const std::string& sep) {
 void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   if (m.name.empty()) fail("name", origin, "must be a non-empty string");
   const std::pair<const char*, int64_t> sizes[] = {
-      {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},  {"kv_heads", m.kv_heads},
-      {"head_dim", m.head_dim}, {"ffn", m.ffn},   {"vocab", m.vocab}, {"max_seq", m.max_seq}};
+      {"layers", m.layers},     {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+      {"head_dim", m.head_dim}, {"ffn", m.ffn},       {"vocab", m.vocab}, {"max_seq", m.max_seq}};
   for (const auto& [field, value] : sizes)
     if (value <= 0) fail(field, origin, "must be a positive integer, got " + std::to_string(value));
   if (m.heads % m.kv_heads != 0)
     fail("kv_heads", origin,
-         "heads " + std::to_string(m.heads) + " is not a multiple of kv_heads " +
-             std::to_string(m.kv_heads));
+         "heads " + std::to_string(m.heads) + " is not a multiple of kv_heads " + std::to_string(m.kv_heads));
   if (m.sliding_window && *m.sliding_window <= 0)
-    fail("sliding_window", origin,
-         "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
+    fail("sliding_window", origin, "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
   if (m.is_gpt()) {
     // GPT-2: MHA, every linear has a bias, learned positions, no window.
     if (m.head_dim * m.heads != m.hidden)
       fail("head_dim", origin,
-           "gpt requires head_dim·heads == hidden, got " + std::to_string(m.head_dim) + "·" +
-               std::to_string(m.heads) + " != " + std::to_string(m.hidden));
+           "gpt requires head_dim·heads == hidden, got " + std::to_string(m.head_dim) + "·" + std::to_string(m.heads) +
+               " != " + std::to_string(m.hidden));
     if (m.kv_heads != m.heads)
-      fail("kv_heads", origin,
-           "gpt is multi-head attention: kv_heads must equal heads " + std::to_string(m.heads));
+      fail("kv_heads", origin, "gpt is multi-head attention: kv_heads must equal heads " + std::to_string(m.heads));
     if (!m.qkv_bias) fail("qkv_bias", origin, "gpt has every bias: qkv_bias cannot be false");
     if (m.sliding_window) fail("sliding_window", origin, "gpt has no sliding-window attention");
   }
@@ -137,14 +131,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     std::string detail = e.what();
     // nlohmann's message is "[json.exception.parse_error.101] parse error at
     // line L, column C: <reason>"; keep only the reason (which may hold ": ").
-    if (const auto pos = detail.find(": "); pos != std::string::npos)
-      detail = detail.substr(pos + 2);
-    throw ConfigError("", origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                              ": malformed JSON (line " + std::to_string(line) + ", column " +
-                              std::to_string(col) + "): " + detail);
+    if (const auto pos = detail.find(": "); pos != std::string::npos) detail = detail.substr(pos + 2);
+    throw ConfigError("", origin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON (line " +
+                              std::to_string(line) + ", column " + std::to_string(col) + "): " + detail);
   }
-  if (!j.is_object())
-    fail("", origin, std::string("a model file is a JSON object, got ") + json_type_name(j));
+  if (!j.is_object()) fail("", origin, std::string("a model file is a JSON object, got ") + json_type_name(j));
 
   for (const auto& [key, value] : j.items()) {
     const auto& k = known_fields();
@@ -181,8 +172,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   } else if (m.heads > 0 && m.hidden > 0) {
     if (m.hidden % m.heads != 0)
       fail("head_dim", origin,
-           "hidden " + std::to_string(m.hidden) + " is not a multiple of heads " +
-               std::to_string(m.heads) + ": give head_dim explicitly");
+           "hidden " + std::to_string(m.hidden) + " is not a multiple of heads " + std::to_string(m.heads) +
+               ": give head_dim explicitly");
     m.head_dim = m.hidden / m.heads;
   }  // else left 0: validation names the non-positive size
 
@@ -194,11 +185,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     fail("ffn", origin, "missing required field (llama's SwiGLU inner size has no default)");
   }
 
-  m.tied_embeddings = j.contains("tied_embeddings")
-                          ? get_bool(j.at("tied_embeddings"), "tied_embeddings", origin)
-                          : m.is_gpt();
-  m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin)
-                                      : m.is_gpt();
+  m.tied_embeddings =
+      j.contains("tied_embeddings") ? get_bool(j.at("tied_embeddings"), "tied_embeddings", origin) : m.is_gpt();
+  m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin) : m.is_gpt();
   if (j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = get_int(j.at("sliding_window"), "sliding_window", origin);
 
@@ -242,8 +231,8 @@ std::string preset_dir() {
   const PresetSearch search = find_preset_dir(env ? env : "", ec ? std::string() : exe.string());
   if (!search.dir.empty()) return search.dir;
   std::string msg = "model presets not found; looked in ";
-  msg += search.looked.empty() ? std::string("no folder (the executable's path is unknown)")
-                               : join(search.looked, ", ");
+  msg +=
+      search.looked.empty() ? std::string("no folder (the executable's path is unknown)") : join(search.looked, ", ");
   msg += "; set GPULEDGER_PRESETS to the folder holding the preset .json files, or give --model a path";
   throw ConfigError("", msg);
 }
@@ -269,23 +258,20 @@ std::string read_file(const fs::path& path, const std::string& origin) {
 }
 
 bool looks_like_path(const std::string& s) {
-  return s.find('/') != std::string::npos ||
-         (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+  return s.find('/') != std::string::npos || (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
 }
 
 }  // namespace
 
 ModelConfig load_model(const std::string& name_or_path) {
-  if (looks_like_path(name_or_path))
-    return parse_model_config(read_file(name_or_path, name_or_path), name_or_path);
+  if (looks_like_path(name_or_path)) return parse_model_config(read_file(name_or_path, name_or_path), name_or_path);
 
   const fs::path path = fs::path(preset_dir()) / (name_or_path + ".json");
   std::error_code ec;
   if (name_or_path.empty() || !fs::is_regular_file(path, ec)) {
     const auto names = preset_names();
     throw ConfigError("", "unknown model preset '" + name_or_path + "' (in " + preset_dir() +
-                              "); known presets: " +
-                              (names.empty() ? std::string("none") : join(names, ", ")) +
+                              "); known presets: " + (names.empty() ? std::string("none") : join(names, ", ")) +
                               "; or give a path to a .json model file");
   }
   return parse_model_config(read_file(path, "preset " + name_or_path),
@@ -294,8 +280,8 @@ ModelConfig load_model(const std::string& name_or_path) {
 
 ModelConfig with_layers(ModelConfig m, int64_t layers) {
   if (layers < 1)
-    throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) +
-                                    ": --layers must be >= 1, got " + std::to_string(layers));
+    throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) + ": --layers must be >= 1, got " +
+                                    std::to_string(layers));
   m.layers = layers;
   validate_model_config(m);
   return m;

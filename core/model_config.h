@@ -14,31 +14,31 @@ enum class Flavour { kGpt, kLlama };
 
 struct ModelConfig {
   std::string name;
-  std::string source;            // where the values come from (paper, HF config URL)
+  std::string source;  // where the values come from (paper, HF config URL)
   Flavour flavour = Flavour::kGpt;
   int64_t layers = 0;
-  int64_t hidden = 0;            // h
-  int64_t heads = 0;             // a (query heads)
-  int64_t kv_heads = 0;          // k (== heads for MHA; < heads for GQA/MQA)
-  int64_t head_dim = 0;          // d (defaults to hidden / heads)
-  int64_t ffn = 0;               // MLP inner size (gpt: 4h; llama: SwiGLU inner)
-  int64_t vocab = 0;             // V (unpadded, as published)
-  int64_t max_seq = 0;           // learned positions for gpt; context limit for llama
-  bool tied_embeddings = false;  // head shares the word embedding
-  bool qkv_bias = false;         // llama flavour only (Qwen2.5); gpt has every bias
+  int64_t hidden = 0;                     // h
+  int64_t heads = 0;                      // a (query heads)
+  int64_t kv_heads = 0;                   // k (== heads for MHA; < heads for GQA/MQA)
+  int64_t head_dim = 0;                   // d (defaults to hidden / heads)
+  int64_t ffn = 0;                        // MLP inner size (gpt: 4h; llama: SwiGLU inner)
+  int64_t vocab = 0;                      // V (unpadded, as published)
+  int64_t max_seq = 0;                    // learned positions for gpt; context limit for llama
+  bool tied_embeddings = false;           // head shares the word embedding
+  bool qkv_bias = false;                  // llama flavour only (Qwen2.5); gpt has every bias
   std::optional<int64_t> sliding_window;  // Mistral: attention window in tokens
 
   bool is_gpt() const { return flavour == Flavour::kGpt; }
-  int64_t q_dim() const { return heads * head_dim; }        // a·d
-  int64_t kv_dim() const { return kv_heads * head_dim; }    // k·d
+  int64_t q_dim() const { return heads * head_dim; }      // a·d
+  int64_t kv_dim() const { return kv_heads * head_dim; }  // k·d
 };
 
 // A bad model file or value. `field` names the offending field ("" if none).
 class ConfigError : public std::runtime_error {
  public:
-  ConfigError(std::string field, const std::string& msg)
-      : std::runtime_error(msg), field_(std::move(field)) {}
+  ConfigError(std::string field, const std::string& msg) : std::runtime_error(msg), field_(std::move(field)) {}
   const std::string& field() const { return field_; }
+
  private:
   std::string field_;
 };

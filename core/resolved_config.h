@@ -25,9 +25,7 @@ struct ResolvedConfig {
 
   // The report's env.device of the analytic subcommands: the preset's name,
   // "custom" for a memory size alone, "none" without either.
-  std::string device_label() const {
-    return device ? device->name : (device_memory_bytes ? "custom" : "none");
-  }
+  std::string device_label() const { return device ? device->name : (device_memory_bytes ? "custom" : "none"); }
 };
 
 }  // namespace gpuledger

@@ -14,30 +14,30 @@ enum class Schedule { k1F1B, kGPipe };
 enum class Recompute { kNone, kSelective, kFull };
 enum class AttentionKind { kMaterialized, kFlash };
 
-std::string_view schedule_name(Schedule s);          // "1f1b" | "gpipe"
-std::string_view recompute_name(Recompute r);        // "none" | "selective" | "full"
-std::string_view attention_name(AttentionKind a);    // "materialized" | "flash"
+std::string_view schedule_name(Schedule s);        // "1f1b" | "gpipe"
+std::string_view recompute_name(Recompute r);      // "none" | "selective" | "full"
+std::string_view attention_name(AttentionKind a);  // "materialized" | "flash"
 std::optional<Schedule> schedule_from_name(std::string_view);
 std::optional<Recompute> recompute_from_name(std::string_view);
 std::optional<AttentionKind> attention_from_name(std::string_view);
 
 struct RunConfig {
-  int64_t seq = 1024;             // s: tokens per sequence
-  int64_t mbs = 1;                // b: micro-batch size (sequences)
-  int64_t microbatches = 1;       // m: per data-parallel replica per step (gbs / (mbs·dp))
+  int64_t seq = 1024;        // s: tokens per sequence
+  int64_t mbs = 1;           // b: micro-batch size (sequences)
+  int64_t microbatches = 1;  // m: per data-parallel replica per step (gbs / (mbs·dp))
   Schedule schedule = Schedule::k1F1B;
   Recompute recompute = Recompute::kNone;
   AttentionKind attention = AttentionKind::kMaterialized;
-  DType dtype = DType::kBF16;     // weights and activations
-  DType grad_dtype = DType::kBF16;// gradients (fp32 as Megatron's main_grad)
-  double dropout = 0.0;           // p; > 0 adds masks (1 byte each) to the activations
+  DType dtype = DType::kBF16;       // weights and activations
+  DType grad_dtype = DType::kBF16;  // gradients (fp32 as Megatron's main_grad)
+  double dropout = 0.0;             // p; > 0 adds masks (1 byte each) to the activations
   uint64_t seed = 1234;
-  double bucket_mb = 25.0;        // DP gradient bucket size (MiB)
-  bool overlap_grad_reduce = true;// DP buckets all-reduced during the backward (two staging slots)
-  int64_t prefetch = 1;           // ZeRO-3 layers gathered ahead
-  double lr = 1e-3;               // AdamW
+  double bucket_mb = 25.0;          // DP gradient bucket size (MiB)
+  bool overlap_grad_reduce = true;  // DP buckets all-reduced during the backward (two staging slots)
+  int64_t prefetch = 1;             // ZeRO-3 layers gathered ahead
+  double lr = 1e-3;                 // AdamW
   double weight_decay = 0.0;
-  double grad_clip = 1.0;         // global gradient-norm clipping (0 = off)
+  double grad_clip = 1.0;  // global gradient-norm clipping (0 = off)
 
   // Mixed precision: fp32 master weights exist only when dtype is 16-bit.
   bool has_master() const { return dtype != DType::kFP32; }

@@ -49,10 +49,9 @@ Buffer Device::alloc(int64_t bytes, Account account, const std::string& what) {
       ledger_.unbook(account, bytes);
       ledger_.record_failure(account, bytes, what);
       const int64_t live = ledger_.live_total();
-      throw OutOfMemory(name() + ": the device could not allocate " + std::to_string(bytes) +
-                            " bytes for " + (what.empty() ? std::string("an unnamed buffer") : what) +
-                            " (" + std::string(account_name(account)) + "): live " +
-                            std::to_string(live),
+      throw OutOfMemory(name() + ": the device could not allocate " + std::to_string(bytes) + " bytes for " +
+                            (what.empty() ? std::string("an unnamed buffer") : what) + " (" +
+                            std::string(account_name(account)) + "): live " + std::to_string(live),
                         account, bytes, live, ledger_.limit());
     }
   }

@@ -41,12 +41,15 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() { reset(); }
 
-  void* data() const { return ptr_; }            // device pointer; nullptr on meta
-  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  void* data() const { return ptr_; }  // device pointer; nullptr on meta
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   int64_t bytes() const { return bytes_; }
   Account account() const { return account_; }
   bool empty() const { return device_ == nullptr; }
-  void reset();                                   // frees now (unbooks the ledger)
+  void reset();  // frees now (unbooks the ledger)
 
  private:
   friend class Device;
@@ -68,6 +71,8 @@ struct RngKey {
 // element strides between batches. op(A) is m×k (A is k×m when trans_a).
 // A and B share a dtype; C may be fp32 or the same dtype. FLOPs: 2·m·n·k·batch.
 struct GemmArgs {
+  // Each operand with its leading dimension and batch stride, on one line.
+  // clang-format off
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr; int64_t lda = 0; int64_t stride_a = 0;
@@ -77,6 +82,7 @@ struct GemmArgs {
   DType c_type = DType::kFP32;
   int64_t batch = 1;
   float alpha = 1.0f, beta = 0.0f;
+  // clang-format on
 };
 
 // Attention geometry: q (B, Hq, T, D), k and v (B, Hkv, T, D), Hq % Hkv == 0;
@@ -117,8 +123,8 @@ class Device {
   Device(Ledger& ledger) : ledger_(ledger) {}
   virtual ~Device() = default;
 
-  virtual std::string name() const = 0;              // "cpu", "meta", "cuda"
-  virtual std::string description() const = 0;      // e.g. "CPU, OpenBLAS 0.3.21, 2 threads"
+  virtual std::string name() const = 0;                 // "cpu", "meta", "cuda"
+  virtual std::string description() const = 0;          // e.g. "CPU, OpenBLAS 0.3.21, 2 threads"
   virtual bool touches_memory() const { return true; }  // false on meta
   virtual MemoryInfo memory_info() const { return {}; }
   Ledger& ledger() { return ledger_; }
@@ -129,7 +135,7 @@ class Device {
   Buffer alloc(int64_t bytes, Account account, const std::string& what = {});
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
-  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;   // device to device
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;  // device to device
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() {}
 
@@ -153,86 +159,70 @@ class Device {
   // Element-wise and conversion. n elements; `t` the dtype of every operand.
   // dst (n) dst_t = src (n) src_t, rounded once.
   void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
-  void add(void* out, const void* a, const void* b, DType t, int64_t n);  // out (n) = a (n) + b (n)
+  void add(void* out, const void* a, const void* b, DType t, int64_t n);             // out (n) = a (n) + b (n)
   void accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);  // dst (n) += src (n)
-  void scale(void* x, DType t, float alpha, int64_t n);  // x (n) *= alpha
+  void scale(void* x, DType t, float alpha, int64_t n);                              // x (n) *= alpha
 
   // Bias: out (rows, cols) += bias (cols); dbias (cols) (+)= Σ_rows dout.
   void bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols);
-  void bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
-                     int64_t cols, bool accumulate);
+  void bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols, bool accumulate);
 
   // Embedding: out (B, T, C) t = wte (V, C) t [ids (B, T) int32] (+ wpe (P, C) t
   // [pos_offset + t]); wpe may be null. Backward accumulates dout (B, T, C) t into
   // dwte (V, C) and dwpe (P, C) in grad_t.
-  void embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe,
-                         DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset);
-  void embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                          const int32_t* ids, int64_t B, int64_t T, int64_t C,
-                          int64_t pos_offset);
+  void embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T,
+                         int64_t C, int64_t pos_offset);
+  void embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                          int64_t B, int64_t T, int64_t C, int64_t pos_offset);
 
   // LayerNorm over rows of x (N, C) t: out (N, C) t = (x − mean)·rstd·w + bias with
   // w, bias (C) t; mean, rstd fp32 (N). Backward writes (accumulate_dx: adds)
   // dx (N, C) t, and accumulates dw, dbias (C) grad_t.
-  void layernorm_forward(void* out, float* mean, float* rstd, const void* x,
-                         const void* w, const void* bias, DType t, int64_t N, int64_t C,
-                         float eps);
-  void layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
-                          const void* x, const void* w, const float* mean,
-                          const float* rstd, DType t, int64_t N, int64_t C,
-                          bool accumulate_dx);
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias, DType t,
+                         int64_t N, int64_t C, float eps);
+  void layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x, const void* w,
+                          const float* mean, const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx);
   // RMSNorm: out (N, C) t = x·rstd·w, rstd fp32 (N); shapes as LayerNorm's.
-  void rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t,
-                       int64_t N, int64_t C, float eps);
-  void rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
-                        const void* w, const float* rstd, DType t, int64_t N, int64_t C,
-                        bool accumulate_dx);
+  void rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N, int64_t C, float eps);
+  void rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w,
+                        const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx);
 
   // Attention layout, every tensor in t: qkv (B, T, (Hq + 2·Hkv)·D) -> q (B, Hq, T, D),
   // k, v (B, Hkv, T, D), and back (backward writes dqkv from dq, dk, dv).
   void split_qkv(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s);
-  void merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
-                      const AttnShape& s);
+  void merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t, const AttnShape& s);
   // Heads -> rows: ctx (B, Hq, T, D) -> out (B, T, Hq·D), and the reverse for gradients.
   void merge_heads(void* out, const void* ctx, DType t, const AttnShape& s);
   void split_heads(void* ctx, const void* in, DType t, const AttnShape& s);
 
   // RoPE (Su et al. 2021), rotate-half convention (Llama), in place on x (B, H, T, D),
   // positions pos_offset + t, theta base. Backward rotates by the opposite angle.
-  void rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                    int64_t pos_offset, float theta);
-  void rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                     int64_t pos_offset, float theta);
+  void rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta);
+  void rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta);
 
   // Materialized attention core. scores fp32 (B, Hq, T, T) from the QKᵀ GEMM; probs
   // (B, Hq, T, T) in t = softmax(scale·scores) under the causal / window mask.
   // Backward: dscores fp32 = probs ⊙ (dprobs − Σ_j dprobs·probs) · scale.
   void softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s);
-  void softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
-                        const AttnShape& s);
+  void softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s);
 
   // Dropout: keep element i iff uniform(key, i) >= p; kept values scaled by 1/(1 − p).
   // out, x (n) t; mask: uint8 (n), 1 = kept (may be null). Backward:
   // dx (n) dx_t = dout (n) dout_t · mask / (1 − p).
-  void dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
-                       float p, RngKey key);
-  void dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t,
-                        const uint8_t* mask, int64_t n, float p);
+  void dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key);
+  void dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n, float p);
 
   // Flash attention (Dao et al. 2022) of q (B, Hq, T, D), k, v (B, Hkv, T, D) in t:
-  // tiled online softmax, saves out (B, Hq, T, D) t and lse (fp32, (B, Hq, T)); dropout on the probabilities drawn with `key` at the flat
-  // index ((b·Hq + h)·T + i)·T + j, the same element materialized attention's
-  // dropout_forward uses, so both kinds compute the same function. Backward
-  // recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The FLOPs of the
-  // full T×T products are counted (kernels/flop_counts.h), whether or not a
-  // backend skips fully masked tiles — the convention published MFU figures use.
-  void flash_attention_forward(void* out, float* lse, const void* q, const void* k,
-                               const void* v, DType t, const AttnShape& s, float p,
-                               RngKey key);
-  void flash_attention_backward(void* dq, void* dk, void* dv, const void* dout,
-                                const void* q, const void* k, const void* v,
-                                const void* out, const float* lse, DType t,
-                                const AttnShape& s, float p, RngKey key);
+  // tiled online softmax, saves out (B, Hq, T, D) t and lse (fp32, (B, Hq, T)); dropout on the probabilities drawn with
+  // `key` at the flat index ((b·Hq + h)·T + i)·T + j, the same element materialized attention's dropout_forward uses,
+  // so both kinds compute the same function. Backward recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The
+  // FLOPs of the full T×T products are counted (kernels/flop_counts.h), whether or not a backend skips fully masked
+  // tiles — the convention published MFU figures use.
+  void flash_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
+                               const AttnShape& s, float p, RngKey key);
+  void flash_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                                const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p,
+                                RngKey key);
 
   // GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2); every tensor (n) t.
   // dx written.
@@ -240,24 +230,22 @@ class Device {
   void gelu_backward(void* dx, const void* dout, const void* x, DType t, int64_t n);
   // SwiGLU (Shazeer 2020): out = silu(gate) · up; every tensor (n) t.
   void swiglu_forward(void* out, const void* gate, const void* up, DType t, int64_t n);
-  void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                       const void* up, DType t, int64_t n);
+  void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n);
 
   // Cross-entropy over rows of fp32 logits (N, Vp); columns >= V are padding
   // (excluded from the softmax); targets int32 (N) in [0, V). losses fp32 (N).
   // Backward: dlogits fp32 (N, Vp) = (softmax − onehot) · scale, padding columns 0.
-  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                             int64_t N, int64_t Vp, int64_t V);
-  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
-                              int64_t N, int64_t Vp, int64_t V, float scale);
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
+                             int64_t V);
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
+                              int64_t V, float scale);
 
   // AdamW (Loshchilov & Hutter 2019) on n elements. master fp32 (n) is the parameter
   // (or the fp32 weights themselves when master == nullptr); weights (n) w_t receive
   // the rounded update; grads (n) grad_t are multiplied by grad_scale first (clipping);
   // moments m, v fp32 (n). step counts from 1.
-  void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
-             float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-             float weight_decay, int64_t step, float grad_scale);
+  void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n,
+             float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
   // Σ x² of x (n) t in double, read back to the host (synchronizes).
   double sum_squares(const void* x, DType t, int64_t n);
 
@@ -273,8 +261,7 @@ class Device {
   // first set from this write (amax over every new token of every sequence:
   // of all heads and channels per tensor, per (head, channel) per channel, / qmax).
   // No FLOPs counted (not a GEMM).
-  void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t,
-                      bool calibrate);
+  void kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate);
   // Attention of the new tokens against the cache (decode, or a prefill chunk):
   // q and out per sequence (Hq, n_new, D) in t, packed like kv_cache_write's k;
   // Hq a multiple of cache.Hkv.
@@ -283,8 +270,7 @@ class Device {
   // written first), query head h reads KV head h / (Hq / Hkv) (GQA), scale
   // 1/sqrt(D), K and V dequantized on read, softmax in fp32.
   // FLOPs: cached_attention_flops (kernels/flop_counts.h).
-  void cached_attention(void* out, const void* q, DType t, int64_t Hq,
-                        const KvCacheView& cache);
+  void cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache);
 
   // ---- vocabulary-parallel embedding and cross-entropy (Megatron's
   // VocabParallelEmbedding and vocab_parallel_cross_entropy, Shoeybi et al.
@@ -293,31 +279,29 @@ class Device {
   // TP group between the ops.
   // out (N, C) t = wte (rows, C) t [ids[i] − row_begin] (ids int32 (N)) when row_begin <= ids[i] < row_begin +
   // rows, else 0 (the other ranks' partial sums complete it).
-  void vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
-                               int64_t N, int64_t C, int64_t row_begin, int64_t rows);
+  void vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C,
+                               int64_t row_begin, int64_t rows);
   // dwte (rows, C) grad_t += dout (N, C) t rows of the tokens this rank owns; others ignored.
-  void vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
-                                const int32_t* ids, int64_t N, int64_t C,
-                                int64_t row_begin, int64_t rows);
+  void vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t N,
+                                int64_t C, int64_t row_begin, int64_t rows);
   // Logits (N, Vl) fp32 hold global columns col_begin + j; columns >= V are
   // padding (never in the softmax). row_max (N) = max over the valid local
   // columns (−inf when none); target_logit (N) = the target's logit (targets
   // int32 (N), global ids) when this rank holds its column, else 0; both fp32.
-  void vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
-                      const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
-                      int64_t V);
+  void vocab_ce_stats(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N,
+                      int64_t Vl, int64_t col_begin, int64_t V);
   // In place: logits <- exp(logits − row_max) on valid columns, 0 on padding;
   // sum_exp (N) = Σ of the row (local partial sum).
-  void vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                    int64_t Vl, int64_t col_begin, int64_t V);
+  void vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin,
+                    int64_t V);
   // In place: rows of probs (N, Vl) divided by sum_exp (the global sums).
   void vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, int64_t Vl);
   // dlogits (N, Vl) fp32 = (probs − onehot(target, if held here))·scale; may alias probs.
-  void vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
-                         int64_t N, int64_t Vl, int64_t col_begin, float scale);
+  void vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl,
+                         int64_t col_begin, float scale);
 
  protected:
-  virtual void* raw_alloc(int64_t bytes) = 0;      // nullptr on failure -> OutOfMemory
+  virtual void* raw_alloc(int64_t bytes) = 0;  // nullptr on failure -> OutOfMemory
   virtual void raw_free(void* p, int64_t bytes) = 0;
 
   // ---- the op table's implementations: each has the contract of the public
@@ -331,41 +315,67 @@ class Device {
   virtual void accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
   virtual void scale_impl(void* x, DType t, float alpha, int64_t n) = 0;
   virtual void bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) = 0;
-  virtual void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols, bool accumulate) = 0;
-  virtual void embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
-  virtual void embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
-  virtual void layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias, DType t, int64_t N, int64_t C, float eps) = 0;
-  virtual void layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x, const void* w, const float* mean, const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) = 0;
-  virtual void rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N, int64_t C, float eps) = 0;
-  virtual void rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w, const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) = 0;
+  virtual void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
+                                  bool accumulate) = 0;
+  virtual void embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
+                                      int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
+  virtual void embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
+                                       const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
+  virtual void layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w,
+                                      const void* bias, DType t, int64_t N, int64_t C, float eps) = 0;
+  virtual void layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
+                                       const void* w, const float* mean, const float* rstd, DType t, int64_t N,
+                                       int64_t C, bool accumulate_dx) = 0;
+  virtual void rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N, int64_t C,
+                                    float eps) = 0;
+  virtual void rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w,
+                                     const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) = 0;
   virtual void split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) = 0;
-  virtual void merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t, const AttnShape& s) = 0;
+  virtual void merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
+                                   const AttnShape& s) = 0;
   virtual void merge_heads_impl(void* out, const void* ctx, DType t, const AttnShape& s) = 0;
   virtual void split_heads_impl(void* ctx, const void* in, DType t, const AttnShape& s) = 0;
-  virtual void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) = 0;
-  virtual void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) = 0;
+  virtual void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                 float theta) = 0;
+  virtual void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                  float theta) = 0;
   virtual void softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) = 0;
-  virtual void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) = 0;
-  virtual void dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key) = 0;
-  virtual void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n, float p) = 0;
-  virtual void flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t, const AttnShape& s, float p, RngKey key) = 0;
-  virtual void flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p, RngKey key) = 0;
+  virtual void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
+                                     const AttnShape& s) = 0;
+  virtual void dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
+                                    RngKey key) = 0;
+  virtual void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,
+                                     int64_t n, float p) = 0;
+  virtual void flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
+                                            const AttnShape& s, float p, RngKey key) = 0;
+  virtual void flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
+                                             const void* k, const void* v, const void* out, const float* lse, DType t,
+                                             const AttnShape& s, float p, RngKey key) = 0;
   virtual void gelu_forward_impl(void* out, const void* x, DType t, int64_t n) = 0;
   virtual void gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) = 0;
   virtual void swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) = 0;
-  virtual void swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n) = 0;
-  virtual void cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V) = 0;
-  virtual void cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V, float scale) = 0;
-  virtual void adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) = 0;
+  virtual void swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t,
+                                    int64_t n) = 0;
+  virtual void cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N,
+                                          int64_t Vp, int64_t V) = 0;
+  virtual void cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N,
+                                           int64_t Vp, int64_t V, float scale) = 0;
+  virtual void adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
+                          int64_t n, const AdamwStep& update) = 0;
   virtual double sum_squares_impl(const void* x, DType t, int64_t n) = 0;
   virtual void kv_cache_write_impl(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) = 0;
   virtual void cached_attention_impl(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) = 0;
-  virtual void vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C, int64_t row_begin, int64_t rows) = 0;
-  virtual void vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t N, int64_t C, int64_t row_begin, int64_t rows) = 0;
-  virtual void vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) = 0;
-  virtual void vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) = 0;
+  virtual void vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N,
+                                            int64_t C, int64_t row_begin, int64_t rows) = 0;
+  virtual void vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                                             int64_t N, int64_t C, int64_t row_begin, int64_t rows) = 0;
+  virtual void vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits, const int32_t* targets,
+                                   int64_t N, int64_t Vl, int64_t col_begin, int64_t V) = 0;
+  virtual void vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl,
+                                 int64_t col_begin, int64_t V) = 0;
   virtual void vocab_ce_normalize_impl(float* probs, const float* sum_exp, int64_t N, int64_t Vl) = 0;
-  virtual void vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, float scale) = 0;
+  virtual void vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl,
+                                      int64_t col_begin, float scale) = 0;
 
   // For a decorating device (ProfilingDevice) to allocate through the device it wraps.
   static void* raw_alloc_of(Device& d, int64_t bytes) { return d.raw_alloc(bytes); }

@@ -19,9 +19,7 @@ void Device::convert(void* dst, DType dst_t, const void* src, DType src_t, int64
   convert_impl(dst, dst_t, src, src_t, n);
 }
 
-void Device::add(void* out, const void* a, const void* b, DType t, int64_t n) {
-  add_impl(out, a, b, t, n);
-}
+void Device::add(void* out, const void* a, const void* b, DType t, int64_t n) { add_impl(out, a, b, t, n); }
 
 void Device::accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   accumulate_impl(dst, dst_t, src, src_t, n);
@@ -33,41 +31,39 @@ void Device::bias_add(void* out, const void* bias, DType t, int64_t rows, int64_
   bias_add_impl(out, bias, t, rows, cols);
 }
 
-void Device::bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
-                           int64_t cols, bool accumulate) {
+void Device::bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
+                           bool accumulate) {
   bias_backward_impl(dbias, grad_t, dout, t, rows, cols, accumulate);
 }
 
-void Device::embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe,
-                               DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void Device::embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B,
+                               int64_t T, int64_t C, int64_t pos_offset) {
   embedding_forward_impl(out, ids, wte, wpe, t, B, T, C, pos_offset);
 }
 
-void Device::embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                const int32_t* ids, int64_t B, int64_t T, int64_t C,
-                                int64_t pos_offset) {
+void Device::embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                                int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   embedding_backward_impl(dwte, dwpe, grad_t, dout, t, ids, B, T, C, pos_offset);
 }
 
-void Device::layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* w,
-                               const void* bias, DType t, int64_t N, int64_t C, float eps) {
+void Device::layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias,
+                               DType t, int64_t N, int64_t C, float eps) {
   layernorm_forward_impl(out, mean, rstd, x, w, bias, t, N, C, eps);
 }
 
-void Device::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
-                                const void* x, const void* w, const float* mean, const float* rstd,
-                                DType t, int64_t N, int64_t C, bool accumulate_dx) {
+void Device::layernorm_backward(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
+                                const void* w, const float* mean, const float* rstd, DType t, int64_t N, int64_t C,
+                                bool accumulate_dx) {
   layernorm_backward_impl(dx, dw, dbias, grad_t, dout, x, w, mean, rstd, t, N, C, accumulate_dx);
 }
 
-void Device::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t,
-                             int64_t N, int64_t C, float eps) {
+void Device::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N, int64_t C,
+                             float eps) {
   rmsnorm_forward_impl(out, rstd, x, w, t, N, C, eps);
 }
 
-void Device::rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
-                              const void* w, const float* rstd, DType t, int64_t N, int64_t C,
-                              bool accumulate_dx) {
+void Device::rmsnorm_backward(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w,
+                              const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) {
   rmsnorm_backward_impl(dx, dw, grad_t, dout, x, w, rstd, t, N, C, accumulate_dx);
 }
 
@@ -76,8 +72,7 @@ void Device::split_qkv(void* q, void* k, void* v, const void* qkv, DType t, cons
   split_qkv_impl(q, k, v, qkv, t, s);
 }
 
-void Device::merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
-                            const AttnShape& s) {
+void Device::merge_qkv_grad(void* dqkv, const void* dq, const void* dk, const void* dv, DType t, const AttnShape& s) {
   check_attn_shape(s, "merge_qkv_grad");
   merge_qkv_grad_impl(dqkv, dq, dk, dv, t, s);
 }
@@ -92,14 +87,14 @@ void Device::split_heads(void* ctx, const void* in, DType t, const AttnShape& s)
   split_heads_impl(ctx, in, t, s);
 }
 
-void Device::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                          int64_t pos_offset, float theta) {
+void Device::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                          float theta) {
   check_rope_args(D, theta, "rope_forward");
   rope_forward_impl(x, t, B, H, T, D, pos_offset, theta);
 }
 
-void Device::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                           int64_t pos_offset, float theta) {
+void Device::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                           float theta) {
   check_rope_args(D, theta, "rope_backward");
   rope_backward_impl(dx, t, B, H, T, D, pos_offset, theta);
 }
@@ -109,46 +104,40 @@ void Device::softmax_forward(void* probs, const float* scores, DType t, const At
   softmax_forward_impl(probs, scores, t, s);
 }
 
-void Device::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t,
-                              const AttnShape& s) {
+void Device::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) {
   check_attn_shape(s, "softmax_backward");
   softmax_backward_impl(dscores, dprobs, probs, t, s);
 }
 
-void Device::dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
-                             RngKey key) {
+void Device::dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key) {
   check_dropout_p(p, "dropout_forward");
   dropout_forward_impl(out, mask, x, t, n, p, key);
 }
 
-void Device::dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t,
-                              const uint8_t* mask, int64_t n, float p) {
+void Device::dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n,
+                              float p) {
   check_dropout_p(p, "dropout_backward");
   dropout_backward_impl(dx, dx_t, dout, dout_t, mask, n, p);
 }
 
-void Device::flash_attention_forward(void* out, float* lse, const void* q, const void* k,
-                                     const void* v, DType t, const AttnShape& s, float p,
-                                     RngKey key) {
+void Device::flash_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
+                                     const AttnShape& s, float p, RngKey key) {
   check_attn_shape(s, "flash_attention_forward");
   check_dropout_p(p, "flash_attention_forward");
   flash_attention_forward_impl(out, lse, q, k, v, t, s, p, key);
   count_flops(flash_forward_flops(s));
 }
 
-void Device::flash_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
-                                      const void* k, const void* v, const void* out,
-                                      const float* lse, DType t, const AttnShape& s, float p,
-                                      RngKey key) {
+void Device::flash_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                                      const void* v, const void* out, const float* lse, DType t, const AttnShape& s,
+                                      float p, RngKey key) {
   check_attn_shape(s, "flash_attention_backward");
   check_dropout_p(p, "flash_attention_backward");
   flash_attention_backward_impl(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key);
   count_flops(flash_backward_flops(s));
 }
 
-void Device::gelu_forward(void* out, const void* x, DType t, int64_t n) {
-  gelu_forward_impl(out, x, t, n);
-}
+void Device::gelu_forward(void* out, const void* x, DType t, int64_t n) { gelu_forward_impl(out, x, t, n); }
 
 void Device::gelu_backward(void* dx, const void* dout, const void* x, DType t, int64_t n) {
   gelu_backward_impl(dx, dout, x, t, n);
@@ -158,28 +147,28 @@ void Device::swiglu_forward(void* out, const void* gate, const void* up, DType t
   swiglu_forward_impl(out, gate, up, t, n);
 }
 
-void Device::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                             const void* up, DType t, int64_t n) {
+void Device::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t,
+                             int64_t n) {
   swiglu_backward_impl(dgate, dup, dout, gate, up, t, n);
 }
 
-void Device::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                                   int64_t N, int64_t Vp, int64_t V) {
+void Device::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
+                                   int64_t V) {
   if (N <= 0) return;
   check_cross_entropy_args(*this, targets, N, Vp, V);
   cross_entropy_forward_impl(losses, logits, targets, N, Vp, V);
 }
 
-void Device::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
-                                    int64_t N, int64_t Vp, int64_t V, float scale) {
+void Device::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
+                                    int64_t V, float scale) {
   if (N <= 0) return;
   check_cross_entropy_args(*this, targets, N, Vp, V);
   cross_entropy_backward_impl(dlogits, logits, targets, N, Vp, V, scale);
 }
 
-void Device::adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
-                   float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-                   float weight_decay, int64_t step, float grad_scale) {
+void Device::adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
+                   int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                   float grad_scale) {
   if (n <= 0) return;
   const AdamwStep update = adamw_step(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
   if (touches_memory()) check_adamw_weights(master, weights, w_t);
@@ -188,38 +177,34 @@ void Device::adamw(float* master, void* weights, DType w_t, const void* grads, D
 
 double Device::sum_squares(const void* x, DType t, int64_t n) { return sum_squares_impl(x, t, n); }
 
-void Device::kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t,
-                            bool calibrate) {
+void Device::kv_cache_write(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) {
   check_kv_cache_write_args(cache, touches_memory());
   kv_cache_write_impl(cache, k, v, t, calibrate);
 }
 
-void Device::cached_attention(void* out, const void* q, DType t, int64_t Hq,
-                              const KvCacheView& cache) {
+void Device::cached_attention(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) {
   check_cached_attention_args(Hq, cache, touches_memory());
   cached_attention_impl(out, q, t, Hq, cache);
   count_flops(cached_attention_flops(Hq, cache));
 }
 
-void Device::vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t,
-                                     int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
+void Device::vocab_embedding_forward(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C,
+                                     int64_t row_begin, int64_t rows) {
   vocab_embedding_forward_impl(out, ids, wte, t, N, C, row_begin, rows);
 }
 
-void Device::vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t,
-                                      const int32_t* ids, int64_t N, int64_t C, int64_t row_begin,
-                                      int64_t rows) {
+void Device::vocab_embedding_backward(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                                      int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
   vocab_embedding_backward_impl(dwte, grad_t, dout, t, ids, N, C, row_begin, rows);
 }
 
-void Device::vocab_ce_stats(float* row_max, float* target_logit, const float* logits,
-                            const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin,
-                            int64_t V) {
+void Device::vocab_ce_stats(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N,
+                            int64_t Vl, int64_t col_begin, int64_t V) {
   vocab_ce_stats_impl(row_max, target_logit, logits, targets, N, Vl, col_begin, V);
 }
 
-void Device::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                          int64_t Vl, int64_t col_begin, int64_t V) {
+void Device::vocab_ce_exp(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin,
+                          int64_t V) {
   vocab_ce_exp_impl(logits, sum_exp, row_max, N, Vl, col_begin, V);
 }
 
@@ -227,8 +212,8 @@ void Device::vocab_ce_normalize(float* probs, const float* sum_exp, int64_t N, i
   vocab_ce_normalize_impl(probs, sum_exp, N, Vl);
 }
 
-void Device::vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets,
-                               int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+void Device::vocab_ce_backward(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl,
+                               int64_t col_begin, float scale) {
   vocab_ce_backward_impl(dlogits, probs, targets, N, Vl, col_begin, scale);
 }
 

@@ -29,7 +29,7 @@ uint8_t fp32_to_fp8_e4m3(float x) {
   std::frexp(a, &e2);  // a ∈ [2^(e2−1), 2^e2)
   int E = e2 - 1;
   int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - E)));  // exact scaling, RNE
-  if (q == 16) {  // rounded up into the next binade
+  if (q == 16) {                                                   // rounded up into the next binade
     q = 8;
     ++E;
   }
@@ -41,8 +41,8 @@ float fp8_e4m3_to_fp32(uint8_t c) {
   const float sign = (c & 0x80) ? -1.0f : 1.0f;
   const int e = (c >> 3) & 0xF, m = c & 0x7;
   if (e == 15 && m == 7) return std::copysign(std::numeric_limits<float>::quiet_NaN(), sign);
-  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);     // subnormal m·2^−9
-  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);         // 1.mmm · 2^(e−7)
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);  // subnormal m·2^−9
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);      // 1.mmm · 2^(e−7)
 }
 
 const float* fp8_e4m3_table() {
@@ -79,10 +79,9 @@ float kv_scale_from_amax(float amax, KvFormat f) {
 void validate_kv_view(const KvCacheView& c, const char* op) {
   auto fail = [&](const std::string& msg) { throw std::invalid_argument(std::string(op) + ": " + msg); };
   if (c.Hkv < 1 || c.D < 1 || c.block_tokens < 1)
-    fail("bad cache geometry (Hkv, D, block tokens) = (" + std::to_string(c.Hkv) + ", " +
-         std::to_string(c.D) + ", " + std::to_string(c.block_tokens) + ")");
-  if (c.layer_offset_bytes < 0 ||
-      c.layer_offset_bytes + c.block_tokens * c.layer_token_bytes() > c.block_bytes)
+    fail("bad cache geometry (Hkv, D, block tokens) = (" + std::to_string(c.Hkv) + ", " + std::to_string(c.D) + ", " +
+         std::to_string(c.block_tokens) + ")");
+  if (c.layer_offset_bytes < 0 || c.layer_offset_bytes + c.block_tokens * c.layer_token_bytes() > c.block_bytes)
     fail("the layer section [" + std::to_string(c.layer_offset_bytes) + ", +" +
          std::to_string(c.block_tokens * c.layer_token_bytes()) + ") does not fit in a block of " +
          std::to_string(c.block_bytes) + " bytes");
@@ -91,17 +90,16 @@ void validate_kv_view(const KvCacheView& c, const char* op) {
     const KvSeqView& s = c.seqs[b];
     const std::string who = "sequence " + std::to_string(b);
     if (s.len < 0 || s.n_new < 0 || s.n_new > s.len)
-      fail(who + ": need 0 <= n_new <= len, got n_new " + std::to_string(s.n_new) + ", len " +
-           std::to_string(s.len));
+      fail(who + ": need 0 <= n_new <= len, got n_new " + std::to_string(s.n_new) + ", len " + std::to_string(s.len));
     const int64_t need = (c.kept(s.len) + c.block_tokens - 1) / c.block_tokens;
     if (static_cast<int64_t>(s.blocks.size()) < need)
-      fail(who + ": " + std::to_string(s.len) + " tokens need " + std::to_string(need) +
-           " blocks, the table has " + std::to_string(s.blocks.size()));
+      fail(who + ": " + std::to_string(s.len) + " tokens need " + std::to_string(need) + " blocks, the table has " +
+           std::to_string(s.blocks.size()));
     for (int32_t id : s.blocks)
       if (id < 0) fail(who + ": negative block id " + std::to_string(id));
     if (c.window && s.n_new > 1 && s.len > *c.window)
-      fail(who + ": a step of " + std::to_string(s.n_new) + " tokens ending at " +
-           std::to_string(s.len) + " exceeds the window " + std::to_string(*c.window) +
+      fail(who + ": a step of " + std::to_string(s.n_new) + " tokens ending at " + std::to_string(s.len) +
+           " exceeds the window " + std::to_string(*c.window) +
            ": its writes would evict keys its own earlier queries read (write one token, or "
            "end the step within the window)");
   }

@@ -58,7 +58,7 @@ inline constexpr float kInt8Max = 127.0f;  // symmetric int8: −127 … 127 (�
 
 uint8_t fp32_to_fp8_e4m3(float x);
 float fp8_e4m3_to_fp32(uint8_t code);
-const float* fp8_e4m3_table();   // the 256 decoded values, for fast reads
+const float* fp8_e4m3_table();  // the 256 decoded values, for fast reads
 // Symmetric int8 of an already scaled value: round half to even, clamp to ±127; NaN -> 0.
 int8_t fp32_to_int8_sym(float x);
 
@@ -89,24 +89,24 @@ inline constexpr int64_t kv_fixed_scales_per_layer(KvFormat f, KvScales s, int64
 // One sequence of a batch. Metadata lives on the host (a device backend
 // uploads it, as vLLM builds its block tables on the host and copies them).
 struct KvSeqView {
-  void* base = nullptr;          // device pointer the block ids count from (paged: the pool;
-                                 // contiguous: the sequence's reservation); nullptr on meta
-  std::vector<int32_t> blocks;   // block table: slot s lives in block blocks[s / block_tokens]
-  int64_t len = 0;               // tokens of the sequence, the new ones included
-  int64_t n_new = 0;             // new tokens this step: positions len − n_new … len − 1
+  void* base = nullptr;         // device pointer the block ids count from (paged: the pool;
+                                // contiguous: the sequence's reservation); nullptr on meta
+  std::vector<int32_t> blocks;  // block table: slot s lives in block blocks[s / block_tokens]
+  int64_t len = 0;              // tokens of the sequence, the new ones included
+  int64_t n_new = 0;            // new tokens this step: positions len − n_new … len − 1
 };
 
 // One layer of a cache, for a batch of sequences.
 struct KvCacheView {
   KvFormat format = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;
-  int64_t Hkv = 0, D = 0;            // KV heads on this rank, head dim
-  int64_t block_tokens = 0;          // S: slots per region
-  int64_t block_bytes = 0;           // stride between block ids: S · (all layers' token bytes)
-  int64_t layer_offset_bytes = 0;    // this layer's section inside a region
-  std::optional<int64_t> window;     // rolling buffer of `window` slots; keys i − window < j ≤ i
-  float* fixed_scales = nullptr;     // this layer's K scales, then V scales (per tensor: 1 + 1;
-                                     // per channel: Hkv·D + Hkv·D, (Hkv, D)); device pointer
+  int64_t Hkv = 0, D = 0;          // KV heads on this rank, head dim
+  int64_t block_tokens = 0;        // S: slots per region
+  int64_t block_bytes = 0;         // stride between block ids: S · (all layers' token bytes)
+  int64_t layer_offset_bytes = 0;  // this layer's section inside a region
+  std::optional<int64_t> window;   // rolling buffer of `window` slots; keys i − window < j ≤ i
+  float* fixed_scales = nullptr;   // this layer's K scales, then V scales (per tensor: 1 + 1;
+                                   // per channel: Hkv·D + Hkv·D, (Hkv, D)); device pointer
   std::vector<KvSeqView> seqs;
 
   int64_t value_bytes() const { return kv_format_bytes(format); }
@@ -119,16 +119,13 @@ struct KvCacheView {
   // Tokens a sequence of `len` tokens keeps: min(len, window).
   int64_t kept(int64_t len) const { return window && len > *window ? *window : len; }
   // Query i sees keys first_key(i) … i (causal; window: i − window < j).
-  int64_t first_key(int64_t i) const {
-    return window && i - *window + 1 > 0 ? i - *window + 1 : 0;
-  }
+  int64_t first_key(int64_t i) const { return window && i - *window + 1 > 0 ? i - *window + 1 : 0; }
   // Byte offsets inside a layer section: the values of head h at slot o, and its token-head scale.
   int64_t value_offset(bool is_v, int64_t h, int64_t o) const {
     return (((is_v ? Hkv : 0) + h) * block_tokens + o) * D * value_bytes();
   }
   int64_t scale_offset(bool is_v, int64_t h, int64_t o) const {
-    return 2 * Hkv * block_tokens * D * value_bytes() +
-           (((is_v ? Hkv : 0) + h) * block_tokens + o) * kKvScaleBytes;
+    return 2 * Hkv * block_tokens * D * value_bytes() + (((is_v ? Hkv : 0) + h) * block_tokens + o) * kKvScaleBytes;
   }
   // The layer section holding position p of sequence s (host arithmetic on a device pointer).
   char* section(const KvSeqView& s, int64_t p) const {

@@ -11,13 +11,11 @@ namespace gpuledger {
 
 namespace {
 
-std::string oom_message(Account account, int64_t bytes, const std::string& what, int64_t live,
-                        int64_t limit) {
+std::string oom_message(Account account, int64_t bytes, const std::string& what, int64_t live, int64_t limit) {
   std::string msg = "allocating " + std::to_string(bytes) + " bytes for ";
   msg += what.empty() ? std::string("an unnamed buffer") : what;
   msg += " (" + std::string(account_name(account)) + ")";
-  msg += " would exceed the memory limit " + std::to_string(limit) + ": live " +
-         std::to_string(live);
+  msg += " would exceed the memory limit " + std::to_string(limit) + ": live " + std::to_string(live);
   return msg;
 }
 
@@ -30,8 +28,7 @@ void Ledger::book(Account account, int64_t bytes, const std::string& what) {
   // Check before touching anything, so a refused request books nothing.
   if (limit_ && live_total_ + bytes > *limit_) {
     record_failure(account, bytes, what);
-    throw OutOfMemory(oom_message(account, bytes, what, live_total_, *limit_), account, bytes,
-                      live_total_, limit_);
+    throw OutOfMemory(oom_message(account, bytes, what, live_total_, *limit_), account, bytes, live_total_, limit_);
   }
 
   live_[account] += bytes;
@@ -64,8 +61,8 @@ void Ledger::unbook(Account account, int64_t bytes) {
   // wrong account: a bug in the caller, never a condition to paper over.
   if (bytes < 0 || bytes > live_[account])
     throw std::logic_error("Ledger::unbook: " + std::to_string(bytes) + " bytes from " +
-                           std::string(account_name(account)) + " which has " +
-                           std::to_string(live_[account]) + " live");
+                           std::string(account_name(account)) + " which has " + std::to_string(live_[account]) +
+                           " live");
   live_[account] -= bytes;
   live_total_ -= bytes;
 }

@@ -19,10 +19,13 @@ namespace gpuledger {
 // device's own allocation failure). Carries the request and the ledger state.
 class OutOfMemory : public std::runtime_error {
  public:
-  OutOfMemory(const std::string& msg, Account account, int64_t requested_bytes,
-              int64_t live_bytes, std::optional<int64_t> limit_bytes)
-      : std::runtime_error(msg), account(account), requested_bytes(requested_bytes),
-        live_bytes(live_bytes), limit_bytes(limit_bytes) {}
+  OutOfMemory(const std::string& msg, Account account, int64_t requested_bytes, int64_t live_bytes,
+              std::optional<int64_t> limit_bytes)
+      : std::runtime_error(msg),
+        account(account),
+        requested_bytes(requested_bytes),
+        live_bytes(live_bytes),
+        limit_bytes(limit_bytes) {}
   Account account;
   int64_t requested_bytes;
   int64_t live_bytes;
@@ -32,8 +35,8 @@ class OutOfMemory : public std::runtime_error {
 // One phase marker: the live bytes when a phase began, and the peak of the
 // total seen since the previous marker.
 struct PhaseSample {
-  std::string phase;          // "fwd.layer.3", "bwd.layer.3", "optimizer", ...
-  AccountBytes live;          // live bytes by account at the marker
+  std::string phase;  // "fwd.layer.3", "bwd.layer.3", "optimizer", ...
+  AccountBytes live;  // live bytes by account at the marker
   int64_t peak_since_prev = 0;
 };
 

@@ -13,52 +13,44 @@ namespace gpuledger {
 void check_gemm_args(const GemmArgs& g) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("gemm: " + what); };
   if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("negative dimension");
-  if (g.c_type != DType::kFP32 && g.c_type != g.ab_type)
-    fail("C must be fp32 or the dtype of A and B");
+  if (g.c_type != DType::kFP32 && g.c_type != g.ab_type) fail("C must be fp32 or the dtype of A and B");
   const int64_t a_cols = g.trans_a ? g.m : g.k;  // A as stored is (rows × a_cols)
   const int64_t b_cols = g.trans_b ? g.k : g.n;
-  if (g.lda < std::max<int64_t>(1, a_cols))
-    fail("lda " + std::to_string(g.lda) + " < " + std::to_string(a_cols));
-  if (g.ldb < std::max<int64_t>(1, b_cols))
-    fail("ldb " + std::to_string(g.ldb) + " < " + std::to_string(b_cols));
-  if (g.ldc < std::max<int64_t>(1, g.n))
-    fail("ldc " + std::to_string(g.ldc) + " < " + std::to_string(g.n));
+  if (g.lda < std::max<int64_t>(1, a_cols)) fail("lda " + std::to_string(g.lda) + " < " + std::to_string(a_cols));
+  if (g.ldb < std::max<int64_t>(1, b_cols)) fail("ldb " + std::to_string(g.ldb) + " < " + std::to_string(b_cols));
+  if (g.ldc < std::max<int64_t>(1, g.n)) fail("ldc " + std::to_string(g.ldc) + " < " + std::to_string(g.n));
 }
 
 void check_attn_shape(const AttnShape& s, const char* op) {
   if (s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.T <= 0 || s.D <= 0 || s.Hq % s.Hkv != 0)
-    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" +
-                                std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " +
-                                std::to_string(s.Hkv) + ", " + std::to_string(s.T) + ", " +
-                                std::to_string(s.D) + "); Hq must be a multiple of Hkv");
+    throw std::invalid_argument(std::string(op) + ": bad attention shape (B, Hq, Hkv, T, D) = (" + std::to_string(s.B) +
+                                ", " + std::to_string(s.Hq) + ", " + std::to_string(s.Hkv) + ", " +
+                                std::to_string(s.T) + ", " + std::to_string(s.D) + "); Hq must be a multiple of Hkv");
   if (s.window && *s.window < 1)
-    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " +
-                                std::to_string(*s.window));
+    throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " + std::to_string(*s.window));
 }
 
 void check_dropout_p(float p, const char* op) {
   if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " +
-                                std::to_string(p));
+    throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " + std::to_string(p));
 }
 
 void check_rope_args(int64_t D, float theta, const char* op) {
   if (D <= 0 || D % 2 != 0)
-    throw std::invalid_argument(std::string(op) + ": head dim must be even, got " +
-                                std::to_string(D));
+    throw std::invalid_argument(std::string(op) + ": head dim must be even, got " + std::to_string(D));
   if (!(theta > 0.0f)) throw std::invalid_argument(std::string(op) + ": theta must be > 0");
 }
 
 void check_cross_entropy_args(Device& d, const int32_t* targets, int64_t N, int64_t Vp, int64_t V) {
   if (V <= 0 || V > Vp)
-    throw std::invalid_argument("cross_entropy: need 0 < V <= Vp, got V " + std::to_string(V) +
-                                ", Vp " + std::to_string(Vp));
+    throw std::invalid_argument("cross_entropy: need 0 < V <= Vp, got V " + std::to_string(V) + ", Vp " +
+                                std::to_string(Vp));
   std::vector<int32_t> host(static_cast<size_t>(N));
   d.copy_to_host(host.data(), targets, N * 4);
   for (int64_t i = 0; i < N; ++i)
     if (host[i] < 0 || host[i] >= V)
-      throw std::invalid_argument("cross_entropy: target " + std::to_string(host[i]) + " of row " +
-                                  std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
+      throw std::invalid_argument("cross_entropy: target " + std::to_string(host[i]) + " of row " + std::to_string(i) +
+                                  " is outside [0, " + std::to_string(V) + ")");
 }
 
 namespace {
@@ -87,9 +79,8 @@ void check_kv_cache_write_args(const KvCacheView& c, bool has_memory) {
 void check_cached_attention_args(int64_t Hq, const KvCacheView& c, bool has_memory) {
   validate_kv_view(c, "cached_attention");
   if (Hq < 1 || Hq % c.Hkv != 0)
-    throw std::invalid_argument("cached_attention: " + std::to_string(Hq) +
-                                " query heads are not a multiple of " + std::to_string(c.Hkv) +
-                                " KV heads");
+    throw std::invalid_argument("cached_attention: " + std::to_string(Hq) + " query heads are not a multiple of " +
+                                std::to_string(c.Hkv) + " KV heads");
   if (has_memory) check_kv_memory(c, "cached_attention", "queries");
 }
 
@@ -98,8 +89,8 @@ void check_adamw_weights(const float* master, const void* weights, DType w_t) {
     throw std::invalid_argument("adamw: without a master copy the weights must be fp32");
 }
 
-AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay,
-                     int64_t step, float grad_scale) {
+AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                     float grad_scale) {
   if (step < 1) throw std::invalid_argument("adamw: step counts from 1, got " + std::to_string(step));
   AdamwStep a;
   a.lr = lr;

@@ -44,7 +44,6 @@ void check_cached_attention_args(int64_t Hq, const KvCacheView& c, bool has_memo
 // With memory: fp32 weights when there is no master copy (master == nullptr).
 void check_adamw_weights(const float* master, const void* weights, DType w_t);
 // The checked AdamW step: step >= 1, and the bias corrections 1 − β^t formed in double.
-AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay,
-                     int64_t step, float grad_scale);
+AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 
 }  // namespace gpuledger

@@ -46,8 +46,8 @@ GPL_HOST_DEVICE void round(uint32_t c[4], uint32_t k0, uint32_t k1) {
 
 // The bijection itself: 10 rounds, the key bumped by (W0, W1) between rounds
 // (the first round uses the key as given), as Random123's philox4x32_R(10, …).
-GPL_HOST_DEVICE Philox4x32Block philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                              uint32_t k0, uint32_t k1) {
+GPL_HOST_DEVICE Philox4x32Block philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                                              uint32_t k1) {
   uint32_t c[4] = {c0, c1, c2, c3};
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
@@ -61,9 +61,9 @@ GPL_HOST_DEVICE Philox4x32Block philox4x32_10(uint32_t c0, uint32_t c1, uint32_t
 
 // The Philox block holding elements 4·block … 4·block + 3 of the draw {seed, stream}.
 GPL_HOST_DEVICE Philox4x32Block philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
-  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(stream),
+                       static_cast<uint32_t>(stream >> 32), static_cast<uint32_t>(seed),
+                       static_cast<uint32_t>(seed >> 32));
 }
 
 // 32 random bits -> [0, 1) with 24 bits: every value is exactly representable
@@ -80,8 +80,7 @@ GPL_HOST_DEVICE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t in
 
 // Uniforms of elements first … first + n − 1 into out[0 … n−1], one Philox call
 // per four elements (the same values as n calls of philox_uniform).
-GPL_HOST_DEVICE void philox_uniform_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n,
-                                         float* out) {
+GPL_HOST_DEVICE void philox_uniform_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float* out) {
   int64_t done = 0;
   while (done < n) {
     const uint64_t index = first + static_cast<uint64_t>(done);
@@ -101,8 +100,8 @@ GPL_HOST_DEVICE void philox_uniform_fill(uint64_t seed, uint64_t stream, uint64_
 // to draw the same masks. Host-only: throws std::out_of_range when a field
 // does not fit its bits.
 inline uint64_t rng_stream_id(uint64_t step, uint64_t microbatch, uint64_t layer, uint64_t site) {
-  if (step >= (uint64_t{1} << 24) || microbatch >= (uint64_t{1} << 16) ||
-      layer >= (uint64_t{1} << 16) || site >= (uint64_t{1} << 8))
+  if (step >= (uint64_t{1} << 24) || microbatch >= (uint64_t{1} << 16) || layer >= (uint64_t{1} << 16) ||
+      site >= (uint64_t{1} << 8))
     throw std::out_of_range(
         "rng_stream_id: a field exceeds its bits (step < 2^24, microbatch < "
         "2^16, layer < 2^16, site < 2^8)");

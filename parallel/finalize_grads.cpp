@@ -18,7 +18,10 @@ double all_reduce_scalar(Device& dev, Comm& comm, double v) {
 
 FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
                              Params& params, std::vector<bool> tp_sum_after_schedule)
-    : dev_(dev), ctx_(ctx), stage_(stage), params_(params),
+    : dev_(dev),
+      ctx_(ctx),
+      stage_(stage),
+      params_(params),
       tp_sum_after_schedule_(std::move(tp_sum_after_schedule)),
       kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
   const ParamLayout& pl = params.layout();

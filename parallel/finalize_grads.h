@@ -43,8 +43,8 @@ class FinalizeGrads {
   // reduce_model_parallel (not during the backward). The summed gradients are
   // the rank's shard over ctx.dp under ZeRO >= 1 with dp > 1 (stored whole
   // under ZeRO 1, as the shard alone when params.grads_sharded()).
-  FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
-                Params& params, std::vector<bool> tp_sum_after_schedule);
+  FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage, Params& params,
+                std::vector<bool> tp_sum_after_schedule);
 
   // Whether reduce_model_parallel sums over the embedding group on this rank.
   bool syncs_embedding() const { return ctx_.emb != nullptr && !emb_tensors_.empty(); }
@@ -64,7 +64,10 @@ class FinalizeGrads {
   std::vector<bool> tp_sum_after_schedule_;
   std::vector<UnitShard> grad_shards_;  // per unit: the elements whose gradient the rank holds
   int64_t kv_replicas_;                 // t/k ranks share each KV head when t > k, else 1
-  struct UnitTensor { size_t unit; const TensorSlot* tensor; };
+  struct UnitTensor {
+    size_t unit;
+    const TensorSlot* tensor;
+  };
   std::vector<UnitTensor> emb_tensors_;  // summed over the embedding group
 };
 

@@ -32,8 +32,7 @@ namespace {
 
 int64_t position(const std::vector<int64_t>& members, int64_t rank) {
   auto it = std::find(members.begin(), members.end(), rank);
-  if (it == members.end())
-    throw std::logic_error("rank " + std::to_string(rank) + " is not in its own group");
+  if (it == members.end()) throw std::logic_error("rank " + std::to_string(rank) + " is not in its own group");
   return it - members.begin();
 }
 
@@ -42,7 +41,7 @@ int64_t position(const std::vector<int64_t>& members, int64_t rank) {
 struct GroupSpec {
   const char* name;
   std::vector<int64_t> members;
-  bool exists;   // false: no rank has this kind of group (emb when untied or pp = 1)
+  bool exists;  // false: no rank has this kind of group (emb when untied or pp = 1)
 };
 
 std::vector<GroupSpec> group_specs(const Layout& l, int64_t rank, bool tied) {
@@ -84,8 +83,7 @@ std::vector<int64_t> emb_group(const Layout& l, int64_t rank, bool tied_embeddin
   return {l.rank(first), l.rank(last)};
 }
 
-Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, Device& device,
-                       bool tied_embeddings) {
+Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, Device& device, bool tied_embeddings) {
   Groups g;
   g.layout = l;
   g.rank = rank;
@@ -104,28 +102,27 @@ CommBackend comm_backend_for(const std::string& device_backend) {
 }
 
 Groups make_single_groups(CommCounters& counters, Device& device) {
-  return make_sim_groups(Layout{}, 0, counters, device, false);   // every group has one rank
+  return make_sim_groups(Layout{}, 0, counters, device, false);  // every group has one rank
 }
 
 #if GPULEDGER_HAVE_MPI
 
-Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device,
-                       bool tied_embeddings, CommBackend backend) {
+Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device, bool tied_embeddings,
+                       CommBackend backend) {
   int world_rank = 0, world_size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "reading the world rank");
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "reading the world size");
   // Every rank sees the same sizes, so every rank throws here together: no hang.
   if (world_size != l.world())
     throw LayoutError("mpirun -np " + std::to_string(world_size) +
-                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" +
-                      std::to_string(l.tp) + "·" + std::to_string(l.pp) + " = " +
-                      std::to_string(l.world()));
+                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" + std::to_string(l.tp) + "·" +
+                      std::to_string(l.pp) + " = " + std::to_string(l.world()));
   Groups g;
   g.layout = l;
   g.rank = world_rank;
   g.counters = &counters;
   for (auto& spec : group_specs(l, world_rank, tied_embeddings)) {
-    if (!spec.exists) continue;   // the same on every rank: nobody splits
+    if (!spec.exists) continue;  // the same on every rank: nobody splits
     // Every group of a kind has the same size, so either no rank splits or all do.
     const bool single = spec.name == std::string("emb") ? false : spec.members.size() == 1;
     if (single) {
@@ -141,7 +138,7 @@ Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device,
     auto mpi = split_world_comm(spec.name, counters, spec.members);
 #if GPULEDGER_HAVE_NCCL
     if (backend == CommBackend::kNccl && mpi) {
-      *slot(g, spec.name) = make_nccl_comm(std::move(mpi), counters, device);   // collective over the group
+      *slot(g, spec.name) = make_nccl_comm(std::move(mpi), counters, device);  // collective over the group
       continue;
     }
 #endif

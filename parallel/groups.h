@@ -27,9 +27,9 @@ class Device;
 
 struct Groups {
   Layout layout;
-  int64_t rank = 0;                   // in the world
-  std::unique_ptr<Comm> tp, dp, pp;   // never null
-  std::unique_ptr<Comm> emb;          // null unless tied embeddings, pp > 1, first or last stage
+  int64_t rank = 0;                  // in the world
+  std::unique_ptr<Comm> tp, dp, pp;  // never null
+  std::unique_ptr<Comm> emb;         // null unless tied embeddings, pp > 1, first or last stage
   CommCounters* counters = nullptr;
 
   // Pointers into this object: it must outlive the context.
@@ -53,8 +53,8 @@ CommBackend comm_backend_for(const std::string& device_backend);
 // rank) when the world size differs, and std::logic_error when built without MPI.
 // With kNccl, `device` must be the cuda backend's; a build without NCCL throws
 // std::invalid_argument (on every rank) once a group has more than one rank.
-Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device,
-                       bool tied_embeddings = false, CommBackend backend = CommBackend::kMpi);
+Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device, bool tied_embeddings = false,
+                       CommBackend backend = CommBackend::kMpi);
 
 Groups make_sim_groups(const Layout& layout, int64_t rank, CommCounters& counters, Device& device,
                        bool tied_embeddings = false);

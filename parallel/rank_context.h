@@ -12,12 +12,12 @@ namespace gpuledger {
 
 struct RankContext {
   Layout layout;
-  int64_t rank = 0;          // in the world
-  Coords coords;             // layout.coords(rank)
-  Comm* tp = nullptr;        // tensor-parallel group
-  Comm* dp = nullptr;        // data-parallel group (ZeRO shards over it)
-  Comm* pp = nullptr;        // pipeline group (send/recv to stage ± 1)
-  Comm* emb = nullptr;       // first + last stage when embeddings are tied and pp > 1; else null
+  int64_t rank = 0;     // in the world
+  Coords coords;        // layout.coords(rank)
+  Comm* tp = nullptr;   // tensor-parallel group
+  Comm* dp = nullptr;   // data-parallel group (ZeRO shards over it)
+  Comm* pp = nullptr;   // pipeline group (send/recv to stage ± 1)
+  Comm* emb = nullptr;  // first + last stage when embeddings are tied and pp > 1; else null
   CommCounters* counters = nullptr;
 
   bool first_stage() const { return coords.pp == 0; }

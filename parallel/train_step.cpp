@@ -71,10 +71,10 @@ struct Trainer::Impl {
   std::unique_ptr<Params> params;
   std::unique_ptr<StageModel> stage;
   std::unique_ptr<ShardedOptimizer> optimizer;
-  std::unique_ptr<DpGradSync> dp_sync;           // ZeRO 0/1, n > 1
+  std::unique_ptr<DpGradSync> dp_sync;  // ZeRO 0/1, n > 1
   std::unique_ptr<PipelineExecutor> pipeline;
-  std::unique_ptr<ZeroGradShards> grad_shards;   // ZeRO 2/3, n > 1
-  std::unique_ptr<ZeroParamGather> param_gather; // ZeRO 3, n > 1
+  std::unique_ptr<ZeroGradShards> grad_shards;    // ZeRO 2/3, n > 1
+  std::unique_ptr<ZeroParamGather> param_gather;  // ZeRO 3, n > 1
   std::unique_ptr<FinalizeGrads> finalize;
   HookChain hooks;
 
@@ -90,7 +90,8 @@ struct Trainer::Impl {
                                                    std::make_unique<AdamW>(d, r.lr, r.weight_decay));
     params->initialise(r.seed, model.layers,
                        [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); });
-    if (n > 1 && l.zero <= 1) dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero));
+    if (n > 1 && l.zero <= 1)
+      dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero));
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
     if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, *stage, *params);
     if (shard_weights)

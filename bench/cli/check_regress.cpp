@@ -5,8 +5,8 @@
 // of the same configuration: MFU and tokens/s may not fall, and peak bytes per
 // rank may not grow, by more than their tolerances; exit 1 on a regression.
 // Nightly CI runs a point, then `regress` against results/baselines/.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <iostream>
@@ -15,11 +15,11 @@
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
-#include "bench/report/train_tables.h"
 #include "bench/exit_codes.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
+#include "bench/report/train_tables.h"
 
 namespace gpuledger::cli {
 
@@ -29,7 +29,7 @@ namespace {
 
 struct CheckOptions {
   std::string report;
-  double bytes_tol = 0.0;   // relative tolerance on exact accounts (0: to the byte)
+  double bytes_tol = 0.0;  // relative tolerance on exact accounts (0: to the byte)
   OutputOptions out;
 };
 
@@ -43,7 +43,8 @@ int run_check(const CheckOptions& o) {
   json checks = json::array();
   for (const auto& r : doc["ranks"])
     for (auto c : bench::rank_checks(r)) {
-      if (c.value("kind", "") != "upper_bound" && o.bytes_tol > 0 && c["name"].get<std::string>().rfind("bytes.", 0) == 0)
+      if (c.value("kind", "") != "upper_bound" && o.bytes_tol > 0 &&
+          c["name"].get<std::string>().rfind("bytes.", 0) == 0)
         c = bench::make_check(c["name"], c["rank"], c["measured"], c["expected"], o.bytes_tol);
       checks.push_back(c);
     }
@@ -63,8 +64,8 @@ int run_check(const CheckOptions& o) {
 
 struct RegressOptions {
   std::string report, baseline;
-  double mfu_tol = 0.05;      // MFU may fall by this fraction of the baseline's
-  double bytes_tol = 0.0;     // peak bytes may grow by this fraction
+  double mfu_tol = 0.05;   // MFU may fall by this fraction of the baseline's
+  double bytes_tol = 0.0;  // peak bytes may grow by this fraction
   OutputOptions out;
 };
 
@@ -100,8 +101,10 @@ int run_regress(const RegressOptions& o) {
     }
   }
   if (!differ.empty())
-    throw ConfigError("baseline", "the report and the baseline are not the same configuration; re-record the "
-                                  "baseline (scripts/regress_nightly.sh --update) if the change is intended:" + differ);
+    throw ConfigError("baseline",
+                      "the report and the baseline are not the same configuration; re-record the "
+                      "baseline (scripts/regress_nightly.sh --update) if the change is intended:" +
+                          differ);
   json checks = json::array();
   // Higher is better: MFU and tokens/s may fall by at most mfu_tol of the baseline.
   for (const char* name : {"mfu", "tokens_per_s"}) {
@@ -145,7 +148,8 @@ void add_check_command(CLI::App& root, std::vector<Command>& out) {
   auto* app = root.add_subcommand("check", "re-check a train/infer report against its budgets; exit 1 on failure");
   app->add_option("report", o->report, "the report (JSON)")->required()->check(CLI::ExistingFile);
   app->add_option("--bytes-tol", o->bytes_tol, "relative tolerance on the exact accounts (default 0: to the byte)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   add_output_options(*app, o->out);
   out.push_back({app, [o]() { return run_check(*o); }});
 }
@@ -155,9 +159,11 @@ void add_regress_command(CLI::App& root, std::vector<Command>& out) {
   auto* app = root.add_subcommand("regress", "compare a report with a baseline; exit 1 on a regression");
   app->add_option("report", o->report, "the new report (JSON)")->required()->check(CLI::ExistingFile);
   app->add_option("--baseline", o->baseline, "the baseline report (JSON)")->required()->check(CLI::ExistingFile);
-  app->add_option("--mfu-tol", o->mfu_tol, "MFU and tokens/s may fall by this fraction")->capture_default_str()
+  app->add_option("--mfu-tol", o->mfu_tol, "MFU and tokens/s may fall by this fraction")
+      ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--bytes-tol", o->bytes_tol, "peak bytes may grow by this fraction")->capture_default_str()
+  app->add_option("--bytes-tol", o->bytes_tol, "peak bytes may grow by this fraction")
+      ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   add_output_options(*app, o->out);
   out.push_back({app, [o]() { return run_regress(*o); }});

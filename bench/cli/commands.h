@@ -8,13 +8,15 @@
 
 #include "bench/cli/config_options.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace gpuledger::cli {
 
 struct Command {
   CLI::App* app = nullptr;
-  std::function<int()> run;   // returns the exit status
+  std::function<int()> run;  // returns the exit status
 };
 
 // A subcommand that runs a configuration (plan, kv, train, infer): its options
@@ -27,7 +29,7 @@ class RunCommand {
   virtual ~RunCommand() = default;
   virtual void bind(CLI::App& app) = 0;
   virtual OutputOptions& output() = 0;
-  virtual int run() const = 0;   // the exit status; usage errors throw (ConfigError, LayoutError)
+  virtual int run() const = 0;  // the exit status; usage errors throw (ConfigError, LayoutError)
 };
 
 std::unique_ptr<RunCommand> make_plan_command();

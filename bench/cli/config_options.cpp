@@ -29,70 +29,105 @@ CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
   switch (which) {
     case ConfigOption::kModel:
       return app.add_option("--model", o.model, "preset name (gpuledger models) or path to a model JSON file")
-          ->capture_default_str()->group(kModelGroup);
+          ->capture_default_str()
+          ->group(kModelGroup);
     case ConfigOption::kLayers:
       return app.add_option("--layers", o.layers, "keep the model's layer shape with N layers")
-          ->check(count)->group(kModelGroup);
+          ->check(count)
+          ->group(kModelGroup);
     case ConfigOption::kDp:
-      return app.add_option("--dp", o.layout.dp, "data-parallel size")->capture_default_str()->check(count)
+      return app.add_option("--dp", o.layout.dp, "data-parallel size")
+          ->capture_default_str()
+          ->check(count)
           ->group(kLayoutGroup);
     case ConfigOption::kTp:
-      return app.add_option("--tp", o.layout.tp, "tensor-parallel size")->capture_default_str()->check(count)
+      return app.add_option("--tp", o.layout.tp, "tensor-parallel size")
+          ->capture_default_str()
+          ->check(count)
           ->group(kLayoutGroup);
     case ConfigOption::kPp:
-      return app.add_option("--pp", o.layout.pp, "pipeline-parallel size")->capture_default_str()->check(count)
+      return app.add_option("--pp", o.layout.pp, "pipeline-parallel size")
+          ->capture_default_str()
+          ->check(count)
           ->group(kLayoutGroup);
     case ConfigOption::kZero:
-      return app.add_option("--zero", o.layout.zero, "ZeRO stage over the DP group (0-3)")->capture_default_str()
-          ->check(CLI::Range(0, 3))->group(kLayoutGroup);
+      return app.add_option("--zero", o.layout.zero, "ZeRO stage over the DP group (0-3)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 3))
+          ->group(kLayoutGroup);
     case ConfigOption::kSp:
       return app.add_flag("--sp", o.layout.sp, "sequence parallelism (Megatron; with --tp > 1)")->group(kLayoutGroup);
     case ConfigOption::kRanks:
-      return app.add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")
-          ->capture_default_str()->group(kLayoutGroup);
+      return app
+          .add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")
+          ->capture_default_str()
+          ->group(kLayoutGroup);
     case ConfigOption::kSeq:
-      return app.add_option("--seq", o.run.seq, "tokens per sequence")->capture_default_str()->check(count)
+      return app.add_option("--seq", o.run.seq, "tokens per sequence")
+          ->capture_default_str()
+          ->check(count)
           ->group(kRunGroup);
     case ConfigOption::kMbs:
-      return app.add_option("--mbs", o.run.mbs, "micro-batch size (sequences)")->capture_default_str()->check(count)
+      return app.add_option("--mbs", o.run.mbs, "micro-batch size (sequences)")
+          ->capture_default_str()
+          ->check(count)
           ->group(kRunGroup);
     case ConfigOption::kGbs:
       return app.add_option("--gbs", o.gbs, "global batch (sequences); microbatches = gbs / (mbs·dp)")
-          ->check(count)->group(kRunGroup);
+          ->check(count)
+          ->group(kRunGroup);
     case ConfigOption::kMicrobatches:
       return app.add_option("--microbatches", o.run.microbatches, "microbatches per step per DP replica")
-          ->capture_default_str()->check(count)->group(kRunGroup);
+          ->capture_default_str()
+          ->check(count)
+          ->group(kRunGroup);
     case ConfigOption::kSchedule:
-      return app.add_option("--schedule", o.schedule, "pipeline schedule")->capture_default_str()
-          ->check(CLI::IsMember({"1f1b", "gpipe"}))->group(kRunGroup);
+      return app.add_option("--schedule", o.schedule, "pipeline schedule")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"1f1b", "gpipe"}))
+          ->group(kRunGroup);
     case ConfigOption::kRecompute:
-      return app.add_option("--recompute", o.recompute, "activation recomputation")->capture_default_str()
-          ->check(CLI::IsMember({"none", "selective", "full"}))->group(kRunGroup);
+      return app.add_option("--recompute", o.recompute, "activation recomputation")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"none", "selective", "full"}))
+          ->group(kRunGroup);
     case ConfigOption::kAttention:
-      return app.add_option("--attention", o.attention, "attention kernel")->capture_default_str()
-          ->check(CLI::IsMember({"materialized", "flash"}))->group(kRunGroup);
+      return app.add_option("--attention", o.attention, "attention kernel")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"materialized", "flash"}))
+          ->group(kRunGroup);
     case ConfigOption::kDtype:
-      return app.add_option("--dtype", o.dtype, "weights and activations dtype")->capture_default_str()
-          ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->group(kRunGroup);
+      return app.add_option("--dtype", o.dtype, "weights and activations dtype")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+          ->group(kRunGroup);
     case ConfigOption::kGradDtype:
       return app.add_option("--grad-dtype", o.grad_dtype, "gradient dtype (default: bf16; fp32 when --dtype fp32)")
-          ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->group(kRunGroup);
+          ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+          ->group(kRunGroup);
     case ConfigOption::kDropout:
       return app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)")
-          ->check(CLI::Range(0.0, 0.99))->group(kRunGroup);
+          ->check(CLI::Range(0.0, 0.99))
+          ->group(kRunGroup);
     case ConfigOption::kSeed:
-      return app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")->capture_default_str()
+      return app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")
+          ->capture_default_str()
           ->group(kRunGroup);
     case ConfigOption::kBucketMb:
-      return app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)")->capture_default_str()
-          ->check(CLI::Range(0.001, 1e6))->group(kRunGroup);
+      return app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 1e6))
+          ->group(kRunGroup);
     case ConfigOption::kOverlapGradReduce:
-      return app.add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", o.run.overlap_grad_reduce,
-                          "DP: all-reduce gradient buckets during the backward (two staging buckets; default on)")
+      return app
+          .add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", o.run.overlap_grad_reduce,
+                    "DP: all-reduce gradient buckets during the backward (two staging buckets; default on)")
           ->group(kRunGroup);
     case ConfigOption::kPrefetch:
-      return app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")->capture_default_str()
-          ->check(CLI::Range(int64_t{0}, int64_t{1024}))->group(kRunGroup);
+      return app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+          ->group(kRunGroup);
     case ConfigOption::kDevice:
       return app.add_option("--device", o.device, "device preset (gpuledger devices)")->group(kDeviceGroup);
     case ConfigOption::kDeviceMemory:
@@ -123,23 +158,38 @@ void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<C
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
   const char* g = kKvCacheGroup;
   app.add_option("--context", o.context, "tokens per sequence (default: --seq)")
-      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+      ->check(CLI::Range(int64_t{1}, kMaxCount))
+      ->group(g);
   app.add_option("--max-model-len", o.max_model_len, "contiguous reservation per sequence (default: model max_seq)")
-      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
-  app.add_option("--kv", o.kv_layout, "cache layout")->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "paged"}))->group(g);
-  app.add_option("--block", o.block, "tokens per block (paged)")->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->group(g);
-  app.add_option("--kv-dtype", o.kv_dtype, "KV dtype")->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp8", "int8"}))->group(g);
-  app.add_option("--kv-scales", o.kv_scales, "quantization scales (fp8/int8)")->capture_default_str()
-      ->check(CLI::IsMember({"tensor", "token-head", "channel"}))->group(g);
-  app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxCount))->group(g);
+      ->check(CLI::Range(int64_t{1}, kMaxCount))
+      ->group(g);
+  app.add_option("--kv", o.kv_layout, "cache layout")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "paged"}))
+      ->group(g);
+  app.add_option("--block", o.block, "tokens per block (paged)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->group(g);
+  app.add_option("--kv-dtype", o.kv_dtype, "KV dtype")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8", "int8"}))
+      ->group(g);
+  app.add_option("--kv-scales", o.kv_scales, "quantization scales (fp8/int8)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tensor", "token-head", "channel"}))
+      ->group(g);
+  app.add_option("--requests", o.requests, "concurrent sequences")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxCount))
+      ->group(g);
   app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use")
-      ->capture_default_str()->check(CLI::Range(0.01, 1.0))->group(g);
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0))
+      ->group(g);
   app.add_option("--overhead", o.overhead, "bytes outside the ledger (CUDA context, libraries)")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
 }
 
 void add_output_options(CLI::App& app, OutputOptions& o) {
@@ -160,16 +210,26 @@ int64_t parse_size(const std::string& text) {
   }
   const std::string suffix = text.substr(pos);
   double mult = 1;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "KB") mult = 1e3;
-  else if (suffix == "M" || suffix == "MB") mult = 1e6;
-  else if (suffix == "G" || suffix == "GB") mult = 1e9;
-  else if (suffix == "T" || suffix == "TB") mult = 1e12;
-  else if (suffix == "Ki" || suffix == "KiB") mult = 1024.0;
-  else if (suffix == "Mi" || suffix == "MiB") mult = 1024.0 * 1024;
-  else if (suffix == "Gi" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "Ti" || suffix == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
-  else throw std::invalid_argument("unknown size suffix in '" + text + "' (K M G T, Ki Mi Gi Ti)");
+  if (suffix.empty() || suffix == "B")
+    mult = 1;
+  else if (suffix == "K" || suffix == "KB")
+    mult = 1e3;
+  else if (suffix == "M" || suffix == "MB")
+    mult = 1e6;
+  else if (suffix == "G" || suffix == "GB")
+    mult = 1e9;
+  else if (suffix == "T" || suffix == "TB")
+    mult = 1e12;
+  else if (suffix == "Ki" || suffix == "KiB")
+    mult = 1024.0;
+  else if (suffix == "Mi" || suffix == "MiB")
+    mult = 1024.0 * 1024;
+  else if (suffix == "Gi" || suffix == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "Ti" || suffix == "TiB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw std::invalid_argument("unknown size suffix in '" + text + "' (K M G T, Ki Mi Gi Ti)");
   const double bytes = value * mult;
   if (!(bytes >= 0) || bytes > 9.2e18 || std::floor(bytes) != bytes)
     throw std::invalid_argument("not a whole, non-negative number of bytes: '" + text + "'");
@@ -186,16 +246,18 @@ ResolvedConfig resolve_config(const ConfigOptions& o) {
   r.run.recompute = *recompute_from_name(o.recompute);
   r.run.attention = *attention_from_name(o.attention);
   r.run.dtype = *dtype_from_name(o.dtype);
-  if (!o.grad_dtype.empty()) r.run.grad_dtype = *dtype_from_name(o.grad_dtype);
-  else r.run.grad_dtype = r.run.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+  if (!o.grad_dtype.empty())
+    r.run.grad_dtype = *dtype_from_name(o.grad_dtype);
+  else
+    r.run.grad_dtype = r.run.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
   if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
     throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
   r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
   if (o.gbs > 0) {
     const int64_t per_step = r.run.mbs * r.layout.dp;
     if (o.gbs % per_step != 0)
-      throw LayoutError("--gbs " + std::to_string(o.gbs) + " is not a multiple of --mbs × --dp = " +
-                        std::to_string(per_step));
+      throw LayoutError("--gbs " + std::to_string(o.gbs) +
+                        " is not a multiple of --mbs × --dp = " + std::to_string(per_step));
     r.run.microbatches = o.gbs / per_step;
   }
   validate_layout(r.layout, r.model, r.run);
@@ -245,8 +307,8 @@ std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int6
       pos = 0;
     }
     if (pos != item.size() || item.empty() || r < 0 || r >= world)
-      throw ConfigError("ranks", "--ranks: '" + item + "' is not a rank in [0, " +
-                                     std::to_string(world) + ") (use roles, all, or a list like 0,5,9)");
+      throw ConfigError("ranks", "--ranks: '" + item + "' is not a rank in [0, " + std::to_string(world) +
+                                     ") (use roles, all, or a list like 0,5,9)");
     out.push_back(r);
   }
   if (out.empty()) throw ConfigError("ranks", "--ranks: empty list");

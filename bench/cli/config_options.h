@@ -15,42 +15,65 @@
 #include "analytic/kv_cache.h"
 #include "core/resolved_config.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace gpuledger::cli {
 
 // Raw option values, as typed (strings for enums so that errors name the option).
 struct ConfigOptions {
   std::string model = "gpt2";
-  int64_t layers = 0;                 // 0 = the model's own
+  int64_t layers = 0;  // 0 = the model's own
   Layout layout;
-  std::string ranks = "roles";        // roles | all | comma list
+  std::string ranks = "roles";  // roles | all | comma list
   RunConfig run;
-  int64_t gbs = 0;                    // global batch in sequences (0: use --microbatches)
+  int64_t gbs = 0;  // global batch in sequences (0: use --microbatches)
   std::string schedule = "1f1b", recompute = "none", attention = "materialized";
   std::string dtype = "bf16", grad_dtype = "";
-  std::optional<double> dropout;      // default: 0.1 for gpt, 0 for llama (their reference setups)
-  std::string device;                 // preset name
-  std::string device_memory;          // BYTES with K/M/G/Ki/Mi/Gi suffix
+  std::optional<double> dropout;  // default: 0.1 for gpt, 0 for llama (their reference setups)
+  std::string device;             // preset name
+  std::string device_memory;      // BYTES with K/M/G/Ki/Mi/Gi suffix
 };
 
 // One option of ConfigOptions each; a subcommand lists those it uses.
 enum class ConfigOption {
-  kModel, kLayers,
-  kDp, kTp, kPp, kZero, kSp, kRanks,
-  kSeq, kMbs, kGbs, kMicrobatches, kSchedule, kRecompute, kAttention, kDtype, kGradDtype, kDropout, kSeed,
-  kBucketMb, kOverlapGradReduce, kPrefetch,
-  kDevice, kDeviceMemory,
+  kModel,
+  kLayers,
+  kDp,
+  kTp,
+  kPp,
+  kZero,
+  kSp,
+  kRanks,
+  kSeq,
+  kMbs,
+  kGbs,
+  kMicrobatches,
+  kSchedule,
+  kRecompute,
+  kAttention,
+  kDtype,
+  kGradDtype,
+  kDropout,
+  kSeed,
+  kBucketMb,
+  kOverlapGradReduce,
+  kPrefetch,
+  kDevice,
+  kDeviceMemory,
 };
 
 // Every option of a training run: what plan budgets and train runs.
 inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
-    ConfigOption::kModel, ConfigOption::kLayers, ConfigOption::kDp, ConfigOption::kTp, ConfigOption::kPp,
-    ConfigOption::kZero, ConfigOption::kSp, ConfigOption::kRanks, ConfigOption::kSeq, ConfigOption::kMbs,
-    ConfigOption::kGbs, ConfigOption::kMicrobatches, ConfigOption::kSchedule, ConfigOption::kRecompute,
-    ConfigOption::kAttention, ConfigOption::kDtype, ConfigOption::kGradDtype, ConfigOption::kDropout,
-    ConfigOption::kSeed, ConfigOption::kBucketMb, ConfigOption::kOverlapGradReduce, ConfigOption::kPrefetch,
-    ConfigOption::kDevice, ConfigOption::kDeviceMemory};
+    ConfigOption::kModel,    ConfigOption::kLayers,    ConfigOption::kDp,
+    ConfigOption::kTp,       ConfigOption::kPp,        ConfigOption::kZero,
+    ConfigOption::kSp,       ConfigOption::kRanks,     ConfigOption::kSeq,
+    ConfigOption::kMbs,      ConfigOption::kGbs,       ConfigOption::kMicrobatches,
+    ConfigOption::kSchedule, ConfigOption::kRecompute, ConfigOption::kAttention,
+    ConfigOption::kDtype,    ConfigOption::kGradDtype, ConfigOption::kDropout,
+    ConfigOption::kSeed,     ConfigOption::kBucketMb,  ConfigOption::kOverlapGradReduce,
+    ConfigOption::kPrefetch, ConfigOption::kDevice,    ConfigOption::kDeviceMemory};
 
 // Registers `which` (in the order of ConfigOption, whatever the order of `which`).
 void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<ConfigOption> which);
@@ -60,13 +83,13 @@ struct KvCacheOptions {
   int64_t context = 0, max_model_len = 0, block = 16, requests = 1;
   std::string kv_layout = "paged", kv_dtype = "bf16", kv_scales = "token-head";
   double memory_utilization = 0.9;
-  std::string overhead = "0";         // BYTES outside the ledger
+  std::string overhead = "0";  // BYTES outside the ledger
 };
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o);
 inline constexpr const char* kKvCacheGroup = "KV cache";
 
 struct OutputOptions {
-  std::string json_path;              // "-" = stdout (the table then goes to stderr)
+  std::string json_path;  // "-" = stdout (the table then goes to stderr)
   bool quiet = false;
 };
 void add_output_options(CLI::App& app, OutputOptions& o);

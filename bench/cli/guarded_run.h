@@ -9,7 +9,7 @@ namespace gpuledger::cli {
 
 struct GuardedRun {
   int exit = 0;
-  bool threw = false;      // the exit status comes from an exception, whose message is `error`
+  bool threw = false;  // the exit status comes from an exception, whose message is `error`
   std::string error;
 };
 

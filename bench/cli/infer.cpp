@@ -5,16 +5,16 @@
 // step against the measured (cpu) or datasheet bandwidth, MFU beside it, and
 // the attention error of the KV dtype against bf16. The options are parsed
 // into a run::InferRequest; the run is run::run_infer (bench/run/infer_run.h).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
-#include "bench/report/infer_tables.h"
 #include "bench/report/infer_json.h"
+#include "bench/report/infer_tables.h"
 #include "bench/report/report.h"
 #include "bench/run/infer_run.h"
 
@@ -47,20 +47,34 @@ void InferCommand::bind(CLI::App& app) {
   add_kv_cache_options(app, cache_);
   const char* g = "Infer";
   const auto count = CLI::Range(int64_t{1}, int64_t{1} << 40);
-  app.add_option("--backend", backend_, "cpu | meta (no memory touched) | cuda")->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "meta", "cuda"}))->group(g);
-  app.add_option("--prompt-len", prompt_len_, "prompt tokens per request")->capture_default_str()->check(count)->group(g);
+  app.add_option("--backend", backend_, "cpu | meta (no memory touched) | cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "meta", "cuda"}))
+      ->group(g);
+  app.add_option("--prompt-len", prompt_len_, "prompt tokens per request")
+      ->capture_default_str()
+      ->check(count)
+      ->group(g);
   app.add_option("--gen-len", gen_len_, "tokens generated per request")->capture_default_str()->check(count)->group(g);
   app.add_option("--trace", trace_, "JSONL requests: {\"prompt_len\", \"gen_len\", \"arrival\"} per line")
-      ->check(CLI::ExistingFile)->group(g);
-  app.add_option("--max-batch", max_batch_, "running sequences at most (vLLM max_num_seqs)")->capture_default_str()
-      ->check(count)->group(g);
+      ->check(CLI::ExistingFile)
+      ->group(g);
+  app.add_option("--max-batch", max_batch_, "running sequences at most (vLLM max_num_seqs)")
+      ->capture_default_str()
+      ->check(count)
+      ->group(g);
   app.add_option("--prefill-chunk", prefill_chunk_, "new tokens per prefill step; also the profiling forward")
-      ->capture_default_str()->check(count)->group(g);
+      ->capture_default_str()
+      ->check(count)
+      ->group(g);
   app.add_option("--prefix-len", prefix_len_, "prompt tokens every request shares (prefix sharing, paged)")
-      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->group(g);
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->group(g);
   app.add_option("--kv-outliers", kv_outliers_, "key channels scaled ×50 in the KV-error side run")
-      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->group(g);
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->group(g);
   app.add_option("--peak-flops", peak_flops_, "peak FLOP/s for the MFU")->group(g);
   add_output_options(app, output_);
 }

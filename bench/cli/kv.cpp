@@ -18,14 +18,18 @@ class KvCommand : public RunCommand {
  public:
   void bind(CLI::App& app) override {
     using O = ConfigOption;
-    add_config_options(app, config_, {O::kModel, O::kLayers, O::kDp, O::kTp, O::kPp, O::kSp, O::kRanks, O::kSeq,
-                                      O::kAttention, O::kDtype, O::kDevice, O::kDeviceMemory});
+    add_config_options(app, config_,
+                       {O::kModel, O::kLayers, O::kDp, O::kTp, O::kPp, O::kSp, O::kRanks, O::kSeq, O::kAttention,
+                        O::kDtype, O::kDevice, O::kDeviceMemory});
     add_kv_cache_options(app, cache_);
     app.add_option("--batch", batch_, "decode batch for the roofline (default: the capacity)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->group(kKvCacheGroup);
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+        ->group(kKvCacheGroup);
     app.add_option("--prefill-chunk", prefill_chunk_,
                    "tokens per prefill forward: sizes the activation peak (vLLM max_num_batched_tokens)")
-        ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->group(kKvCacheGroup);
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+        ->group(kKvCacheGroup);
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
@@ -50,7 +54,7 @@ class KvCommand : public RunCommand {
  private:
   ConfigOptions config_;
   KvCacheOptions cache_;
-  int64_t batch_ = 0;            // 0: the capacity
+  int64_t batch_ = 0;  // 0: the capacity
   int64_t prefill_chunk_ = 2048;
   OutputOptions output_;
 };

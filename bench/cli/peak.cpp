@@ -1,19 +1,19 @@
 // `gpuledger peak`: measured GEMM FLOP/s (square and llama2-7b layer shapes)
 // and memory bandwidth (STREAM add) of a backend — the peak MFU is taken
 // against when the device has no datasheet figure (the CPU).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 #include <ostream>
 
 #include "bench/cli/commands.h"
-#include "kernels/registry/registry.h"
 #include "bench/peak.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
 #include "kernels/device.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger::cli {
 
@@ -36,8 +36,11 @@ int run_peak(const PeakOptions& o) {
   json doc = report::make_report("peak");
   doc["env"]["backend"] = o.backend;
   doc["env"]["device"] = dev->description();
-  doc["config"] = {{"warmup", o.warmup}, {"reps", o.reps}, {"bandwidth_bytes_per_array", o.bandwidth_mib * 1048576.0},
-                   {"dtypes", o.dtypes}, {"quick", o.quick}};
+  doc["config"] = {{"warmup", o.warmup},
+                   {"reps", o.reps},
+                   {"bandwidth_bytes_per_array", o.bandwidth_mib * 1048576.0},
+                   {"dtypes", o.dtypes},
+                   {"quick", o.quick}};
   std::ostream& os = table_stream(o.out);
   if (!o.out.quiet)
     os << fmt::format("# gpuledger peak on {} ({}): median of {} repetitions after {} warm-up\n", o.backend,
@@ -54,8 +57,13 @@ int run_peak(const PeakOptions& o) {
       const auto& p = peaks.back();
       t.row({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k), dt,
              report::format_seconds(p.median_seconds), report::format_si(p.flops_per_s, "FLOP/s")});
-      doc["gemm"].push_back({{"shape", s.name}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"dtype", dt},
-                             {"median_seconds", p.median_seconds}, {"flops_per_s", p.flops_per_s}});
+      doc["gemm"].push_back({{"shape", s.name},
+                             {"m", s.m},
+                             {"n", s.n},
+                             {"k", s.k},
+                             {"dtype", dt},
+                             {"median_seconds", p.median_seconds},
+                             {"flops_per_s", p.flops_per_s}});
     }
   }
   const auto bw = bench::measure_bandwidth(*dev, static_cast<int64_t>(o.bandwidth_mib * 1048576.0), o.warmup, o.reps);
@@ -85,14 +93,17 @@ int run_peak(const PeakOptions& o) {
 void add_peak_command(CLI::App& root, std::vector<Command>& out) {
   auto o = std::make_shared<PeakOptions>();  // CLI11 binds to it; the run closure keeps it alive
   auto* app = root.add_subcommand("peak", "measure achievable GEMM FLOP/s and memory bandwidth of a backend");
-  app->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  app->add_option("--dtypes", o->dtypes, "GEMM operand dtypes")->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->delimiter(',');
+  app->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--dtypes", o->dtypes, "GEMM operand dtypes")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->delimiter(',');
   app->add_option("--warmup", o->warmup, "untimed repetitions")->capture_default_str()->check(CLI::Range(0, 100));
-  app->add_option("--reps", o->reps, "timed repetitions (median reported)")->capture_default_str()
+  app->add_option("--reps", o->reps, "timed repetitions (median reported)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)")->capture_default_str()
+  app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)")
+      ->capture_default_str()
       ->check(CLI::Range(1.0, 65536.0));
   app->add_flag("--quick", o->quick, "only the 1024 and 2048 squares");
   add_output_options(*app, o->out);

@@ -23,7 +23,9 @@ class PlanCommand : public RunCommand {
                    "token budget for the training-time estimate (default 20 per parameter)")
         ->group("Estimate");
     app.add_option("--assumed-mfu", assumed_mfu_, "MFU assumed by the training-time estimate")
-        ->capture_default_str()->check(CLI::Range(0.01, 1.0))->group("Estimate");
+        ->capture_default_str()
+        ->check(CLI::Range(0.01, 1.0))
+        ->group("Estimate");
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
@@ -42,7 +44,7 @@ class PlanCommand : public RunCommand {
 
  private:
   ConfigOptions config_;
-  std::string train_tokens_;   // BYTES-style count (K/M/G…): tokens of the time estimate
+  std::string train_tokens_;  // BYTES-style count (K/M/G…): tokens of the time estimate
   double assumed_mfu_ = 0.5;
   OutputOptions output_;
 };

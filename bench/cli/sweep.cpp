@@ -25,8 +25,8 @@
 // when one failed (or its checks did), 2 on usage errors, found before any
 // point runs: a bad --grid, a key that is not an option of the subcommand, a
 // value the subcommand's option refuses.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -67,7 +67,8 @@ class StderrTail : public std::streambuf {
     auto end = tail_.find_last_not_of("\n ");
     if (end == std::string::npos) return {};
     auto begin = tail_.rfind('\n', end);
-    return tail_.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+    return tail_.substr(begin == std::string::npos ? 0 : begin + 1,
+                        end + 1 - (begin == std::string::npos ? 0 : begin + 1));
   }
 
  protected:
@@ -117,23 +118,23 @@ void prepare(SweepPlan& s, const SweepOptions& o, const std::vector<std::string>
   s.app = s.root.add_subcommand(o.sub);
   s.command->bind(*s.app);
   try {
-    std::vector<std::string> args{fixed.rbegin(), fixed.rend()};   // CLI11 takes the arguments last-first
+    std::vector<std::string> args{fixed.rbegin(), fixed.rend()};  // CLI11 takes the arguments last-first
     args.push_back(o.sub);
     s.root.parse(args);
   } catch (const CLI::ParseError& e) {
     throw SweepUsage(o.sub + ": " + e.what());
   }
   std::set<std::string> keys;
-  std::set<const CLI::Option*> swept;   // two names of one option (--sp, --no-overlap-grad-reduce) are one key
+  std::set<const CLI::Option*> swept;  // two names of one option (--sp, --no-overlap-grad-reduce) are one key
   for (const auto& g : o.grids) {
     s.axes.push_back(parse_axis(g, *s.app));
     const auto& k = s.axes.back().key;
     if (!keys.insert(k).second || !swept.insert(s.app->get_option("--" + k)).second)
       throw SweepUsage("--grid " + k + " is given twice");
-    if (s.app->get_option("--" + k)->count() > 0)   // given among the fixed options, by any of its names
+    if (s.app->get_option("--" + k)->count() > 0)  // given among the fixed options, by any of its names
       throw SweepUsage("--" + k + " is both a fixed option and a --grid key");
   }
-  for (const auto& a : s.axes)   // e.g. --gbs swept with --microbatches given: they exclude each other
+  for (const auto& a : s.axes)  // e.g. --gbs swept with --microbatches given: they exclude each other
     for (const CLI::Option* ex : s.app->get_option("--" + a.key)->get_excludes())
       if (ex->count() > 0 || swept.count(ex) > 0)
         throw SweepUsage("--grid " + a.key + ": --" + a.key + " excludes " + ex->get_name());
@@ -208,12 +209,17 @@ json point_report(const SweepOptions& o, const Point& p, const std::string& path
   return doc;
 }
 
-json index_entry(const SweepOptions& o, const Point& p, const std::string& file, const json& doc,
-                 const GuardedRun& g, double seconds) {
+json index_entry(const SweepOptions& o, const Point& p, const std::string& file, const json& doc, const GuardedRun& g,
+                 double seconds) {
   std::string status = doc.value("status", std::string("error"));
   if (status == "ok" && g.exit != kExitOk) status = "check_failed";
-  json entry = {{"name", p.name}, {"args", p.args}, {"report", file}, {"status", status},
-                {"exit", g.exit}, {"seconds", seconds}, {"headline", report::headline(o.sub, doc)}};
+  json entry = {{"name", p.name},
+                {"args", p.args},
+                {"report", file},
+                {"status", status},
+                {"exit", g.exit},
+                {"seconds", seconds},
+                {"headline", report::headline(o.sub, doc)}};
   entry["values"] = json::object();
   for (const auto& [k, v] : p.values) entry["values"][k] = v;
   if (status != "ok") {
@@ -268,7 +274,7 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
     const std::string file = p.name + ".json";
     const std::string path = (fs::path(o.out) / file).string();
     if (rank == 0) {
-      fs::remove(path);   // a report left by an earlier sweep must not pass for this one's
+      fs::remove(path);  // a report left by an earlier sweep must not pass for this one's
       // One line per point; its own output (--tables) starts on a line of its own.
       std::cerr << fmt::format("[{}/{}] {} ...{}", i + 1, points.size(), describe(p), o.tables ? "\n" : " ")
                 << std::flush;
@@ -282,12 +288,16 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
     const std::string status = entry["status"];
     if (o.tables) std::cerr << fmt::format("[{}/{}] {} ... ", i + 1, points.size(), p.name);
     std::cerr << fmt::format("{} ({:.2f} s){}\n", status, seconds,
-                             status == "ok" ? "" : ": " + entry["error"].get<std::string>()) << std::flush;
+                             status == "ok" ? "" : ": " + entry["error"].get<std::string>())
+              << std::flush;
     index["points"].push_back(entry);
     // Rewritten after every point: a sweep that is stopped (an MPI job aborted by
     // a point, a time limit) leaves an index of what it finished.
     const int64_t done = static_cast<int64_t>(i) + 1;
-    index["summary"] = {{"points", points.size()}, {"done", done}, {"ok", done - failed}, {"failed", failed},
+    index["summary"] = {{"points", points.size()},
+                        {"done", done},
+                        {"ok", done - failed},
+                        {"failed", failed},
                         {"complete", done == static_cast<int64_t>(points.size())}};
     report::write_report(index, (fs::path(o.out) / "sweep.json").string());
   }
@@ -305,12 +315,17 @@ void add_sweep_command(CLI::App& root, std::vector<Command>& out) {
   auto* app = root.add_subcommand(
       "sweep", "run a grid of points of plan, kv, train or infer in one launch, one report per point");
   app->add_option("subcommand", o->sub, "the subcommand each point runs")
-      ->required()->check(CLI::IsMember({"plan", "kv", "train", "infer"}));
-  app->add_option("--grid", o->grids, "KEY=V1,V2,...: an option of the subcommand and its values (repeatable; "
-                                      "the points are the cartesian product, the first --grid slowest)")
-      ->required()->allow_extra_args(false)->type_name("KEY=V1,V2,...");
+      ->required()
+      ->check(CLI::IsMember({"plan", "kv", "train", "infer"}));
+  app->add_option("--grid", o->grids,
+                  "KEY=V1,V2,...: an option of the subcommand and its values (repeatable; "
+                  "the points are the cartesian product, the first --grid slowest)")
+      ->required()
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2,...");
   app->add_option("--out", o->out, "folder for the reports: DIR/<point>.json and the index DIR/sweep.json")
-      ->required()->type_name("DIR");
+      ->required()
+      ->type_name("DIR");
   app->add_flag("--tables", o->tables, "print each point's own tables too (default: progress and one summary table)");
   // Every other argument is the subcommand's own, passed to every point as given.
   app->allow_extras();

@@ -1,8 +1,8 @@
 // The grid of a sweep (see sweep_grid.h).
 #include "bench/cli/sweep_grid.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cctype>
 #include <map>
@@ -19,7 +19,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, sep)) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.push_back("");   // "tp=1,2," has an empty last value
+  if (!s.empty() && s.back() == sep) out.push_back("");  // "tp=1,2," has an empty last value
   return out;
 }
 
@@ -44,19 +44,18 @@ std::string name_piece(const std::string& key, const std::string& value) {
 
 GridAxis parse_axis(const std::string& text, CLI::App& sub) {
   const auto eq = text.find('=');
-  if (eq == std::string::npos)
-    throw SweepUsage("--grid '" + text + "': expected KEY=V1,V2,... (e.g. --grid tp=1,2,4)");
+  if (eq == std::string::npos) throw SweepUsage("--grid '" + text + "': expected KEY=V1,V2,... (e.g. --grid tp=1,2,4)");
   GridAxis a;
   a.key = text.substr(0, eq);
-  while (!a.key.empty() && a.key.front() == '-') a.key.erase(0, 1);   // "--tp=1,2" reads as "tp=1,2"
+  while (!a.key.empty() && a.key.front() == '-') a.key.erase(0, 1);  // "--tp=1,2" reads as "tp=1,2"
   if (a.key.empty()) throw SweepUsage("--grid '" + text + "': the key before '=' is empty");
   if (a.key == "json" || a.key == "quiet" || a.key == "help")
     throw SweepUsage("--grid " + a.key + ": the sweep sets --" + a.key + " itself");
   const CLI::Option* opt = sub.get_option_no_throw("--" + a.key);
   if (!opt)
-    throw SweepUsage("--grid " + a.key + ": '" + sub.get_name() + "' has no option --" + a.key +
-                     " (gpuledger " + sub.get_name() + " --help lists them)");
-  a.flag = opt->get_expected_max() == 0;   // add_flag sets expected(0)
+    throw SweepUsage("--grid " + a.key + ": '" + sub.get_name() + "' has no option --" + a.key + " (gpuledger " +
+                     sub.get_name() + " --help lists them)");
+  a.flag = opt->get_expected_max() == 0;  // add_flag sets expected(0)
   a.values = split(text.substr(eq + 1), ',');
   if (a.values.empty()) throw SweepUsage("--grid " + a.key + ": no values after '='");
   std::set<std::string> seen;

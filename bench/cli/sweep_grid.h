@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace gpuledger::cli {
 
@@ -18,9 +20,9 @@ struct GridAxis {
 };
 
 struct Point {
-  std::string name;                         // file name stem, e.g. tp2_pp4_zero1
-  std::vector<std::string> args;            // the point's options as a command line (fixed, then grid)
-  std::vector<std::pair<std::string, std::string>> values;   // (key, value) per axis, grid order
+  std::string name;                                         // file name stem, e.g. tp2_pp4_zero1
+  std::vector<std::string> args;                            // the point's options as a command line (fixed, then grid)
+  std::vector<std::pair<std::string, std::string>> values;  // (key, value) per axis, grid order
 };
 
 // A usage error found while building the grid (exit 2).

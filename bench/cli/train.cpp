@@ -5,8 +5,8 @@
 // run::run_train (bench/run/train_run.h, which describes the three modes).
 // A failure is a report too (status "oom" or "error", the ledger at the
 // failure, what would fit); exit 1.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "bench/checks.h"
 #include "bench/cli/commands.h"
@@ -33,10 +33,10 @@ class TrainCommand : public RunCommand {
 
   ConfigOptions config_;
   std::string backend_ = "cpu";
-  int64_t world_ = 0;                 // meta: the simulated world (0: dp·tp·pp)
+  int64_t world_ = 0;  // meta: the simulated world (0: dp·tp·pp)
   int64_t steps_ = 10;
   int64_t warmup_ = 1;
-  std::string memory_limit_;          // BYTES (K/M/G/Ki/Mi/Gi)
+  std::string memory_limit_;  // BYTES (K/M/G/Ki/Mi/Gi)
   std::optional<double> peak_flops_;
   bool timeline_ = false;
   bool profile_ = false;
@@ -47,20 +47,29 @@ void TrainCommand::bind(CLI::App& app) {
   add_config_options(app, config_, kTrainingConfigOptions);
   const char* g = "Train";
   app.add_option("--backend", backend_, "cpu | meta (no memory touched, FLOPs counted) | cuda")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "meta", "cuda"}))->group(g);
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "meta", "cuda"}))
+      ->group(g);
   app.add_option("--world", world_, "meta: simulate a world of N ranks (dp = N / (tp·pp) unless --dp is given)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->group(g);
-  app.add_option("--steps", steps_, "optimizer steps")->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->group(g);
-  app.add_option("--warmup", warmup_, "first steps left out of the medians")->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->group(g);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(g);
+  app.add_option("--steps", steps_, "optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->group(g);
+  app.add_option("--warmup", warmup_, "first steps left out of the medians")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->group(g);
   app.add_option("--memory-limit", memory_limit_, "behave as a device of BYTES (K/M/G/Ki/Mi/Gi)")->group(g);
   app.add_option("--peak-flops", peak_flops_, "the per-device peak MFU is taken against (FLOP/s)")->group(g);
   app.add_option("--lr", config_.run.lr, "AdamW learning rate")->capture_default_str()->group(g);
   app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--grad-clip", config_.run.grad_clip, "global gradient-norm clip (0 = off)")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
   app.add_flag("--timeline", timeline_, "record memory at every phase marker in the report")->group(g);
   app.add_flag("--profile", profile_, "time every op (synchronised): where the time goes, op by op")->group(g);
   add_output_options(app, output_);

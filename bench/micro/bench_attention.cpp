@@ -54,8 +54,12 @@ void run_materialized(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mb
     double total_s = 0;
     if (!backward) {
       auto g = attention_forward_gemms(s, t);
-      g[0].a = a.q.data(); g[0].b = a.k.data(); g[0].c = f32.data();
-      g[1].a = probs.data(); g[1].b = a.v.data(); g[1].c = a.out.data();
+      g[0].a = a.q.data();
+      g[0].b = a.k.data();
+      g[0].c = f32.data();
+      g[1].a = probs.data();
+      g[1].b = a.v.data();
+      g[1].c = a.out.data();
       for (const auto& x : g) flops += static_cast<double>(gemm_flops(x));
       total_s = time_op(st, dev, [&] {
         dev.gemm(g[0]);
@@ -68,10 +72,18 @@ void run_materialized(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mb
       if (t != DType::kFP32) ds_e = dev.alloc(scores * dtype_bytes(t), Account::kWorkspace, "micro.attn.dS");
       const void* ds = t != DType::kFP32 ? ds_e.data() : f32.data();
       auto g = attention_backward_gemms(s, t);
-      g[0].a = a.dout.data(); g[0].b = a.v.data(); g[0].c = f32.data();   // dP
-      g[1].a = probs.data(); g[1].b = a.dout.data(); g[1].c = a.dv.data(); // dV
-      g[2].a = ds; g[2].b = a.k.data(); g[2].c = a.dq.data();             // dQ
-      g[3].a = ds; g[3].b = a.q.data(); g[3].c = a.dk.data();             // dK
+      g[0].a = a.dout.data();
+      g[0].b = a.v.data();
+      g[0].c = f32.data();  // dP
+      g[1].a = probs.data();
+      g[1].b = a.dout.data();
+      g[1].c = a.dv.data();  // dV
+      g[2].a = ds;
+      g[2].b = a.k.data();
+      g[2].c = a.dq.data();  // dQ
+      g[3].a = ds;
+      g[3].b = a.q.data();
+      g[3].c = a.dk.data();  // dK
       for (const auto& x : g) flops += static_cast<double>(gemm_flops(x));
       total_s = time_op(st, dev, [&] {
         dev.gemm(g[0]);
@@ -93,8 +105,7 @@ void run_flash(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs, bool
     AttnBuffers a = attn_buffers(dev, s, t, backward);
     const RngKey key{1234, 1};
     auto forward = [&] {
-      dev.flash_attention_forward(a.out.data(), a.lse.as<float>(), a.q.data(), a.k.data(), a.v.data(), t, s,
-                                  0.0f, key);
+      dev.flash_attention_forward(a.out.data(), a.lse.as<float>(), a.q.data(), a.k.data(), a.v.data(), t, s, 0.0f, key);
     };
     double total_s = 0;
     if (!backward) {
@@ -102,10 +113,10 @@ void run_flash(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs, bool
       set_compute_counters(st, b, t, static_cast<double>(flash_forward_flops(s)), total_s);
       return;
     }
-    forward();   // the saved out and lse the backward reads
+    forward();  // the saved out and lse the backward reads
     total_s = time_op(st, dev, [&] {
-      dev.flash_attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.dout.data(), a.q.data(),
-                                   a.k.data(), a.v.data(), a.out.data(), a.lse.as<float>(), t, s, 0.0f, key);
+      dev.flash_attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.dout.data(), a.q.data(), a.k.data(),
+                                   a.v.data(), a.out.data(), a.lse.as<float>(), t, s, 0.0f, key);
     });
     set_compute_counters(st, b, t, static_cast<double>(flash_backward_flops(s)), total_s);
   });
@@ -138,7 +149,7 @@ using Runner = void (*)(benchmark::State&, Backend&, PresetAtTp, int64_t, bool, 
 void register_attention(const MicroOptions& o) {
   struct Kind {
     const char* family;
-    const char* what;   // "" for softmax
+    const char* what;  // "" for softmax
     Runner run;
   };
   const Kind kinds[] = {{"attention", "materialized/", run_materialized},
@@ -153,9 +164,9 @@ void register_attention(const MicroOptions& o) {
         for (bool backward : {false, true})
           for (DType t : o.dtypes) {
             const std::string rest = label + "/" + k.what + (backward ? "bwd/" : "fwd/") + std::string(dtype_name(t));
-            auto* bm = benchmark::RegisterBenchmark(
-                bench_name(k.family, name, rest).c_str(),
-                [b, p, mbs = o.mbs, backward, t, run = k.run](benchmark::State& st) { run(st, *b, p, mbs, backward, t); });
+            auto* bm = benchmark::RegisterBenchmark(bench_name(k.family, name, rest).c_str(),
+                                                    [b, p, mbs = o.mbs, backward, t, run = k.run](
+                                                        benchmark::State& st) { run(st, *b, p, mbs, backward, t); });
             configure(bm)->ArgName("seq");
             for (int64_t seq : o.seqs) bm->Arg(seq);
           }

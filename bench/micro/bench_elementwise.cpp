@@ -61,11 +61,12 @@ void run_elementwise(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs
         bytes = s.llama ? swiglu_forward_bytes(elems, t) : gelu_forward_bytes(elems, t);
         break;
       case Op::kActBwd:
-        call = s.llama ? std::function<void()>([&] { dev.swiglu_backward(z.data(), w.data(), x.data(), y.data(), x.data(), t, elems); })
+        call = s.llama ? std::function<void()>(
+                             [&] { dev.swiglu_backward(z.data(), w.data(), x.data(), y.data(), x.data(), t, elems); })
                        : std::function<void()>([&] { dev.gelu_backward(z.data(), x.data(), y.data(), t, elems); });
         bytes = s.llama ? swiglu_backward_bytes(elems, t) : gelu_backward_bytes(elems, t);
         break;
-      case Op::kSplitQkv:   // qkv rows in x; q, k, v one after another in y
+      case Op::kSplitQkv:  // qkv rows in x; q, k, v one after another in y
         call = [&] {
           char* q = static_cast<char*>(y.data());
           dev.split_qkv(q, q + q_elems * e, q + (q_elems + n * a.Hkv * a.D) * e, x.data(), t, a);
@@ -95,12 +96,16 @@ void run_elementwise(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs
         fill_ids(dev, static_cast<int32_t*>(w.data()), n, std::min<int64_t>(n, s.vocab));
         const void* wpe = s.llama ? nullptr : y.data();
         if (op == Op::kEmbFwd) {
-          call = [&, wpe] { dev.embedding_forward(x.data(), static_cast<const int32_t*>(w.data()), z.data(), wpe, t,
-                                                  a.B, a.T, s.hidden, 0); };
+          call = [&, wpe] {
+            dev.embedding_forward(x.data(), static_cast<const int32_t*>(w.data()), z.data(), wpe, t, a.B, a.T, s.hidden,
+                                  0);
+          };
           bytes = embedding_forward_bytes(n, s.hidden, t);
         } else {
-          call = [&] { dev.embedding_backward(z.data(), s.llama ? nullptr : y.data(), t, x.data(), t,
-                                              static_cast<const int32_t*>(w.data()), a.B, a.T, s.hidden, 0); };
+          call = [&] {
+            dev.embedding_backward(z.data(), s.llama ? nullptr : y.data(), t, x.data(), t,
+                                   static_cast<const int32_t*>(w.data()), a.B, a.T, s.hidden, 0);
+          };
           bytes = embedding_backward_bytes(n, s.hidden, t, t);
         }
         break;
@@ -114,7 +119,7 @@ void run_elementwise(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs
 }  // namespace
 
 void register_elementwise(const MicroOptions& o) {
-  const Op ops[] = {Op::kAdd, Op::kActFwd, Op::kActBwd, Op::kSplitQkv, Op::kMergeQkvGrad,
+  const Op ops[] = {Op::kAdd,        Op::kActFwd,     Op::kActBwd, Op::kSplitQkv, Op::kMergeQkvGrad,
                     Op::kMergeHeads, Op::kSplitHeads, Op::kEmbFwd, Op::kEmbBwd};
   for (const auto& name : o.backends) {
     Backend* b = backend(name);

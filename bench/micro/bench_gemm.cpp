@@ -10,8 +10,7 @@ namespace gpuledger::micro {
 
 namespace {
 
-void run_gemm(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs, std::string linear, Pass pass,
-              DType t) {
+void run_gemm(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs, std::string linear, Pass pass, DType t) {
   guarded(st, [&] {
     const LayerShapes s = layer_shapes(p.preset, p.tp, st.range(0), mbs);
     LinearShape l;
@@ -44,11 +43,12 @@ void register_gemm(const MicroOptions& o) {
       for (const auto& l : shapes.linears)
         for (Pass pass : {Pass::kForward, Pass::kDgrad, Pass::kWgrad})
           for (DType t : o.dtypes) {
-            const std::string rest = shapes.label + "/" + l.name + "/" + pass_name(pass) + "/" +
-                                     std::string(dtype_name(t));
-            auto* bm = benchmark::RegisterBenchmark(
-                bench_name("gemm", name, rest).c_str(),
-                [b, p, mbs = o.mbs, l = l.name, pass, t](benchmark::State& st) { run_gemm(st, *b, p, mbs, l, pass, t); });
+            const std::string rest =
+                shapes.label + "/" + l.name + "/" + pass_name(pass) + "/" + std::string(dtype_name(t));
+            auto* bm = benchmark::RegisterBenchmark(bench_name("gemm", name, rest).c_str(),
+                                                    [b, p, mbs = o.mbs, l = l.name, pass, t](benchmark::State& st) {
+                                                      run_gemm(st, *b, p, mbs, l, pass, t);
+                                                    });
             configure(bm)->ArgName("seq");
             for (int64_t seq : o.seqs) bm->Arg(seq);
           }

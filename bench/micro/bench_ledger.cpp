@@ -48,13 +48,14 @@ void register_ledger(const MicroOptions& o) {
   for (const auto& name : names) {
     Backend* b = backend(name);
     if (!b) continue;
-    benchmark::RegisterBenchmark(bench_name("ledger", "alloc_free", name).c_str(),
-                                 [b](benchmark::State& st) { run_alloc_free(st, *b); })
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(bench_name("ledger", "alloc_free", name).c_str(), [b](benchmark::State& st) {
+      run_alloc_free(st, *b);
+    })->Unit(benchmark::kNanosecond);
   }
   if (Backend* meta = backend("meta"))
-    benchmark::RegisterBenchmark("ledger/flop_count/meta", [meta](benchmark::State& st) { run_flop_count(st, *meta); })
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark("ledger/flop_count/meta", [meta](benchmark::State& st) {
+      run_flop_count(st, *meta);
+    })->Unit(benchmark::kNanosecond);
 }
 
 }  // namespace gpuledger::micro

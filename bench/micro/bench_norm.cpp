@@ -35,20 +35,24 @@ void run_norm(benchmark::State& st, Backend& b, PresetAtTp p, int64_t mbs, bool 
     if (s.llama) {
       dev.rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), t, N, C, kEps);
       if (!backward) {
-        total_s = time_op(st, dev, [&] { dev.rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), t, N, C, kEps); });
+        total_s = time_op(
+            st, dev, [&] { dev.rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), t, N, C, kEps); });
         bytes = static_cast<double>(rmsnorm_forward_bytes(N, C, t));
       } else {
         Buffer dx = dev.alloc(N * C * e, Account::kWorkspace, "micro.norm.dx");
         total_s = time_op(st, dev, [&] {
-          dev.rmsnorm_backward(dx.data(), dw.data(), t, out.data(), x.data(), w.data(), rstd.as<float>(), t, N, C, false);
+          dev.rmsnorm_backward(dx.data(), dw.data(), t, out.data(), x.data(), w.data(), rstd.as<float>(), t, N, C,
+                               false);
         });
         bytes = static_cast<double>(rmsnorm_backward_bytes(N, C, t, t));
       }
     } else {
-      dev.layernorm_forward(out.data(), mean.as<float>(), rstd.as<float>(), x.data(), w.data(), bias.data(), t, N, C, kEps);
+      dev.layernorm_forward(out.data(), mean.as<float>(), rstd.as<float>(), x.data(), w.data(), bias.data(), t, N, C,
+                            kEps);
       if (!backward) {
         total_s = time_op(st, dev, [&] {
-          dev.layernorm_forward(out.data(), mean.as<float>(), rstd.as<float>(), x.data(), w.data(), bias.data(), t, N, C, kEps);
+          dev.layernorm_forward(out.data(), mean.as<float>(), rstd.as<float>(), x.data(), w.data(), bias.data(), t, N,
+                                C, kEps);
         });
         bytes = static_cast<double>(layernorm_forward_bytes(N, C, t));
       } else {

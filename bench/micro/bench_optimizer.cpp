@@ -28,8 +28,8 @@ void run_adamw(benchmark::State& st, Backend& b, DType t) {
     dev.fill_zero(v.data(), n * 4);
     int64_t step = 0;
     const double total_s = time_op(st, dev, [&] {
-      dev.adamw(master ? p.as<float>() : nullptr, w.data(), t, g.data(), t, m.as<float>(), v.as<float>(), n,
-                1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step, 1.0f);
+      dev.adamw(master ? p.as<float>() : nullptr, w.data(), t, g.data(), t, m.as<float>(), v.as<float>(), n, 1e-3f,
+                0.9f, 0.95f, 1e-8f, 0.1f, ++step, 1.0f);
     });
     set_memory_counters(st, b, static_cast<double>(adamw_bytes(n, t, t, master)), total_s);
   });

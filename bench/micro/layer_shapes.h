@@ -14,23 +14,23 @@ namespace gpuledger::micro {
 
 // y (n × out) = x (n × in) · Wᵀ, W (out × in): one linear layer on n tokens.
 struct LinearShape {
-  std::string name;    // "qkv", "o", "gate", "up", "down", "lm_head"
+  std::string name;  // "qkv", "o", "gate", "up", "down", "lm_head"
   int64_t in = 0, out = 0;
 };
 
 enum class Pass { kForward, kDgrad, kWgrad };
-const char* pass_name(Pass p);   // "fwd", "dgrad", "wgrad"
+const char* pass_name(Pass p);  // "fwd", "dgrad", "wgrad"
 
 struct LayerShapes {
-  std::string label;             // "llama3-70b:tp8"
-  bool llama = true;             // RMSNorm + RoPE + SwiGLU (else LayerNorm + GELU)
-  int64_t tokens = 0;            // n = B·T
-  int64_t hidden = 0;            // h
-  int64_t ffn_local = 0;         // f / tp
-  int64_t vocab = 0;             // V (unpadded)
-  int64_t vocab_local = 0;       // V' / tp
+  std::string label;        // "llama3-70b:tp8"
+  bool llama = true;        // RMSNorm + RoPE + SwiGLU (else LayerNorm + GELU)
+  int64_t tokens = 0;       // n = B·T
+  int64_t hidden = 0;       // h
+  int64_t ffn_local = 0;    // f / tp
+  int64_t vocab = 0;        // V (unpadded)
+  int64_t vocab_local = 0;  // V' / tp
   float rope_theta = 10000.0f;
-  AttnShape attn;                // B, a/t, k/t, T, d
+  AttnShape attn;  // B, a/t, k/t, T, d
   std::vector<LinearShape> linears;
 };
 

@@ -53,14 +53,16 @@ ReferencePeak measured_peak(Backend& b) {
   }
   const int64_t array_bytes = int64_t{256} << 20;
   p.bytes_per_s = bench::measure_bandwidth(*b.dev, array_bytes, 1, 5).bytes_per_s;
-  p.bytes_source = "measured now: STREAM add c = a + b over 3 × 256 MiB fp32 arrays, median of 5 (as `gpuledger peak`) on " +
-                   b.dev->description();
+  p.bytes_source =
+      "measured now: STREAM add c = a + b over 3 × 256 MiB fp32 arrays, median of 5 (as `gpuledger peak`) on " +
+      b.dev->description();
   return p;
 }
 
 ReferencePeak datasheet_peak(const std::string& preset) {
   const auto spec = find_device(preset);
-  if (!spec) throw std::invalid_argument("--gpl_peak: unknown device preset '" + preset + "' (see `gpuledger devices`)");
+  if (!spec)
+    throw std::invalid_argument("--gpl_peak: unknown device preset '" + preset + "' (see `gpuledger devices`)");
   ReferencePeak p;
   for (DType t : kDtypes)
     if (const auto f = device_peak_flops(*spec, t)) p.flops_per_s[t] = *f;
@@ -108,8 +110,7 @@ void set_reference_peaks(const std::string& how) {
   }
 }
 
-void set_compute_counters(benchmark::State& st, const Backend& b, DType t, double flops_per_call,
-                          double total_s) {
+void set_compute_counters(benchmark::State& st, const Backend& b, DType t, double flops_per_call, double total_s) {
   if (total_s <= 0) return;
   const double rate = flops_per_call * static_cast<double>(st.iterations()) / total_s;
   st.counters["flops_per_s"] = rate;
@@ -131,8 +132,7 @@ void fill_values(Device& dev, void* dst, DType t, int64_t n) {
   const int64_t e = dtype_bytes(t);
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t len = std::min(kChunk, n - i0);
-    for (int64_t i = 0; i < len; ++i)
-      host[i] = static_cast<float>(((i0 + i) * 7919) % 1000) * 1e-3f - 0.5f;
+    for (int64_t i = 0; i < len; ++i) host[i] = static_cast<float>(((i0 + i) * 7919) % 1000) * 1e-3f - 0.5f;
     char* at = static_cast<char*>(dst) + i0 * e;
     if (t == DType::kFP32) {
       dev.copy_from_host(at, host.data(), len * e);

@@ -18,10 +18,10 @@ namespace gpuledger::micro {
 
 // The figures a backend's ops are compared with, and where each comes from.
 struct ReferencePeak {
-  std::map<DType, double> flops_per_s;   // dense GEMM peak per storage dtype; absent = unknown
-  double bytes_per_s = 0;                // 0 = unknown
+  std::map<DType, double> flops_per_s;  // dense GEMM peak per storage dtype; absent = unknown
+  double bytes_per_s = 0;               // 0 = unknown
   std::string flops_source, bytes_source;
-  double flops_for(DType t) const;       // 0 when unknown
+  double flops_for(DType t) const;  // 0 when unknown
 };
 
 struct Backend {
@@ -64,8 +64,7 @@ double time_op(benchmark::State& st, Device& dev, Op&& op) {
 
 // flops_per_s = flops per call · iterations / timed seconds, and pct_of_peak
 // against the backend's reference for compute dtype `t` (left out when unknown).
-void set_compute_counters(benchmark::State& st, const Backend& b, DType t, double flops_per_call,
-                          double total_s);
+void set_compute_counters(benchmark::State& st, const Backend& b, DType t, double flops_per_call, double total_s);
 // bytes_per_s and pct_of_bandwidth, likewise.
 void set_memory_counters(benchmark::State& st, const Backend& b, double bytes_per_call, double total_s);
 

@@ -31,10 +31,14 @@ std::vector<int64_t> parse_int_list(const std::string& text, bool binary_suffixe
     }
     const std::string suffix = item.substr(used);
     const double k = binary_suffixes ? 1024.0 : 1000.0;
-    if (suffix == "K" || suffix == "k") v *= k;
-    else if (suffix == "M" || suffix == "m") v *= k * k;
-    else if (suffix == "G" || suffix == "g") v *= k * k * k;
-    else if (!suffix.empty()) throw std::invalid_argument("unknown suffix in '" + item + "'");
+    if (suffix == "K" || suffix == "k")
+      v *= k;
+    else if (suffix == "M" || suffix == "m")
+      v *= k * k;
+    else if (suffix == "G" || suffix == "g")
+      v *= k * k * k;
+    else if (!suffix.empty())
+      throw std::invalid_argument("unknown suffix in '" + item + "'");
     if (v < 1) throw std::invalid_argument("sizes must be >= 1: '" + item + "'");
     out.push_back(static_cast<int64_t>(v));
   }
@@ -95,17 +99,28 @@ MicroOptions parse_micro_options(int* argc, char** argv) {
     };
     const char* v = nullptr;
     try {
-      if ((v = value_of("--gpl_backends"))) o.backends = split_commas(v);
-      else if ((v = value_of("--gpl_presets"))) o.presets = parse_presets(v);
-      else if ((v = value_of("--gpl_seqs"))) o.seqs = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_mbs"))) o.mbs = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_dtypes"))) o.dtypes = parse_dtypes(v);
-      else if ((v = value_of("--gpl_adamw_params"))) o.adamw_params = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_kv_contexts"))) o.kv_contexts = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_kv_batch"))) o.kv_batch = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_convert_elems"))) o.convert_elems = parse_int_list(v, true);
-      else if ((v = value_of("--gpl_peak"))) o.peak = v;
-      else if (arg.rfind("--gpl_", 0) == 0) throw std::invalid_argument("unknown flag");
+      if ((v = value_of("--gpl_backends")))
+        o.backends = split_commas(v);
+      else if ((v = value_of("--gpl_presets")))
+        o.presets = parse_presets(v);
+      else if ((v = value_of("--gpl_seqs")))
+        o.seqs = parse_int_list(v, false);
+      else if ((v = value_of("--gpl_mbs")))
+        o.mbs = parse_int_list(v, false).at(0);
+      else if ((v = value_of("--gpl_dtypes")))
+        o.dtypes = parse_dtypes(v);
+      else if ((v = value_of("--gpl_adamw_params")))
+        o.adamw_params = parse_int_list(v, false);
+      else if ((v = value_of("--gpl_kv_contexts")))
+        o.kv_contexts = parse_int_list(v, false);
+      else if ((v = value_of("--gpl_kv_batch")))
+        o.kv_batch = parse_int_list(v, false).at(0);
+      else if ((v = value_of("--gpl_convert_elems")))
+        o.convert_elems = parse_int_list(v, true);
+      else if ((v = value_of("--gpl_peak")))
+        o.peak = v;
+      else if (arg.rfind("--gpl_", 0) == 0)
+        throw std::invalid_argument("unknown flag");
       else {
         argv[kept++] = argv[i];
         continue;

@@ -13,19 +13,19 @@ namespace gpuledger::micro {
 
 // One layer geometry: a model preset at a tensor-parallel degree.
 struct PresetAtTp {
-  std::string preset;   // "llama3-70b"
-  int64_t tp = 1;       // written "llama3-70b:tp8"
+  std::string preset;  // "llama3-70b"
+  int64_t tp = 1;      // written "llama3-70b:tp8"
 };
 
 struct MicroOptions {
-  std::vector<std::string> backends = {"cpu", "cuda"};   // cuda skipped when not built / no GPU
+  std::vector<std::string> backends = {"cpu", "cuda"};  // cuda skipped when not built / no GPU
   std::vector<PresetAtTp> presets = {{"gpt2", 1}, {"llama3-8b", 1}, {"llama3-70b", 8}};
   std::vector<int64_t> seqs = {1024, 2048, 4096, 8192};
   std::vector<DType> dtypes = {DType::kFP32, DType::kBF16};
-  int64_t mbs = 1;                                        // sequences per microbatch (B)
+  int64_t mbs = 1;  // sequences per microbatch (B)
   std::vector<int64_t> adamw_params = {1000000, 10000000, 100000000};
-  std::vector<int64_t> kv_contexts = {1024, 4096};        // tokens held per sequence
-  int64_t kv_batch = 8;                                   // sequences decoded together
+  std::vector<int64_t> kv_contexts = {1024, 4096};  // tokens held per sequence
+  int64_t kv_batch = 8;                             // sequences decoded together
   std::vector<int64_t> convert_elems = {1 << 20, 1 << 24};
   // "measure" (the backend's own sgemm and STREAM-add peaks, as `gpuledger peak`),
   // "none" (pct counters left out), or a device preset name (datasheet figures).

@@ -24,8 +24,7 @@ constexpr int64_t layernorm_forward_bytes(int64_t N, int64_t C, DType t) {
 // LayerNorm backward: dout and x read, dx written (N·C, t; no accumulate);
 // w read (C, t); mean, rstd read (N, fp32); dw and dbias accumulated (C, grad_t, read + write).
 constexpr int64_t layernorm_backward_bytes(int64_t N, int64_t C, DType t, DType grad_t) {
-  return 3 * N * C * dtype_bytes(t) + C * dtype_bytes(t) + 2 * N * kFp32Bytes +
-         2 * 2 * C * dtype_bytes(grad_t);
+  return 3 * N * C * dtype_bytes(t) + C * dtype_bytes(t) + 2 * N * kFp32Bytes + 2 * 2 * C * dtype_bytes(grad_t);
 }
 // RMSNorm forward: x read, out written, w read, rstd written.
 constexpr int64_t rmsnorm_forward_bytes(int64_t N, int64_t C, DType t) {

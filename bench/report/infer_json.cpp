@@ -17,22 +17,33 @@ json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(
 
 json infer_config_json(const run::InferRequest& q) {
   json c = config_json(q.config);
-  c["infer"] = {{"kv", kv_layout_name(q.kv.layout)}, {"kv_dtype", kv_format_name(q.kv.dtype)},
-                {"kv_scales", kv_scales_name(q.kv.scales)}, {"block", q.kv.block},
-                {"max_model_len", q.kv.max_model_len}, {"context", q.context},
-                {"requests", static_cast<int64_t>(q.shapes.size())}, {"prompt_len", q.prompt_len},
-                {"gen_len", q.gen_len}, {"trace", q.trace}, {"max_batch", q.max_batch},
-                {"prefill_chunk", q.prefill_chunk}, {"prefix_len", q.prefix_len},
+  c["infer"] = {{"kv", kv_layout_name(q.kv.layout)},
+                {"kv_dtype", kv_format_name(q.kv.dtype)},
+                {"kv_scales", kv_scales_name(q.kv.scales)},
+                {"block", q.kv.block},
+                {"max_model_len", q.kv.max_model_len},
+                {"context", q.context},
+                {"requests", static_cast<int64_t>(q.shapes.size())},
+                {"prompt_len", q.prompt_len},
+                {"gen_len", q.gen_len},
+                {"trace", q.trace},
+                {"max_batch", q.max_batch},
+                {"prefill_chunk", q.prefill_chunk},
+                {"prefix_len", q.prefix_len},
                 {"memory_utilization", q.memory_utilization},
-                {"device_memory_bytes", *q.config.device_memory_bytes}, {"overhead_bytes", q.overhead_bytes},
+                {"device_memory_bytes", *q.config.device_memory_bytes},
+                {"overhead_bytes", q.overhead_bytes},
                 {"kv_outliers", q.kv_outliers}};
   return c;
 }
 
 json kv_error_json(const std::optional<run::KvErrorRecord>& e) {
   if (!e) return nullptr;
-  return {{"rms", e->rms}, {"max", e->max}, {"reference_rms", e->reference_rms},
-          {"context", e->context}, {"outlier_channels", e->outlier_channels},
+  return {{"rms", e->rms},
+          {"max", e->max},
+          {"reference_rms", e->reference_rms},
+          {"context", e->context},
+          {"outlier_channels", e->outlier_channels},
           {"note", "K, V, Q drawn N(0,1); the first --kv-outliers key channels of every head ×50, the query 0 there"}};
 }
 
@@ -43,12 +54,18 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   const double dsec = st.decode_seconds;
   const double bytes_per_step = st.decode_steps > 0 ? static_cast<double>(st.decode_bytes_read) / st.decode_steps : 0.0;
   const double bps = rate(static_cast<double>(st.decode_bytes_read), dsec);
-  j["prefill"] = {{"steps", st.prefill_steps}, {"tokens", st.prefill_tokens}, {"seconds", st.prefill_seconds},
+  j["prefill"] = {{"steps", st.prefill_steps},
+                  {"tokens", st.prefill_tokens},
+                  {"seconds", st.prefill_seconds},
                   {"tokens_per_s", rate(static_cast<double>(st.prefill_tokens), st.prefill_seconds)},
                   {"flops", st.prefill_flops}};
-  j["decode"] = {{"steps", st.decode_steps}, {"tokens", st.decode_tokens}, {"seconds", dsec},
+  j["decode"] = {{"steps", st.decode_steps},
+                 {"tokens", st.decode_tokens},
+                 {"seconds", dsec},
                  {"tokens_per_s", rate(static_cast<double>(st.decode_tokens), dsec)},
-                 {"bytes_read", st.decode_bytes_read}, {"bytes_per_step", bytes_per_step}, {"bytes_per_s", bps},
+                 {"bytes_read", st.decode_bytes_read},
+                 {"bytes_per_step", bytes_per_step},
+                 {"bytes_per_s", bps},
                  {"bandwidth_utilization", peaks.bandwidth && dsec > 0 ? json(bps / *peaks.bandwidth) : json(nullptr)},
                  {"flops", st.decode_flops},
                  {"mfu", peaks.flops && dsec > 0 ? json(st.decode_flops / dsec / *peaks.flops) : json(nullptr)},
@@ -79,21 +96,28 @@ json infer_rank_json(const run::InferRankRecord& r) {
   json measured = {{"peak_bytes", r.peak_bytes},
                    {"at_peak", account_bytes_json(r.at_peak)},
                    {"peak_by_account", account_bytes_json(r.peak_by_account)},
-                   {"activation_peak_bytes", r.activation_peak_bytes}, {"pool_rule_bytes", r.pool_rule_bytes}};
-  measured["kv"] = {{"pool_bytes", r.kv_booked_bytes}, {"peak_assigned_bytes", assigned},
+                   {"activation_peak_bytes", r.activation_peak_bytes},
+                   {"pool_rule_bytes", r.pool_rule_bytes}};
+  measured["kv"] = {{"pool_bytes", r.kv_booked_bytes},
+                    {"peak_assigned_bytes", assigned},
                     {"peak_token_bytes", r.kv_peak_token_bytes}};
   measured["waste"] = {{"bytes", r.waste_bytes},
                        {"kind", r.paged ? kPagedWaste : "reservation (max-model-len − length)"},
                        {"token_fraction", assigned > 0 ? static_cast<double>(r.kv_peak_token_bytes) / assigned : 0.0},
-                       {"note", "assigned and token peaks may fall on different steps; the null block and fixed "
-                                "scales are left out of the waste"}};
+                       {"note",
+                        "assigned and token peaks may fall on different steps; the null block and fixed "
+                        "scales are left out of the waste"}};
   j["measured"] = measured;
-  j["capacity"] = {{"context", r.context}, {"measured", r.capacity_measured}, {"predicted", r.predicted.sequences},
-                   {"pool_bytes", r.pool_rule_bytes}, {"assigned_bytes_full", r.assigned_bytes_full}};
-  j["analytic"] = {{"exact", {{"weights", r.analytic_weights_bytes}, {"kv_full", r.analytic_kv_full_bytes}}},
-                   {"capacity", {{"pool_bytes", r.predicted.pool_bytes}, {"sequences", r.predicted.sequences},
-                                 {"tokens", r.predicted.tokens}}},
-                   {"kv_bytes_per_token", r.analytic_kv_bytes_per_token}};
+  j["capacity"] = {{"context", r.context},
+                   {"measured", r.capacity_measured},
+                   {"predicted", r.predicted.sequences},
+                   {"pool_bytes", r.pool_rule_bytes},
+                   {"assigned_bytes_full", r.assigned_bytes_full}};
+  j["analytic"] = {
+      {"exact", {{"weights", r.analytic_weights_bytes}, {"kv_full", r.analytic_kv_full_bytes}}},
+      {"capacity",
+       {{"pool_bytes", r.predicted.pool_bytes}, {"sequences", r.predicted.sequences}, {"tokens", r.predicted.tokens}}},
+      {"kv_bytes_per_token", r.analytic_kv_bytes_per_token}};
   j["flops"] = {{"executed", r.executed_flops}};
   return j;
 }

@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
-#include "bench/report/plan_tables.h"
-#include "bench/report/train_tables.h"
 #include "bench/report/format.h"
+#include "bench/report/plan_tables.h"
 #include "bench/report/table.h"
+#include "bench/report/train_tables.h"
 
 namespace gpuledger::report {
 
@@ -20,11 +20,12 @@ std::string pct(const json& v) { return v.is_number() ? format_percent(v.get<dou
 void print_infer_summary(std::ostream& os, const json& doc) {
   print_config_header(os, doc);
   const json& c = doc["config"]["infer"];
-  os << fmt::format("# infer   {} cache, {} (scales {}), block {}, max-model-len {}, {} requests, max-batch {}, "
-                    "prefill-chunk {}, prefix {}\n",
-                    c["kv"].get<std::string>(), c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(),
-                    c["block"].get<int64_t>(), c["max_model_len"].get<int64_t>(), c["requests"].get<int64_t>(),
-                    c["max_batch"].get<int64_t>(), c["prefill_chunk"].get<int64_t>(), c["prefix_len"].get<int64_t>());
+  os << fmt::format(
+      "# infer   {} cache, {} (scales {}), block {}, max-model-len {}, {} requests, max-batch {}, "
+      "prefill-chunk {}, prefix {}\n",
+      c["kv"].get<std::string>(), c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(),
+      c["block"].get<int64_t>(), c["max_model_len"].get<int64_t>(), c["requests"].get<int64_t>(),
+      c["max_batch"].get<int64_t>(), c["prefill_chunk"].get<int64_t>(), c["prefix_len"].get<int64_t>());
   if (doc["status"] != "ok") {
     os << "\n# FAILED (" << doc["status"].get<std::string>() << "): " << doc.value("error", "") << "\n";
     if (doc.contains("checks")) print_checks(os, doc["checks"]);
@@ -38,12 +39,15 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   t.row({"weights", bytes(m["peak_by_account"]["weights"]), "no gradients (serving)"});
   t.row({"activation peak (profiled)", bytes(m["activation_peak_bytes"]),
          fmt::format("workspace peak of one {}-token prefill", c["prefill_chunk"].get<int64_t>())});
-  t.row({"KV pool (vLLM rule)", bytes(m["pool_rule_bytes"]), "utilization × memory − weights − activations − overhead"});
-  t.row({"KV booked by the ledger", bytes(kv["pool_bytes"]), c["kv"] == "paged" ? "the pool, up front" : "reservations at their peak"});
+  t.row(
+      {"KV pool (vLLM rule)", bytes(m["pool_rule_bytes"]), "utilization × memory − weights − activations − overhead"});
+  t.row({"KV booked by the ledger", bytes(kv["pool_bytes"]),
+         c["kv"] == "paged" ? "the pool, up front" : "reservations at their peak"});
   t.row({"KV assigned at peak", bytes(kv["peak_assigned_bytes"]), "blocks handed out (+ null block) / reservations"});
   t.row({"KV tokens at peak", bytes(kv["peak_token_bytes"]), "bytes of tokens actually stored"});
-  t.row({"waste at peak", bytes(m["waste"]["bytes"]), m["waste"]["kind"].get<std::string>() + ", tokens hold " +
-                                                           pct(m["waste"]["token_fraction"]) + " of assigned"});
+  t.row(
+      {"waste at peak", bytes(m["waste"]["bytes"]),
+       m["waste"]["kind"].get<std::string>() + ", tokens hold " + pct(m["waste"]["token_fraction"]) + " of assigned"});
   os << "\n" << t.render();
 
   const json& cap = rk["capacity"];
@@ -56,25 +60,33 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   const json& s = doc["summary"];
   Table tp("throughput");
   tp.columns({"phase", "steps", "tokens", "seconds", "tokens/s"});
-  tp.row({"prefill", format_count(s["prefill"]["steps"].get<int64_t>()), format_count(s["prefill"]["tokens"].get<int64_t>()),
-          fmt::format("{:.3f}", s["prefill"]["seconds"].get<double>()), fmt::format("{:.1f}", s["prefill"]["tokens_per_s"].get<double>())});
-  tp.row({"decode", format_count(s["decode"]["steps"].get<int64_t>()), format_count(s["decode"]["tokens"].get<int64_t>()),
-          fmt::format("{:.3f}", s["decode"]["seconds"].get<double>()), fmt::format("{:.1f}", s["decode"]["tokens_per_s"].get<double>())});
-  tp.note(fmt::format("decode: {} read per step on average (weights + K/V of the batch); {}/s achieved, {} of {} ({}); MFU {}",
-                      bytes(s["decode"]["bytes_per_step"]), bytes(s["decode"]["bytes_per_s"]),
-                      pct(s["decode"]["bandwidth_utilization"]), s["peak_bandwidth"].is_number() ? bytes(s["peak_bandwidth"]) + "/s" : "unknown",
-                      s["bandwidth_source"].get<std::string>(), pct(s["decode"]["mfu"])));
+  tp.row({"prefill", format_count(s["prefill"]["steps"].get<int64_t>()),
+          format_count(s["prefill"]["tokens"].get<int64_t>()),
+          fmt::format("{:.3f}", s["prefill"]["seconds"].get<double>()),
+          fmt::format("{:.1f}", s["prefill"]["tokens_per_s"].get<double>())});
+  tp.row({"decode", format_count(s["decode"]["steps"].get<int64_t>()),
+          format_count(s["decode"]["tokens"].get<int64_t>()),
+          fmt::format("{:.3f}", s["decode"]["seconds"].get<double>()),
+          fmt::format("{:.1f}", s["decode"]["tokens_per_s"].get<double>())});
+  tp.note(fmt::format(
+      "decode: {} read per step on average (weights + K/V of the batch); {}/s achieved, {} of {} ({}); MFU {}",
+      bytes(s["decode"]["bytes_per_step"]), bytes(s["decode"]["bytes_per_s"]),
+      pct(s["decode"]["bandwidth_utilization"]),
+      s["peak_bandwidth"].is_number() ? bytes(s["peak_bandwidth"]) + "/s" : "unknown",
+      s["bandwidth_source"].get<std::string>(), pct(s["decode"]["mfu"])));
   tp.note(fmt::format("preemptions (recompute): {}; prefix tokens shared: {}; peak running: {}",
-                      s["preemptions"].get<int64_t>(), s["prefix_tokens_shared"].get<int64_t>(), s["peak_running"].get<int64_t>()));
+                      s["preemptions"].get<int64_t>(), s["prefix_tokens_shared"].get<int64_t>(),
+                      s["peak_running"].get<int64_t>()));
   if (!s.value("note", "").empty()) tp.note(s["note"].get<std::string>());
   os << "\n" << tp.render();
   if (s.contains("kv_error") && s["kv_error"].is_object()) {
     const json& e = s["kv_error"];
-    os << fmt::format("\n# KV {} ({} scales) vs a bf16 cache, attention output of one decode step over {} tokens, "
-                      "{} outlier key channels ×50: RMS error {:.3g}, max {:.3g} (output RMS {:.3g})\n",
-                      c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(), e["context"].get<int64_t>(),
-                      e["outlier_channels"].get<int64_t>(), e["rms"].get<double>(), e["max"].get<double>(),
-                      e["reference_rms"].get<double>());
+    os << fmt::format(
+        "\n# KV {} ({} scales) vs a bf16 cache, attention output of one decode step over {} tokens, "
+        "{} outlier key channels ×50: RMS error {:.3g}, max {:.3g} (output RMS {:.3g})\n",
+        c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(), e["context"].get<int64_t>(),
+        e["outlier_channels"].get<int64_t>(), e["rms"].get<double>(), e["max"].get<double>(),
+        e["reference_rms"].get<double>());
   }
   print_checks(os, doc["checks"]);
 }

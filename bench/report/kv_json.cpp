@@ -15,17 +15,23 @@ json kv_rank_json(const run::KvRankRecord& r) {
             {"kv_heads", r.kv_heads},
             {"kv_bytes_per_token", r.kv_bytes_per_token},
             {"kv_scale_bytes_per_token", r.kv_scale_bytes_per_token},
-            {"analytic", {{"exact", {{"weights", r.weight_bytes}, {"activations", r.activation_bytes},
-                                     {"kv", r.reserved_bytes},
-                                     {"total", r.weight_bytes + r.activation_bytes + r.reserved_bytes}}}}}};
-  j["per_sequence"] = {{"tokens_kept", r.tokens_kept}, {"reserved_bytes", r.sequence_reserved_bytes},
+            {"analytic",
+             {{"exact",
+               {{"weights", r.weight_bytes},
+                {"activations", r.activation_bytes},
+                {"kv", r.reserved_bytes},
+                {"total", r.weight_bytes + r.activation_bytes + r.reserved_bytes}}}}}};
+  j["per_sequence"] = {{"tokens_kept", r.tokens_kept},
+                       {"reserved_bytes", r.sequence_reserved_bytes},
                        {"token_bytes", r.sequence_token_bytes}};
   if (r.capacity)
-    j["capacity"] = {{"pool_bytes", r.capacity->pool_bytes}, {"sequences", r.capacity->sequences},
-                     {"tokens", r.capacity->tokens}};
+    j["capacity"] = {
+        {"pool_bytes", r.capacity->pool_bytes}, {"sequences", r.capacity->sequences}, {"tokens", r.capacity->tokens}};
   if (const auto& d = r.decode_roofline)
-    j["decode_roofline"] = {{"batch", d->batch}, {"bytes_per_step", d->roofline.bytes_per_step},
-                            {"step_seconds", d->roofline.step_seconds}, {"tokens_per_s", d->roofline.tokens_per_s},
+    j["decode_roofline"] = {{"batch", d->batch},
+                            {"bytes_per_step", d->roofline.bytes_per_step},
+                            {"step_seconds", d->roofline.step_seconds},
+                            {"tokens_per_s", d->roofline.tokens_per_s},
                             {"bandwidth_bytes_per_s", d->bandwidth_bytes_per_s}};
   return j;
 }

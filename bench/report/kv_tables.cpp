@@ -42,8 +42,8 @@ void print_kv(std::ostream& os, const json& doc) {
                     kv["block"].get<int64_t>(), kv["max_model_len"].get<int64_t>(), kv["context"].get<int64_t>(),
                     kv["requests"].get<int64_t>());
   Table t("KV cache per rank (2 · layers · kv_heads · head_dim · dtype bytes per token)");
-  t.columns({"rank", "kv heads", "per token", "scales/token", "per sequence", "reserved (all requests)",
-             "weights", "activation peak (est.)"});
+  t.columns({"rank", "kv heads", "per token", "scales/token", "per sequence", "reserved (all requests)", "weights",
+             "activation peak (est.)"});
   for (const auto& rj : doc["ranks"])
     t.row({fmt::format("r{} pp{}", rj["rank"].get<int64_t>(), rj["coords"]["pp"].get<int64_t>()),
            std::to_string(rj["kv_heads"].get<int64_t>()), format_bytes(rj["kv_bytes_per_token"].get<double>()),

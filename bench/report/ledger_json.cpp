@@ -28,15 +28,19 @@ json ledger_json(const bench::LedgerRecord& l) {
   j["limit_bytes"] = l.limit_bytes ? json(*l.limit_bytes) : json(nullptr);
   if (l.failure) {
     const auto& f = *l.failure;
-    j["at_failure"] = {{"live", account_bytes_json(f.live)}, {"live_total", f.live.total()},
+    j["at_failure"] = {{"live", account_bytes_json(f.live)},
+                       {"live_total", f.live.total()},
                        {"refused_account", std::string(account_name(f.account))},
-                       {"refused_bytes", f.requested_bytes}, {"refused_what", f.what}};
+                       {"refused_bytes", f.requested_bytes},
+                       {"refused_what", f.what}};
   }
   if (l.with_timeline) {
     j["timeline"] = json::array();
     for (const auto& s : l.timeline)
-      j["timeline"].push_back({{"phase", s.phase}, {"live", account_bytes_json(s.live)},
-                               {"live_total", s.live.total()}, {"peak_since_prev", s.peak_since_prev}});
+      j["timeline"].push_back({{"phase", s.phase},
+                               {"live", account_bytes_json(s.live)},
+                               {"live_total", s.live.total()},
+                               {"peak_since_prev", s.peak_since_prev}});
   }
   return j;
 }

@@ -55,7 +55,8 @@ run::PlanRankRecord plan_rank_from_json(const json& j) {
   for (Account acc : kAllAccounts) budget.exact[acc] = a.at("exact").at(std::string(account_name(acc))).get<int64_t>();
   for (const auto& [name, e] : a.at("published").items()) {
     run::PublishedComparison p{{name, e.at("bytes").get<double>(), e.at("source").get<std::string>()},
-                               e.at("compares_to").get<std::string>(), std::nullopt};
+                               e.at("compares_to").get<std::string>(),
+                               std::nullopt};
     if (e.contains("exact")) p.exact = e["exact"].get<double>();
     r.published.push_back(std::move(p));
   }

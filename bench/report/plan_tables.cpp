@@ -111,7 +111,8 @@ void print_plan(std::ostream& os, const json& doc) {
     for (const auto& [kind, cc] : r["analytic"]["comm"].items())
       comm.row({r["role"].get<std::string>(), kind, format_count(cc["calls"].get<int64_t>()),
                 format_bytes(cc["bytes"].get<double>())});
-  if (ranks.empty() || std::all_of(ranks.begin(), ranks.end(), [](const json& r) { return r["analytic"]["comm"].empty(); }))
+  if (ranks.empty() ||
+      std::all_of(ranks.begin(), ranks.end(), [](const json& r) { return r["analytic"]["comm"].empty(); }))
     comm.row({"-", "none (one rank per group)", "", ""});
   os << comm.render() << "\n";
 
@@ -135,13 +136,14 @@ void print_plan(std::ostream& os, const json& doc) {
   fl.row({"pipeline bubble", format_percent(s["bubble_fraction"].get<double>()), "(p−1)/(m+p−1)"});
   fl.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s"),
           s["peak_source"].get<std::string>()});
-  fl.row({"step time ≥", s["step_time_lower_bound_s"].is_null() ? "unknown"
-                                                                 : format_seconds(s["step_time_lower_bound_s"].get<double>()),
-          "busiest rank at peak × (m+p−1)/m, comm hidden"});
-  fl.row({"training time", s["train_seconds"].is_null() ? "unknown" : format_seconds(s["train_seconds"].get<double>()),
-          fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", format_si(s["train_tokens"].get<double>(), ""),
-                      doc["config"]["layout"]["world"].get<int64_t>(),
-                      format_percent(s["assumed_mfu"].get<double>()))});
+  fl.row(
+      {"step time ≥",
+       s["step_time_lower_bound_s"].is_null() ? "unknown" : format_seconds(s["step_time_lower_bound_s"].get<double>()),
+       "busiest rank at peak × (m+p−1)/m, comm hidden"});
+  fl.row(
+      {"training time", s["train_seconds"].is_null() ? "unknown" : format_seconds(s["train_seconds"].get<double>()),
+       fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", format_si(s["train_tokens"].get<double>(), ""),
+                   doc["config"]["layout"]["world"].get<int64_t>(), format_percent(s["assumed_mfu"].get<double>()))});
   if (s.contains("fits"))
     fl.row({"fits", s["fits"].get<bool>() ? "yes: every rank fits" : "NO: some rank does not fit", ""});
   os << fl.render();

@@ -40,18 +40,10 @@ json make_report(std::string_view kind) {
 }
 
 json model_json(const ModelConfig& m) {
-  json j = {{"name", m.name},
-            {"source", m.source},
-            {"flavour", m.is_gpt() ? "gpt" : "llama"},
-            {"layers", m.layers},
-            {"hidden", m.hidden},
-            {"heads", m.heads},
-            {"kv_heads", m.kv_heads},
-            {"head_dim", m.head_dim},
-            {"ffn", m.ffn},
-            {"vocab", m.vocab},
-            {"max_seq", m.max_seq},
-            {"tied_embeddings", m.tied_embeddings},
+  json j = {{"name", m.name},         {"source", m.source},     {"flavour", m.is_gpt() ? "gpt" : "llama"},
+            {"layers", m.layers},     {"hidden", m.hidden},     {"heads", m.heads},
+            {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},
+            {"vocab", m.vocab},       {"max_seq", m.max_seq},   {"tied_embeddings", m.tied_embeddings},
             {"qkv_bias", m.qkv_bias}};
   j["sliding_window"] = m.sliding_window ? json(*m.sliding_window) : json(nullptr);
   return j;
@@ -62,8 +54,7 @@ json config_json(const ResolvedConfig& r) {
   const auto& run = r.run;
   json c;
   c["model"] = model_json(r.model);
-  c["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero}, {"sp", l.sp},
-                 {"world", l.world()}};
+  c["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero}, {"sp", l.sp}, {"world", l.world()}};
   c["run"] = {{"seq", run.seq},
               {"mbs", run.mbs},
               {"microbatches", run.microbatches},
@@ -119,7 +110,12 @@ json read_report(const std::string& path) {
   } catch (const json::parse_error& e) {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
     }
     throw std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
                              ": malformed JSON: " + e.what());

@@ -26,6 +26,6 @@ void write_report(const nlohmann::json& doc, const std::string& path);
 nlohmann::json read_report(const std::string& path);
 
 std::string host_name();
-std::string git_commit();   // the commit the binary was built from, or "unknown"
+std::string git_commit();  // the commit the binary was built from, or "unknown"
 
 }  // namespace gpuledger::report

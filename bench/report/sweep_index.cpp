@@ -19,7 +19,10 @@ json max_over_ranks(const json& doc, const std::vector<std::string>& path) {
   for (const auto& r : doc.value("ranks", json::array())) {
     const json* v = &r;
     for (const auto& k : path) {
-      if (!v->is_object() || !v->contains(k)) { v = nullptr; break; }
+      if (!v->is_object() || !v->contains(k)) {
+        v = nullptr;
+        break;
+      }
       v = &(*v)[k];
     }
     if (v && v->is_number() && (best.is_null() || v->get<double>() > best.get<double>())) best = *v;
@@ -88,20 +91,29 @@ void print_sweep_table(std::ostream& os, const std::string& kind, const json& in
   // (header, headline key, format) per kind.
   std::vector<std::array<std::string, 3>> cols;
   if (kind == "plan")
-    cols = {{"budget peak", "budget_peak_bytes", "bytes"}, {"fits", "fits", ""},
-            {"model FLOP/step", "model_flops_per_step", "flops"}, {"step ≥", "step_time_lower_bound_s", "seconds"}};
+    cols = {{"budget peak", "budget_peak_bytes", "bytes"},
+            {"fits", "fits", ""},
+            {"model FLOP/step", "model_flops_per_step", "flops"},
+            {"step ≥", "step_time_lower_bound_s", "seconds"}};
   else if (kind == "kv")
-    cols = {{"KV/token", "kv_bytes_per_token", "bytes"}, {"reserved", "kv_reserved_bytes", "bytes"},
-            {"capacity", "capacity_sequences", "count"}, {"roofline tok/s", "tokens_per_s", ""}};
+    cols = {{"KV/token", "kv_bytes_per_token", "bytes"},
+            {"reserved", "kv_reserved_bytes", "bytes"},
+            {"capacity", "capacity_sequences", "count"},
+            {"roofline tok/s", "tokens_per_s", ""}};
   else if (kind == "train")
-    cols = {{"peak", "peak_bytes", "bytes"}, {"budget", "budget_peak_bytes", "bytes"},
-            {"tokens/s", "tokens_per_s", ""}, {"MFU", "mfu", "percent"}, {"loss", "loss", "loss"}};
+    cols = {{"peak", "peak_bytes", "bytes"},
+            {"budget", "budget_peak_bytes", "bytes"},
+            {"tokens/s", "tokens_per_s", ""},
+            {"MFU", "mfu", "percent"},
+            {"loss", "loss", "loss"}};
   else
-    cols = {{"peak", "peak_bytes", "bytes"}, {"capacity", "capacity_sequences", "count"},
-            {"predicted", "capacity_predicted", "count"}, {"tokens/s", "tokens_per_s", ""}, {"MFU", "mfu", "percent"}};
+    cols = {{"peak", "peak_bytes", "bytes"},
+            {"capacity", "capacity_sequences", "count"},
+            {"predicted", "capacity_predicted", "count"},
+            {"tokens/s", "tokens_per_s", ""},
+            {"MFU", "mfu", "percent"}};
   const auto& pts = index["points"];
-  Table t(fmt::format("sweep: {} points of `{}`, reports in {}", pts.size(), kind,
-                              index["out"].get<std::string>()));
+  Table t(fmt::format("sweep: {} points of `{}`, reports in {}", pts.size(), kind, index["out"].get<std::string>()));
   std::vector<std::string> names = {"point", "status"};
   for (const auto& c : cols) names.push_back(c[0]);
   t.columns(names);

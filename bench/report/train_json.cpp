@@ -25,7 +25,9 @@ json op_time_json(const std::map<std::string, OpTime>& times) {
   double total = 0;
   for (const auto& [name, t] : times) total += t.seconds;
   for (const auto& [name, t] : times)
-    ops[name] = {{"calls", t.calls}, {"seconds", t.seconds}, {"flops", t.flops},
+    ops[name] = {{"calls", t.calls},
+                 {"seconds", t.seconds},
+                 {"flops", t.flops},
                  {"share", total > 0 ? t.seconds / total : 0.0},
                  {"flops_per_s", t.seconds > 0 ? t.flops / t.seconds : 0.0}};
   return ops;
@@ -132,9 +134,10 @@ json assemble_report(const run::TrainRecord& rec) {
   sum["step_split_ms"] = {{"compute", compute_ms},
                           {"exposed_comm", comm_ms},
                           {"pipeline_bubble_estimate", step_ms * analytic::bubble_fraction(l.pp, r.run.microbatches)},
-                          {"note", "the slowest reported rank's medians; exposed comm includes time waiting in "
-                                   "send/recv, where the pipeline bubble shows; the bubble estimate is "
-                                   "(p−1)/(m+p−1) of the step"}};
+                          {"note",
+                           "the slowest reported rank's medians; exposed comm includes time waiting in "
+                           "send/recv, where the pipeline bubble shows; the bubble estimate is "
+                           "(p−1)/(m+p−1) of the step"}};
   sum["tokens_per_s"] = s > 0 ? tokens / s : 0.0;
   sum["model_flops_per_step"] = job.model;
   sum["hardware_flops_per_step"] = job.hardware;
@@ -157,7 +160,10 @@ void add_oom_advice(json& doc, const ResolvedConfig& r, std::optional<int64_t> l
   if (doc["status"] != "oom" || !limit) return;
   int64_t rank = 0;
   for (const auto& rr : doc["ranks"])
-    if (rr.value("status", "ok") == "oom") { rank = rr["rank"].get<int64_t>(); break; }
+    if (rr.value("status", "ok") == "oom") {
+      rank = rr["rank"].get<int64_t>();
+      break;
+    }
   json advice = json::array();
   for (const auto& f : bench::suggest_fits(r.model, r.layout, r.run, rank, *limit))
     advice.push_back({{"change", f.change}, {"total_bytes", f.total_bytes}, {"fits", f.fits}});

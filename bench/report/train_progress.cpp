@@ -16,10 +16,10 @@ void print_train_header(std::ostream& os, const ResolvedConfig& config, const Tr
   head["params"] = {{"total", analytic::model_params(config.model)},
                     {"padded_vocab", analytic::padded_vocab(config.model, config.layout.tp)}};
   print_config_header(os, head);
-  os << fmt::format("# backend {} ({}), {}, steps {} (first {} left out of medians), memory limit {}\n", h.backend,
-                    h.device_description, h.mode, h.steps, h.warmup,
-                    h.memory_limit_bytes ? format_bytes(static_cast<double>(*h.memory_limit_bytes))
-                                         : std::string("none"));
+  os << fmt::format(
+      "# backend {} ({}), {}, steps {} (first {} left out of medians), memory limit {}\n", h.backend,
+      h.device_description, h.mode, h.steps, h.warmup,
+      h.memory_limit_bytes ? format_bytes(static_cast<double>(*h.memory_limit_bytes)) : std::string("none"));
   os << fmt::format("# peak    {} — {}\n", format_optional_si(h.peak_flops, "FLOP/s"), h.peak_source);
   os << fmt::format("# {:>5} {:>10} {:>10} {:>12} {:>7} {:>7} {:>12}\n", "step", "loss", "ms", "tokens/s", "MFU", "HFU",
                     "peak bytes");

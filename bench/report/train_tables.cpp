@@ -38,7 +38,10 @@ void print_checks(std::ostream& os, const json& checks) {
     const bool bound = c.value("kind", "") == "upper_bound";
     t.row({c["name"].get<std::string>(), std::to_string(c["rank"].get<int64_t>()),
            check_value(c["measured"].get<double>()),
-           (bound ? "≤ " : c.value("kind", "") == "lower_bound" ? "≥ " : "") + check_value(c["expected"].get<double>()),
+           (bound                                  ? "≤ "
+            : c.value("kind", "") == "lower_bound" ? "≥ "
+                                                   : "") +
+               check_value(c["expected"].get<double>()),
            c["rel_err"].is_null() ? "-" : fmt::format("{:+.2e}", c["rel_err"].get<double>()),
            bound ? "bound" : fmt::format("{:g}", c["tol"].get<double>()), ok ? "ok" : "FAIL"});
   }
@@ -52,8 +55,7 @@ void print_rank_accounts(std::ostream& os, const json& r) {
   const auto& meas = r["measured"];
   const auto& exact = r["analytic"]["exact"];
   Table t(fmt::format("rank {} ({}): bytes by account — measured vs exact budget", r["rank"].get<int64_t>(),
-                              r.value("role", std::string("")))
-                  );
+                      r.value("role", std::string(""))));
   t.columns({"account", "measured peak", "at rank peak", "exact budget", "difference", "allocs"});
   for (auto name : kAccountNames) {
     const std::string a(name);
@@ -64,8 +66,8 @@ void print_rank_accounts(std::ostream& os, const json& r) {
            std::to_string(meas["alloc_count"].value(a, 0))});
   }
   t.rule();
-  t.row({"total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()), b(exact["total"].get<double>()),
-         "", ""});
+  t.row({"total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()),
+         b(exact["total"].get<double>()), "", ""});
   t.note("measured peak = each account's own peak; at rank peak = the breakdown when the total peaked");
   os << "\n" << t.render();
 }
@@ -116,7 +118,8 @@ void print_rank_comm(std::ostream& os, const json& doc, const json& r) {
     auto factor = [&](const std::string& key) {
       const auto at = key.find('@');
       const std::string g = at == std::string::npos ? "" : key.substr(at + 1);
-      const int64_t n = g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>() : 2;  // emb: first and last stage
+      const int64_t n =
+          g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>() : 2;  // emb: first and last stage
       return analytic::busbw_factor(key, n);
     };
     const double steps = std::max<double>(1.0, static_cast<double>(r["time"]["step_ms"].size()));
@@ -128,9 +131,9 @@ void print_rank_comm(std::ostream& os, const json& doc, const json& r) {
       const double sec = v["seconds"].get<double>();
       const double algbw = sec > 0 ? v["bytes"].get<double>() / sec : 0;
       c.row({k, format_count(static_cast<int64_t>(v["calls"].get<double>() / steps)),
-             format_count(a["calls"].get<int64_t>()), b(v["bytes"].get<double>() / steps),
-             b(a["bytes"].get<double>()), fmt::format("{:.4f}", sec / steps),
-             sec > 0 ? format_si(algbw, "B/s") : "-", sec > 0 ? format_si(algbw * factor(k), "B/s") : "-"});
+             format_count(a["calls"].get<int64_t>()), b(v["bytes"].get<double>() / steps), b(a["bytes"].get<double>()),
+             fmt::format("{:.4f}", sec / steps), sec > 0 ? format_si(algbw, "B/s") : "-",
+             sec > 0 ? format_si(algbw * factor(k), "B/s") : "-"});
     }
     os << "\n" << c.render();
   }
@@ -143,15 +146,16 @@ void print_summary(std::ostream& os, const json& doc) {
   t.columns({"quantity", "value"});
   t.row({"steps completed", std::to_string(s["steps_completed"].get<int64_t>())});
   if (!s["loss"].empty())
-    t.row({"loss first → last", fmt::format("{:.5f} → {:.5f}", s["loss"].front().get<double>(), s["loss"].back().get<double>())});
+    t.row({"loss first → last",
+           fmt::format("{:.5f} → {:.5f}", s["loss"].front().get<double>(), s["loss"].back().get<double>())});
   t.row({"median step", fmt::format("{:.2f} ms", s["median_step_ms"].get<double>())});
   t.row({"tokens/s", fmt::format("{:.1f}", s["tokens_per_s"].get<double>())});
   t.row({"model FLOPs / step", format_si(s["model_flops_per_step"].get<double>(), "FLOP")});
   t.row({"hardware FLOPs / step", format_si(s["hardware_flops_per_step"].get<double>(), "FLOP")});
   t.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s")});
-  t.row({"MFU / HFU", s["mfu"].is_null() ? "unknown (no peak)"
-                                          : format_percent(s["mfu"].get<double>()) + " / " +
-                                                format_percent(s["hfu"].get<double>())});
+  t.row({"MFU / HFU", s["mfu"].is_null()
+                          ? "unknown (no peak)"
+                          : format_percent(s["mfu"].get<double>()) + " / " + format_percent(s["hfu"].get<double>())});
   t.note("peak source: " + s["peak_source"].get<std::string>());
   os << t.render() << "\n";
   print_checks(os, doc["checks"]);

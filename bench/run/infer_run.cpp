@@ -63,8 +63,8 @@ InferPeaks resolve_peaks(const InferRequest& q) {
 // Rank 0 gathers every rank's record, checks and status; the serving figures
 // are rank 0's own.
 InferRecord gather_on_rank0(InferRecord rec, const InferRankRecord& mine, int64_t rank_id) {
-  const json sent = {{"record", report::infer_rank_json(mine)}, {"checks", rec.checks},
-                     {"status", rec.status}, {"error", rec.error}};
+  const json sent = {
+      {"record", report::infer_rank_json(mine)}, {"checks", rec.checks}, {"status", rec.status}, {"error", rec.error}};
   const auto all = gather_strings(sent.dump());
   const bool ok = rec.status == "ok" && bench::all_ok(rec.checks);
   if (rank_id != 0) {
@@ -138,8 +138,8 @@ InferRecord run_infer(const InferRequest& q) {
   const Layout& l = q.config.layout;
   if (l.world() == 1) return serve_rank(q, nullptr);
   if (l.dp != 1 || l.pp != 1)
-    throw LayoutError(fmt::format("infer parallelises over --tp only (dp = pp = 1), got dp {} tp {} pp {}", l.dp,
-                                  l.tp, l.pp));
+    throw LayoutError(
+        fmt::format("infer parallelises over --tp only (dp = pp = 1), got dp {} tp {} pp {}", l.dp, l.tp, l.pp));
   if (!launched_by_mpi_launcher())
     throw LayoutError(fmt::format("infer --tp {} runs one process per rank: mpirun -np {} gpuledger infer --tp {}",
                                   l.tp, l.tp, l.tp));

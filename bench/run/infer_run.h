@@ -35,15 +35,15 @@
 namespace gpuledger::run {
 
 struct InferRequest {
-  ResolvedConfig config;                 // device memory required
-  std::string backend = "cpu";           // cpu | meta | cuda
+  ResolvedConfig config;        // device memory required
+  std::string backend = "cpu";  // cpu | meta | cuda
   analytic::KvOptions kv;
-  std::vector<RequestShape> shapes;      // the requests served
-  int64_t prompt_len = 0, gen_len = 0;   // as given (the report shows them)
-  std::string trace;                     // the trace file they came from, if any
-  int64_t context = 0;                   // tokens per sequence of the capacity
+  std::vector<RequestShape> shapes;     // the requests served
+  int64_t prompt_len = 0, gen_len = 0;  // as given (the report shows them)
+  std::string trace;                    // the trace file they came from, if any
+  int64_t context = 0;                  // tokens per sequence of the capacity
   int64_t max_batch = 256;
-  int64_t prefill_chunk = 2048;          // for a gpt model, at most its max_seq
+  int64_t prefill_chunk = 2048;  // for a gpt model, at most its max_seq
   int64_t prefix_len = 0;
   int64_t kv_outliers = 0;
   double memory_utilization = 0.9;
@@ -59,20 +59,20 @@ struct InferPeaks {
 
 // One serving rank: its ledger, KV cache and capacity beside the analytic figures.
 struct InferRankRecord {
-  int64_t rank = 0;                     // its tp coordinate too (dp = pp = 1)
+  int64_t rank = 0;  // its tp coordinate too (dp = pp = 1)
   // False when the rank failed before serving finished: the record is its rank alone.
   bool served = false;
   int64_t peak_bytes = 0;
   AccountBytes at_peak, peak_by_account;
-  int64_t activation_peak_bytes = 0;    // profiled prefill workspace
-  int64_t pool_rule_bytes = 0;          // the KV pool the serving rule gives
-  int64_t kv_booked_bytes = 0;          // the KV account's peak in the ledger
+  int64_t activation_peak_bytes = 0;  // profiled prefill workspace
+  int64_t pool_rule_bytes = 0;        // the KV pool the serving rule gives
+  int64_t kv_booked_bytes = 0;        // the KV account's peak in the ledger
   int64_t kv_peak_assigned_bytes = 0, kv_peak_token_bytes = 0;
-  int64_t waste_bytes = 0;              // assigned − tokens, the null block and fixed scales left out
-  bool paged = false;                   // the waste is block rounding (else reservation)
-  int64_t context = 0;                  // tokens per sequence of the capacity
-  int64_t capacity_measured = 0;        // sequences that fit, filling the pool
-  int64_t assigned_bytes_full = 0;      // assigned when that full
+  int64_t waste_bytes = 0;          // assigned − tokens, the null block and fixed scales left out
+  bool paged = false;               // the waste is block rounding (else reservation)
+  int64_t context = 0;              // tokens per sequence of the capacity
+  int64_t capacity_measured = 0;    // sequences that fit, filling the pool
+  int64_t assigned_bytes_full = 0;  // assigned when that full
   analytic::KvCapacity predicted;
   int64_t analytic_weights_bytes = 0, analytic_kv_full_bytes = 0, analytic_kv_bytes_per_token = 0;
   int64_t executed_flops = 0;
@@ -89,21 +89,21 @@ struct InferServingRecord {
   EngineStats stats;
   int64_t kv_bytes_per_token = 0;
   int64_t capacity_sequences = 0, capacity_predicted = 0;
-  std::optional<KvErrorRecord> kv_error;   // none for a bf16 cache
-  bool computed = true;                    // false on the meta backend: times and tokens mean nothing
+  std::optional<KvErrorRecord> kv_error;  // none for a bf16 cache
+  bool computed = true;                   // false on the meta backend: times and tokens mean nothing
 };
 
 struct InferRecord {
   InferRequest request;
   std::string device_description;
   InferPeaks peaks;
-  std::string status = "ok";               // ok | oom: the first failing rank's
+  std::string status = "ok";  // ok | oom: the first failing rank's
   std::string error;
   // Every rank's record (rank 0 of an MPI job); on one rank, only once it served.
   std::vector<InferRankRecord> ranks;
-  nlohmann::json checks = nlohmann::json::array();   // every rank's
-  std::optional<InferServingRecord> serving;         // the reporting rank's, when it served
-  std::optional<int> exit_without_report;            // an MPI rank other than 0
+  nlohmann::json checks = nlohmann::json::array();  // every rank's
+  std::optional<InferServingRecord> serving;        // the reporting rank's, when it served
+  std::optional<int> exit_without_report;           // an MPI rank other than 0
 };
 
 // Runs on one rank, or as a rank of an MPI job when the layout has tp > 1.

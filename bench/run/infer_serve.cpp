@@ -70,8 +70,8 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   out.predicted = analytic::kv_capacity(m, l, q.kv, dev_bytes, q.memory_utilization, out.weights, out.act,
                                         q.overhead_bytes, q.context);
   if (out.pool <= 0)
-    throw OutOfMemory("no room for a KV pool: weights and activations take all of utilization × memory",
-                      Account::kKv, 0, s.ledger.live_total(), dev_bytes);
+    throw OutOfMemory("no room for a KV pool: weights and activations take all of utilization × memory", Account::kKv,
+                      0, s.ledger.live_total(), dev_bytes);
 
   auto cache = make_kv_cache(s.device, g, out.pool, spec);
   InferenceEngine engine(model, *cache, {q.max_batch, q.prefill_chunk, q.prefix_len});
@@ -109,7 +109,8 @@ InferRankRecord rank_record(const InferRequest& q, const ServingRank& s, const S
   r.predicted = v.predicted;
   r.analytic_weights_bytes = analytic::rank_params(m, l, s.rank_id) * dtype_bytes(q.config.run.dtype);
   r.analytic_kv_full_bytes = analytic::kv_reserved_bytes(m, l, q.kv, v.measured_cap, q.context);
-  r.analytic_kv_bytes_per_token = analytic::kv_bytes_per_token(m, l, q.kv.dtype) + analytic::kv_scale_bytes_per_token(m, l, q.kv);
+  r.analytic_kv_bytes_per_token =
+      analytic::kv_bytes_per_token(m, l, q.kv.dtype) + analytic::kv_scale_bytes_per_token(m, l, q.kv);
   r.executed_flops = s.device.executed_flops();
   return r;
 }
@@ -120,8 +121,10 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   checks.push_back(bench::make_check("weights", r.rank, d(v.weights), d(r.analytic_weights_bytes), 0));
   checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
   checks.push_back(bench::make_check("kv.capacity_sequences", r.rank, d(v.measured_cap), d(v.predicted.sequences), 0));
-  checks.push_back(bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
-  checks.push_back(bench::make_check("requests.completed", r.rank, d(v.completed), d(static_cast<int64_t>(q.shapes.size())), 0));
+  checks.push_back(
+      bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
+  checks.push_back(
+      bench::make_check("requests.completed", r.rank, d(v.completed), d(static_cast<int64_t>(q.shapes.size())), 0));
   return checks;
 }
 

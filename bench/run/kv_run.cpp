@@ -47,14 +47,14 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   r.sequence_token_bytes = r.tokens_kept * (r.kv_bytes_per_token + r.kv_scale_bytes_per_token);
   const auto& device = q.config.device;
   if (!q.config.device_memory_bytes) return r;
-  r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization,
-                                     r.weight_bytes, r.activation_bytes, q.overhead_bytes, q.context);
+  r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
+                                     r.activation_bytes, q.overhead_bytes, q.context);
   if (device && device->bandwidth_bytes_per_s) {
     KvRoofline roof;
     roof.batch = q.batch.value_or(std::max<int64_t>(r.capacity->sequences, 1));
     roof.bandwidth_bytes_per_s = *device->bandwidth_bytes_per_s;
-    roof.roofline = analytic::decode_roofline(r.weight_bytes, r.sequence_token_bytes, roof.batch,
-                                              roof.bandwidth_bytes_per_s);
+    roof.roofline =
+        analytic::decode_roofline(r.weight_bytes, r.sequence_token_bytes, roof.batch, roof.bandwidth_bytes_per_s);
     r.decode_roofline = roof;
   }
   return r;
@@ -64,8 +64,10 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
 
 KvRecord run_kv(const KvRequest& q) {
   if (q.kv.layout == KvLayout::kContiguous && q.context > q.kv.max_model_len)
-    throw LayoutError(fmt::format("--context {} exceeds --max-model-len {}: a contiguous cache reserves "
-                                  "max-model-len tokens per sequence", q.context, q.kv.max_model_len));
+    throw LayoutError(
+        fmt::format("--context {} exceeds --max-model-len {}: a contiguous cache reserves "
+                    "max-model-len tokens per sequence",
+                    q.context, q.kv.max_model_len));
   KvRecord rec;
   rec.request = q;
   rec.params = analytic::model_params(q.config.model);

@@ -15,14 +15,14 @@ namespace gpuledger::run {
 
 struct KvRequest {
   ResolvedConfig config;
-  std::vector<int64_t> ranks;          // the ranks reported
+  std::vector<int64_t> ranks;  // the ranks reported
   analytic::KvOptions kv;
-  int64_t context = 0;                 // tokens per sequence
-  int64_t requests = 1;                // concurrent sequences
+  int64_t context = 0;   // tokens per sequence
+  int64_t requests = 1;  // concurrent sequences
   double memory_utilization = 0.9;
-  int64_t overhead_bytes = 0;          // outside the ledger
-  std::optional<int64_t> batch;        // decode batch of the roofline (default: the capacity)
-  int64_t prefill_chunk = 2048;        // sizes the activation peak
+  int64_t overhead_bytes = 0;    // outside the ledger
+  std::optional<int64_t> batch;  // decode batch of the roofline (default: the capacity)
+  int64_t prefill_chunk = 2048;  // sizes the activation peak
 };
 
 struct KvRoofline {
@@ -38,8 +38,8 @@ struct KvRankRecord {
   int64_t kv_bytes_per_token = 0, kv_scale_bytes_per_token = 0;
   int64_t weight_bytes = 0, activation_bytes = 0, reserved_bytes = 0;
   int64_t tokens_kept = 0, sequence_reserved_bytes = 0, sequence_token_bytes = 0;
-  std::optional<analytic::KvCapacity> capacity;   // with device memory
-  std::optional<KvRoofline> decode_roofline;      // with device memory and bandwidth
+  std::optional<analytic::KvCapacity> capacity;  // with device memory
+  std::optional<KvRoofline> decode_roofline;     // with device memory and bandwidth
 };
 
 struct KvRecord {

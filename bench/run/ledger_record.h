@@ -13,9 +13,9 @@ struct LedgerRecord {
   int64_t peak_bytes = 0;
   AccountBytes at_peak, peak_by_account, live_by_account, alloc_count;
   std::optional<int64_t> limit_bytes;
-  std::optional<LedgerFailure> failure;   // the first refused allocation
+  std::optional<LedgerFailure> failure;  // the first refused allocation
   bool with_timeline = false;
-  std::vector<PhaseSample> timeline;      // one sample per phase marker, when recorded
+  std::vector<PhaseSample> timeline;  // one sample per phase marker, when recorded
 };
 
 inline LedgerRecord ledger_record(const Ledger& l, bool with_timeline) {

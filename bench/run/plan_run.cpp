@@ -23,8 +23,7 @@ std::string role_name(const Layout& l, int64_t rank) {
 }
 
 double model_state_bytes_sum(const AccountBytes& a) {
-  return static_cast<double>(a[Account::kWeights] + a[Account::kGrads] + a[Account::kMaster] +
-                             a[Account::kOptim]);
+  return static_cast<double>(a[Account::kWeights] + a[Account::kGrads] + a[Account::kMaster] + a[Account::kOptim]);
 }
 
 }  // namespace

@@ -25,17 +25,17 @@ struct PlanRequest {
 // A published figure beside what it compares to in this implementation.
 struct PublishedComparison {
   analytic::Published figure;
-  std::string compares_to;             // "model_states", "activations", … or why there is no comparison
-  std::optional<double> exact;         // this implementation's figure (none: a reference value only)
+  std::string compares_to;      // "model_states", "activations", … or why there is no comparison
+  std::optional<double> exact;  // this implementation's figure (none: a reference value only)
 };
 
 // One rank's analytic section (also the "analytic" part of a train rank's record).
 struct PlanRankRecord {
-  analytic::RankBudget budget;         // exact bytes by account, comm, FLOPs, microbatches in flight
-  std::string role;                    // "r0 pp0 first"
-  int64_t params = 0;                  // parameters held by the rank
+  analytic::RankBudget budget;  // exact bytes by account, comm, FLOPs, microbatches in flight
+  std::string role;             // "r0 pp0 first"
+  int64_t params = 0;           // parameters held by the rank
   std::vector<PublishedComparison> published;
-  std::optional<int64_t> device_bytes; // when a device was given: fits and headroom follow
+  std::optional<int64_t> device_bytes;  // when a device was given: fits and headroom follow
 };
 
 struct PlanSummaryRecord {

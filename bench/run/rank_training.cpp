@@ -8,8 +8,8 @@
 
 namespace gpuledger::bench {
 
-RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx,
-                          const CommCounters& counters, const RankRunOptions& o, run::PlanRankRecord analytic) {
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, const CommCounters& counters,
+                          const RankRunOptions& o, run::PlanRankRecord analytic) {
   RankRun run;
   TrainRankRecord& rec = run.record;
   rec.analytic = std::move(analytic);

@@ -37,26 +37,26 @@ struct RankRunOptions {
 
 // One rank's record: ranks[i] of the report.
 struct TrainRankRecord {
-  run::PlanRankRecord analytic;          // the rank's exact budget, published rows, analytic comm and FLOPs
-  LedgerRecord measured;                 // the ledger when the run ended (or failed)
-  std::map<std::string, CommCount> comm; // per collective@group, over every step run
-  std::vector<double> step_ms;           // every step run, warm-up included
-  double median_step_ms = 0, median_compute_ms = 0, median_comm_ms = 0;   // warm-up left out
-  std::optional<int64_t> executed_flops_per_step;   // none when no step ran
+  run::PlanRankRecord analytic;           // the rank's exact budget, published rows, analytic comm and FLOPs
+  LedgerRecord measured;                  // the ledger when the run ended (or failed)
+  std::map<std::string, CommCount> comm;  // per collective@group, over every step run
+  std::vector<double> step_ms;            // every step run, warm-up included
+  double median_step_ms = 0, median_compute_ms = 0, median_comm_ms = 0;  // warm-up left out
+  std::optional<int64_t> executed_flops_per_step;                        // none when no step ran
   bool executed_same_every_step = true;
-  std::optional<std::map<std::string, OpTime>> op_time;   // --profile: per op, the timed steps
-  std::string status = "ok";             // ok | oom | error
+  std::optional<std::map<std::string, OpTime>> op_time;  // --profile: per op, the timed steps
+  std::string status = "ok";                             // ok | oom | error
   std::string error;
 };
 
 struct RankRun {
   TrainRankRecord record;
   std::vector<double> losses;
-  bool failed_in_step = false;        // inside a step: peers may be waiting in a collective
+  bool failed_in_step = false;  // inside a step: peers may be waiting in a collective
 };
 
 // `analytic` is the rank's plan (plan_rank); the measured parts are added beside it.
-RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx,
-                          const CommCounters& counters, const RankRunOptions& o, run::PlanRankRecord analytic);
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, const CommCounters& counters,
+                          const RankRunOptions& o, run::PlanRankRecord analytic);
 
 }  // namespace gpuledger::bench

@@ -74,7 +74,8 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   }
   const auto agreed = agree_status(setup_error.empty(), setup_error);
   if (!agreed.all_ok) {
-    if (rank == 0) std::cerr << "gpuledger train: error on rank " << agreed.first_failed_rank << ": " << agreed.error << "\n";
+    if (rank == 0)
+      std::cerr << "gpuledger train: error on rank " << agreed.first_failed_rank << ": " << agreed.error << "\n";
     rec.exit_without_report = cli::kExitUsage;
     return rec;
   }
@@ -82,8 +83,9 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   rec.mode = fmt::format("MPI, {} ranks on {} node(s)", l.world(), nodes);
   std::ostream* os = rank == 0 ? progress.os : nullptr;
   if (os)
-    report::print_train_header(*os, c, {q.backend, rec.device_description, rec.mode, q.steps, q.warmup,
-                                        q.memory_limit_bytes, rec.peak.flops, rec.peak.source});
+    report::print_train_header(*os, c,
+                               {q.backend, rec.device_description, rec.mode, q.steps, q.warmup, q.memory_limit_bytes,
+                                rec.peak.flops, rec.peak.source});
   const auto job = analytic::job_step_flops(c.model, l, c.run);
   std::optional<double> peak_total;
   if (rec.peak.flops) peak_total = *rec.peak.flops * rec.peak_devices;
@@ -106,9 +108,11 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
     // Failed inside a step: peers may be waiting in a collective this rank will
     // never enter. Write what this rank knows and end the job (no hang).
     rec.runs = {run};
-    std::cerr << fmt::format("gpuledger train: rank {} failed during step {}: {} — aborting all ranks "
-                             "(its report: {})\n", rank, run.losses.size(), run.record.error,
-                             progress.report_path.empty() ? "not requested" : progress.report_path);
+    std::cerr << fmt::format(
+        "gpuledger train: rank {} failed during step {}: {} — aborting all ranks "
+        "(its report: {})\n",
+        rank, run.losses.size(), run.record.error,
+        progress.report_path.empty() ? "not requested" : progress.report_path);
     if (progress.write_before_abort) progress.write_before_abort(rec);
     MPI_Abort(MPI_COMM_WORLD, cli::kExitFailed);
   }

@@ -55,8 +55,9 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
   rec.peak_devices = simulate ? l.world() : 1;
   rec.mode = simulate ? fmt::format("meta simulation of {} of {} ranks", ranks.size(), l.world()) : "one rank";
   if (progress.os)
-    report::print_train_header(*progress.os, c, {q.backend, rec.device_description, rec.mode, q.steps, q.warmup,
-                                                 q.memory_limit_bytes, rec.peak.flops, rec.peak.source});
+    report::print_train_header(*progress.os, c,
+                               {q.backend, rec.device_description, rec.mode, q.steps, q.warmup, q.memory_limit_bytes,
+                                rec.peak.flops, rec.peak.source});
   const auto job = analytic::job_step_flops(c.model, l, c.run);
   std::optional<double> peak_total;
   if (rec.peak.flops) peak_total = *rec.peak.flops * rec.peak_devices;
@@ -91,8 +92,10 @@ TrainRecord run_train(const TrainRequest& q, const TrainProgress& progress) {
 #if GPULEDGER_HAVE_MPI
     return detail::run_train_mpi_rank(q, progress);
 #else
-    throw LayoutError(fmt::format("a layout of {} ranks needs MPI, and this binary was built without it "
-                                  "(-DGPULEDGER_MPI=OFF); use --backend meta to simulate it", l.world()));
+    throw LayoutError(
+        fmt::format("a layout of {} ranks needs MPI, and this binary was built without it "
+                    "(-DGPULEDGER_MPI=OFF); use --backend meta to simulate it",
+                    l.world()));
 #endif
   }
   return detail::run_train_in_process(q, progress, /*simulate=*/false);

@@ -14,50 +14,50 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/run/rank_training.h"
-#include "kernels/device.h"
 #include "core/resolved_config.h"
+#include "kernels/device.h"
 
 namespace gpuledger::run {
 
 struct TrainRequest {
   ResolvedConfig config;
-  std::string backend = "cpu";          // cpu | meta | cuda
-  std::vector<int64_t> simulated_ranks; // meta, world > 1: the simulated ranks reported (--ranks)
+  std::string backend = "cpu";           // cpu | meta | cuda
+  std::vector<int64_t> simulated_ranks;  // meta, world > 1: the simulated ranks reported (--ranks)
   int64_t steps = 10;
-  int64_t warmup = 1;                   // first steps left out of the medians
+  int64_t warmup = 1;  // first steps left out of the medians
   std::optional<int64_t> memory_limit_bytes;
-  std::optional<double> peak_flops;     // per device; default: datasheet, or measured (cpu)
+  std::optional<double> peak_flops;  // per device; default: datasheet, or measured (cpu)
   bool timeline = false;
   bool profile = false;
 };
 
 struct TrainPeak {
-  std::optional<double> flops;          // per device
+  std::optional<double> flops;  // per device
   std::string source;
 };
 
 struct TrainRecord {
   TrainRequest request;
-  std::vector<bench::RankRun> runs;     // the reported ranks, in rank order
+  std::vector<bench::RankRun> runs;  // the reported ranks, in rank order
   TrainPeak peak;
-  int64_t peak_devices = 1;             // devices whose peaks add up to the job's
+  int64_t peak_devices = 1;  // devices whose peaks add up to the job's
   std::string device_description;
-  std::string mode;                     // "one rank", "meta simulation of …", "MPI, …"
-  std::vector<std::string> hosts;       // MPI: every rank's host
+  std::string mode;                // "one rank", "meta simulation of …", "MPI, …"
+  std::vector<std::string> hosts;  // MPI: every rank's host
   // An MPI rank other than 0 reports nothing: its exit status is here.
   std::optional<int> exit_without_report;
 };
 
 struct TrainProgress {
-  std::ostream* os = nullptr;           // the header and one line per step (nullptr: quiet)
-  std::string report_path;              // where the report goes ("" none), for the messages
+  std::ostream* os = nullptr;  // the header and one line per step (nullptr: quiet)
+  std::string report_path;     // where the report goes ("" none), for the messages
   // MPI, a failure inside a step: called with this rank's record before the job is aborted.
   std::function<void(const TrainRecord&)> write_before_abort;
 };

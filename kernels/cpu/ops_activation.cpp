@@ -16,9 +16,7 @@ constexpr int64_t kChunk = 1024;  // elements converted to fp32 at a time (on th
 // (microseconds, far more on a loaded machine) costs more than the loop.
 constexpr int64_t kParallelMinElems = int64_t{1} << 15;
 
-inline const void* at(const void* p, DType t, int64_t i) {
-  return static_cast<const char*>(p) + i * dtype_bytes(t);
-}
+inline const void* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 inline void* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
 
 // gelu(x) = ½·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³) (Hendrycks & Gimpel
@@ -63,8 +61,7 @@ void CpuDevice::gelu_backward_impl(void* dx, const void* dout, const void* x, DT
 }
 
 // out = silu(gate) · up, silu(g) = g·σ(g).
-void CpuDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t,
-                                    int64_t n) {
+void CpuDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);
@@ -77,8 +74,8 @@ void CpuDevice::swiglu_forward_impl(void* out, const void* gate, const void* up,
 }
 
 // dgate = dout · up · σ(g)·(1 + g·(1 − σ(g)))  (d silu/dg), dup = dout · silu(g).
-void CpuDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate,
-                                     const void* up, DType t, int64_t n) {
+void CpuDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                     DType t, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);

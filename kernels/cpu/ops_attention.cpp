@@ -23,9 +23,7 @@ inline int64_t first_key(const AttnShape& s, int64_t i) {
   return s.window ? std::max<int64_t>(0, i - *s.window + 1) : 0;
 }
 
-inline char* at(void* p, int64_t elem_bytes, int64_t i) {
-  return static_cast<char*>(p) + i * elem_bytes;
-}
+inline char* at(void* p, int64_t elem_bytes, int64_t i) { return static_cast<char*>(p) + i * elem_bytes; }
 inline const char* at(const void* p, int64_t elem_bytes, int64_t i) {
   return static_cast<const char*>(p) + i * elem_bytes;
 }
@@ -33,8 +31,8 @@ inline const char* at(const void* p, int64_t elem_bytes, int64_t i) {
 // Copies rows of D elements between the fused (B, T, row_heads·D) layout, at head
 // columns col0 … col0 + H − 1, and the per-head (B, H, T, D) layout.
 // to_heads: src fused, dst per-head; otherwise src per-head, dst fused.
-void move_heads(void* dst, const void* src, int64_t elem_bytes, int64_t B, int64_t H, int64_t T,
-                int64_t D, int64_t row_heads, int64_t col0, bool to_heads) {
+void move_heads(void* dst, const void* src, int64_t elem_bytes, int64_t B, int64_t H, int64_t T, int64_t D,
+                int64_t row_heads, int64_t col0, bool to_heads) {
   const int64_t row_bytes = D * elem_bytes;
 #pragma omp parallel for collapse(2) schedule(static) if (B * H * T * D > kParallelMinElems)
   for (int64_t b = 0; b < B; ++b)
@@ -42,24 +40,23 @@ void move_heads(void* dst, const void* src, int64_t elem_bytes, int64_t B, int64
       for (int64_t t = 0; t < T; ++t) {
         const int64_t head_i = ((b * H + h) * T + t) * D;
         const int64_t fused_i = (b * T + t) * row_heads * D + (col0 + h) * D;
-        std::memcpy(at(dst, elem_bytes, to_heads ? head_i : fused_i),
-                    at(src, elem_bytes, to_heads ? fused_i : head_i), row_bytes);
+        std::memcpy(at(dst, elem_bytes, to_heads ? head_i : fused_i), at(src, elem_bytes, to_heads ? fused_i : head_i),
+                    row_bytes);
       }
 }
 
 }  // namespace
 
 // qkv row layout: [q heads 0..Hq−1 | k heads 0..Hkv−1 | v heads 0..Hkv−1], D each.
-void CpuDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t,
-                               const AttnShape& s) {
+void CpuDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) {
   const int64_t eb = dtype_bytes(t), row_heads = s.Hq + 2 * s.Hkv;
   move_heads(q, qkv, eb, s.B, s.Hq, s.T, s.D, row_heads, 0, true);
   move_heads(k, qkv, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, true);
   move_heads(v, qkv, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, true);
 }
 
-void CpuDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv,
-                                    DType t, const AttnShape& s) {
+void CpuDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
+                                    const AttnShape& s) {
   const int64_t eb = dtype_bytes(t), row_heads = s.Hq + 2 * s.Hkv;
   move_heads(dqkv, dq, eb, s.B, s.Hq, s.T, s.D, row_heads, 0, false);
   move_heads(dqkv, dk, eb, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, false);
@@ -77,8 +74,7 @@ void CpuDevice::split_heads_impl(void* ctx, const void* in, DType t, const AttnS
 // probs[i, j] = exp(scale·(s_ij − max_j s_ij)) / Σ_j … over the visible keys
 // first_key(i) ≤ j ≤ i; every other entry is written as an exact 0 (and its
 // score is never read, so whatever the GEMM left there cannot leak in).
-void CpuDevice::softmax_forward_impl(void* probs, const float* scores, DType t,
-                                     const AttnShape& s) {
+void CpuDevice::softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) {
   const int64_t T = s.T, rows = s.B * s.Hq * T, eb = dtype_bytes(t);
   const float scale = s.scale();
 #pragma omp parallel if (rows * T > kParallelMinElems)
@@ -105,8 +101,8 @@ void CpuDevice::softmax_forward_impl(void* probs, const float* scores, DType t,
 
 // dscores = probs ⊙ (dprobs − Σ_j dprobs·probs) · scale (the softmax Jacobian
 // times the chain rule through scale·scores); masked entries exactly 0.
-void CpuDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs,
-                                      DType t, const AttnShape& s) {
+void CpuDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
+                                      const AttnShape& s) {
   const int64_t T = s.T, rows = s.B * s.Hq * T, eb = dtype_bytes(t);
   const float scale = s.scale();
 #pragma omp parallel if (rows * T > kParallelMinElems)
@@ -120,8 +116,7 @@ void CpuDevice::softmax_backward_impl(float* dscores, const float* dprobs, const
       float* ds = dscores + r * T;
       float dot = 0.0f;
       for (int64_t j = j0; j <= i; ++j) dot += dp[j] * p[j];
-      for (int64_t j = 0; j < T; ++j)
-        ds[j] = (j >= j0 && j <= i) ? p[j] * (dp[j] - dot) * scale : 0.0f;
+      for (int64_t j = 0; j < T; ++j) ds[j] = (j >= j0 && j <= i) ? p[j] * (dp[j] - dot) * scale : 0.0f;
     }
   }
 }

@@ -30,8 +30,7 @@ namespace {
 constexpr int64_t kParallelMinMacs = int64_t{1} << 20;
 
 // Dequantizes head h of K (or V) at position p of sequence s into dst (D floats).
-void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bool is_v,
-              const float* fp8, float* dst) {
+void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bool is_v, const float* fp8, float* dst) {
   const int64_t D = c.D, o = c.slot(p) % c.block_tokens;
   const char* sec = c.section(s, p);
   const char* src = sec + c.value_offset(is_v, h, o);
@@ -68,8 +67,7 @@ void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bo
 
 }  // namespace
 
-void CpuDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq,
-                                      const KvCacheView& c) {
+void CpuDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& c) {
   const size_t nseq = c.seqs.size();
   const int64_t D = c.D, Hkv = c.Hkv, group = Hq / Hkv, eb = dtype_bytes(t);
   int64_t macs = 0;

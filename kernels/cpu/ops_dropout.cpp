@@ -18,9 +18,7 @@ constexpr int64_t kChunk = 1024;
 // (microseconds, far more on a loaded machine) costs more than the loop.
 constexpr int64_t kParallelMinElems = int64_t{1} << 15;
 
-inline const void* at(const void* p, DType t, int64_t i) {
-  return static_cast<const char*>(p) + i * dtype_bytes(t);
-}
+inline const void* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 inline void* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
 
 // 1/(1 − p), or 0 when p == 1 (everything dropped: 0, not 0·inf).
@@ -29,8 +27,7 @@ inline float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 }  // namespace
 
 // mask may be null (nothing saved: e.g. inference or a recompute that needs only out).
-void CpuDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
-                                     float p, RngKey key) {
+void CpuDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key) {
   const float sc = keep_scale(p);
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -51,8 +48,8 @@ void CpuDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DT
   }
 }
 
-void CpuDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t,
-                                      const uint8_t* mask, int64_t n, float p) {
+void CpuDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,
+                                      int64_t n, float p) {
   const float sc = keep_scale(p);
 #pragma omp parallel for schedule(static) if (n > kParallelMinElems)
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {

@@ -17,9 +17,7 @@ constexpr int64_t kChunk = 1024;
 // Below this many elements one thread does the whole loop.
 constexpr int64_t kParallelMinElems = 1 << 15;
 
-const char* at(const void* p, DType t, int64_t i) {
-  return static_cast<const char*>(p) + i * dtype_bytes(t);
-}
+const char* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 char* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
 
 // Runs body(begin, count) over [0, n) in chunks of kChunk, chunks in parallel.
@@ -97,8 +95,8 @@ void CpuDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t rows
   }
 }
 
-void CpuDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t,
-                                   int64_t rows, int64_t cols, bool accumulate) {
+void CpuDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
+                                   bool accumulate) {
   if (cols <= 0) return;
   // Each task owns a block of columns and sums every row into it in order:
   // no reduction across threads, so the result does not depend on their

@@ -20,9 +20,7 @@ constexpr int64_t kParallelMinElems = 1 << 15;
 const char* row_ptr(const void* p, DType t, int64_t r, int64_t C) {
   return static_cast<const char*>(p) + r * C * dtype_bytes(t);
 }
-char* row_ptr(void* p, DType t, int64_t r, int64_t C) {
-  return static_cast<char*>(p) + r * C * dtype_bytes(t);
-}
+char* row_ptr(void* p, DType t, int64_t r, int64_t C) { return static_cast<char*>(p) + r * C * dtype_bytes(t); }
 
 // dst_row (grad_t) += sum (fp32), C elements.
 void add_row(void* dst_row, DType grad_t, const float* sum, int64_t C, float* scratch) {
@@ -33,9 +31,8 @@ void add_row(void* dst_row, DType grad_t, const float* sum, int64_t C, float* sc
 
 }  // namespace
 
-void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
-                                       const void* wpe, DType t, int64_t B, int64_t T, int64_t C,
-                                       int64_t pos_offset) {
+void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
+                                       int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 #pragma omp parallel if (rows * C > kParallelMinElems)
@@ -53,9 +50,8 @@ void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void
   }
 }
 
-void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout,
-                                        DType t, const int32_t* ids, int64_t B, int64_t T,
-                                        int64_t C, int64_t pos_offset) {
+void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
+                                        const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
   const bool par = rows * C > kParallelMinElems;
@@ -64,8 +60,7 @@ void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, co
     // Token rows ordered by id, ties in token order; groups[g] is where group g starts.
     std::vector<int64_t> order(static_cast<size_t>(rows));
     std::iota(order.begin(), order.end(), int64_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
     std::vector<int64_t> groups;
     for (int64_t i = 0; i < rows; ++i)
       if (i == 0 || ids[order[i]] != ids[order[i - 1]]) groups.push_back(i);
@@ -81,8 +76,7 @@ void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, co
           convert_to_fp32(row_ptr(dout, t, order[i], C), t, row.data(), C);
           for (int64_t c = 0; c < C; ++c) sum[c] += row[c];
         }
-        add_row(row_ptr(dwte, grad_t, ids[order[groups[g]]], C), grad_t, sum.data(), C,
-                row.data());
+        add_row(row_ptr(dwte, grad_t, ids[order[groups[g]]], C), grad_t, sum.data(), C, row.data());
       }
     }
   }

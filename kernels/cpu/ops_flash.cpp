@@ -42,9 +42,7 @@ inline int64_t first_key(const AttnShape& s, int64_t i) {
   return s.window ? std::max<int64_t>(0, i - *s.window + 1) : 0;
 }
 
-inline const void* at(const void* p, DType t, int64_t i) {
-  return static_cast<const char*>(p) + i * dtype_bytes(t);
-}
+inline const void* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 inline void* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
 
 // dst (D × kBc) = transpose of rows (n × D), so products over D run along
@@ -70,8 +68,8 @@ void tile_product(const float* a, const float* bt, int64_t nr, int64_t nc, int64
 // Dropout multipliers of row i, keys j0 … j0 + n − 1: 1/(1 − p) kept, 0 dropped.
 // Flat index ((b·Hq + h)·T + i)·T + j: the element of the (B, Hq, T, T)
 // probabilities tensor that materialized attention's dropout_forward draws for.
-void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int64_t h, int64_t i,
-                 int64_t j0, int64_t n, float* z) {
+void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
+                 float* z) {
   const uint64_t first = static_cast<uint64_t>(((b * s.Hq + h) * s.T + i) * s.T + j0);
   philox_uniform_fill(key.seed, key.stream, first, n, z);
   const float ks = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
@@ -80,9 +78,8 @@ void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int6
 
 }  // namespace
 
-void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k,
-                                             const void* v, DType t, const AttnShape& s, float p,
-                                             RngKey key) {
+void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v,
+                                             DType t, const AttnShape& s, float p, RngKey key) {
   const int64_t B = s.B, Hq = s.Hq, T = s.T, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
   const float scale = s.scale();
@@ -90,8 +87,8 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
 
 #pragma omp parallel if (B * Hq * T * T * D > kParallelMinMacs)
   {
-    std::vector<float> Q(kBr * D), Kr(kBc * D), Kt(D * kBc), V(kBc * D), S(kBr * kBc), acc(kBr * D),
-        m(kBr), l(kBr), z(kBc);
+    std::vector<float> Q(kBr * D), Kr(kBc * D), Kt(D * kBc), V(kBc * D), S(kBr * kBc), acc(kBr * D), m(kBr), l(kBr),
+        z(kBc);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
@@ -158,9 +155,8 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
 // (= Σ_j P∘dP: Dao et al. 2022, App. B.2), dQ = dS·K, dK = dSᵀ·Q.
 // One task per (b, KV head): it owns dK, dV of that head (summed over the
 // Hq/Hkv query heads that read it), so no two threads write the same gradient.
-void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout,
-                                              const void* q, const void* k, const void* v,
-                                              const void* out, const float* lse, DType t,
+void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
+                                              const void* k, const void* v, const void* out, const float* lse, DType t,
                                               const AttnShape& s, float p, RngKey key) {
   const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
@@ -169,9 +165,8 @@ void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, cons
 
 #pragma omp parallel if (B * Hq * T * T * D > kParallelMinMacs)
   {
-    std::vector<float> Q(kBr * D), dO(kBr * D), O(kBr * D), dQ(kBr * D), Di(kBr), L(kBr),
-        Kr(kBc * D), Kt(D * kBc), V(kBc * D), Vt(D * kBc), S(kBr * kBc), dPd(kBr * kBc),
-        dS(kBr * kBc), z(kBc), dK, dV;
+    std::vector<float> Q(kBr * D), dO(kBr * D), O(kBr * D), dQ(kBr * D), Di(kBr), L(kBr), Kr(kBc * D), Kt(D * kBc),
+        V(kBc * D), Vt(D * kBc), S(kBr * kBc), dPd(kBr * kBc), dS(kBr * kBc), z(kBc), dK, dV;
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t g = 0; g < Hkv; ++g) {

@@ -53,10 +53,10 @@ void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
 #if !GPULEDGER_HAVE_BLAS
 // ---- the built-in fp32 GEMM (used when no BLAS was found) ----
 
-constexpr int64_t kMR = 8;     // micro-tile: kMR·kNR = 128 accumulators in registers
-constexpr int64_t kNR = 16;    //   (8 of AVX-512's 32 registers, 16 of AVX2's 16)
-constexpr int64_t kMC = 64;    // A block kMC×kKC floats = 64 KiB: stays in L2
-constexpr int64_t kNC = 256;   // B block kKC×kNC floats = 256 KiB: L2; one kNR panel (16 KiB) in L1
+constexpr int64_t kMR = 8;    // micro-tile: kMR·kNR = 128 accumulators in registers
+constexpr int64_t kNR = 16;   //   (8 of AVX-512's 32 registers, 16 of AVX2's 16)
+constexpr int64_t kMC = 64;   // A block kMC×kKC floats = 64 KiB: stays in L2
+constexpr int64_t kNC = 256;  // B block kKC×kNC floats = 256 KiB: L2; one kNR panel (16 KiB) in L1
 constexpr int64_t kKC = 256;
 
 // op(A)[i][p] for row-major A: A is m×k (lda) or, transposed, k×m.
@@ -71,26 +71,22 @@ inline float op_b(const float* b, int64_t ldb, bool tb, int64_t p, int64_t j) {
 // Packs op(A)[i0:i0+mc, p0:p0+kc] as ⌈mc/kMR⌉ panels, each kc × kMR (the kMR
 // values of one p adjacent); rows past mc are zero so the micro-kernel needs
 // no edge case.
-void pack_a(const float* a, int64_t lda, bool ta, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-            float* ap) {
+void pack_a(const float* a, int64_t lda, bool ta, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
   for (int64_t ir = 0; ir < mc; ir += kMR) {
     float* panel = ap + ir * kc;
     const int64_t rows = std::min(kMR, mc - ir);
     for (int64_t p = 0; p < kc; ++p)
-      for (int64_t r = 0; r < kMR; ++r)
-        panel[p * kMR + r] = r < rows ? op_a(a, lda, ta, i0 + ir + r, p0 + p) : 0.0f;
+      for (int64_t r = 0; r < kMR; ++r) panel[p * kMR + r] = r < rows ? op_a(a, lda, ta, i0 + ir + r, p0 + p) : 0.0f;
   }
 }
 
 // Packs op(B)[p0:p0+kc, j0:j0+nc] as ⌈nc/kNR⌉ panels, each kc × kNR.
-void pack_b(const float* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-            float* bp) {
+void pack_b(const float* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* bp) {
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     float* panel = bp + jr * kc;
     const int64_t cols = std::min(kNR, nc - jr);
     for (int64_t p = 0; p < kc; ++p)
-      for (int64_t j = 0; j < kNR; ++j)
-        panel[p * kNR + j] = j < cols ? op_b(b, ldb, tb, p0 + p, j0 + jr + j) : 0.0f;
+      for (int64_t j = 0; j < kNR; ++j) panel[p * kNR + j] = j < cols ? op_b(b, ldb, tb, p0 + p, j0 + jr + j) : 0.0f;
   }
 }
 
@@ -102,29 +98,29 @@ void pack_b(const float* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, int64_
 // GEMM reaches the vector units), and portable.
 typedef float VecNR __attribute__((vector_size(kNR * sizeof(float))));
 
-#define GPL_MICRO_TILE_BODY                                              \
-  VecNR acc[kMR] = {};                                                   \
-  for (int64_t p = 0; p < kc; ++p) {                                     \
-    VecNR bv;                                                            \
-    std::memcpy(&bv, bp + p * kNR, sizeof bv);                           \
-    for (int64_t r = 0; r < kMR; ++r) acc[r] += ap[p * kMR + r] * bv;    \
-  }                                                                      \
+#define GPL_MICRO_TILE_BODY                                           \
+  VecNR acc[kMR] = {};                                                \
+  for (int64_t p = 0; p < kc; ++p) {                                  \
+    VecNR bv;                                                         \
+    std::memcpy(&bv, bp + p * kNR, sizeof bv);                        \
+    for (int64_t r = 0; r < kMR; ++r) acc[r] += ap[p * kMR + r] * bv; \
+  }                                                                   \
   std::memcpy(out, acc, sizeof acc);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))) void micro_tile_avx512(
-    int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
+__attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))) void micro_tile_avx512(int64_t kc, const float* ap,
+                                                                                            const float* bp,
+                                                                                            float (&out)[kMR][kNR]) {
   GPL_MICRO_TILE_BODY
 }
-__attribute__((target("avx2,fma"), optimize("fp-contract=fast"))) void micro_tile_avx2(
-    int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
+__attribute__((target("avx2,fma"), optimize("fp-contract=fast"))) void micro_tile_avx2(int64_t kc, const float* ap,
+                                                                                       const float* bp,
+                                                                                       float (&out)[kMR][kNR]) {
   GPL_MICRO_TILE_BODY
 }
 #define GPL_HAVE_MICRO_TILE_X86 1
 #endif
-void micro_tile_portable(int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) {
-  GPL_MICRO_TILE_BODY
-}
+void micro_tile_portable(int64_t kc, const float* ap, const float* bp, float (&out)[kMR][kNR]) { GPL_MICRO_TILE_BODY }
 #undef GPL_MICRO_TILE_BODY
 
 using MicroTileFn = void (*)(int64_t, const float*, const float*, float (&)[kMR][kNR]);
@@ -139,8 +135,8 @@ MicroTileFn pick_micro_tile() {
 
 // One micro-tile: C (rows×cols of it) gets alpha·acc; the first k slice also
 // applies beta (0: C not read).
-void micro_kernel(MicroTileFn tile, int64_t kc, const float* ap, const float* bp, float alpha,
-                  float beta, bool first, float* c, int64_t ldc, int64_t rows, int64_t cols) {
+void micro_kernel(MicroTileFn tile, int64_t kc, const float* ap, const float* bp, float alpha, float beta, bool first,
+                  float* c, int64_t ldc, int64_t rows, int64_t cols) {
   float acc[kMR][kNR];
   tile(kc, ap, bp, acc);
   for (int64_t r = 0; r < rows; ++r) {
@@ -155,8 +151,8 @@ void micro_kernel(MicroTileFn tile, int64_t kc, const float* ap, const float* bp
   }
 }
 
-void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int64_t tiles_m = (m + kMC - 1) / kMC, tiles_n = (n + kNC - 1) / kNC;
   const int64_t tiles = tiles_m * tiles_n;
   static const MicroTileFn tile_fn = pick_micro_tile();
@@ -178,8 +174,7 @@ void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
         for (int64_t jr = 0; jr < nc; jr += kNR)
           for (int64_t ir = 0; ir < mc; ir += kMR)
             micro_kernel(tile_fn, kc, ap.data() + ir * kc, bp.data() + jr * kc, alpha, beta, p0 == 0,
-                         c + (i0 + ir) * ldc + j0 + jr, ldc, std::min(kMR, mc - ir),
-                         std::min(kNR, nc - jr));
+                         c + (i0 + ir) * ldc + j0 + jr, ldc, std::min(kMR, mc - ir), std::min(kNR, nc - jr));
       }
     }
   }
@@ -187,17 +182,17 @@ void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
 #endif  // !GPULEDGER_HAVE_BLAS
 
 // One fp32 GEMM, row-major, cblas_sgemm's argument order and semantics.
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) {  // BLAS: A and B are not read
     scale_c(m, n, beta, c, ldc);
     return;
   }
 #if GPULEDGER_HAVE_BLAS
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
 #else
   builtin_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
@@ -224,8 +219,7 @@ void matrix_from_fp32(const float* src, int64_t rows, int64_t cols, void* dst, D
 void check_blas_int_range(const GemmArgs& g) {
   for (int64_t d : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc})
     if (d > INT_MAX)
-      throw std::invalid_argument("gemm: dimension " + std::to_string(d) +
-                                  " exceeds the BLAS int range");
+      throw std::invalid_argument("gemm: dimension " + std::to_string(d) + " exceeds the BLAS int range");
 }
 #endif
 
@@ -275,12 +269,10 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
     if (conv_c) {
       // beta == 0: C is not read (it may be uninitialised), as in BLAS.
       if (g.beta != 0.0f) matrix_to_fp32(ci, g.c_type, g.ldc, g.m, g.n, wc.as<float>());
-      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta,
-            wc.as<float>(), g.n);
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta, wc.as<float>(), g.n);
       matrix_from_fp32(wc.as<float>(), g.m, g.n, ci, g.c_type, g.ldc);
     } else {
-      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta,
-            static_cast<float*>(ci), g.ldc);
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta, static_cast<float*>(ci), g.ldc);
     }
   }
 }

@@ -23,8 +23,7 @@ namespace {
 constexpr int64_t kParallelMinElems = int64_t{1} << 15;
 
 // Encodes n values x / scale[d · scale_step] into dst (the cache format).
-void encode_row(const float* x, int64_t n, KvFormat f, const float* scale, int64_t scale_step,
-                char* dst) {
+void encode_row(const float* x, int64_t n, KvFormat f, const float* scale, int64_t scale_step, char* dst) {
   switch (f) {
     case KvFormat::kBF16:
       for (int64_t d = 0; d < n; ++d) {
@@ -33,20 +32,18 @@ void encode_row(const float* x, int64_t n, KvFormat f, const float* scale, int64
       }
       return;
     case KvFormat::kFP8E4M3:
-      for (int64_t d = 0; d < n; ++d)
-        dst[d] = static_cast<char>(fp32_to_fp8_e4m3(x[d] / scale[d * scale_step]));
+      for (int64_t d = 0; d < n; ++d) dst[d] = static_cast<char>(fp32_to_fp8_e4m3(x[d] / scale[d * scale_step]));
       return;
     case KvFormat::kInt8:
-      for (int64_t d = 0; d < n; ++d)
-        dst[d] = static_cast<char>(fp32_to_int8_sym(x[d] / scale[d * scale_step]));
+      for (int64_t d = 0; d < n; ++d) dst[d] = static_cast<char>(fp32_to_int8_sym(x[d] / scale[d * scale_step]));
       return;
   }
 }
 
 // Fixed scales from this write: amax over every new row (Hkv, n, D) of every
 // sequence, over all of it (per tensor) or per (head, channel) (per channel).
-void calibrate_fixed(const KvCacheView& c, const std::vector<float>& x,
-                     const std::vector<int64_t>& first, float* scales) {
+void calibrate_fixed(const KvCacheView& c, const std::vector<float>& x, const std::vector<int64_t>& first,
+                     float* scales) {
   const int64_t per_channel = c.scales == KvScales::kPerChannel;
   std::vector<float> amax(static_cast<size_t>(per_channel ? c.Hkv * c.D : 1), 0.0f);
   for (size_t b = 0; b < c.seqs.size(); ++b) {
@@ -65,8 +62,7 @@ void calibrate_fixed(const KvCacheView& c, const std::vector<float>& x,
 
 }  // namespace
 
-void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t,
-                                    bool calibrate) {
+void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t, bool calibrate) {
   const int64_t Hkv = c.Hkv, D = c.D, S = c.block_tokens;
   const size_t nseq = c.seqs.size();
   // first[b]: element offset of sequence b's (Hkv, n_new, D) rows in k and v.
@@ -116,8 +112,10 @@ void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const v
           encode_row(row, D, c.format, &scale, 0, dst);
         } else {
           const float* sc = is_v ? v_fixed : k_fixed;
-          if (per_channel) encode_row(row, D, c.format, sc + h * D, 1, dst);
-          else encode_row(row, D, c.format, sc, 0, dst);
+          if (per_channel)
+            encode_row(row, D, c.format, sc + h * D, 1, dst);
+          else
+            encode_row(row, D, c.format, sc, 0, dst);
         }
       }
     }

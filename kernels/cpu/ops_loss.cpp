@@ -30,9 +30,8 @@ RowStats row_stats(const float* x, int64_t V) {
 
 }  // namespace
 
-void CpuDevice::cross_entropy_forward_impl(float* losses, const float* logits,
-                                           const int32_t* targets, int64_t N, int64_t Vp,
-                                           int64_t V) {
+void CpuDevice::cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N,
+                                           int64_t Vp, int64_t V) {
 #pragma omp parallel for if (N * V > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = logits + i * Vp;
@@ -41,9 +40,8 @@ void CpuDevice::cross_entropy_forward_impl(float* losses, const float* logits,
   }
 }
 
-void CpuDevice::cross_entropy_backward_impl(float* dlogits, const float* logits,
-                                            const int32_t* targets, int64_t N, int64_t Vp,
-                                            int64_t V, float scale) {
+void CpuDevice::cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N,
+                                            int64_t Vp, int64_t V, float scale) {
 #pragma omp parallel for if (N * V > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = logits + i * Vp;

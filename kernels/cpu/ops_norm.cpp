@@ -28,9 +28,7 @@ constexpr int64_t kColBlock = 512;
 const char* row_ptr(const void* p, DType t, int64_t r, int64_t C) {
   return static_cast<const char*>(p) + r * C * dtype_bytes(t);
 }
-char* row_ptr(void* p, DType t, int64_t r, int64_t C) {
-  return static_cast<char*>(p) + r * C * dtype_bytes(t);
-}
+char* row_ptr(void* p, DType t, int64_t r, int64_t C) { return static_cast<char*>(p) + r * C * dtype_bytes(t); }
 
 std::vector<float> to_fp32(const void* src, DType t, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -51,8 +49,8 @@ void store_dx(const float* dx, void* dst, DType t, int64_t C, bool accumulate, f
 
 // dw += Σ_r dout[r]·x̂[r] and dbias += Σ_r dout[r], with x̂ = (x − mean)·rstd
 // (mean == nullptr for RMSNorm). dw or dbias may be null (not wanted).
-void weight_grads(void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
-                  const float* mean, const float* rstd, DType t, int64_t N, int64_t C) {
+void weight_grads(void* dw, void* dbias, DType grad_t, const void* dout, const void* x, const float* mean,
+                  const float* rstd, DType t, int64_t N, int64_t C) {
   if (dw == nullptr && dbias == nullptr) return;
   const int64_t blocks = (C + kColBlock - 1) / kColBlock;
 #pragma omp parallel for if (N * C > kParallelMinElems)
@@ -88,9 +86,8 @@ void weight_grads(void* dw, void* dbias, DType grad_t, const void* dout, const v
 
 }  // namespace
 
-void CpuDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x,
-                                       const void* w, const void* bias, DType t, int64_t N,
-                                       int64_t C, float eps) {
+void CpuDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w,
+                                       const void* bias, DType t, int64_t N, int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
   const std::vector<float> fb = bias ? to_fp32(bias, t, C) : std::vector<float>(C, 0.0f);
@@ -115,9 +112,8 @@ void CpuDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, cons
   }
 }
 
-void CpuDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t,
-                                        const void* dout, const void* x, const void* w,
-                                        const float* mean, const float* rstd, DType t, int64_t N,
+void CpuDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
+                                        const void* w, const float* mean, const float* rstd, DType t, int64_t N,
                                         int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
@@ -146,8 +142,8 @@ void CpuDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType g
   weight_grads(dw, dbias, grad_t, dout, x, mean, rstd, t, N, C);
 }
 
-void CpuDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t,
-                                     int64_t N, int64_t C, float eps) {
+void CpuDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N,
+                                     int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
 #pragma omp parallel if (N * C > kParallelMinElems)
@@ -166,9 +162,8 @@ void CpuDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, cons
   }
 }
 
-void CpuDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout,
-                                      const void* x, const void* w, const float* rstd, DType t,
-                                      int64_t N, int64_t C, bool accumulate_dx) {
+void CpuDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w,
+                                      const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   const std::vector<float> fw = to_fp32(w, t, C);
   if (dx) {

@@ -25,14 +25,12 @@ constexpr int64_t kParallelMinElems = 1 << 15;
 // does not depend on the number of threads.
 constexpr int64_t kSumBlock = 1 << 16;
 
-const char* at(const void* p, DType t, int64_t i) {
-  return static_cast<const char*>(p) + i * dtype_bytes(t);
-}
+const char* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 
 }  // namespace
 
-void CpuDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads,
-                           DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
+void CpuDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
+                           int64_t n, const AdamwStep& update) {
   float* param = master ? master : static_cast<float*>(weights);
   // Weights to refresh from the master: only when both exist.
   void* rounded = master ? weights : nullptr;
@@ -56,8 +54,7 @@ void CpuDevice::adamw_impl(float* master, void* weights, DType w_t, const void* 
       const float mhat = mm[i] / bc1, vhat = vv[i] / bc2;
       p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
     }
-    if (rounded)
-      convert_from_fp32(p, static_cast<char*>(rounded) + i0 * dtype_bytes(w_t), w_t, len);
+    if (rounded) convert_from_fp32(p, static_cast<char*>(rounded) + i0 * dtype_bytes(w_t), w_t, len);
   }
 }
 

@@ -19,14 +19,13 @@ constexpr int64_t kParallelMinElems = int64_t{1} << 15;
 // Angles, cos and sin are computed in double and rounded once to float: the
 // reference should not inherit fp32's loss of angle precision at large positions
 // (pos · inv_freq reaches 10⁴ rad at long contexts); the rotation itself is fp32.
-void rope_apply(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
-                float theta, int sign) {
+void rope_apply(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta,
+                int sign) {
   const int64_t half = D / 2, eb = dtype_bytes(t);
   char* base = static_cast<char*>(x);
 #pragma omp parallel if (B * H * T * D > kParallelMinElems)
   {
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half)),
-        row(static_cast<size_t>(D));
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half)), row(static_cast<size_t>(D));
 #pragma omp for schedule(static)
     for (int64_t tt = 0; tt < T; ++tt) {
       const double pos = static_cast<double>(pos_offset + tt);
@@ -53,13 +52,13 @@ void rope_apply(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, in
 
 }  // namespace
 
-void CpuDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                  int64_t pos_offset, float theta) {
+void CpuDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                  float theta) {
   rope_apply(x, t, B, H, T, D, pos_offset, theta, +1);
 }
 
-void CpuDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                   int64_t pos_offset, float theta) {
+void CpuDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                   float theta) {
   rope_apply(dx, t, B, H, T, D, pos_offset, theta, -1);
 }
 

@@ -19,9 +19,8 @@ namespace {
 constexpr int64_t kParallelMinElems = 1 << 15;
 }  // namespace
 
-void CpuDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
-                                             DType t, int64_t N, int64_t C, int64_t row_begin,
-                                             int64_t rows) {
+void CpuDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N,
+                                             int64_t C, int64_t row_begin, int64_t rows) {
   const int64_t eb = dtype_bytes(t);
 #pragma omp parallel for if (N * C > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -34,9 +33,8 @@ void CpuDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, cons
   }
 }
 
-void CpuDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t,
-                                              const int32_t* ids, int64_t N, int64_t C,
-                                              int64_t row_begin, int64_t rows) {
+void CpuDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                                              int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
   // Sequential over tokens (an id may repeat): each owned row accumulates in
   // token order, one rounding per token (the tiny test shapes make this cheap).
   const int64_t eb = dtype_bytes(t), gb = dtype_bytes(grad_t);
@@ -52,9 +50,8 @@ void CpuDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const vo
   }
 }
 
-void CpuDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits,
-                                    const int32_t* targets, int64_t N, int64_t Vl,
-                                    int64_t col_begin, int64_t V) {
+void CpuDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits, const int32_t* targets,
+                                    int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
   const int64_t valid = std::max<int64_t>(0, std::min(Vl, V - col_begin));  // columns < V
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -67,8 +64,8 @@ void CpuDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const f
   }
 }
 
-void CpuDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                                  int64_t Vl, int64_t col_begin, int64_t V) {
+void CpuDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl,
+                                  int64_t col_begin, int64_t V) {
   const int64_t valid = std::max<int64_t>(0, std::min(Vl, V - col_begin));
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
@@ -91,8 +88,8 @@ void CpuDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp, int6
   }
 }
 
-void CpuDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets,
-                                       int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+void CpuDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N,
+                                       int64_t Vl, int64_t col_begin, float scale) {
 #pragma omp parallel for if (N * Vl > kParallelMinElems)
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t j = 0; j < Vl; ++j) dlogits[i * Vl + j] = probs[i * Vl + j] * scale;

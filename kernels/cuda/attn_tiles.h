@@ -19,9 +19,7 @@ GPL_HOST_DEVICE int64_t first_key(int64_t i, int64_t window) {
   return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;
 }
 
-GPL_HOST_DEVICE bool visible(int64_t i, int64_t j, int64_t window) {
-  return j <= i && j >= first_key(i, window);
-}
+GPL_HOST_DEVICE bool visible(int64_t i, int64_t j, int64_t window) { return j <= i && j >= first_key(i, window); }
 
 // Key tiles (of bc keys, starting at multiples of bc) that query rows
 // [i0, i0 + nr) visit: k0 from key_tile_begin to below key_tile_end. Tiles
@@ -35,8 +33,7 @@ GPL_HOST_DEVICE int64_t key_tile_end(int64_t i0, int64_t nr) { return i0 + nr; }
 // query_tile_first to query_tile_last inclusive. Row i sees key j only if
 // i ≥ j (so i ≥ k0), and, with a window w, only if i < j + w ≤ k0 + nk − 1 + w.
 GPL_HOST_DEVICE int64_t query_tile_first(int64_t k0, int64_t bq) { return k0 / bq; }
-GPL_HOST_DEVICE int64_t query_tile_last(int64_t k0, int64_t nk, int64_t T, int64_t window,
-                                        int64_t bq) {
+GPL_HOST_DEVICE int64_t query_tile_last(int64_t k0, int64_t nk, int64_t T, int64_t window, int64_t bq) {
   int64_t last_row = T - 1;
   if (window > 0 && k0 + nk - 2 + window < last_row) last_row = k0 + nk - 2 + window;
   return last_row / bq;
@@ -45,8 +42,7 @@ GPL_HOST_DEVICE int64_t query_tile_last(int64_t k0, int64_t nk, int64_t T, int64
 // Flat index of probability (b, h, i, j) in a (B, Hq, T, T) tensor: the
 // element materialized attention's dropout draws, which flash attention draws
 // too (device.h, flash_attention_forward).
-GPL_HOST_DEVICE uint64_t prob_index(int64_t b, int64_t h, int64_t i, int64_t j, int64_t Hq,
-                                    int64_t T) {
+GPL_HOST_DEVICE uint64_t prob_index(int64_t b, int64_t h, int64_t i, int64_t j, int64_t Hq, int64_t T) {
   return static_cast<uint64_t>(((b * Hq + h) * T + i) * T + j);
 }
 

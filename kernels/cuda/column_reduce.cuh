@@ -18,8 +18,8 @@ namespace simt {
 // (kColumnTile, kColumnLanes): lanes stride the chunk's rows, then lane 0 adds
 // the lanes' sums in lane order. partial1 may be null (one output).
 template <class F>
-__global__ void column_partials_kernel(F f, int64_t rows, int64_t cols, int64_t rows_per_chunk,
-                                       float* partial0, float* partial1) {
+__global__ void column_partials_kernel(F f, int64_t rows, int64_t cols, int64_t rows_per_chunk, float* partial0,
+                                       float* partial1) {
   using cuda_launch::kColumnLanes;
   using cuda_launch::kColumnTile;
   GPL_SHARED float s0[kColumnLanes][kColumnTile + 1], s1[kColumnLanes][kColumnTile + 1];
@@ -51,8 +51,7 @@ __global__ void column_partials_kernel(F f, int64_t rows, int64_t cols, int64_t 
 
 // dst[c] = (accumulate ? dst[c] : 0) + Σ_chunks partial[chunk·cols + c].
 template <class G>
-__global__ void column_finalize_kernel(const float* partial, int64_t chunks, int64_t cols, G* dst,
-                                       bool accumulate) {
+__global__ void column_finalize_kernel(const float* partial, int64_t chunks, int64_t cols, G* dst, bool accumulate) {
   for (int64_t c = global_thread(); c < cols; c += grid_threads()) {
     double s = 0.0;
     for (int64_t ch = 0; ch < chunks; ++ch) s += partial[ch * cols + c];
@@ -64,8 +63,8 @@ __global__ void column_finalize_kernel(const float* partial, int64_t chunks, int
 // dst0[c] (+)= Σ_r f(r, c).x and, when dst1 is not null, dst1[c] (+)= Σ_r f(r, c).y,
 // both in grad_t. The partials are booked as workspace for the call.
 template <class F>
-void column_sums(Device& dev, cudaStream_t stream, const F& f, int64_t rows, int64_t cols,
-                 void* dst0, void* dst1, DType grad_t, bool accumulate) {
+void column_sums(Device& dev, cudaStream_t stream, const F& f, int64_t rows, int64_t cols, void* dst0, void* dst1,
+                 DType grad_t, bool accumulate) {
   if (cols <= 0) return;
   const cuda_launch::ColumnReduce plan = cuda_launch::column_reduce(rows, cols);
   const int64_t partial_bytes = plan.chunks * cols * 4;
@@ -79,11 +78,11 @@ void column_sums(Device& dev, cudaStream_t stream, const F& f, int64_t rows, int
   const auto fin = cuda_launch::elementwise(cols);
   dispatch(grad_t, [&](auto g) {
     using G = decltype(g);
-    launch_kernel(column_finalize_kernel<G>, grid1d(fin.blocks), dim3(fin.threads), 0, stream,
-                  p0.as<float>(), plan.chunks, cols, static_cast<G*>(dst0), accumulate);
+    launch_kernel(column_finalize_kernel<G>, grid1d(fin.blocks), dim3(fin.threads), 0, stream, p0.as<float>(),
+                  plan.chunks, cols, static_cast<G*>(dst0), accumulate);
     if (dst1)
-      launch_kernel(column_finalize_kernel<G>, grid1d(fin.blocks), dim3(fin.threads), 0, stream,
-                    p1.as<float>(), plan.chunks, cols, static_cast<G*>(dst1), accumulate);
+      launch_kernel(column_finalize_kernel<G>, grid1d(fin.blocks), dim3(fin.threads), 0, stream, p1.as<float>(),
+                    plan.chunks, cols, static_cast<G*>(dst1), accumulate);
   });
 }
 

@@ -42,26 +42,25 @@ int64_t alignment_bytes(const void* p, int64_t stride_bytes, int64_t batch) {
 }
 
 // A column-major layout of rows × cols (ld), batched with a stride (elements).
-cublasLtMatrixLayout_t make_layout(DType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                                   int64_t stride) {
+cublasLtMatrixLayout_t make_layout(DType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, cuda_type(t), static_cast<uint64_t>(rows),
-                                          static_cast<uint64_t>(cols), ld),
-               "creating a GEMM matrix layout");
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&l, cuda_type(t), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+      "creating a GEMM matrix layout");
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
                  "setting a GEMM batch count");
-    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                  sizeof stride),
-                 "setting a GEMM batch stride");
+    CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+        "setting a GEMM batch stride");
   }
   return l;
 }
 
 std::string describe(const GemmArgs& g) {
-  return "gemm m " + std::to_string(g.m) + " n " + std::to_string(g.n) + " k " + std::to_string(g.k) +
-         " batch " + std::to_string(g.batch) + (g.trans_a ? " Aᵀ" : "") + (g.trans_b ? " Bᵀ" : "") + " " +
+  return "gemm m " + std::to_string(g.m) + " n " + std::to_string(g.n) + " k " + std::to_string(g.k) + " batch " +
+         std::to_string(g.batch) + (g.trans_a ? " Aᵀ" : "") + (g.trans_b ? " Bᵀ" : "") + " " +
          std::string(dtype_name(g.ab_type)) + " -> " + std::string(dtype_name(g.c_type));
 }
 
@@ -83,18 +82,20 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
   const int64_t align_a = alignment_bytes(g.a, g.stride_a * ab, g.batch);
   const int64_t align_b = alignment_bytes(g.b, g.stride_b * ab, g.batch);
   const int64_t align_c = alignment_bytes(g.c, g.stride_c * cb, g.batch);
+  // The key's fields in rows of four.
+  // clang-format off
   const Key key = {g.trans_a,  g.trans_b,  g.m,        g.n,
                    g.k,        g.lda,      g.ldb,      g.ldc,
                    g.stride_a, g.stride_b, g.stride_c, g.batch,
                    static_cast<int64_t>(g.ab_type), static_cast<int64_t>(g.c_type),
                    align_a,    align_b,    align_c,    0};
+  // clang-format on
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
   if (g.batch > INT32_MAX) throw std::invalid_argument(describe(g) + ": batch exceeds cuBLASLt's int32 count");
   auto plan = std::make_unique<Plan>();
-  const cublasComputeType_t compute =
-      g.ab_type == DType::kFP32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = g.ab_type == DType::kFP32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F), "creating a GEMM descriptor");
   // Column-major view (see the header): cuBLASLt computes Cᵀ (n × m) = op(B)ᵀ (n × k) · op(A)ᵀ (k × m).
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // on our B
@@ -117,24 +118,27 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
                  al_c = static_cast<uint32_t>(align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasStatus_t st =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_first, sizeof al_first);
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_first,
+                                              sizeof al_first);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_second, sizeof al_second);
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_second,
+                                              sizeof al_second);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1,
-                                        &result, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+                                        &found);
   CUBLAS_CHECK_NOTHROW(cublasLtMatmulPreferenceDestroy(pref), "destroying a GEMM preference");
   CUBLAS_CHECK(st, "choosing an algorithm for " + describe(g));
   if (found == 0)
     throw std::runtime_error("cuBLASLt has no algorithm for " + describe(g) + " (alignments " +
-                             std::to_string(align_a) + ", " + std::to_string(align_b) + ", " +
-                             std::to_string(align_c) + " bytes)");
+                             std::to_string(align_a) + ", " + std::to_string(align_b) + ", " + std::to_string(align_c) +
+                             " bytes)");
   plan->algo = result.algo;
   Plan& ref = *plan;
   plans_.emplace(key, std::move(plan));
@@ -143,8 +147,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
 
 void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   Plan& p = plan_for(g);
-  CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, g.c, p.c, g.c, p.c,
-                              &p.algo, workspace_.data(), static_cast<size_t>(workspace_.bytes()), stream),
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, g.c, p.c, g.c, p.c, &p.algo,
+                              workspace_.data(), static_cast<size_t>(workspace_.bytes()), stream),
                "running " + describe(g));
 }
 

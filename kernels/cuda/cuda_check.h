@@ -11,6 +11,8 @@
 #include "core/check.h"
 
 #define CUDA_CHECK(expr, context) GPL_CHECK_GEN("CUDA", expr, cudaSuccess, cudaGetErrorString, context)
-#define CUBLAS_CHECK(expr, context) GPL_CHECK_GEN("cuBLAS", expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, context)
+#define CUBLAS_CHECK(expr, context) \
+  GPL_CHECK_GEN("cuBLAS", expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, context)
 #define CUDA_CHECK_NOTHROW(expr, context) GPL_CHECK_GEN_NOTHROW("CUDA", expr, cudaSuccess, cudaGetErrorString, context)
-#define CUBLAS_CHECK_NOTHROW(expr, context) GPL_CHECK_GEN_NOTHROW("cuBLAS", expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, context)
+#define CUBLAS_CHECK_NOTHROW(expr, context) \
+  GPL_CHECK_GEN_NOTHROW("cuBLAS", expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, context)

@@ -55,9 +55,8 @@ CudaDevice::CudaDevice(Ledger& ledger, int device_index) : SimtDevice(ledger), d
     std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1u << 30));
     description_ = std::string("CUDA GPU ") + std::to_string(device_) + ": " + prop.name + " (sm_" +
                    std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
-                   std::to_string(prop.multiProcessorCount) + " SMs, " + mem + "), driver " +
-                   version_string(driver) + ", runtime " + version_string(runtime) + ", cuBLASLt " +
-                   std::to_string(cublasLtGetVersion()) +
+                   std::to_string(prop.multiProcessorCount) + " SMs, " + mem + "), driver " + version_string(driver) +
+                   ", runtime " + version_string(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) +
                    (pool_ ? ", stream-ordered pool" : ", cudaMalloc");
     gemm_ = std::make_unique<CublasLtGemm>(*this, cublaslt_workspace_bytes(prop.major));
   } catch (...) {

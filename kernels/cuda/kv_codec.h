@@ -29,7 +29,7 @@ GPL_HOST_DEVICE uint8_t fp8_e4m3_encode(float x) {
   frexpf(a, &e2);  // a ∈ [2^(e2−1), 2^e2)
   int E = e2 - 1;
   int q = static_cast<int>(nearbyintf(ldexpf(a, 3 - E)));  // 1.mmm·8, exact scaling, RNE
-  if (q == 16) {  // rounded up into the next binade
+  if (q == 16) {                                           // rounded up into the next binade
     q = 8;
     ++E;
   }

@@ -80,9 +80,7 @@ inline constexpr int kReduceThreads = 256;
 
 // Blocks of the first pass: one per 8 × kReduceThreads elements, at most 1024
 // (the second pass is one block summing that many partials in order).
-constexpr int64_t reduce_blocks(int64_t n) {
-  return std::clamp<int64_t>(ceil_div(n, 8 * kReduceThreads), 1, 1024);
-}
+constexpr int64_t reduce_blocks(int64_t n) { return std::clamp<int64_t>(ceil_div(n, 8 * kReduceThreads), 1, 1024); }
 
 // ---- flash attention ----
 //
@@ -95,13 +93,13 @@ constexpr int64_t reduce_blocks(int64_t n) {
 inline constexpr int kFlashThreadsX = 16, kFlashThreadsY = 16;
 
 struct FlashTiles {
-  int max_b = 0;         // head-dim columns per thread: D ≤ 16·max_b
-  int fwd_br = 0;        // forward: query rows per block
-  int fwd_bc = 0;        //          key columns per tile
-  int kv_bk = 0;         // backward dK/dV: keys per block
-  int kv_bq = 0;         //                 query rows per tile
-  int q_bq = 0;          // backward dQ: query rows per block
-  int q_bk = 0;          //              keys per tile
+  int max_b = 0;   // head-dim columns per thread: D ≤ 16·max_b
+  int fwd_br = 0;  // forward: query rows per block
+  int fwd_bc = 0;  //          key columns per tile
+  int kv_bk = 0;   // backward dK/dV: keys per block
+  int kv_bq = 0;   //                 query rows per tile
+  int q_bq = 0;    // backward dQ: query rows per block
+  int q_bk = 0;    //              keys per tile
 };
 
 // The tiles of the kernels instantiated for max_b ∈ {4, 8, 16}: 64-row tiles
@@ -122,13 +120,11 @@ constexpr std::optional<FlashTiles> flash_tiles(int64_t D) {
 // Shared-memory bytes of each kernel (fp32 tiles; see ops_flash.cu).
 constexpr int64_t flash_fwd_smem_bytes(const FlashTiles& t, int64_t D) {
   // Q (br × D+1), K (bc × D+1), V (bc × D), S/P (br × bc+1), m, l, correction (br each)
-  return 4 * (t.fwd_br * (D + 1) + t.fwd_bc * (D + 1) + t.fwd_bc * D + t.fwd_br * (t.fwd_bc + 1) +
-              3 * t.fwd_br);
+  return 4 * (t.fwd_br * (D + 1) + t.fwd_bc * (D + 1) + t.fwd_bc * D + t.fwd_br * (t.fwd_bc + 1) + 3 * t.fwd_br);
 }
 constexpr int64_t flash_bwd_kv_smem_bytes(const FlashTiles& t, int64_t D) {
   // K, V (bk × D+1), Q, dO (bq × D+1), P∘Z and dS (bq × bk+1), lse and D_i (bq)
-  return 4 * (2 * t.kv_bk * (D + 1) + 2 * t.kv_bq * (D + 1) + 2 * t.kv_bq * (t.kv_bk + 1) +
-              2 * t.kv_bq);
+  return 4 * (2 * t.kv_bk * (D + 1) + 2 * t.kv_bq * (D + 1) + 2 * t.kv_bq * (t.kv_bk + 1) + 2 * t.kv_bq);
 }
 constexpr int64_t flash_bwd_q_smem_bytes(const FlashTiles& t, int64_t D) {
   // Q, dO (bq × D+1), K, V (bk × D+1), dS (bq × bk+1), lse and D_i (bq)

@@ -46,8 +46,7 @@ __global__ void swiglu_forward_kernel(E* out, const E* gate, const E* up, int64_
 }
 
 template <class E>
-__global__ void swiglu_backward_kernel(E* dgate, E* dup, const E* dout, const E* gate, const E* up,
-                                       int64_t n) {
+__global__ void swiglu_backward_kernel(E* dgate, E* dup, const E* dout, const E* gate, const E* up, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dout[i]);
     const float sg = sigmoid(g);
@@ -63,8 +62,8 @@ void SimtDevice::gelu_forward_impl(void* out, const void* x, DType t, int64_t n)
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(gelu_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(out), static_cast<const E*>(x), n);
+    launch_kernel(gelu_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(out),
+                  static_cast<const E*>(x), n);
   });
 }
 
@@ -73,31 +72,30 @@ void SimtDevice::gelu_backward_impl(void* dx, const void* dout, const void* x, D
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(gelu_backward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(dx), static_cast<const E*>(dout), static_cast<const E*>(x), n);
+    launch_kernel(gelu_backward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(dx),
+                  static_cast<const E*>(dout), static_cast<const E*>(x), n);
   });
 }
 
-void SimtDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t,
-                                     int64_t n) {
+void SimtDevice::swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(swiglu_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(out), static_cast<const E*>(gate), static_cast<const E*>(up), n);
-  });
-}
-
-void SimtDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate,
-                                      const void* up, DType t, int64_t n) {
-  if (n <= 0) return;
-  const auto l = cuda_launch::elementwise(n);
-  dispatch(t, [&](auto tag) {
-    using E = decltype(tag);
-    launch_kernel(swiglu_backward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(dgate), static_cast<E*>(dup), static_cast<const E*>(dout),
+    launch_kernel(swiglu_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(out),
                   static_cast<const E*>(gate), static_cast<const E*>(up), n);
+  });
+}
+
+void SimtDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                      DType t, int64_t n) {
+  if (n <= 0) return;
+  const auto l = cuda_launch::elementwise(n);
+  dispatch(t, [&](auto tag) {
+    using E = decltype(tag);
+    launch_kernel(swiglu_backward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(dgate),
+                  static_cast<E*>(dup), static_cast<const E*>(dout), static_cast<const E*>(gate),
+                  static_cast<const E*>(up), n);
   });
 }
 

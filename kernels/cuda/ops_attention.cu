@@ -20,8 +20,8 @@ int64_t window_of(const AttnShape& s) { return s.window ? *s.window : 0; }
 // Element e of the per-head layout (B, H, T, D) <-> the fused layout
 // (B, T, row_heads·D) at head columns col0 + h. U: the element's bits.
 template <class U>
-__global__ void move_heads_kernel(U* dst, const U* src, int64_t B, int64_t H, int64_t T, int64_t D,
-                                  int64_t row_heads, int64_t col0, bool to_heads) {
+__global__ void move_heads_kernel(U* dst, const U* src, int64_t B, int64_t H, int64_t T, int64_t D, int64_t row_heads,
+                                  int64_t col0, bool to_heads) {
   const int64_t n = B * H * T * D;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t d = e % D, t = e / D % T, h = e / (D * T) % H, b = e / (D * T * H);
@@ -33,23 +33,22 @@ __global__ void move_heads_kernel(U* dst, const U* src, int64_t B, int64_t H, in
   }
 }
 
-void move_heads(cudaStream_t stream, void* dst, const void* src, DType t, int64_t B, int64_t H,
-                int64_t T, int64_t D, int64_t row_heads, int64_t col0, bool to_heads) {
+void move_heads(cudaStream_t stream, void* dst, const void* src, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                int64_t row_heads, int64_t col0, bool to_heads) {
   const auto l = cuda_launch::elementwise(B * H * T * D);
   if (dtype_bytes(t) == 2)
     launch_kernel(move_heads_kernel<uint16_t>, grid1d(l.blocks), dim3(l.threads), 0, stream,
-                  static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), B, H, T, D,
-                  row_heads, col0, to_heads);
+                  static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), B, H, T, D, row_heads, col0,
+                  to_heads);
   else
     launch_kernel(move_heads_kernel<uint32_t>, grid1d(l.blocks), dim3(l.threads), 0, stream,
-                  static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), B, H, T, D,
-                  row_heads, col0, to_heads);
+                  static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), B, H, T, D, row_heads, col0,
+                  to_heads);
 }
 
 // One block per row r of the (B·Hq·T, T) scores; query i = r mod T.
 template <class T>
-__global__ void softmax_forward_kernel(T* probs, const float* scores, int64_t T_, int64_t window,
-                                       float scale) {
+__global__ void softmax_forward_kernel(T* probs, const float* scores, int64_t T_, int64_t window, float scale) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x, i = r % T_, j0 = attn::first_key(i, window);
   const float* sr = scores + r * T_;
@@ -66,8 +65,8 @@ __global__ void softmax_forward_kernel(T* probs, const float* scores, int64_t T_
 }
 
 template <class T>
-__global__ void softmax_backward_kernel(float* dscores, const float* dprobs, const T* probs,
-                                        int64_t T_, int64_t window, float scale) {
+__global__ void softmax_backward_kernel(float* dscores, const float* dprobs, const T* probs, int64_t T_, int64_t window,
+                                        float scale) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x, i = r % T_, j0 = attn::first_key(i, window);
   const float* dp = dprobs + r * T_;
@@ -83,16 +82,15 @@ __global__ void softmax_backward_kernel(float* dscores, const float* dprobs, con
 }  // namespace
 
 // qkv row layout: [q heads 0..Hq−1 | k heads 0..Hkv−1 | v heads 0..Hkv−1], D each.
-void SimtDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t,
-                                const AttnShape& s) {
+void SimtDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv, DType t, const AttnShape& s) {
   const int64_t row_heads = s.Hq + 2 * s.Hkv;
   move_heads(stream(), q, qkv, t, s.B, s.Hq, s.T, s.D, row_heads, 0, true);
   move_heads(stream(), k, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, true);
   move_heads(stream(), v, qkv, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq + s.Hkv, true);
 }
 
-void SimtDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv,
-                                     DType t, const AttnShape& s) {
+void SimtDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
+                                     const AttnShape& s) {
   const int64_t row_heads = s.Hq + 2 * s.Hkv;
   move_heads(stream(), dqkv, dq, t, s.B, s.Hq, s.T, s.D, row_heads, 0, false);
   move_heads(stream(), dqkv, dk, t, s.B, s.Hkv, s.T, s.D, row_heads, s.Hq, false);
@@ -107,23 +105,20 @@ void SimtDevice::split_heads_impl(void* ctx, const void* in, DType t, const Attn
   move_heads(stream(), ctx, in, t, s.B, s.Hq, s.T, s.D, s.Hq, 0, true);
 }
 
-void SimtDevice::softmax_forward_impl(void* probs, const float* scores, DType t,
-                                      const AttnShape& s) {
+void SimtDevice::softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) {
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(softmax_forward_kernel<E>, grid1d(s.B * s.Hq * s.T),
-                  dim3(cuda_launch::row_threads(s.T)), 0, stream(), static_cast<E*>(probs), scores,
-                  s.T, window_of(s), s.scale());
+    launch_kernel(softmax_forward_kernel<E>, grid1d(s.B * s.Hq * s.T), dim3(cuda_launch::row_threads(s.T)), 0, stream(),
+                  static_cast<E*>(probs), scores, s.T, window_of(s), s.scale());
   });
 }
 
-void SimtDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs,
-                                       DType t, const AttnShape& s) {
+void SimtDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
+                                       const AttnShape& s) {
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(softmax_backward_kernel<E>, grid1d(s.B * s.Hq * s.T),
-                  dim3(cuda_launch::row_threads(s.T)), 0, stream(), dscores, dprobs,
-                  static_cast<const E*>(probs), s.T, window_of(s), s.scale());
+    launch_kernel(softmax_backward_kernel<E>, grid1d(s.B * s.Hq * s.T), dim3(cuda_launch::row_threads(s.T)), 0,
+                  stream(), dscores, dprobs, static_cast<const E*>(probs), s.T, window_of(s), s.scale());
   });
 }
 

@@ -17,8 +17,8 @@ using namespace simt;
 inline float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
 template <class E>
-__global__ void dropout_forward_kernel(E* out, uint8_t* mask, const E* x, int64_t n, float p,
-                                       float sc, uint64_t seed, uint64_t stream) {
+__global__ void dropout_forward_kernel(E* out, uint8_t* mask, const E* x, int64_t n, float p, float sc, uint64_t seed,
+                                       uint64_t stream) {
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = global_thread(); g < groups; g += grid_threads()) {
     const int64_t i0 = g * 4;
@@ -39,8 +39,7 @@ __global__ void dropout_forward_kernel(E* out, uint8_t* mask, const E* x, int64_
 }
 
 template <class D, class S>
-__global__ void dropout_backward_kernel(D* dx, const S* dout, const uint8_t* mask, int64_t n, float p,
-                                        float sc) {
+__global__ void dropout_backward_kernel(D* dx, const S* dout, const uint8_t* mask, int64_t n, float p, float sc) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const float g = to_float(dout[i]);
     dx[i] = from_float<D>(p > 0.0f ? (mask[i] ? g * sc : 0.0f) : g);
@@ -49,27 +48,26 @@ __global__ void dropout_backward_kernel(D* dx, const S* dout, const uint8_t* mas
 
 }  // namespace
 
-void SimtDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n,
-                                      float p, RngKey key) {
+void SimtDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
+                                      RngKey key) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(cuda_launch::ceil_div(n, 4));
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(dropout_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(out), mask, static_cast<const E*>(x), n, p, keep_scale(p), key.seed,
-                  key.stream);
+    launch_kernel(dropout_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(out), mask,
+                  static_cast<const E*>(x), n, p, keep_scale(p), key.seed, key.stream);
   });
 }
 
-void SimtDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t,
-                                       const uint8_t* mask, int64_t n, float p) {
+void SimtDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,
+                                       int64_t n, float p) {
   if (n <= 0) return;
   const auto l = cuda_launch::elementwise(n);
   dispatch2(dx_t, dout_t, [&](auto dt, auto st) {
     using D = decltype(dt);
     using S = decltype(st);
-    launch_kernel(dropout_backward_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<D*>(dx), static_cast<const S*>(dout), mask, n, p, keep_scale(p));
+    launch_kernel(dropout_backward_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<D*>(dx),
+                  static_cast<const S*>(dout), mask, n, p, keep_scale(p));
   });
 }
 

@@ -20,8 +20,7 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
 
 template <class T>
 __global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
-    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
 template <class D, class S>
@@ -44,8 +43,8 @@ __global__ void bias_add_kernel(T* out, const T* bias, int64_t rows, int64_t col
 
 // C_b[i, j] (ldc, stride_c apart) = beta·C_b[i, j]; beta == 0 writes zeros.
 template <class T>
-__global__ void scale_matrices_kernel(T* c, int64_t m, int64_t n, int64_t ldc, int64_t stride_c,
-                                      int64_t batch, float beta) {
+__global__ void scale_matrices_kernel(T* c, int64_t m, int64_t n, int64_t ldc, int64_t stride_c, int64_t batch,
+                                      float beta) {
   const int64_t total = batch * m * n;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t b = e / (m * n), i = e / n % m, j = e % n;
@@ -59,9 +58,7 @@ template <class T>
 struct BiasGradValue {
   const T* dout;
   int64_t cols;
-  GPL_DEVICE float2 operator()(int64_t r, int64_t c) const {
-    return make_float2(to_float(dout[r * cols + c]), 0.0f);
-  }
+  GPL_DEVICE float2 operator()(int64_t r, int64_t c) const { return make_float2(to_float(dout[r * cols + c]), 0.0f); }
 };
 
 }  // namespace
@@ -76,8 +73,8 @@ void SimtDevice::convert_impl(void* dst, DType dst_t, const void* src, DType src
   dispatch2(dst_t, src_t, [&](auto d, auto s) {
     using D = decltype(d);
     using S = decltype(s);
-    launch_kernel(convert_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<D*>(dst), static_cast<const S*>(src), n);
+    launch_kernel(convert_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<D*>(dst),
+                  static_cast<const S*>(src), n);
   });
 }
 
@@ -97,8 +94,8 @@ void SimtDevice::accumulate_impl(void* dst, DType dst_t, const void* src, DType 
   dispatch2(dst_t, src_t, [&](auto d, auto s) {
     using D = decltype(d);
     using S = decltype(s);
-    launch_kernel(accumulate_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<D*>(dst), static_cast<const S*>(src), n);
+    launch_kernel(accumulate_kernel<D, S>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<D*>(dst),
+                  static_cast<const S*>(src), n);
   });
 }
 
@@ -107,8 +104,7 @@ void SimtDevice::scale_impl(void* x, DType t, float alpha, int64_t n) {
   const auto l = cuda_launch::elementwise(n);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(scale_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<T*>(x),
-                  alpha, n);
+    launch_kernel(scale_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<T*>(x), alpha, n);
   });
 }
 
@@ -117,29 +113,29 @@ void SimtDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t row
   const auto l = cuda_launch::elementwise(rows * cols);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(bias_add_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<T*>(out), static_cast<const T*>(bias), rows, cols);
+    launch_kernel(bias_add_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<T*>(out),
+                  static_cast<const T*>(bias), rows, cols);
   });
 }
 
-void SimtDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t,
-                                    int64_t rows, int64_t cols, bool accumulate) {
+void SimtDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
+                                    bool accumulate) {
   if (cols <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    column_sums(*this, stream(), BiasGradValue<T>{static_cast<const T*>(dout), cols},
-                rows > 0 ? rows : 0, cols, dbias, nullptr, grad_t, accumulate);
+    column_sums(*this, stream(), BiasGradValue<T>{static_cast<const T*>(dout), cols}, rows > 0 ? rows : 0, cols, dbias,
+                nullptr, grad_t, accumulate);
   });
 }
 
-void SimtDevice::scale_matrices(void* c, DType t, int64_t m, int64_t n, int64_t ldc, int64_t stride_c,
-                                int64_t batch, float beta) {
+void SimtDevice::scale_matrices(void* c, DType t, int64_t m, int64_t n, int64_t ldc, int64_t stride_c, int64_t batch,
+                                float beta) {
   if (m <= 0 || n <= 0 || batch <= 0) return;
   const auto l = cuda_launch::elementwise(batch * m * n);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(scale_matrices_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<T*>(c), m, n, ldc, stride_c, batch, beta);
+    launch_kernel(scale_matrices_kernel<T>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<T*>(c), m, n,
+                  ldc, stride_c, batch, beta);
   });
 }
 

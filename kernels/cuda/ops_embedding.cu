@@ -22,8 +22,8 @@ using namespace simt;
 constexpr int kColsPerBlock = 256;
 
 template <class T>
-__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* wte, const T* wpe,
-                                         int64_t rows, int64_t T_, int64_t C, int64_t pos_offset) {
+__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* wte, const T* wpe, int64_t rows,
+                                         int64_t T_, int64_t C, int64_t pos_offset) {
   const int64_t n = rows * C;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t r = e / C, c = e % C;
@@ -35,9 +35,8 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* wt
 
 // Block (group g, column slice): dwte[id_g] += Σ_{i in group g} dout[order[i]], in order.
 template <class G, class T>
-__global__ void embedding_backward_wte_kernel(G* dwte, const T* dout, const int32_t* ids,
-                                              const int32_t* order, const int32_t* group_start,
-                                              int64_t C) {
+__global__ void embedding_backward_wte_kernel(G* dwte, const T* dout, const int32_t* ids, const int32_t* order,
+                                              const int32_t* group_start, int64_t C) {
   const int64_t g = blockIdx.x;
   const int64_t c = static_cast<int64_t>(blockIdx.y) * kColsPerBlock + threadIdx.x;
   if (c >= C) return;
@@ -50,8 +49,8 @@ __global__ void embedding_backward_wte_kernel(G* dwte, const T* dout, const int3
 
 // dwpe[pos_offset + t] += Σ_b dout[b, t], b in order.
 template <class G, class T>
-__global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B, int64_t T_,
-                                              int64_t C, int64_t pos_offset) {
+__global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C,
+                                              int64_t pos_offset) {
   const int64_t n = T_ * C;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t t = e / C, c = e % C;
@@ -64,22 +63,19 @@ __global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B,
 
 }  // namespace
 
-void SimtDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
-                                        const void* wpe, DType t, int64_t B, int64_t T, int64_t C,
-                                        int64_t pos_offset) {
+void SimtDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
+                                        int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const auto l = cuda_launch::elementwise(B * T * C);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(embedding_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                  static_cast<E*>(out), ids, static_cast<const E*>(wte), static_cast<const E*>(wpe),
-                  B * T, T, C, pos_offset);
+    launch_kernel(embedding_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(out),
+                  ids, static_cast<const E*>(wte), static_cast<const E*>(wpe), B * T, T, C, pos_offset);
   });
 }
 
-void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout,
-                                         DType t, const int32_t* ids, int64_t B, int64_t T,
-                                         int64_t C, int64_t pos_offset) {
+void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
+                                         const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 
@@ -89,8 +85,7 @@ void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, c
     copy_to_host(host_ids.data(), ids, rows * 4);
     std::vector<int32_t> order(static_cast<size_t>(rows));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return host_ids[a] < host_ids[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return host_ids[a] < host_ids[b]; });
     std::vector<int32_t> group_start;
     for (int64_t i = 0; i < rows; ++i)
       if (i == 0 || host_ids[order[i]] != host_ids[order[i - 1]]) group_start.push_back(static_cast<int32_t>(i));
@@ -101,14 +96,12 @@ void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, c
     Buffer d_start = alloc((groups + 1) * 4, Account::kWorkspace, "embedding_backward.group_start");
     copy_from_host(d_order.data(), order.data(), rows * 4);
     copy_from_host(d_start.data(), group_start.data(), (groups + 1) * 4);
-    const dim3 grid(static_cast<unsigned>(groups),
-                    static_cast<unsigned>(cuda_launch::ceil_div(C, kColsPerBlock)));
+    const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(cuda_launch::ceil_div(C, kColsPerBlock)));
     dispatch2(grad_t, t, [&](auto gt, auto et) {
       using G = decltype(gt);
       using E = decltype(et);
-      launch_kernel(embedding_backward_wte_kernel<G, E>, grid, dim3(kColsPerBlock), 0, stream(),
-                    static_cast<G*>(dwte), static_cast<const E*>(dout), ids,
-                    d_order.as<const int32_t>(), d_start.as<const int32_t>(), C);
+      launch_kernel(embedding_backward_wte_kernel<G, E>, grid, dim3(kColsPerBlock), 0, stream(), static_cast<G*>(dwte),
+                    static_cast<const E*>(dout), ids, d_order.as<const int32_t>(), d_start.as<const int32_t>(), C);
     });
   }
 
@@ -117,8 +110,8 @@ void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, c
     dispatch2(grad_t, t, [&](auto gt, auto et) {
       using G = decltype(gt);
       using E = decltype(et);
-      launch_kernel(embedding_backward_wpe_kernel<G, E>, grid1d(l.blocks), dim3(l.threads), 0,
-                    stream(), static_cast<G*>(dwpe), static_cast<const E*>(dout), B, T, C, pos_offset);
+      launch_kernel(embedding_backward_wpe_kernel<G, E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
+                    static_cast<G*>(dwpe), static_cast<const E*>(dout), B, T, C, pos_offset);
     });
   }
 }

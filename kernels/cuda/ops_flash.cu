@@ -36,8 +36,8 @@ inline namespace GPL_SIMT_NAMESPACE {
 namespace {
 
 using namespace simt;
-using cuda_launch::FlashTiles;
 using cuda_launch::flash_tiles_for_max_b;
+using cuda_launch::FlashTiles;
 
 constexpr int kTX = cuda_launch::kFlashThreadsX, kTY = cuda_launch::kFlashThreadsY;
 constexpr int kThreads = kTX * kTY;
@@ -58,8 +58,8 @@ GPL_DEVICE float dropout_z(const FlashArgs& a, int64_t b, int64_t h, int64_t i, 
 // rows (n of them, else zeros up to `rows`) of a (…, D) tensor starting at
 // element `first_row`·D -> fp32 shared memory with row stride ld.
 template <class E>
-GPL_DEVICE void load_tile(float* dst, int64_t ld, const E* src, int64_t first_row, int64_t n,
-                          int64_t rows, int64_t D, int tid) {
+GPL_DEVICE void load_tile(float* dst, int64_t ld, const E* src, int64_t first_row, int64_t n, int64_t rows, int64_t D,
+                          int tid) {
   for (int64_t e = tid; e < rows * D; e += kThreads) {
     const int64_t r = e / D, d = e % D;
     dst[r * ld + d] = r < n ? to_float(src[(first_row + r) * D + d]) : 0.0f;
@@ -105,8 +105,7 @@ GPL_DEVICE void online_softmax_tile(float* Ss, float* m_s, float* l_s, float* c_
 
 template <class E, int MAXB>
 __global__ void GPL_LAUNCH_BOUNDS(kThreads)
-    flash_forward_kernel(E* out, float* lse, const E* q, const E* k, const E* v, FlashArgs a,
-                         int64_t q_tiles) {
+    flash_forward_kernel(E* out, float* lse, const E* q, const E* k, const E* v, FlashArgs a, int64_t q_tiles) {
   constexpr FlashTiles kTiles = flash_tiles_for_max_b(MAXB);
   constexpr int BR = kTiles.fwd_br, BC = kTiles.fwd_bc, RA = BR / 16, CB = BC / 16;
   const int64_t D = a.D, ld = D + 1;
@@ -214,9 +213,8 @@ __global__ void flash_rowdot_kernel(float* Di, const E* dout, const E* out, int6
 // S = Q·Kᵀ and dP = dO·Vᵀ on a thread's (RA × CB) micro-tile: rows ty + 16ra
 // of Qs/dOs, rows tx + 16cb of Ks/Vs (all with row stride ld).
 template <int RA, int CB>
-GPL_DEVICE void score_tiles(float (&s)[RA][CB], float (&dp)[RA][CB], const float* Qs,
-                            const float* dOs, const float* Ks, const float* Vs, int64_t ld,
-                            int64_t D, int tx, int ty) {
+GPL_DEVICE void score_tiles(float (&s)[RA][CB], float (&dp)[RA][CB], const float* Qs, const float* dOs, const float* Ks,
+                            const float* Vs, int64_t ld, int64_t D, int tx, int ty) {
   for (int ra = 0; ra < RA; ++ra)
     for (int cb = 0; cb < CB; ++cb) s[ra][cb] = dp[ra][cb] = 0.0f;
   for (int64_t d = 0; d < D; ++d) {
@@ -242,20 +240,20 @@ GPL_DEVICE void score_tiles(float (&s)[RA][CB], float (&dp)[RA][CB], const float
 // (Dao et al. 2022, App. B.2). Block = (b, KV head g, key tile).
 template <class E, int MAXB>
 __global__ void GPL_LAUNCH_BOUNDS(kThreads)
-    flash_backward_dkdv_kernel(E* dk, E* dv, const E* q, const E* k, const E* v, const E* dout,
-                               const float* lse, const float* Di, FlashArgs a) {
+    flash_backward_dkdv_kernel(E* dk, E* dv, const E* q, const E* k, const E* v, const E* dout, const float* lse,
+                               const float* Di, FlashArgs a) {
   constexpr FlashTiles kTiles = flash_tiles_for_max_b(MAXB);
   constexpr int BK = kTiles.kv_bk, BQ = kTiles.kv_bq, QA = BQ / 16, KB = BK / 16, KA = BK / 16;
   const int64_t D = a.D, ld = D + 1;
   GPL_DYNAMIC_SMEM(float, smem);
-  float* Ks = smem;                  // (BK, ld)
-  float* Vs = Ks + BK * ld;          // (BK, ld)
-  float* Qs = Vs + BK * ld;          // (BQ, ld)
-  float* dOs = Qs + BQ * ld;         // (BQ, ld)
-  float* Ps = dOs + BQ * ld;         // (BQ, BK + 1): P∘Z
-  float* dSs = Ps + BQ * (BK + 1);   // (BQ, BK + 1)
-  float* Ls = dSs + BQ * (BK + 1);   // (BQ)
-  float* Ds = Ls + BQ;               // (BQ)
+  float* Ks = smem;                 // (BK, ld)
+  float* Vs = Ks + BK * ld;         // (BK, ld)
+  float* Qs = Vs + BK * ld;         // (BQ, ld)
+  float* dOs = Qs + BQ * ld;        // (BQ, ld)
+  float* Ps = dOs + BQ * ld;        // (BQ, BK + 1): P∘Z
+  float* dSs = Ps + BQ * (BK + 1);  // (BQ, BK + 1)
+  float* Ls = dSs + BQ * (BK + 1);  // (BQ)
+  float* Ds = Ls + BQ;              // (BQ)
 
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   const int tid = ty * kTX + tx;
@@ -338,8 +336,8 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
 // dQ = dS·K. Block = (b, h, query tile).
 template <class E, int MAXB>
 __global__ void GPL_LAUNCH_BOUNDS(kThreads)
-    flash_backward_dq_kernel(E* dq, const E* q, const E* k, const E* v, const E* dout,
-                             const float* lse, const float* Di, FlashArgs a, int64_t q_tiles) {
+    flash_backward_dq_kernel(E* dq, const E* q, const E* k, const E* v, const E* dout, const float* lse,
+                             const float* Di, FlashArgs a, int64_t q_tiles) {
   constexpr FlashTiles kTiles = flash_tiles_for_max_b(MAXB);
   constexpr int BQ = kTiles.q_bq, BK = kTiles.q_bk, QA = BQ / 16, KB = BK / 16;
   const int64_t D = a.D, ld = D + 1;
@@ -431,14 +429,14 @@ FlashTiles tiles_or_throw(const AttnShape& s, const char* op) {
 void check_smem(int64_t need_bytes, int64_t limit_bytes, const AttnShape& s, const char* op) {
   if (need_bytes > limit_bytes)
     throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(s.D) + " needs " +
-                                std::to_string(need_bytes) +
-                                " bytes of shared memory per block; this GPU allows " +
+                                std::to_string(need_bytes) + " bytes of shared memory per block; this GPU allows " +
                                 std::to_string(limit_bytes));
 }
 
 FlashArgs make_args(const AttnShape& s, float p, RngKey key) {
-  return FlashArgs{s.B, s.Hq, s.Hkv, s.T, s.D, s.window ? *s.window : 0, s.scale(), p,
-                   p < 1.0f ? 1.0f / (1.0f - p) : 0.0f, key.seed, key.stream};
+  return FlashArgs{
+      s.B,      s.Hq,      s.Hkv, s.T, s.D, s.window ? *s.window : 0, s.scale(), p, p < 1.0f ? 1.0f / (1.0f - p) : 0.0f,
+      key.seed, key.stream};
 }
 
 // Calls f(std::integral_constant<int, max_b>{}) for the instantiated max_b values.
@@ -454,9 +452,8 @@ void with_max_b(int max_b, F&& f) {
 
 }  // namespace
 
-void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k,
-                                              const void* v, DType t, const AttnShape& s, float p,
-                                              RngKey key) {
+void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v,
+                                              DType t, const AttnShape& s, float p, RngKey key) {
   const char* op = "flash_attention_forward";
   const FlashTiles tiles = tiles_or_throw(s, op);
   const int64_t smem = cuda_launch::flash_fwd_smem_bytes(tiles, s.D);
@@ -466,17 +463,15 @@ void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void*
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
     with_max_b(tiles.max_b, [&](auto mb) {
-      launch_kernel(flash_forward_kernel<E, decltype(mb)::value>, grid1d(s.B * s.Hq * q_tiles),
-                    dim3(kTX, kTY), static_cast<size_t>(smem), stream(), static_cast<E*>(out), lse,
-                    static_cast<const E*>(q), static_cast<const E*>(k), static_cast<const E*>(v), a,
-                    q_tiles);
+      launch_kernel(flash_forward_kernel<E, decltype(mb)::value>, grid1d(s.B * s.Hq * q_tiles), dim3(kTX, kTY),
+                    static_cast<size_t>(smem), stream(), static_cast<E*>(out), lse, static_cast<const E*>(q),
+                    static_cast<const E*>(k), static_cast<const E*>(v), a, q_tiles);
     });
   });
 }
 
-void SimtDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout,
-                                               const void* q, const void* k, const void* v,
-                                               const void* out, const float* lse, DType t,
+void SimtDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
+                                               const void* k, const void* v, const void* out, const float* lse, DType t,
                                                const AttnShape& s, float p, RngKey key) {
   const char* op = "flash_attention_backward";
   const FlashTiles tiles = tiles_or_throw(s, op);
@@ -490,21 +485,18 @@ void SimtDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, con
   const int64_t q_tiles = cuda_launch::ceil_div(s.T, tiles.q_bq);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(flash_rowdot_kernel<E>, grid1d(cuda_launch::ceil_div(rows, 8)), dim3(256), 0,
-                  stream(), di.as<float>(), static_cast<const E*>(dout), static_cast<const E*>(out),
-                  rows, s.D);
+    launch_kernel(flash_rowdot_kernel<E>, grid1d(cuda_launch::ceil_div(rows, 8)), dim3(256), 0, stream(),
+                  di.as<float>(), static_cast<const E*>(dout), static_cast<const E*>(out), rows, s.D);
     with_max_b(tiles.max_b, [&](auto mb) {
       constexpr int kMaxB = decltype(mb)::value;
-      launch_kernel(flash_backward_dkdv_kernel<E, kMaxB>, grid1d(s.B * s.Hkv * k_tiles),
-                    dim3(kTX, kTY), static_cast<size_t>(smem_kv), stream(), static_cast<E*>(dk),
-                    static_cast<E*>(dv), static_cast<const E*>(q), static_cast<const E*>(k),
-                    static_cast<const E*>(v), static_cast<const E*>(dout), lse,
-                    static_cast<const float*>(di.as<float>()), a);
-      launch_kernel(flash_backward_dq_kernel<E, kMaxB>, grid1d(s.B * s.Hq * q_tiles),
-                    dim3(kTX, kTY), static_cast<size_t>(smem_q), stream(), static_cast<E*>(dq),
+      launch_kernel(flash_backward_dkdv_kernel<E, kMaxB>, grid1d(s.B * s.Hkv * k_tiles), dim3(kTX, kTY),
+                    static_cast<size_t>(smem_kv), stream(), static_cast<E*>(dk), static_cast<E*>(dv),
                     static_cast<const E*>(q), static_cast<const E*>(k), static_cast<const E*>(v),
-                    static_cast<const E*>(dout), lse, static_cast<const float*>(di.as<float>()), a,
-                    q_tiles);
+                    static_cast<const E*>(dout), lse, static_cast<const float*>(di.as<float>()), a);
+      launch_kernel(flash_backward_dq_kernel<E, kMaxB>, grid1d(s.B * s.Hq * q_tiles), dim3(kTX, kTY),
+                    static_cast<size_t>(smem_q), stream(), static_cast<E*>(dq), static_cast<const E*>(q),
+                    static_cast<const E*>(k), static_cast<const E*>(v), static_cast<const E*>(dout), lse,
+                    static_cast<const float*>(di.as<float>()), a, q_tiles);
     });
   });
 }

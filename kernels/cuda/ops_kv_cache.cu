@@ -44,10 +44,19 @@ struct KvGeom {
 };
 
 KvGeom geom_of(const KvCacheView& c) {
-  return KvGeom{c.Hkv, c.D, c.block_tokens, c.block_bytes, c.layer_offset_bytes,
-                c.window ? *c.window : 0, c.value_bytes(), c.fixed_per_tensor(),
-                static_cast<int>(c.format), c.token_scales(), c.scales == KvScales::kPerChannel,
-                c.fixed_scales, kv_qmax(c.format)};
+  return KvGeom{c.Hkv,
+                c.D,
+                c.block_tokens,
+                c.block_bytes,
+                c.layer_offset_bytes,
+                c.window ? *c.window : 0,
+                c.value_bytes(),
+                c.fixed_per_tensor(),
+                static_cast<int>(c.format),
+                c.token_scales(),
+                c.scales == KvScales::kPerChannel,
+                c.fixed_scales,
+                kv_qmax(c.format)};
 }
 
 GPL_DEVICE int64_t value_offset(const KvGeom& g, int is_v, int64_t h, int64_t o) {
@@ -106,8 +115,7 @@ __global__ void kv_write_kernel(const KvRowDev* rows, const E* k, const E* v, Kv
 // Fixed scales from this write: block (group, K or V); per tensor one group of
 // every element, per channel a group per (head, channel) over every new token.
 template <class E>
-__global__ void kv_calibrate_kernel(const KvRowDev* rows, int64_t nrows, const E* k, const E* v,
-                                    KvGeom g) {
+__global__ void kv_calibrate_kernel(const KvRowDev* rows, int64_t nrows, const E* k, const E* v, KvGeom g) {
   GPL_SHARED float scratch[32];
   const int is_v = static_cast<int>(blockIdx.y);
   const E* x = is_v ? v : k;
@@ -142,8 +150,8 @@ struct KvQueryDev {
 };
 
 // K or V element d of head h at slot o of a section, dequantized.
-GPL_DEVICE float kv_read(const KvGeom& g, const unsigned char* sec, int is_v, int64_t h, int64_t o,
-                         int64_t d, float token_scale) {
+GPL_DEVICE float kv_read(const KvGeom& g, const unsigned char* sec, int is_v, int64_t h, int64_t o, int64_t d,
+                         float token_scale) {
   const unsigned char* p = sec + value_offset(g, is_v, h, o);
   if (g.format == static_cast<int>(KvFormat::kBF16)) {
     const uint32_t bits = (static_cast<uint32_t>(p[2 * d]) | (static_cast<uint32_t>(p[2 * d + 1]) << 8)) << 16;
@@ -159,9 +167,8 @@ GPL_DEVICE float kv_read(const KvGeom& g, const unsigned char* sec, int is_v, in
 // Block (query, head): 4 warps; lane owns head-dim elements lane + 32e, e < MAXE.
 // Dynamic shared memory: kAttnWarps · D floats (the warps' partial outputs).
 template <class E, int MAXE>
-__global__ void cached_attention_kernel(E* out, const E* q, const KvQueryDev* queries,
-                                        const KvSeqDev* seqs, const int32_t* blocks, KvGeom g,
-                                        int64_t group, float scale) {
+__global__ void cached_attention_kernel(E* out, const E* q, const KvQueryDev* queries, const KvSeqDev* seqs,
+                                        const int32_t* blocks, KvGeom g, int64_t group, float scale) {
   GPL_SHARED float warp_m[kAttnWarps], warp_l[kAttnWarps];
   GPL_DYNAMIC_SMEM(float, warp_acc);
   const KvQueryDev qd = queries[blockIdx.x];
@@ -225,47 +232,48 @@ __global__ void cached_attention_kernel(E* out, const E* q, const KvQueryDev* qu
 
 template <class F>
 void with_max_e(int64_t D, F&& f) {
-  if (D <= 32) f(std::integral_constant<int, 1>{});
-  else if (D <= 64) f(std::integral_constant<int, 2>{});
-  else if (D <= 128) f(std::integral_constant<int, 4>{});
-  else f(std::integral_constant<int, 8>{});
+  if (D <= 32)
+    f(std::integral_constant<int, 1>{});
+  else if (D <= 64)
+    f(std::integral_constant<int, 2>{});
+  else if (D <= 128)
+    f(std::integral_constant<int, 4>{});
+  else
+    f(std::integral_constant<int, 8>{});
 }
 
 }  // namespace
 
-void SimtDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t,
-                                     bool calibrate) {
+void SimtDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const void* v, DType t, bool calibrate) {
   const int64_t D = c.D, Hkv = c.Hkv;
   std::vector<KvRowDev> rows;
   int64_t first = 0;  // element offset of the sequence's (Hkv, n_new, D) rows
   for (const KvSeqView& s : c.seqs) {
     for (int64_t r = 0; r < s.n_new; ++r) {
       const int64_t p = s.len - s.n_new + r;
-      rows.push_back({reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot(p) % c.block_tokens,
-                      first + r * D, s.n_new * D});
+      rows.push_back(
+          {reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot(p) % c.block_tokens, first + r * D, s.n_new * D});
     }
     first += Hkv * s.n_new * D;
   }
   if (rows.empty()) return;
   const int64_t nrows = static_cast<int64_t>(rows.size());
-  Buffer d_rows = alloc(nrows * static_cast<int64_t>(sizeof(KvRowDev)), Account::kWorkspace,
-                        "kv_cache_write.rows");
+  Buffer d_rows = alloc(nrows * static_cast<int64_t>(sizeof(KvRowDev)), Account::kWorkspace, "kv_cache_write.rows");
   copy_from_host(d_rows.data(), rows.data(), nrows * static_cast<int64_t>(sizeof(KvRowDev)));
   const KvGeom g = geom_of(c);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
     if (calibrate && c.fixed_per_tensor() > 0)
-      launch_kernel(kv_calibrate_kernel<E>, dim3(static_cast<unsigned>(c.fixed_per_tensor()), 2),
-                    dim3(256), 0, stream(), d_rows.as<const KvRowDev>(), nrows,
-                    static_cast<const E*>(k), static_cast<const E*>(v), g);
+      launch_kernel(kv_calibrate_kernel<E>, dim3(static_cast<unsigned>(c.fixed_per_tensor()), 2), dim3(256), 0,
+                    stream(), d_rows.as<const KvRowDev>(), nrows, static_cast<const E*>(k), static_cast<const E*>(v),
+                    g);
     launch_kernel(kv_write_kernel<E>, dim3(static_cast<unsigned>(nrows), static_cast<unsigned>(Hkv)),
-                  dim3(kWriteThreads), 0, stream(), d_rows.as<const KvRowDev>(),
-                  static_cast<const E*>(k), static_cast<const E*>(v), g);
+                  dim3(kWriteThreads), 0, stream(), d_rows.as<const KvRowDev>(), static_cast<const E*>(k),
+                  static_cast<const E*>(v), g);
   });
 }
 
-void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq,
-                                       const KvCacheView& c) {
+void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& c) {
   const int64_t D = c.D;
   std::vector<KvSeqDev> seqs;
   std::vector<KvQueryDev> queries;
@@ -285,9 +293,7 @@ void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_
     throw std::invalid_argument("cached_attention: head dim " + std::to_string(D) +
                                 " is not supported by the CUDA kernel (at most 256)");
   if (tables.empty()) tables.push_back(0);
-  const auto bytes_of = [](const auto& vec) {
-    return static_cast<int64_t>(vec.size() * sizeof(vec[0]));
-  };
+  const auto bytes_of = [](const auto& vec) { return static_cast<int64_t>(vec.size() * sizeof(vec[0])); };
   Buffer d_seqs = alloc(bytes_of(seqs), Account::kWorkspace, "cached_attention.seqs");
   Buffer d_queries = alloc(bytes_of(queries), Account::kWorkspace, "cached_attention.queries");
   Buffer d_tables = alloc(bytes_of(tables), Account::kWorkspace, "cached_attention.block_tables");
@@ -301,9 +307,9 @@ void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_
     using E = decltype(tag);
     with_max_e(D, [&](auto me) {
       launch_kernel(cached_attention_kernel<E, decltype(me)::value>, grid, dim3(32 * kAttnWarps),
-                    static_cast<size_t>(kAttnWarps * D * 4), stream(), static_cast<E*>(out),
-                    static_cast<const E*>(q), d_queries.as<const KvQueryDev>(),
-                    d_seqs.as<const KvSeqDev>(), d_tables.as<const int32_t>(), g, Hq / c.Hkv, scale);
+                    static_cast<size_t>(kAttnWarps * D * 4), stream(), static_cast<E*>(out), static_cast<const E*>(q),
+                    d_queries.as<const KvQueryDev>(), d_seqs.as<const KvSeqDev>(), d_tables.as<const int32_t>(), g,
+                    Hq / c.Hkv, scale);
     });
   });
 }

@@ -33,8 +33,8 @@ GPL_DEVICE RowStats row_stats(const float* x, int64_t V, float* scratch) {
   return {mx, s};
 }
 
-__global__ void cross_entropy_forward_kernel(float* losses, const float* logits,
-                                             const int32_t* targets, int64_t Vp, int64_t V) {
+__global__ void cross_entropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int64_t Vp,
+                                             int64_t V) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x;
   const float* x = logits + r * Vp;
@@ -44,9 +44,8 @@ __global__ void cross_entropy_forward_kernel(float* losses, const float* logits,
                                    static_cast<double>(x[targets[r]]));
 }
 
-__global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits,
-                                              const int32_t* targets, int64_t Vp, int64_t V,
-                                              float scale) {
+__global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits, const int32_t* targets, int64_t Vp,
+                                              int64_t V, float scale) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x;
   const float* x = logits + r * Vp;
@@ -66,18 +65,16 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
 
 }  // namespace
 
-void SimtDevice::cross_entropy_forward_impl(float* losses, const float* logits,
-                                            const int32_t* targets, int64_t N, int64_t Vp,
-                                            int64_t V) {
-  launch_kernel(cross_entropy_forward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0,
-                stream(), losses, logits, targets, Vp, V);
+void SimtDevice::cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N,
+                                            int64_t Vp, int64_t V) {
+  launch_kernel(cross_entropy_forward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0, stream(), losses, logits,
+                targets, Vp, V);
 }
 
-void SimtDevice::cross_entropy_backward_impl(float* dlogits, const float* logits,
-                                             const int32_t* targets, int64_t N, int64_t Vp,
-                                             int64_t V, float scale) {
-  launch_kernel(cross_entropy_backward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0,
-                stream(), dlogits, logits, targets, Vp, V, scale);
+void SimtDevice::cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N,
+                                             int64_t Vp, int64_t V, float scale) {
+  launch_kernel(cross_entropy_backward_kernel, grid1d(N), dim3(cuda_launch::row_threads(V)), 0, stream(), dlogits,
+                logits, targets, Vp, V, scale);
 }
 
 }  // namespace GPL_SIMT_NAMESPACE

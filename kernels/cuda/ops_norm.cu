@@ -19,8 +19,8 @@ using namespace simt;
 
 // mean == nullptr: RMSNorm (no centring, no bias).
 template <class T>
-__global__ void norm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* w,
-                                    const T* bias, int64_t C, float eps, bool centre) {
+__global__ void norm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* w, const T* bias, int64_t C,
+                                    float eps, bool centre) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x;
   const T* xr = x + r * C;
@@ -51,9 +51,8 @@ __global__ void norm_forward_kernel(T* out, float* mean, float* rstd, const T* x
 
 // dx of one row per block; mean == nullptr: RMSNorm.
 template <class T>
-__global__ void norm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* w,
-                                        const float* mean, const float* rstd, int64_t C,
-                                        bool accumulate) {
+__global__ void norm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* w, const float* mean,
+                                        const float* rstd, int64_t C, bool accumulate) {
   GPL_SHARED float scratch[32];
   const int64_t r = blockIdx.x;
   const int64_t tid = threadIdx.x, nt = blockDim.x;
@@ -97,9 +96,8 @@ struct NormWeightValue {
 };
 
 template <class T>
-void weight_grads(Device& dev, cudaStream_t stream, void* dw, void* dbias, DType grad_t,
-                  const T* dout, const T* x, const float* mean, const float* rstd, int64_t N,
-                  int64_t C) {
+void weight_grads(Device& dev, cudaStream_t stream, void* dw, void* dbias, DType grad_t, const T* dout, const T* x,
+                  const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (dw == nullptr && dbias == nullptr) return;
   const bool only_bias = dw == nullptr;
   const NormWeightValue<T> f{dout, x, mean, rstd, C, only_bias};
@@ -109,59 +107,54 @@ void weight_grads(Device& dev, cudaStream_t stream, void* dw, void* dbias, DType
 
 }  // namespace
 
-void SimtDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x,
-                                        const void* w, const void* bias, DType t, int64_t N,
-                                        int64_t C, float eps) {
+void SimtDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w,
+                                        const void* bias, DType t, int64_t N, int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     launch_kernel(norm_forward_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0, stream(),
-                  static_cast<T*>(out), mean, rstd, static_cast<const T*>(x),
-                  static_cast<const T*>(w), static_cast<const T*>(bias), C, eps, true);
+                  static_cast<T*>(out), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(w),
+                  static_cast<const T*>(bias), C, eps, true);
   });
 }
 
-void SimtDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t,
-                                         const void* dout, const void* x, const void* w,
-                                         const float* mean, const float* rstd, DType t, int64_t N,
+void SimtDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
+                                         const void* w, const float* mean, const float* rstd, DType t, int64_t N,
                                          int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     if (dx)
-      launch_kernel(norm_backward_dx_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0,
-                    stream(), static_cast<T*>(dx), static_cast<const T*>(dout),
-                    static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, C, accumulate_dx);
-    weight_grads(*this, stream(), dw, dbias, grad_t, static_cast<const T*>(dout),
-                 static_cast<const T*>(x), mean, rstd, N, C);
+      launch_kernel(norm_backward_dx_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0, stream(),
+                    static_cast<T*>(dx), static_cast<const T*>(dout), static_cast<const T*>(x),
+                    static_cast<const T*>(w), mean, rstd, C, accumulate_dx);
+    weight_grads(*this, stream(), dw, dbias, grad_t, static_cast<const T*>(dout), static_cast<const T*>(x), mean, rstd,
+                 N, C);
   });
 }
 
-void SimtDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t,
-                                      int64_t N, int64_t C, float eps) {
+void SimtDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N,
+                                      int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     launch_kernel(norm_forward_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0, stream(),
-                  static_cast<T*>(out), static_cast<float*>(nullptr), rstd,
-                  static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(nullptr),
-                  C, eps, false);
+                  static_cast<T*>(out), static_cast<float*>(nullptr), rstd, static_cast<const T*>(x),
+                  static_cast<const T*>(w), static_cast<const T*>(nullptr), C, eps, false);
   });
 }
 
-void SimtDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout,
-                                       const void* x, const void* w, const float* rstd, DType t,
-                                       int64_t N, int64_t C, bool accumulate_dx) {
+void SimtDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w,
+                                       const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) {
   if (N <= 0 || C <= 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     if (dx)
-      launch_kernel(norm_backward_dx_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0,
-                    stream(), static_cast<T*>(dx), static_cast<const T*>(dout),
-                    static_cast<const T*>(x), static_cast<const T*>(w),
-                    static_cast<const float*>(nullptr), rstd, C, accumulate_dx);
-    weight_grads(*this, stream(), dw, nullptr, grad_t, static_cast<const T*>(dout),
-                 static_cast<const T*>(x), static_cast<const float*>(nullptr), rstd, N, C);
+      launch_kernel(norm_backward_dx_kernel<T>, grid1d(N), dim3(cuda_launch::row_threads(C)), 0, stream(),
+                    static_cast<T*>(dx), static_cast<const T*>(dout), static_cast<const T*>(x),
+                    static_cast<const T*>(w), static_cast<const float*>(nullptr), rstd, C, accumulate_dx);
+    weight_grads(*this, stream(), dw, nullptr, grad_t, static_cast<const T*>(dout), static_cast<const T*>(x),
+                 static_cast<const float*>(nullptr), rstd, N, C);
   });
 }
 

@@ -21,9 +21,9 @@ using namespace simt;
 // param: the fp32 master (or the fp32 weights); rounded: the 16-bit weights to
 // refresh from it, or null.
 template <class W, class G>
-__global__ void adamw_kernel(float* param, W* rounded, const G* grads, float* m, float* v, int64_t n,
-                             float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float bc1, float bc2, float grad_scale) {
+__global__ void adamw_kernel(float* param, W* rounded, const G* grads, float* m, float* v, int64_t n, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
+                             float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const float g = to_float(grads[i]) * grad_scale;
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -59,18 +59,17 @@ __global__ void sum_partials_kernel(double* out, const double* partial, int64_t 
 
 }  // namespace
 
-void SimtDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads,
-                            DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
+void SimtDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m,
+                            float* v, int64_t n, const AdamwStep& update) {
   float* param = master ? master : static_cast<float*>(weights);
   void* rounded = master ? weights : nullptr;
   const auto l = cuda_launch::elementwise(n);
   dispatch2(w_t, grad_t, [&](auto wt, auto gt) {
     using W = decltype(wt);
     using G = decltype(gt);
-    launch_kernel(adamw_kernel<W, G>, grid1d(l.blocks), dim3(l.threads), 0, stream(), param,
-                  static_cast<W*>(rounded), static_cast<const G*>(grads), m, v, n, update.lr, update.beta1,
-                  update.beta2, update.eps, update.weight_decay, update.bias_correction1,
-                  update.bias_correction2, update.grad_scale);
+    launch_kernel(adamw_kernel<W, G>, grid1d(l.blocks), dim3(l.threads), 0, stream(), param, static_cast<W*>(rounded),
+                  static_cast<const G*>(grads), m, v, n, update.lr, update.beta1, update.beta2, update.eps,
+                  update.weight_decay, update.bias_correction1, update.bias_correction2, update.grad_scale);
   });
 }
 
@@ -81,8 +80,8 @@ double SimtDevice::sum_squares_impl(const void* x, DType t, int64_t n) {
   double* out = partial.as<double>() + blocks;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(sum_squares_partial_kernel<T>, grid1d(blocks), dim3(cuda_launch::kReduceThreads), 0,
-                  stream(), partial.as<double>(), static_cast<const T*>(x), n);
+    launch_kernel(sum_squares_partial_kernel<T>, grid1d(blocks), dim3(cuda_launch::kReduceThreads), 0, stream(),
+                  partial.as<double>(), static_cast<const T*>(x), n);
   });
   launch_kernel(sum_partials_kernel, dim3(1), dim3(32), 0, stream(), out,
                 static_cast<const double*>(partial.as<double>()), blocks);

@@ -21,8 +21,7 @@ constexpr int64_t kRowsPerBlock = 32;
 
 // grid (T, ⌈B·H / kRowsPerBlock⌉); dynamic shared memory: D floats (cos | sin).
 template <class E>
-__global__ void rope_kernel(E* x, int64_t BH, int64_t T, int64_t D, int64_t pos_offset, float theta,
-                            float sign) {
+__global__ void rope_kernel(E* x, int64_t BH, int64_t T, int64_t D, int64_t pos_offset, float theta, float sign) {
   GPL_DYNAMIC_SMEM(float, table);
   const int64_t half = D / 2, t = blockIdx.x;
   float* cs = table;
@@ -46,27 +45,26 @@ __global__ void rope_kernel(E* x, int64_t BH, int64_t T, int64_t D, int64_t pos_
   }
 }
 
-void rope_apply(cudaStream_t stream, void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                int64_t pos_offset, float theta, float sign) {
+void rope_apply(cudaStream_t stream, void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                float theta, float sign) {
   if (B <= 0 || H <= 0 || T <= 0) return;
-  const dim3 grid(static_cast<unsigned>(T),
-                  static_cast<unsigned>(cuda_launch::ceil_div(B * H, kRowsPerBlock)));
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(cuda_launch::ceil_div(B * H, kRowsPerBlock)));
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(rope_kernel<E>, grid, dim3(kRopeThreads), static_cast<size_t>(D) * 4, stream,
-                  static_cast<E*>(x), B * H, T, D, pos_offset, theta, sign);
+    launch_kernel(rope_kernel<E>, grid, dim3(kRopeThreads), static_cast<size_t>(D) * 4, stream, static_cast<E*>(x),
+                  B * H, T, D, pos_offset, theta, sign);
   });
 }
 
 }  // namespace
 
-void SimtDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                   int64_t pos_offset, float theta) {
+void SimtDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                   float theta) {
   rope_apply(stream(), x, t, B, H, T, D, pos_offset, theta, +1.0f);
 }
 
-void SimtDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                    int64_t pos_offset, float theta) {
+void SimtDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+                                    float theta) {
   rope_apply(stream(), dx, t, B, H, T, D, pos_offset, theta, -1.0f);
 }
 

@@ -43,8 +43,8 @@ constexpr int64_t valid_columns(int64_t Vl, int64_t col_begin, int64_t V) {
 
 // out (N, C) = wte[ids[i] − row_begin] for owned ids, else 0.
 template <class T>
-__global__ void vocab_embedding_forward_kernel(T* out, const int32_t* ids, const T* wte, int64_t N,
-                                               int64_t C, int64_t row_begin, int64_t rows) {
+__global__ void vocab_embedding_forward_kernel(T* out, const int32_t* ids, const T* wte, int64_t N, int64_t C,
+                                               int64_t row_begin, int64_t rows) {
   const int64_t n = N * C;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t i = e / C, c = e % C;
@@ -58,8 +58,7 @@ __global__ void vocab_embedding_forward_kernel(T* out, const int32_t* ids, const
 // per token, the CPU's sequence.
 template <class G, class T>
 __global__ void vocab_embedding_backward_kernel(G* dwte, const T* dout, const int32_t* order,
-                                                const int32_t* group_start,
-                                                const int32_t* group_row, int64_t C) {
+                                                const int32_t* group_start, const int32_t* group_row, int64_t C) {
   const int64_t g = blockIdx.x;
   const int64_t c = static_cast<int64_t>(blockIdx.y) * kColsPerBlock + threadIdx.x;
   if (c >= C) return;
@@ -74,9 +73,8 @@ __global__ void vocab_embedding_backward_kernel(G* dwte, const T* dout, const in
 
 // One block per row: row_max over the valid columns (−inf when none), the
 // target's logit when this block holds its column, else 0.
-__global__ void vocab_ce_stats_kernel(float* row_max, float* target_logit, const float* logits,
-                                      const int32_t* targets, int64_t Vl, int64_t col_begin,
-                                      int64_t valid) {
+__global__ void vocab_ce_stats_kernel(float* row_max, float* target_logit, const float* logits, const int32_t* targets,
+                                      int64_t Vl, int64_t col_begin, int64_t valid) {
   GPL_SHARED float scratch[32];
   const int64_t i = blockIdx.x;
   const float* x = logits + i * Vl;
@@ -92,8 +90,7 @@ __global__ void vocab_ce_stats_kernel(float* row_max, float* target_logit, const
 
 // One block per row, in place: x ← exp(x − row_max) on valid columns, 0 on
 // padding; sum_exp = Σ (double, rounded once).
-__global__ void vocab_ce_exp_kernel(float* logits, float* sum_exp, const float* row_max, int64_t Vl,
-                                    int64_t valid) {
+__global__ void vocab_ce_exp_kernel(float* logits, float* sum_exp, const float* row_max, int64_t Vl, int64_t valid) {
   GPL_SHARED double scratch[32];
   const int64_t i = blockIdx.x;
   float* x = logits + i * Vl;
@@ -122,8 +119,8 @@ __global__ void vocab_ce_normalize_kernel(float* probs, const float* sum_exp, in
 
 // dlogits = probs·scale − scale at the target's column when held here. Each
 // element is read and written by one thread, so dlogits may alias probs.
-__global__ void vocab_ce_backward_kernel(float* dlogits, const float* probs, const int32_t* targets,
-                                         int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+__global__ void vocab_ce_backward_kernel(float* dlogits, const float* probs, const int32_t* targets, int64_t N,
+                                         int64_t Vl, int64_t col_begin, float scale) {
   const int64_t n = N * Vl;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t i = e / Vl, j = e % Vl;
@@ -135,9 +132,8 @@ __global__ void vocab_ce_backward_kernel(float* dlogits, const float* probs, con
 
 }  // namespace
 
-void SimtDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte,
-                                              DType t, int64_t N, int64_t C, int64_t row_begin,
-                                              int64_t rows) {
+void SimtDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N,
+                                              int64_t C, int64_t row_begin, int64_t rows) {
   if (N <= 0 || C <= 0) return;
   const auto l = cuda_launch::elementwise(N * C);
   dispatch(t, [&](auto tag) {
@@ -147,9 +143,8 @@ void SimtDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, con
   });
 }
 
-void SimtDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t,
-                                               const int32_t* ids, int64_t N, int64_t C,
-                                               int64_t row_begin, int64_t rows) {
+void SimtDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids,
+                                               int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
   if (N <= 0 || C <= 0 || rows <= 0) return;
   // The owned tokens ordered by id, ties in token order; group g covers
   // order[group_start[g] … group_start[g + 1]) and adds into local row group_row[g].
@@ -161,8 +156,7 @@ void SimtDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const v
     if (r >= 0 && r < rows) order.push_back(static_cast<int32_t>(i));
   }
   if (order.empty()) return;  // no token of this rank's rows: dwte unchanged
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return host_ids[a] < host_ids[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return host_ids[a] < host_ids[b]; });
   std::vector<int32_t> group_start, group_row;
   for (size_t k = 0; k < order.size(); ++k)
     if (k == 0 || host_ids[order[k]] != host_ids[order[k - 1]]) {
@@ -179,47 +173,43 @@ void SimtDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const v
   copy_from_host(d_order.data(), order.data(), owned * 4);
   copy_from_host(d_start.data(), group_start.data(), (groups + 1) * 4);
   copy_from_host(d_row.data(), group_row.data(), groups * 4);
-  const dim3 grid(static_cast<unsigned>(groups),
-                  static_cast<unsigned>(cuda_launch::ceil_div(C, kColsPerBlock)));
+  const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(cuda_launch::ceil_div(C, kColsPerBlock)));
   dispatch2(grad_t, t, [&](auto gt, auto et) {
     using G = decltype(gt);
     using E = decltype(et);
-    launch_kernel(vocab_embedding_backward_kernel<G, E>, grid, dim3(kColsPerBlock), 0, stream(),
-                  static_cast<G*>(dwte), static_cast<const E*>(dout), d_order.as<const int32_t>(),
-                  d_start.as<const int32_t>(), d_row.as<const int32_t>(), C);
+    launch_kernel(vocab_embedding_backward_kernel<G, E>, grid, dim3(kColsPerBlock), 0, stream(), static_cast<G*>(dwte),
+                  static_cast<const E*>(dout), d_order.as<const int32_t>(), d_start.as<const int32_t>(),
+                  d_row.as<const int32_t>(), C);
   });
 }
 
-void SimtDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits,
-                                     const int32_t* targets, int64_t N, int64_t Vl,
-                                     int64_t col_begin, int64_t V) {
+void SimtDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits, const int32_t* targets,
+                                     int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
   if (N <= 0) return;
   const int64_t valid = valid_columns(Vl, col_begin, V);
-  launch_kernel(vocab_ce_stats_kernel, grid1d(N), dim3(cuda_launch::row_threads(valid)), 0, stream(),
-                row_max, target_logit, logits, targets, Vl, col_begin, valid);
+  launch_kernel(vocab_ce_stats_kernel, grid1d(N), dim3(cuda_launch::row_threads(valid)), 0, stream(), row_max,
+                target_logit, logits, targets, Vl, col_begin, valid);
 }
 
-void SimtDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N,
-                                   int64_t Vl, int64_t col_begin, int64_t V) {
+void SimtDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl,
+                                   int64_t col_begin, int64_t V) {
   if (N <= 0) return;
-  launch_kernel(vocab_ce_exp_kernel, grid1d(N), dim3(cuda_launch::row_threads(Vl)), 0, stream(),
-                logits, sum_exp, row_max, Vl, valid_columns(Vl, col_begin, V));
+  launch_kernel(vocab_ce_exp_kernel, grid1d(N), dim3(cuda_launch::row_threads(Vl)), 0, stream(), logits, sum_exp,
+                row_max, Vl, valid_columns(Vl, col_begin, V));
 }
 
-void SimtDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp, int64_t N,
-                                         int64_t Vl) {
+void SimtDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp, int64_t N, int64_t Vl) {
   if (N <= 0 || Vl <= 0) return;
   const auto l = cuda_launch::elementwise(N * Vl);
-  launch_kernel(vocab_ce_normalize_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), probs,
-                sum_exp, N, Vl);
+  launch_kernel(vocab_ce_normalize_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), probs, sum_exp, N, Vl);
 }
 
-void SimtDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets,
-                                        int64_t N, int64_t Vl, int64_t col_begin, float scale) {
+void SimtDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N,
+                                        int64_t Vl, int64_t col_begin, float scale) {
   if (N <= 0 || Vl <= 0) return;
   const auto l = cuda_launch::elementwise(N * Vl);
-  launch_kernel(vocab_ce_backward_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), dlogits,
-                probs, targets, N, Vl, col_begin, scale);
+  launch_kernel(vocab_ce_backward_kernel, grid1d(l.blocks), dim3(l.threads), 0, stream(), dlogits, probs, targets, N,
+                Vl, col_begin, scale);
 }
 
 }  // namespace GPL_SIMT_NAMESPACE

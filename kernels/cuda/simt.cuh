@@ -26,14 +26,13 @@
 #include "kernels/cuda/simt_emu.h"
 #define GPL_SIMT_NAMESPACE simt_emu
 #define GPL_SHARED static
-#define GPL_DYNAMIC_SMEM(type, name) \
-  type* name = static_cast<type*>(::gpl_emu::Machine::get().dynamic_smem())
+#define GPL_DYNAMIC_SMEM(type, name) type* name = static_cast<type*>(::gpl_emu::Machine::get().dynamic_smem())
 #define GPL_LAUNCH_BOUNDS(threads)
 #else
 #include "kernels/cuda/cuda_check.h"
 #define GPL_SIMT_NAMESPACE cuda_backend
 #define GPL_SHARED __shared__
-#define GPL_DYNAMIC_SMEM(type, name)                                  \
+#define GPL_DYNAMIC_SMEM(type, name)                                 \
   extern __shared__ __align__(16) unsigned char gpl_dynamic_smem_[]; \
   type* name = reinterpret_cast<type*>(gpl_dynamic_smem_)
 #define GPL_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
@@ -57,11 +56,17 @@ GPL_DEVICE float to_float(fp16 x) { return __half2float(x); }
 template <class T>
 GPL_DEVICE T from_float(float x);
 template <>
-GPL_DEVICE float from_float<float>(float x) { return x; }
+GPL_DEVICE float from_float<float>(float x) {
+  return x;
+}
 template <>
-GPL_DEVICE bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
+GPL_DEVICE bf16 from_float<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-GPL_DEVICE fp16 from_float<fp16>(float x) { return __float2half_rn(x); }
+GPL_DEVICE fp16 from_float<fp16>(float x) {
+  return __float2half_rn(x);
+}
 
 // Calls f(T{}) with T the storage type of t (float, bf16 or fp16).
 template <class F>
@@ -86,8 +91,7 @@ void dispatch2(DType a, DType b, F&& f) {
 // parameter types first (cudaLaunchKernel reads each one through a pointer).
 // Dynamic shared memory above the default 48 KiB is opted into per kernel.
 template <class... P, class... A>
-void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes,
-                   cudaStream_t stream, A&&... args) {
+void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch_kernel: wrong number of arguments");
   std::tuple<P...> params(std::forward<A>(args)...);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // nothing to do
@@ -97,8 +101,7 @@ void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_byte
 #else
   const void* fn = reinterpret_cast<const void*>(kernel);
   if (smem_bytes > 48 * 1024)
-    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes)),
+    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)),
                "opting a kernel into " + std::to_string(smem_bytes) + " bytes of shared memory");
   std::apply(
       [&](auto&... p) {
@@ -115,7 +118,9 @@ inline dim3 grid1d(int64_t blocks) { return dim3(static_cast<unsigned>(blocks));
 
 struct SumOp {
   template <class T>
-  GPL_DEVICE T operator()(T a, T b) const { return a + b; }
+  GPL_DEVICE T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   GPL_DEVICE float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -143,9 +148,7 @@ GPL_DEVICE T block_reduce(T v, T* scratch, Op op) {
 }
 
 // Global index and stride of a 1-D grid-stride loop.
-GPL_DEVICE int64_t global_thread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+GPL_DEVICE int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 GPL_DEVICE int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 }  // namespace simt

@@ -12,10 +12,9 @@
 // the threads run in order in even blocks and in reverse order in odd blocks, so
 // a missing barrier between a write and a read of shared memory shows in one of
 // them. What it does not emulate: concurrency between blocks (none of our
-// kernels relies on it), atomics, finer memory-model races, timing. A barrier that cannot complete — a __syncthreads() that
-// some threads of a block skip, a shuffle with a lane waiting at a block
-// barrier, a shuffle reading an exited lane — aborts with a message: these are
-// bugs a GPU would hang or misbehave on.
+// kernels relies on it), atomics, finer memory-model races, timing. A barrier that cannot complete — a __syncthreads()
+// that some threads of a block skip, a shuffle with a lane waiting at a block barrier, a shuffle reading an exited lane
+// — aborts with a message: these are bugs a GPU would hang or misbehave on.
 #pragma once
 #include <cuda_runtime.h>  // dim3, uint3, cudaStream_t (host declarations only)
 #include <ucontext.h>

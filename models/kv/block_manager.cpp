@@ -16,17 +16,14 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_tokens, std::option
                                 std::to_string(num_blocks));
   if (block_tokens < 1)
     throw std::invalid_argument("a KV block must hold >= 1 token, got " + std::to_string(block_tokens));
-  if (window && *window < 1)
-    throw std::invalid_argument("window must be >= 1, got " + std::to_string(*window));
+  if (window && *window < 1) throw std::invalid_argument("window must be >= 1, got " + std::to_string(*window));
   ref_.assign(static_cast<size_t>(num_blocks), 0);
   filled_.assign(static_cast<size_t>(num_blocks), 0);
   // Block 0 is the null block: never on the free list.
   for (int64_t b = 1; b < num_blocks; ++b) free_.push_back(static_cast<int32_t>(b));
 }
 
-int64_t BlockManager::kept(int64_t tokens) const {
-  return window_ ? std::min(tokens, *window_) : tokens;
-}
+int64_t BlockManager::kept(int64_t tokens) const { return window_ ? std::min(tokens, *window_) : tokens; }
 
 int64_t BlockManager::blocks_for(int64_t tokens) const {
   if (tokens < 0) throw std::invalid_argument("token count must be >= 0, got " + std::to_string(tokens));

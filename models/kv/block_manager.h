@@ -72,8 +72,8 @@ class BlockManager {
 
   // ---- per sequence ----
   bool contains(SeqId id) const { return seqs_.count(id) != 0; }
-  int64_t length(SeqId id) const;                 // tokens of the sequence
-  int64_t shared_tokens(SeqId id) const;          // tokens taken from a prefix at admission
+  int64_t length(SeqId id) const;         // tokens of the sequence
+  int64_t shared_tokens(SeqId id) const;  // tokens taken from a prefix at admission
   const std::vector<int32_t>& block_table(SeqId id) const;
   int64_t sequences() const { return static_cast<int64_t>(seqs_.size()); }
   int ref_count(int32_t block) const { return ref_[static_cast<size_t>(block)]; }
@@ -87,7 +87,7 @@ class BlockManager {
  private:
   struct Seq {
     int64_t len = 0;
-    int64_t shared = 0;            // tokens in shared blocks (a multiple of B)
+    int64_t shared = 0;  // tokens in shared blocks (a multiple of B)
     std::vector<int32_t> table;
   };
   const Seq& seq(SeqId id) const;
@@ -99,8 +99,8 @@ class BlockManager {
   int64_t num_blocks_, block_tokens_;
   std::optional<int64_t> window_;
   std::deque<int32_t> free_;
-  std::vector<int> ref_;           // per block: sequences holding it
-  std::vector<int64_t> filled_;    // per block: slots holding a token
+  std::vector<int> ref_;         // per block: sequences holding it
+  std::vector<int64_t> filled_;  // per block: slots holding a token
   std::unordered_map<SeqId, Seq> seqs_;
   int64_t tokens_ = 0, peak_tokens_ = 0, peak_blocks_ = 0;
 };

@@ -17,10 +17,9 @@ KvCache::KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> win
     : device_(device), geom_(geometry), window_(window) {
   if (geom_.layers < 1 || geom_.kv_heads < 1 || geom_.head_dim < 1)
     throw std::invalid_argument("KV cache geometry needs layers, kv heads and head dim >= 1, got (" +
-                                std::to_string(geom_.layers) + ", " + std::to_string(geom_.kv_heads) +
-                                ", " + std::to_string(geom_.head_dim) + ")");
-  if (window_ && *window_ < 1)
-    throw std::invalid_argument("KV window must be >= 1, got " + std::to_string(*window_));
+                                std::to_string(geom_.layers) + ", " + std::to_string(geom_.kv_heads) + ", " +
+                                std::to_string(geom_.head_dim) + ")");
+  if (window_ && *window_ < 1) throw std::invalid_argument("KV window must be >= 1, got " + std::to_string(*window_));
   // Scales that do not grow with tokens: one buffer, (L, K|V, per-layer count) fp32.
   if (geom_.fixed_scale_bytes() > 0)
     fixed_scales_ = device_.alloc(geom_.fixed_scale_bytes(), Account::kKv, "kv.fixed_scales");
@@ -70,18 +69,16 @@ KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) cons
   return c;
 }
 
-void KvCache::write(int64_t layer, const std::vector<SeqStep>& batch, const void* k, const void* v,
-                    DType t) {
+void KvCache::write(int64_t layer, const std::vector<SeqStep>& batch, const void* k, const void* v, DType t) {
   const KvCacheView c = view(layer, batch);
   // Fixed scales are set by the first write that carries tokens, then kept.
-  const bool calibrate = c.fixed_per_tensor() > 0 && !calibrated_[static_cast<size_t>(layer)] &&
-                         c.new_tokens() > 0;
+  const bool calibrate = c.fixed_per_tensor() > 0 && !calibrated_[static_cast<size_t>(layer)] && c.new_tokens() > 0;
   device_.kv_cache_write(c, k, v, t, calibrate);
   if (calibrate) calibrated_[static_cast<size_t>(layer)] = true;
 }
 
-void KvCache::attend(int64_t layer, const std::vector<SeqStep>& batch, void* out, const void* q,
-                     DType t, int64_t q_heads) {
+void KvCache::attend(int64_t layer, const std::vector<SeqStep>& batch, void* out, const void* q, DType t,
+                     int64_t q_heads) {
   const KvCacheView c = view(layer, batch);
   if (c.fixed_per_tensor() > 0 && !calibrated_[static_cast<size_t>(layer)] && c.new_tokens() > 0)
     throw std::logic_error("KV layer " + std::to_string(layer) +
@@ -101,15 +98,14 @@ ContiguousKvCache::ContiguousKvCache(Device& device, KvGeometry geometry, int64_
 
 bool ContiguousKvCache::can_admit(int64_t prompt_tokens) const {
   if (prompt_tokens < 1 || prompt_tokens > max_model_len_) return false;
-  return !budget_ ||
-         geom_.fixed_scale_bytes() + (sequences() + 1) * reservation_bytes() <= *budget_;
+  return !budget_ || geom_.fixed_scale_bytes() + (sequences() + 1) * reservation_bytes() <= *budget_;
 }
 
 bool ContiguousKvCache::add_sequence(SeqId id, int64_t prompt_tokens, std::optional<PrefixRef> prefix) {
   if (contains(id)) throw std::invalid_argument("KV sequence " + std::to_string(id) + " already exists");
   if (prompt_tokens < 1 || prompt_tokens > max_model_len_)
-    throw std::invalid_argument("a prompt of " + std::to_string(prompt_tokens) +
-                                " tokens does not fit max_model_len " + std::to_string(max_model_len_));
+    throw std::invalid_argument("a prompt of " + std::to_string(prompt_tokens) + " tokens does not fit max_model_len " +
+                                std::to_string(max_model_len_));
   // Reservations are private: a prefix is never shared (cached_tokens = 0).
   if (prefix && !contains(prefix->source))
     throw std::out_of_range("no KV sequence " + std::to_string(prefix->source) + " to share a prefix from");
@@ -130,9 +126,8 @@ bool ContiguousKvCache::append_tokens(SeqId id, int64_t tokens) {
   if (tokens < 0) throw std::invalid_argument("cannot append " + std::to_string(tokens) + " tokens");
   Seq& s = it->second;
   if (s.len + tokens > max_model_len_)
-    throw std::invalid_argument("KV sequence " + std::to_string(id) + " would reach " +
-                                std::to_string(s.len + tokens) + " tokens, over max_model_len " +
-                                std::to_string(max_model_len_));
+    throw std::invalid_argument("KV sequence " + std::to_string(id) + " would reach " + std::to_string(s.len + tokens) +
+                                " tokens, over max_model_len " + std::to_string(max_model_len_));
   tokens_ += kept(s.len + tokens) - kept(s.len);
   s.len += tokens;
   peak_tokens_ = std::max(peak_tokens_, tokens_);
@@ -143,7 +138,7 @@ void ContiguousKvCache::free_sequence(SeqId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) throw std::out_of_range("no KV sequence " + std::to_string(id));
   tokens_ -= kept(it->second.len);
-  seqs_.erase(it);   // the reservation's Buffer unbooks the ledger
+  seqs_.erase(it);  // the reservation's Buffer unbooks the ledger
 }
 
 int64_t ContiguousKvCache::length(SeqId id) const {
@@ -157,9 +152,7 @@ int64_t ContiguousKvCache::cached_tokens(SeqId id) const {
   return 0;
 }
 
-int64_t ContiguousKvCache::pool_bytes() const {
-  return geom_.fixed_scale_bytes() + sequences() * reservation_bytes();
-}
+int64_t ContiguousKvCache::pool_bytes() const { return geom_.fixed_scale_bytes() + sequences() * reservation_bytes(); }
 
 int64_t ContiguousKvCache::peak_assigned_bytes() const {
   return geom_.fixed_scale_bytes() + peak_seqs_ * reservation_bytes();
@@ -167,13 +160,13 @@ int64_t ContiguousKvCache::peak_assigned_bytes() const {
 
 void ContiguousKvCache::locate(SeqId id, KvSeqView& s) const {
   s.base = seqs_.at(id).reservation.data();
-  s.blocks.assign(1, 0);   // one region per sequence
+  s.blocks.assign(1, 0);  // one region per sequence
 }
 
 // ---- PagedKvCache ----
 
-PagedKvCache::PagedKvCache(Device& device, KvGeometry geometry, int64_t num_blocks,
-                           int64_t block_tokens, std::optional<int64_t> window)
+PagedKvCache::PagedKvCache(Device& device, KvGeometry geometry, int64_t num_blocks, int64_t block_tokens,
+                           std::optional<int64_t> window)
     : KvCache(device, geometry, window), blocks_(num_blocks, block_tokens, window) {
   // The whole pool up front, as vLLM allocates its KV tensors once at start.
   pool_ = device_.alloc(num_blocks * block_bytes(), Account::kKv, "kv.pool");
@@ -190,9 +183,7 @@ bool PagedKvCache::add_sequence(SeqId id, int64_t prompt_tokens, std::optional<P
   return blocks_.add_sequence(id, prompt_tokens, prefix);
 }
 
-int64_t PagedKvCache::pool_bytes() const {
-  return geom_.fixed_scale_bytes() + blocks_.num_blocks() * block_bytes();
-}
+int64_t PagedKvCache::pool_bytes() const { return geom_.fixed_scale_bytes() + blocks_.num_blocks() * block_bytes(); }
 
 int64_t PagedKvCache::assigned_bytes() const {
   return geom_.fixed_scale_bytes() + (blocks_.blocks_in_use() + 1) * block_bytes();

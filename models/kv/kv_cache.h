@@ -57,7 +57,7 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  virtual std::string_view kind() const = 0;   // "contiguous" | "paged"
+  virtual std::string_view kind() const = 0;  // "contiguous" | "paged"
   const KvGeometry& geometry() const { return geom_; }
   std::optional<int64_t> window() const { return window_; }
   Device& device() { return device_; }
@@ -76,7 +76,7 @@ class KvCache {
   virtual void free_sequence(SeqId id) = 0;
   virtual bool contains(SeqId id) const = 0;
   virtual int64_t length(SeqId id) const = 0;
-  virtual int64_t cached_tokens(SeqId id) const = 0;   // shared from a prefix at admission
+  virtual int64_t cached_tokens(SeqId id) const = 0;  // shared from a prefix at admission
   virtual int64_t sequences() const = 0;
   // The most new tokens a step of `id` may carry exactly after its current
   // length under a window (kernels/kv_storage.h, validate_kv_view): enough to
@@ -93,8 +93,7 @@ class KvCache {
   // the first write to each layer (models/kv/kv_format.h).
   void write(int64_t layer, const std::vector<SeqStep>& batch, const void* k, const void* v, DType t);
   // Attention of the new tokens: q, out per sequence (Hq, n_new, D) in t.
-  void attend(int64_t layer, const std::vector<SeqStep>& batch, void* out, const void* q, DType t,
-              int64_t q_heads);
+  void attend(int64_t layer, const std::vector<SeqStep>& batch, void* out, const void* q, DType t, int64_t q_heads);
 
   // ---- figures ----
   virtual int64_t pool_bytes() const = 0;
@@ -108,14 +107,14 @@ class KvCache {
  protected:
   // Where sequence `id` lives: its region base and block table.
   virtual void locate(SeqId id, KvSeqView& s) const = 0;
-  virtual int64_t region_tokens() const = 0;   // S: slots per region
+  virtual int64_t region_tokens() const = 0;  // S: slots per region
   int64_t region_bytes() const { return region_tokens() * geom_.token_bytes(); }
 
   Device& device_;
   KvGeometry geom_;
   std::optional<int64_t> window_;
-  Buffer fixed_scales_;                 // (L, 2, fixed_scales_per_layer) fp32; empty when none
-  std::vector<bool> calibrated_;        // per layer: fixed scales set by a first write
+  Buffer fixed_scales_;           // (L, 2, fixed_scales_per_layer) fp32; empty when none
+  std::vector<bool> calibrated_;  // per layer: fixed scales set by a first write
 };
 
 class ContiguousKvCache final : public KvCache {
@@ -124,8 +123,8 @@ class ContiguousKvCache final : public KvCache {
   // given, is the pool (vLLM's rule): admission stops when one more
   // reservation would not fit beside the fixed scales. Without it the device's
   // memory decides (Device::alloc throws OutOfMemory).
-  ContiguousKvCache(Device& device, KvGeometry geometry, int64_t max_model_len,
-                    std::optional<int64_t> window = {}, std::optional<int64_t> budget_bytes = {});
+  ContiguousKvCache(Device& device, KvGeometry geometry, int64_t max_model_len, std::optional<int64_t> window = {},
+                    std::optional<int64_t> budget_bytes = {});
 
   std::string_view kind() const override { return "contiguous"; }
   int64_t max_model_len() const { return max_model_len_; }
@@ -153,7 +152,7 @@ class ContiguousKvCache final : public KvCache {
 
  private:
   struct Seq {
-    Buffer reservation;   // (L, S slots of one layer section each) — kernels/kv_storage.h
+    Buffer reservation;  // (L, S slots of one layer section each) — kernels/kv_storage.h
     int64_t len = 0;
   };
   int64_t kept(int64_t len) const { return window_ ? std::min(len, *window_) : len; }
@@ -198,7 +197,7 @@ class PagedKvCache final : public KvCache {
 
  private:
   BlockManager blocks_;
-  Buffer pool_;   // (N blocks, L sections of B slots) — kernels/kv_storage.h
+  Buffer pool_;  // (N blocks, L sections of B slots) — kernels/kv_storage.h
 };
 
 }  // namespace gpuledger::kv

@@ -24,8 +24,7 @@ int64_t KvGeometry::scale_bytes_per_token() const {
   return 2 * layers * kv_heads * kKvScaleBytes;
 }
 
-KvGeometry kv_geometry(const ModelConfig& m, const Layout& layout, KvFormat format,
-                       KvScales scales, int64_t stage) {
+KvGeometry kv_geometry(const ModelConfig& m, const Layout& layout, KvFormat format, KvScales scales, int64_t stage) {
   KvGeometry g;
   g.layers = layers_on_stage(m, layout, stage);
   g.kv_heads = kv_heads_on_rank(m.kv_heads, layout.tp);
@@ -60,12 +59,10 @@ int64_t scale_count(const QuantizedKv& q) {
 
 }  // namespace
 
-QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format,
-                        KvScales scales) {
+QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format, KvScales scales) {
   if (tokens < 0 || heads < 1 || dim < 1)
-    throw std::invalid_argument("quantize_kv: bad shape (tokens, heads, dim) = (" +
-                                std::to_string(tokens) + ", " + std::to_string(heads) + ", " +
-                                std::to_string(dim) + ")");
+    throw std::invalid_argument("quantize_kv: bad shape (tokens, heads, dim) = (" + std::to_string(tokens) + ", " +
+                                std::to_string(heads) + ", " + std::to_string(dim) + ")");
   QuantizedKv q;
   q.format = format;
   q.scales = scales;
@@ -96,9 +93,8 @@ QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t d
       for (int64_t d = 0; d < dim; ++d) {
         const int64_t i = (t * heads + h) * dim + d;
         const float y = x[i] / q.scale_values[static_cast<size_t>(scale_index(q, t, h, d))];
-        q.codes[static_cast<size_t>(i)] = format == KvFormat::kFP8E4M3
-                                              ? fp32_to_fp8_e4m3(y)
-                                              : static_cast<uint8_t>(fp32_to_int8_sym(y));
+        q.codes[static_cast<size_t>(i)] =
+            format == KvFormat::kFP8E4M3 ? fp32_to_fp8_e4m3(y) : static_cast<uint8_t>(fp32_to_int8_sym(y));
       }
   return q;
 }
@@ -119,8 +115,8 @@ std::vector<float> dequantize_kv(const QuantizedKv& q) {
       for (int64_t d = 0; d < q.dim; ++d) {
         const int64_t i = (t * q.heads + h) * q.dim + d;
         const uint8_t c = q.codes[static_cast<size_t>(i)];
-        const float v = q.format == KvFormat::kFP8E4M3 ? fp8_e4m3_to_fp32(c)
-                                                       : static_cast<float>(static_cast<int8_t>(c));
+        const float v =
+            q.format == KvFormat::kFP8E4M3 ? fp8_e4m3_to_fp32(c) : static_cast<float>(static_cast<int8_t>(c));
         out[static_cast<size_t>(i)] = v * q.scale_values[static_cast<size_t>(scale_index(q, t, h, d))];
       }
   return out;

@@ -31,17 +31,17 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/kv_storage.h"
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
+#include "kernels/kv_storage.h"
 
 namespace gpuledger::kv {
 
 // The cache geometry of one rank.
 struct KvGeometry {
-  int64_t layers = 0;     // L_i: layers on this rank's pipeline stage
-  int64_t kv_heads = 0;   // k_t: KV heads on this TP rank
-  int64_t head_dim = 0;   // d
+  int64_t layers = 0;    // L_i: layers on this rank's pipeline stage
+  int64_t kv_heads = 0;  // k_t: KV heads on this TP rank
+  int64_t head_dim = 0;  // d
   KvFormat format = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;  // ignored for bf16
 
@@ -77,8 +77,7 @@ struct QuantizedKv {
   std::vector<float> scale_values;
 };
 
-QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format,
-                        KvScales scales);
+QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format, KvScales scales);
 std::vector<float> dequantize_kv(const QuantizedKv& q);
 
 }  // namespace gpuledger::kv

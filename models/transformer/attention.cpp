@@ -21,8 +21,8 @@
 
 namespace gpuledger {
 
-void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKeys& keys,
-                                         LayerSaved& s, Account acc, bool keep_core) {
+void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc,
+                                         bool keep_core) {
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();
@@ -64,8 +64,7 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, c.tokens_local(), c.h);
 }
 
-void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep,
-                                    void* ctx) {
+void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx) {
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();
@@ -88,11 +87,20 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
   Buffer scores = ws(4 * scores_elems, "attn.scores");
   GemmArgs g;  // S = Q·Kᵀ per (sample, KV head): (g·T × d)·(d × T)
   g.trans_b = true;
-  g.m = group * T; g.n = T; g.k = D;
-  g.a = q; g.lda = D; g.stride_a = group * T * D;
-  g.b = k; g.ldb = D; g.stride_b = T * D;
+  g.m = group * T;
+  g.n = T;
+  g.k = D;
+  g.a = q;
+  g.lda = D;
+  g.stride_a = group * T * D;
+  g.b = k;
+  g.ldb = D;
+  g.stride_b = T * D;
   g.ab_type = c.e;
-  g.c = scores.data(); g.ldc = T; g.stride_c = group * T * T; g.c_type = DType::kFP32;
+  g.c = scores.data();
+  g.ldc = T;
+  g.stride_c = group * T * T;
+  g.c_type = DType::kFP32;
   g.batch = c.b * c.k_t;
   dev_.gemm(g);
 
@@ -103,16 +111,25 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
   if (p > 0) {
     s.attn_mask = dev_.alloc(scores_elems, core_acc, "attn.mask");
     s.dropped = dev_.alloc(e * scores_elems, core_acc, "attn.dropped");
-    dev_.dropout_forward(s.dropped.data(), s.attn_mask.as<uint8_t>(), s.probs.data(), c.e,
-                         scores_elems, p, keys.attn_probs);
+    dev_.dropout_forward(s.dropped.data(), s.attn_mask.as<uint8_t>(), s.probs.data(), c.e, scores_elems, p,
+                         keys.attn_probs);
     pv = s.dropped.data();
   }
   GemmArgs o;  // ctx = P'·V per (sample, KV head): (g·T × T)·(T × d)
-  o.m = group * T; o.n = D; o.k = T;
-  o.a = pv; o.lda = T; o.stride_a = group * T * T;
-  o.b = v; o.ldb = D; o.stride_b = T * D;
+  o.m = group * T;
+  o.n = D;
+  o.k = T;
+  o.a = pv;
+  o.lda = T;
+  o.stride_a = group * T * T;
+  o.b = v;
+  o.ldb = D;
+  o.stride_b = T * D;
   o.ab_type = c.e;
-  o.c = ctx; o.ldc = D; o.stride_c = group * T * D; o.c_type = c.e;
+  o.c = ctx;
+  o.ldc = D;
+  o.stride_c = group * T * D;
+  o.c_type = c.e;
   o.batch = c.b * c.k_t;
   dev_.gemm(o);
   if (!keep) {
@@ -133,8 +150,8 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   const void* v = byte_offset(k, e * n * c.kv_dim());
 
   if (c.attention == AttentionKind::kFlash) {
-    dev_.flash_attention_backward(dq, dk, dv, dctx, q, k, v, s.ctx.data(), s.lse.as<float>(), c.e,
-                                  sh, p, keys.attn_probs);
+    dev_.flash_attention_backward(dq, dk, dv, dctx, q, k, v, s.ctx.data(), s.lse.as<float>(), c.e, sh, p,
+                                  keys.attn_probs);
     s.lse.reset();
     return;
   }
@@ -146,28 +163,45 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   Buffer dp = ws(4 * scores_elems, "attn.dP");
   GemmArgs g1;  // dP' = dctx·Vᵀ: (g·T × d)·(d × T), fp32
   g1.trans_b = true;
-  g1.m = group * T; g1.n = T; g1.k = D;
-  g1.a = dctx; g1.lda = D; g1.stride_a = group * T * D;
-  g1.b = v; g1.ldb = D; g1.stride_b = T * D;
+  g1.m = group * T;
+  g1.n = T;
+  g1.k = D;
+  g1.a = dctx;
+  g1.lda = D;
+  g1.stride_a = group * T * D;
+  g1.b = v;
+  g1.ldb = D;
+  g1.stride_b = T * D;
   g1.ab_type = c.e;
-  g1.c = dp.data(); g1.ldc = T; g1.stride_c = group * T * T; g1.c_type = DType::kFP32;
+  g1.c = dp.data();
+  g1.ldc = T;
+  g1.stride_c = group * T * T;
+  g1.c_type = DType::kFP32;
   g1.batch = batch;
   dev_.gemm(g1);
 
   GemmArgs g2;  // dV = P'ᵀ·dctx: (T × g·T)·(g·T × d), summed over the group by the GEMM
   g2.trans_a = true;
-  g2.m = T; g2.n = D; g2.k = group * T;
-  g2.a = pv; g2.lda = T; g2.stride_a = group * T * T;
-  g2.b = dctx; g2.ldb = D; g2.stride_b = group * T * D;
+  g2.m = T;
+  g2.n = D;
+  g2.k = group * T;
+  g2.a = pv;
+  g2.lda = T;
+  g2.stride_a = group * T * T;
+  g2.b = dctx;
+  g2.ldb = D;
+  g2.stride_b = group * T * D;
   g2.ab_type = c.e;
-  g2.c = dv; g2.ldc = D; g2.stride_c = T * D; g2.c_type = c.e;
+  g2.c = dv;
+  g2.ldc = D;
+  g2.stride_c = T * D;
+  g2.c_type = c.e;
   g2.batch = batch;
   dev_.gemm(g2);
   s.dropped.reset();
 
   if (p > 0) {  // in place, fp32
-    dev_.dropout_backward(dp.data(), DType::kFP32, dp.data(), DType::kFP32,
-                          s.attn_mask.as<uint8_t>(), scores_elems, p);
+    dev_.dropout_backward(dp.data(), DType::kFP32, dp.data(), DType::kFP32, s.attn_mask.as<uint8_t>(), scores_elems, p);
     s.attn_mask.reset();
   }
   dev_.softmax_backward(dp.as<float>(), dp.as<float>(), s.probs.data(), c.e, sh);  // in place: dS
@@ -182,26 +216,43 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
     ds = ds_e.data();
   }
   GemmArgs g3;  // dQ = dS·K: (g·T × T)·(T × d)
-  g3.m = group * T; g3.n = D; g3.k = T;
-  g3.a = ds; g3.lda = T; g3.stride_a = group * T * T;
-  g3.b = k; g3.ldb = D; g3.stride_b = T * D;
+  g3.m = group * T;
+  g3.n = D;
+  g3.k = T;
+  g3.a = ds;
+  g3.lda = T;
+  g3.stride_a = group * T * T;
+  g3.b = k;
+  g3.ldb = D;
+  g3.stride_b = T * D;
   g3.ab_type = c.e;
-  g3.c = dq; g3.ldc = D; g3.stride_c = group * T * D; g3.c_type = c.e;
+  g3.c = dq;
+  g3.ldc = D;
+  g3.stride_c = group * T * D;
+  g3.c_type = c.e;
   g3.batch = batch;
   dev_.gemm(g3);
   GemmArgs g4;  // dK = dSᵀ·Q: (T × g·T)·(g·T × d)
   g4.trans_a = true;
-  g4.m = T; g4.n = D; g4.k = group * T;
-  g4.a = ds; g4.lda = T; g4.stride_a = group * T * T;
-  g4.b = q; g4.ldb = D; g4.stride_b = group * T * D;
+  g4.m = T;
+  g4.n = D;
+  g4.k = group * T;
+  g4.a = ds;
+  g4.lda = T;
+  g4.stride_a = group * T * T;
+  g4.b = q;
+  g4.ldb = D;
+  g4.stride_b = group * T * D;
   g4.ab_type = c.e;
-  g4.c = dk; g4.ldc = D; g4.stride_c = T * D; g4.c_type = c.e;
+  g4.c = dk;
+  g4.ldc = D;
+  g4.stride_c = T * D;
+  g4.c_type = c.e;
   g4.batch = batch;
   dev_.gemm(g4);
 }
 
-void TransformerLayer::attention_backward(const void* dy, void* dxn, const LayerKeys& keys,
-                                          LayerSaved& s) {
+void TransformerLayer::attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s) {
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();

@@ -28,17 +28,15 @@ BigramData::BigramData(int64_t vocab, uint64_t seed) : vocab_(vocab), key_(seed 
         word_to_token(philox_block(key_, kSuccessorStream, static_cast<uint64_t>(v)).w[0], vocab);
 }
 
-void BigramData::sequences(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq,
-                           int32_t* out) const {
+void BigramData::sequences(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* out) const {
   if (step < 0 || gbs < 1 || first < 0 || count < 0 || first + count > gbs || seq < 1)
-    throw std::invalid_argument("BigramData::sequences: bad range (step " + std::to_string(step) +
-                                ", gbs " + std::to_string(gbs) + ", first " + std::to_string(first) +
-                                ", count " + std::to_string(count) + ", seq " + std::to_string(seq) + ")");
+    throw std::invalid_argument("BigramData::sequences: bad range (step " + std::to_string(step) + ", gbs " +
+                                std::to_string(gbs) + ", first " + std::to_string(first) + ", count " +
+                                std::to_string(count) + ", seq " + std::to_string(seq) + ")");
   // Uniform in [0, 1) from the top 24 bits (philox.h's mapping), compared with 0.75.
   const auto follow_threshold = static_cast<uint32_t>(kFollowProb * 16777216.0);
   for (int64_t i = 0; i < count; ++i) {
-    const uint64_t stream = static_cast<uint64_t>(step) * static_cast<uint64_t>(gbs) +
-                            static_cast<uint64_t>(first + i);
+    const uint64_t stream = static_cast<uint64_t>(step) * static_cast<uint64_t>(gbs) + static_cast<uint64_t>(first + i);
     int32_t* row = out + i * (seq + 1);
     for (int64_t p = 0; p <= seq; ++p) {
       const Philox4x32Block b = philox_block(key_, stream, static_cast<uint64_t>(p));
@@ -48,8 +46,8 @@ void BigramData::sequences(int64_t step, int64_t gbs, int64_t first, int64_t cou
   }
 }
 
-void BigramData::batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq,
-                       int32_t* inputs, int32_t* targets) const {
+void BigramData::batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* inputs,
+                       int32_t* targets) const {
   std::vector<int32_t> tok(static_cast<size_t>(count * (seq + 1)));
   sequences(step, gbs, first, count, seq, tok.data());
   for (int64_t i = 0; i < count; ++i)

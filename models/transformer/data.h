@@ -28,7 +28,7 @@ namespace gpuledger {
 class BigramData {
  public:
   static constexpr double kFollowProb = 0.75;
-  static constexpr uint64_t kDataSeedSalt = 0xD1B54A32D192ED03ull;   // keeps data draws apart from dropout's
+  static constexpr uint64_t kDataSeedSalt = 0xD1B54A32D192ED03ull;  // keeps data draws apart from dropout's
   static constexpr uint64_t kSuccessorStream = ~uint64_t{0};
 
   BigramData(int64_t vocab, uint64_t seed);
@@ -38,11 +38,10 @@ class BigramData {
 
   // Tokens (count × (seq + 1)) of sequences first … first + count − 1 of the
   // global batch (gbs sequences) of step `step`.
-  void sequences(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq,
-                 int32_t* out) const;
+  void sequences(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* out) const;
   // The same split into inputs (count × seq) and targets (count × seq).
-  void batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq,
-             int32_t* inputs, int32_t* targets) const;
+  void batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* inputs,
+             int32_t* targets) const;
 
  private:
   int64_t vocab_;

@@ -19,14 +19,14 @@
 namespace gpuledger {
 
 struct InferenceEngine::Seq {
-  size_t req = 0;                 // index of its request / result
-  std::vector<int32_t> tokens;    // prompt, then the tokens generated so far
-  int64_t prompt_len = 0;         // the request's own prompt
+  size_t req = 0;               // index of its request / result
+  std::vector<int32_t> tokens;  // prompt, then the tokens generated so far
+  int64_t prompt_len = 0;       // the request's own prompt
   int64_t gen_len = 1;
   int64_t arrival = 0;
-  kv::SeqId kv_id = -1;           // while running
-  int64_t computed = 0;           // tokens whose K/V are in the cache
-  int64_t prefill_len = 0;        // the prompt of this admission (recompute: prompt + generated)
+  kv::SeqId kv_id = -1;     // while running
+  int64_t computed = 0;     // tokens whose K/V are in the cache
+  int64_t prefill_len = 0;  // the prompt of this admission (recompute: prompt + generated)
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   // Decode holds back the last generated token's K/V (the next step computes
   // it), so prefill is "computed < prefill_len", not "< tokens".
@@ -109,7 +109,8 @@ bool InferenceEngine::grow(size_t i, int64_t tokens) {
     const size_t victim = running_.size() - 1;
     if (victim == i) {
       if (running_.size() == 1)
-        throw std::runtime_error("request " + std::to_string(results_[s->req].id) + " needs more KV than the whole cache");
+        throw std::runtime_error("request " + std::to_string(results_[s->req].id) +
+                                 " needs more KV than the whole cache");
       preempt(victim);
       return false;
     }
@@ -122,7 +123,7 @@ void InferenceEngine::preempt(size_t i) {
   Seq* s = running_[i];
   cache_.free_sequence(s->kv_id);
   s->kv_id = -1;
-  s->computed = 0;   // recompute: prompt and generated tokens are the new prompt
+  s->computed = 0;  // recompute: prompt and generated tokens are the new prompt
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   waiting_.insert(waiting_.begin(), s);
   ++stats_.preemptions;
@@ -182,10 +183,12 @@ void InferenceEngine::prefill_step(int64_t step) {
   // 1. running prefills, oldest first (a preemption only takes newer ones, not yet in the batch)
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Seq* s = running_[i];
-    if (!s->prefilling()) { ++i; continue; }
-    const int64_t c = std::min({s->prefill_len - s->computed, budget,
-                                cache_.max_step_tokens(s->kv_id)});
-    if (!grow(i, c)) break;   // it was the newest and preempted itself
+    if (!s->prefilling()) {
+      ++i;
+      continue;
+    }
+    const int64_t c = std::min({s->prefill_len - s->computed, budget, cache_.max_step_tokens(s->kv_id)});
+    if (!grow(i, c)) break;  // it was the newest and preempted itself
     batch.push_back({s->kv_id, c});
     toks.insert(toks.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + c);
     members.push_back(s);
@@ -215,7 +218,7 @@ void InferenceEngine::prefill_step(int64_t step) {
     Seq* s = members[j];
     s->computed += batch[j].n_new;
     if (s->prefilling()) continue;
-    s->tokens.push_back(next[j]);   // the last prompt token's logits: the next token
+    s->tokens.push_back(next[j]);  // the last prompt token's logits: the next token
     InferResult& r = results_[s->req];
     if (r.first_token_step < 0) r.first_token_step = step;
     if (s->generated() == s->gen_len) {
@@ -230,7 +233,7 @@ void InferenceEngine::decode_step(int64_t step) {
   std::vector<Seq*> members;
   for (size_t i = 0; i < running_.size();) {
     Seq* s = running_[i];
-    if (!grow(i, 1)) break;   // preempted itself: it was the newest
+    if (!grow(i, 1)) break;  // preempted itself: it was the newest
     // the K/V of the last generated token is computed now
     batch.push_back({s->kv_id, 1});
     toks.push_back(s->tokens.back());
@@ -319,7 +322,8 @@ std::vector<InferRequest> make_requests(const std::vector<RequestShape>& shapes,
     r.prompt.resize(static_cast<size_t>(s.prompt_len + 1));
     data.sequences(0, gbs, i, 1, s.prompt_len, r.prompt.data());
     r.prompt.pop_back();
-    for (int64_t t = 0; t < std::min(prefix_len, s.prompt_len); ++t) r.prompt[static_cast<size_t>(t)] = prefix[static_cast<size_t>(t)];
+    for (int64_t t = 0; t < std::min(prefix_len, s.prompt_len); ++t)
+      r.prompt[static_cast<size_t>(t)] = prefix[static_cast<size_t>(t)];
     out.push_back(std::move(r));
   }
   return out;

@@ -36,9 +36,9 @@ namespace gpuledger {
 
 struct InferRequest {
   int64_t id = 0;
-  std::vector<int32_t> prompt;   // token ids (>= 1)
-  int64_t gen_len = 1;           // tokens to generate (>= 1)
-  int64_t arrival = 0;           // engine step at which it arrives
+  std::vector<int32_t> prompt;  // token ids (>= 1)
+  int64_t gen_len = 1;          // tokens to generate (>= 1)
+  int64_t arrival = 0;          // engine step at which it arrives
 };
 
 struct EngineOptions {
@@ -49,19 +49,19 @@ struct EngineOptions {
 
 struct InferResult {
   int64_t id = 0;
-  std::vector<int32_t> tokens;   // the generated tokens, gen_len of them
-  int64_t preemptions = 0;       // times this request was preempted
+  std::vector<int32_t> tokens;  // the generated tokens, gen_len of them
+  int64_t preemptions = 0;      // times this request was preempted
   int64_t first_token_step = -1, finish_step = -1;
 };
 
 struct EngineStats {
   int64_t steps = 0, prefill_steps = 0, decode_steps = 0;
-  int64_t prefill_tokens = 0, decode_tokens = 0;   // new tokens run through the model
+  int64_t prefill_tokens = 0, decode_tokens = 0;  // new tokens run through the model
   double prefill_seconds = 0, decode_seconds = 0;
-  int64_t decode_bytes_read = 0;                   // Σ over decode steps: weights + K/V of the batch
-  int64_t decode_flops = 0, prefill_flops = 0;     // executed (Device counter)
+  int64_t decode_bytes_read = 0;                // Σ over decode steps: weights + K/V of the batch
+  int64_t decode_flops = 0, prefill_flops = 0;  // executed (Device counter)
   int64_t preemptions = 0;
-  int64_t prefix_tokens_shared = 0;                // tokens taken from a shared prefix at admission
+  int64_t prefix_tokens_shared = 0;  // tokens taken from a shared prefix at admission
   int64_t peak_running = 0;
   int64_t max_decode_batch = 0;
 };
@@ -84,7 +84,8 @@ class InferenceEngine {
   void decode_step(int64_t step);
   bool admit(size_t waiting_index, int64_t budget, std::vector<kv::SeqStep>& batch, std::vector<int32_t>& toks);
   void preempt(size_t running_index);
-  bool grow(size_t running_index, int64_t tokens);   // appends, preempting the newest others; false if it was preempted itself
+  bool grow(size_t running_index,
+            int64_t tokens);  // appends, preempting the newest others; false if it was preempted itself
   void finish(size_t running_index, int64_t step);
 
   InferenceModel& model_;
@@ -113,15 +114,15 @@ std::vector<InferRequest> make_requests(const std::vector<RequestShape>& shapes,
 
 // ---- the cost of a KV dtype: attention output vs a bf16 cache ----
 struct KvErrorResult {
-  double rms_error = 0, max_error = 0;   // over the outputs of one decode step
-  double rms_reference = 0;              // RMS of the bf16-cache output (the error's scale)
+  double rms_error = 0, max_error = 0;  // over the outputs of one decode step
+  double rms_reference = 0;             // RMS of the bf16-cache output (the error's scale)
 };
 // A side run of one decode step: one sequence of `context` tokens with K, V, Q
 // drawn N(0, 1) (seeded), `outlier_channels` key channels (the first ones of
 // every head) scaled ×50 and not read by the query (0 there), written to a
 // cache of `geometry`'s format and to a bf16 cache; the query of the last
 // position attends in both (one layer).
-KvErrorResult kv_attention_error(Device& device, const kv::KvGeometry& geometry, int64_t q_heads,
-                                 int64_t context, int64_t outlier_channels, uint64_t seed);
+KvErrorResult kv_attention_error(Device& device, const kv::KvGeometry& geometry, int64_t q_heads, int64_t context,
+                                 int64_t outlier_channels, uint64_t seed);
 
 }  // namespace gpuledger

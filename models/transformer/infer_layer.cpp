@@ -18,8 +18,7 @@ InferenceLayer::InferenceLayer(Device& device, Comm& tp, const LayerConfig& cfg,
   TransformerLayer check(dev_, tp_, cfg_, p_);  // the same shape checks (GQA grouping, RoPE head dim)
 }
 
-void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::SeqStep>& batch,
-                             kv::KvCache& cache) {
+void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::SeqStep>& batch, kv::KvCache& cache) {
   int64_t n = 0;
   for (const auto& s : batch) {
     if (s.n_new < 1)
@@ -49,11 +48,15 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   int64_t r0 = 0;
   for (const auto& s : batch) {
     AttnShape sh;
-    sh.B = 1; sh.Hq = c.a_t; sh.Hkv = c.k_t; sh.T = s.n_new; sh.D = c.d;
+    sh.B = 1;
+    sh.Hq = c.a_t;
+    sh.Hkv = c.k_t;
+    sh.T = s.n_new;
+    sh.D = c.d;
     void* qs = byte_offset(q.data(), e * r0 * c.q_dim());
     void* ks = byte_offset(k.data(), e * r0 * c.kv_dim());
-    dev_.split_qkv(qs, ks, byte_offset(v.data(), e * r0 * c.kv_dim()),
-                   byte_offset(rows.data(), e * r0 * c.qkv_dim()), c.e, sh);
+    dev_.split_qkv(qs, ks, byte_offset(v.data(), e * r0 * c.kv_dim()), byte_offset(rows.data(), e * r0 * c.qkv_dim()),
+                   c.e, sh);
     if (!c.gpt) {  // RoPE (Su et al. 2021) at the sequence's own positions len − n_new …
       const int64_t pos = cache.length(s.id) - s.n_new;
       dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, kRopeTheta);
@@ -74,9 +77,13 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   r0 = 0;
   for (const auto& s : batch) {
     AttnShape sh;
-    sh.B = 1; sh.Hq = c.a_t; sh.Hkv = c.k_t; sh.T = s.n_new; sh.D = c.d;
-    dev_.merge_heads(byte_offset(ctx_rows.data(), e * r0 * c.q_dim()),
-                     byte_offset(ctx.data(), e * r0 * c.q_dim()), c.e, sh);
+    sh.B = 1;
+    sh.Hq = c.a_t;
+    sh.Hkv = c.k_t;
+    sh.T = s.n_new;
+    sh.D = c.d;
+    dev_.merge_heads(byte_offset(ctx_rows.data(), e * r0 * c.q_dim()), byte_offset(ctx.data(), e * r0 * c.q_dim()), c.e,
+                     sh);
     r0 += s.n_new;
   }
   ctx.reset();

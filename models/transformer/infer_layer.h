@@ -19,10 +19,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/comm.h"
 #include "kernels/device.h"
 #include "models/kv/kv_cache.h"
 #include "models/transformer/layer.h"
-#include "comm/comm.h"
 
 namespace gpuledger {
 

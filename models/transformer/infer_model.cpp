@@ -98,7 +98,10 @@ LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp) 
 }  // namespace
 
 InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed)
-    : dev_(device), tp_(tp), model_(model), lcfg_(serving_layer_config(model, dtype, tp.size())),
+    : dev_(device),
+      tp_(tp),
+      model_(model),
+      lcfg_(serving_layer_config(model, dtype, tp.size())),
       weights_(device, make_param_layout(model, tp_layout(tp.size()), tp_coords(tp.rank())), dtype) {
   vocab_begin_ = tp.rank() * weights_.layout().vocab_rows;
   weights_.initialise(seed, model.layers);
@@ -115,9 +118,8 @@ int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& batch,
-                                             const std::vector<int32_t>& tokens, kv::KvCache& cache,
-                                             std::vector<float>* logits) {
+std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,
+                                             kv::KvCache& cache, std::vector<float>* logits) {
   int64_t n = 0;
   for (const auto& s : batch) n += s.n_new;
   if (static_cast<int64_t>(tokens.size()) != n)
@@ -162,10 +164,9 @@ Buffer InferenceModel::embed(const std::vector<kv::SeqStep>& batch, const std::v
                                   std::to_string(model_.max_seq) + ")");
     void* rows = byte_offset(a.data(), e * r0 * h);
     if (t == 1)
-      dev_.embedding_forward(rows, ids.as<int32_t>() ? ids.as<int32_t>() + r0 : nullptr,
-                             weights_.weight(eu, "word.weight"),
-                             model_.is_gpt() ? weights_.weight(eu, "position.weight") : nullptr, lcfg_.e, 1, s.n_new,
-                             h, pos);
+      dev_.embedding_forward(
+          rows, ids.as<int32_t>() ? ids.as<int32_t>() + r0 : nullptr, weights_.weight(eu, "word.weight"),
+          model_.is_gpt() ? weights_.weight(eu, "position.weight") : nullptr, lcfg_.e, 1, s.n_new, h, pos);
     else if (model_.is_gpt())
       dev_.add(rows, rows, byte_offset(weights_.weight(eu, "position.weight"), e * pos * h), lcfg_.e, s.n_new * h);
     r0 += s.n_new;
@@ -192,8 +193,7 @@ Buffer InferenceModel::head_logits(const std::vector<kv::SeqStep>& batch, Buffer
     dev_.layernorm_forward(normed.data(), st, st ? st + B : nullptr, last.data(), weights_.weight(hu, "norm.weight"),
                            weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, kNormEps);
   else
-    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h,
-                         kNormEps);
+    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h, kNormEps);
   stats.reset();
   last.reset();
   const void* w_out = pl.head_uses_embedding
@@ -202,11 +202,17 @@ Buffer InferenceModel::head_logits(const std::vector<kv::SeqStep>& batch, Buffer
   Buffer lg = workspace(4 * B * vr, "infer.logits");
   GemmArgs g;
   g.trans_b = true;
-  g.m = B; g.n = vr; g.k = h;
-  g.a = normed.data(); g.lda = h;
-  g.b = w_out; g.ldb = h;
+  g.m = B;
+  g.n = vr;
+  g.k = h;
+  g.a = normed.data();
+  g.lda = h;
+  g.b = w_out;
+  g.ldb = h;
   g.ab_type = lcfg_.e;
-  g.c = lg.data(); g.ldc = vr; g.c_type = DType::kFP32;
+  g.c = lg.data();
+  g.ldc = vr;
+  g.c_type = DType::kFP32;
   dev_.gemm(g);
   return lg;
 }

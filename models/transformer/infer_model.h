@@ -21,12 +21,12 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/device.h"
+#include "comm/comm.h"
 #include "core/model_config.h"
+#include "kernels/device.h"
 #include "models/kv/kv_cache.h"
 #include "models/transformer/infer_layer.h"
 #include "models/transformer/param_layout.h"
-#include "comm/comm.h"
 
 namespace gpuledger {
 
@@ -40,9 +40,9 @@ class InferWeights {
   const ParamLayout& layout() const { return layout_; }
   DType type() const { return type_; }
   int64_t bytes() const;
-  void* weight(size_t unit, std::string_view role) const;           // throws when absent
+  void* weight(size_t unit, std::string_view role) const;  // throws when absent
   void* weight_or_null(size_t unit, std::string_view role) const;
-  LayerParams layer_params(size_t unit) const;                      // weights only, no gradients
+  LayerParams layer_params(size_t unit) const;  // weights only, no gradients
 
  private:
   Device& device_;

@@ -28,10 +28,10 @@ int64_t serving_pool_bytes(int64_t device_bytes, double utilization, int64_t wei
                            int64_t activation_peak_bytes, int64_t overhead_bytes);
 
 struct CacheSpec {
-  std::string_view kind = "paged";      // "paged" | "contiguous"
-  int64_t block_tokens = 16;            // paged
-  int64_t max_model_len = 0;            // contiguous reservation
-  std::optional<int64_t> window;        // sliding-window model
+  std::string_view kind = "paged";  // "paged" | "contiguous"
+  int64_t block_tokens = 16;        // paged
+  int64_t max_model_len = 0;        // contiguous reservation
+  std::optional<int64_t> window;    // sliding-window model
 };
 // The cache a pool of `pool_bytes` gives: paged, ⌊(pool − fixed scales) / block bytes⌋
 // blocks allocated now; contiguous, reservations admitted while they fit the pool.

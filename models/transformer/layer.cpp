@@ -44,6 +44,8 @@ LayerParams layer_params(const Params& p, size_t unit) {
   LayerParams lp;
   auto w = [&](const char* role) -> const void* { return p.weight_or_null(unit, role); };
   auto g = [&](const char* role) -> void* { return p.grad_or_null(unit, role); };
+  // A table: one row per tensor, its weight and its gradient.
+  // clang-format off
   lp.norm1_w = w("norm1.weight");     lp.d_norm1_w = g("norm1.weight");
   lp.norm1_b = w("norm1.bias");       lp.d_norm1_b = g("norm1.bias");
   lp.qkv_w = w("qkv.weight");         lp.d_qkv_w = g("qkv.weight");
@@ -58,42 +60,58 @@ LayerParams layer_params(const Params& p, size_t unit) {
   lp.up_w = w("mlp_up.weight");       lp.d_up_w = g("mlp_up.weight");
   lp.mlp_out_w = w("mlp_out.weight"); lp.d_mlp_out_w = g("mlp_out.weight");
   lp.mlp_out_b = w("mlp_out.bias");   lp.d_mlp_out_b = g("mlp_out.bias");
+  // clang-format on
   return lp;
 }
 
 // ---- linear-layer GEMMs (row-major; W is out × in, y = x·Wᵀ) ----
 
-void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n,
-                    int64_t in, int64_t out) {
+void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n, int64_t in, int64_t out) {
   GemmArgs g;
   g.trans_b = true;
-  g.m = n; g.n = out; g.k = in;
-  g.a = x; g.lda = in;
-  g.b = w; g.ldb = in;
+  g.m = n;
+  g.n = out;
+  g.k = in;
+  g.a = x;
+  g.lda = in;
+  g.b = w;
+  g.ldb = in;
   g.ab_type = t;
-  g.c = y; g.ldc = out; g.c_type = t;
+  g.c = y;
+  g.ldc = out;
+  g.c_type = t;
   dev.gemm(g);
 }
 
-void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n,
-                          int64_t in, int64_t out, float beta) {
+void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n, int64_t in,
+                          int64_t out, float beta) {
   GemmArgs g;
-  g.m = n; g.n = in; g.k = out;
-  g.a = dy; g.lda = out;
-  g.b = w; g.ldb = in;
+  g.m = n;
+  g.n = in;
+  g.k = out;
+  g.a = dy;
+  g.lda = out;
+  g.b = w;
+  g.ldb = in;
   g.ab_type = t;
-  g.c = dx; g.ldc = in; g.c_type = t;
+  g.c = dx;
+  g.ldc = in;
+  g.c_type = t;
   g.beta = beta;
   dev.gemm(g);
 }
 
-void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t,
-                            int64_t n, int64_t in, int64_t out) {
+void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t, int64_t n,
+                            int64_t in, int64_t out) {
   GemmArgs g;
   g.trans_a = true;
-  g.m = out; g.n = in; g.k = n;
-  g.a = dy; g.lda = out;
-  g.b = x; g.ldb = in;
+  g.m = out;
+  g.n = in;
+  g.k = n;
+  g.a = dy;
+  g.lda = out;
+  g.b = x;
+  g.ldb = in;
   g.ab_type = t;
   g.ldc = in;
   if (gt == DType::kFP32 || gt == t) {  // the GEMM accumulates into the gradient directly
@@ -112,24 +130,20 @@ void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, con
 
 // ---- the layer ----
 
-TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg,
-                                   const LayerParams& params)
+TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params)
     : dev_(device), tp_(tp), cfg_(cfg), p_(params) {
   if (cfg.sp && (cfg.tp < 2 || cfg.tokens() % cfg.tp != 0 || tp.size() != cfg.tp))
-    throw std::invalid_argument("TransformerLayer: sequence parallelism needs tp > 1 dividing b·s "
-                                "and a tp communicator of that size");
+    throw std::invalid_argument(
+        "TransformerLayer: sequence parallelism needs tp > 1 dividing b·s "
+        "and a tp communicator of that size");
   if (cfg.a_t % cfg.k_t != 0)
     throw std::invalid_argument("TransformerLayer: query heads per rank (" + std::to_string(cfg.a_t) +
-                                ") must be a multiple of KV heads per rank (" +
-                                std::to_string(cfg.k_t) + ")");
+                                ") must be a multiple of KV heads per rank (" + std::to_string(cfg.k_t) + ")");
   if (!cfg.gpt && cfg.d % 2 != 0)
-    throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " +
-                                std::to_string(cfg.d));
+    throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " + std::to_string(cfg.d));
 }
 
-Buffer TransformerLayer::ws(int64_t bytes, const char* what) {
-  return dev_.alloc(bytes, Account::kWorkspace, what);
-}
+Buffer TransformerLayer::ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
 
 RngKey TransformerLayer::hidden_key(RngKey k) const {
   if (!cfg_.sp) return k;
@@ -139,8 +153,7 @@ RngKey TransformerLayer::hidden_key(RngKey k) const {
   return k;
 }
 
-void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, const void* w,
-                                    const void* b) {
+void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, const void* w, const void* b) {
   const int64_t n = cfg_.tokens_local();
   float* st = stats.as<float>();
   if (cfg_.gpt)  // LayerNorm (Ba et al. 2016): mean then rstd, fp32
@@ -149,25 +162,21 @@ void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, con
     dev_.rmsnorm_forward(out, st, x, w, cfg_.e, n, cfg_.h, kNormEps);
 }
 
-void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x,
-                                     const void* w, const Buffer& stats) {
+void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w,
+                                     const Buffer& stats) {
   const int64_t n = cfg_.tokens_local();
   const float* st = stats.as<float>();
   if (cfg_.gpt)
-    dev_.layernorm_backward(dx, dw, db, cfg_.g, dout, x, w, st, st ? st + n : nullptr, cfg_.e, n,
-                            cfg_.h, /*accumulate_dx=*/true);
+    dev_.layernorm_backward(dx, dw, db, cfg_.g, dout, x, w, st, st ? st + n : nullptr, cfg_.e, n, cfg_.h,
+                            /*accumulate_dx=*/true);
   else
     dev_.rmsnorm_backward(dx, dw, cfg_.g, dout, x, w, st, cfg_.e, n, cfg_.h, /*accumulate_dx=*/true);
 }
 
 void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, LayerSaved& saved) {
   switch (cfg_.recompute) {
-    case Recompute::kNone:
-      forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/true);
-      break;
-    case Recompute::kSelective:
-      forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/false);
-      break;
+    case Recompute::kNone: forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/true); break;
+    case Recompute::kSelective: forward_impl(x, out, keys, saved, Account::kActivations, /*keep_core=*/false); break;
     case Recompute::kFull:
       // Nothing kept: the tensors live in workspace only as long as the
       // forward needs them (the caller keeps x, the one saved tensor).
@@ -184,8 +193,8 @@ void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, 
   }
 }
 
-void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s,
-                                    Account acc, bool keep_core) {
+void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc,
+                                    bool keep_core) {
   // hid: the residual stream's elements on this rank (the token shard under sp)
   const int64_t hid = cfg_.tokens_local() * cfg_.h, e = dtype_bytes(cfg_.e);
   const float p = cfg_.dropout;
@@ -254,8 +263,7 @@ void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys
   }
   mlp_backward(dy, tmp.data(), s);
   // dres += norm2ᵀ(dxn): dres becomes dL/d(norm2 input)
-  norm_backward(dres, p_.d_norm2_w, p_.d_norm2_b, tmp.data(), s.norm2_in.data(), p_.norm2_w,
-                s.norm2_stats);
+  norm_backward(dres, p_.d_norm2_w, p_.d_norm2_b, tmp.data(), s.norm2_in.data(), p_.norm2_w, s.norm2_stats);
   s.norm2_in.reset();
   s.norm2_stats.reset();
 

@@ -49,12 +49,12 @@
 #include <cstdint>
 #include <optional>
 
-#include "kernels/device.h"
+#include "comm/comm.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
+#include "kernels/device.h"
 #include "models/transformer/params.h"
 #include "models/transformer/tp_mappings.h"
-#include "comm/comm.h"
 
 namespace gpuledger {
 
@@ -66,9 +66,9 @@ inline constexpr float kNormEps = 1e-5f;
 inline constexpr float kRopeTheta = 10000.0f;
 
 struct LayerConfig {
-  bool gpt = true;         // gpt flavour (else llama)
+  bool gpt = true;  // gpt flavour (else llama)
   bool qkv_bias = true;
-  int64_t b = 1, s = 1;    // microbatch, sequence
+  int64_t b = 1, s = 1;                             // microbatch, sequence
   int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
   std::optional<int64_t> window;
   DType e = DType::kBF16;  // compute / activation dtype
@@ -76,8 +76,8 @@ struct LayerConfig {
   float dropout = 0.0f;
   AttentionKind attention = AttentionKind::kMaterialized;
   Recompute recompute = Recompute::kNone;
-  bool sp = false;         // sequence parallelism (only with tp > 1)
-  int64_t tp = 1;          // tensor-parallel size (the shard count under sp)
+  bool sp = false;  // sequence parallelism (only with tp > 1)
+  int64_t tp = 1;   // tensor-parallel size (the shard count under sp)
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
@@ -94,14 +94,12 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
 
 // Pointers into one layer unit (weights in e, gradients in g); absent tensors nullptr.
 struct LayerParams {
-  const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr,
-             *out_w = nullptr, *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr,
-             *mlp_in_w = nullptr, *mlp_in_b = nullptr, *gate_w = nullptr, *up_w = nullptr,
-             *mlp_out_w = nullptr, *mlp_out_b = nullptr;
-  void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr,
-       *d_out_w = nullptr, *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr,
-       *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr, *d_gate_w = nullptr, *d_up_w = nullptr,
-       *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr;
+  const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
+             *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr, *mlp_in_w = nullptr, *mlp_in_b = nullptr,
+             *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr;
+  void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
+       *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
+       *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr;
 };
 LayerParams layer_params(const Params& p, size_t unit);
 
@@ -151,11 +149,9 @@ class TransformerLayer {
  private:
   friend class InferenceLayer;  // models/transformer/infer_layer.h reuses norm_forward / mlp_forward
   // layer.cpp
-  void forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc,
-                    bool keep_core);
+  void forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc, bool keep_core);
   void norm_forward(void* out, Buffer& stats, const void* x, const void* w, const void* b);
-  void norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w,
-                     const Buffer& stats);
+  void norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w, const Buffer& stats);
   Buffer ws(int64_t bytes, const char* what);
   // Under `full`'s first forward nothing is kept: a tensor is freed after its last forward use.
   void done(Buffer& b) {
@@ -167,11 +163,9 @@ class TransformerLayer {
   // shard's mask (the site field's spare bits carry the TP rank).
   RngKey hidden_key(RngKey k) const;
   // attention.cpp
-  void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc,
-                         bool keep_core);
+  void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc, bool keep_core);
   void core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx);
-  void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s,
-                     const LayerKeys& keys);
+  void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s, const LayerKeys& keys);
   // dxn may alias dy: both blocks write dxn only after their last read of dy.
   void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
   // mlp.cpp
@@ -187,14 +181,13 @@ class TransformerLayer {
 
 // ---- GEMM helpers for a linear layer y = x·Wᵀ, W (out × in), n rows ----
 // y (n × out) = x·Wᵀ, y in t (beta = 0).
-void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n,
-                    int64_t in, int64_t out);
+void linear_forward(Device& dev, void* y, const void* x, const void* w, DType t, int64_t n, int64_t in, int64_t out);
 // dx (n × in) = beta·dx + dy·W.
-void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n,
-                          int64_t in, int64_t out, float beta = 0.0f);
+void linear_backward_data(Device& dev, void* dx, const void* dy, const void* w, DType t, int64_t n, int64_t in,
+                          int64_t out, float beta = 0.0f);
 // dW (out × in, dtype gt) += dyᵀ·x. A gradient dtype that is neither fp32 nor t
 // (fp16 weights, bf16 gradients) goes through an fp32 workspace product.
-void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t,
-                            int64_t n, int64_t in, int64_t out);
+void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, const void* x, DType t, int64_t n,
+                            int64_t in, int64_t out);
 
 }  // namespace gpuledger

@@ -71,8 +71,7 @@ void TransformerLayer::mlp_backward(const void* dy, void* dxn, LayerSaved& s) {
   } else {
     Buffer dup = ws(e * inner, "mlp.dup");
     // dgate written over dact (the op reads each chunk before writing it)
-    dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), s.mlp_a.data(), s.mlp_b.data(), c.e,
-                         inner);
+    dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), s.mlp_a.data(), s.mlp_b.data(), c.e, inner);
     s.mlp_a.reset();
     s.mlp_b.reset();
     linear_backward_weight(dev_, p_.d_gate_w, c.g, dact.data(), xn, c.e, n, c.h, c.f_t);

@@ -17,22 +17,29 @@ namespace gpuledger {
 struct StageModel::Slot {
   bool live = false;
   int64_t step = 0, sample_offset = 0;
-  Buffer ids;                      // [mbs, seq] int32 token ids (first stage)
-  Buffer emb_mask;                 // [mbs, s_l, h] uint8 embedding dropout (first stage, dropout > 0)
-  std::vector<Buffer> hidden;      // hidden[i]: [mbs, s_l, h] e, input of local layer i;
-                                   // hidden[L]: the final-norm input (last stage)
-  std::vector<LayerSaved> saved;   // per local layer
-  Buffer final_stats;              // [mbs, s_l] fp32 rstd (gpt: also mean, ×2) (last stage)
-  Buffer final_out;                // [mbs, s_l, h] e: final-norm output (last stage)
-  Buffer logits;                   // [mbs, seq, V'/t] fp32; the probabilities after the loss
-  Buffer targets;                  // [mbs, seq] int32 (last stage)
+  Buffer ids;                     // [mbs, seq] int32 token ids (first stage)
+  Buffer emb_mask;                // [mbs, s_l, h] uint8 embedding dropout (first stage, dropout > 0)
+  std::vector<Buffer> hidden;     // hidden[i]: [mbs, s_l, h] e, input of local layer i;
+                                  // hidden[L]: the final-norm input (last stage)
+  std::vector<LayerSaved> saved;  // per local layer
+  Buffer final_stats;             // [mbs, s_l] fp32 rstd (gpt: also mean, ×2) (last stage)
+  Buffer final_out;               // [mbs, s_l, h] e: final-norm output (last stage)
+  Buffer logits;                  // [mbs, seq, V'/t] fp32; the probabilities after the loss
+  Buffer targets;                 // [mbs, seq] int32 (last stage)
 };
 
-StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run,
-                       const Layout& layout, const Coords& coords, Params& params)
-    : dev_(device), tp_(tp), model_(model), run_(run), params_(params),
-      lcfg_(make_layer_config(model, run, layout.tp)), first_(coords.pp == 0),
-      last_(coords.pp == layout.pp - 1), tp_size_(layout.tp), tp_rank_(coords.tp) {
+StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
+                       const Coords& coords, Params& params)
+    : dev_(device),
+      tp_(tp),
+      model_(model),
+      run_(run),
+      params_(params),
+      lcfg_(make_layer_config(model, run, layout.tp)),
+      first_(coords.pp == 0),
+      last_(coords.pp == layout.pp - 1),
+      tp_size_(layout.tp),
+      tp_rank_(coords.tp) {
   lcfg_.sp = layout.sp && layout.tp > 1;
   if (tp.size() != tp_size_)
     throw std::invalid_argument("StageModel: the tp communicator has " + std::to_string(tp.size()) +
@@ -52,14 +59,12 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
 StageModel::~StageModel() = default;
 
 RngKey StageModel::key(int64_t step, int64_t sample_offset, int64_t layer, uint64_t site) const {
-  return RngKey{run_.seed, rng_stream_id(static_cast<uint64_t>(step),
-                                         static_cast<uint64_t>(sample_offset),
+  return RngKey{run_.seed, rng_stream_id(static_cast<uint64_t>(step), static_cast<uint64_t>(sample_offset),
                                          static_cast<uint64_t>(layer), site)};
 }
 
 LayerKeys StageModel::keys(int64_t step, int64_t sample_offset, int64_t layer) const {
-  return LayerKeys{key(step, sample_offset, layer, kSiteAttnProbs),
-                   key(step, sample_offset, layer, kSiteAttnOut),
+  return LayerKeys{key(step, sample_offset, layer, kSiteAttnProbs), key(step, sample_offset, layer, kSiteAttnOut),
                    key(step, sample_offset, layer, kSiteMlpOut)};
 }
 
@@ -81,15 +86,13 @@ RngKey StageModel::hidden_key(RngKey k) const {
 void StageModel::norm_forward(void* out, float* stats, const void* x, const void* w, const void* b) {
   const int64_t n = lcfg_.tokens_local();
   if (lcfg_.gpt)
-    dev_.layernorm_forward(out, stats, stats ? stats + n : nullptr, x, w, b, lcfg_.e, n, lcfg_.h,
-                           kNormEps);
+    dev_.layernorm_forward(out, stats, stats ? stats + n : nullptr, x, w, b, lcfg_.e, n, lcfg_.h, kNormEps);
   else
     dev_.rmsnorm_forward(out, stats, x, w, lcfg_.e, n, lcfg_.h, kNormEps);
 }
 
-double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
-                           const int32_t* host_ids, const int32_t* host_targets,
-                           const void* stage_input, void* stage_output) {
+double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, const int32_t* host_ids,
+                           const int32_t* host_targets, const void* stage_input, void* stage_output) {
   if (slot < 0) throw std::invalid_argument("StageModel::forward: negative slot");
   if (static_cast<size_t>(slot) >= slots_.size()) slots_.resize(static_cast<size_t>(slot) + 1);
   if (!slots_[slot]) slots_[slot] = std::make_unique<Slot>();
@@ -115,8 +118,8 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset,
     unit_hook(pl.embedding_unit, false, false);
     if (p > 0) {
       s.emb_mask = dev_.alloc(hid, Account::kActivations, "embedding.mask");
-      dev_.dropout_forward(s.hidden[0].data(), s.emb_mask.as<uint8_t>(), s.hidden[0].data(), lcfg_.e,
-                           hid, p, hidden_key(key(step, sample_offset, 0, kSiteEmbedding)));
+      dev_.dropout_forward(s.hidden[0].data(), s.emb_mask.as<uint8_t>(), s.hidden[0].data(), lcfg_.e, hid, p,
+                           hidden_key(key(step, sample_offset, 0, kSiteEmbedding)));
     }
   } else {
     dev_.copy(s.hidden[0].data(), stage_input, e * hid);
@@ -166,15 +169,15 @@ void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
   dev_.copy_from_host(s.ids.data(), host_ids, 4 * n);
   const void* wpe = lcfg_.gpt ? params_.weight(eu, "position.weight") : nullptr;
   if (tp_size_ == 1) {
-    dev_.embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"),
-                           wpe, lcfg_.e, lcfg_.b, lcfg_.s, h, 0);
+    dev_.embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"), wpe, lcfg_.e,
+                           lcfg_.b, lcfg_.s, h, 0);
     return;
   }
   // Vocabulary-parallel: this rank's rows, zeros for the others' ids, summed over tp.
   {
     PartialSums out(tp_region(), s.hidden[0].data(), "embedding.partial");
-    dev_.vocab_embedding_forward(out.data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"), lcfg_.e, n,
-                                 h, vocab_begin_, pl.vocab_rows);
+    dev_.vocab_embedding_forward(out.data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"), lcfg_.e, n, h,
+                                 vocab_begin_, pl.vocab_rows);
     out.reduce();
   }
   if (wpe) add_positions(s.hidden[0].data(), wpe);
@@ -198,8 +201,7 @@ void StageModel::positions_backward(void* dwpe, const void* dout) {
   const int64_t begin = token_begin(), end = begin + lcfg_.tokens_local();
   for (int64_t i = begin; i < end;) {
     const int64_t pos = i % T, len = std::min(T - pos, end - i);
-    dev_.accumulate(byte_offset(dwpe, g * pos * h), lcfg_.g, byte_offset(dout, e * (i - begin) * h),
-                    lcfg_.e, len * h);
+    dev_.accumulate(byte_offset(dwpe, g * pos * h), lcfg_.g, byte_offset(dout, e * (i - begin) * h), lcfg_.e, len * h);
     i += len;
   }
 }
@@ -210,8 +212,8 @@ void StageModel::embedding_backward(Slot& s, void* dres) {
   const int64_t n = lcfg_.tokens(), h = lcfg_.h;
   void* dwpe = lcfg_.gpt ? params_.grad(eu, "position.weight") : nullptr;
   if (tp_size_ == 1) {
-    dev_.embedding_backward(params_.grad(eu, "word.weight"), dwpe, lcfg_.g, dres, lcfg_.e,
-                            s.ids.as<int32_t>(), lcfg_.b, lcfg_.s, h, 0);
+    dev_.embedding_backward(params_.grad(eu, "word.weight"), dwpe, lcfg_.g, dres, lcfg_.e, s.ids.as<int32_t>(), lcfg_.b,
+                            lcfg_.s, h, 0);
     s.ids.reset();
     return;
   }
@@ -219,16 +221,15 @@ void StageModel::embedding_backward(Slot& s, void* dres) {
   // rank); the shard's partial sum under sp (reduce_tp_partial_grads).
   if (dwpe) positions_backward(dwpe, dres);
   const AllTokens d(tp_region(), dres, "embedding.dout");  // sp: the reduce-scatter's transpose
-  dev_.vocab_embedding_backward(params_.grad(eu, "word.weight"), lcfg_.g, d.data(), lcfg_.e,
-                                s.ids.as<int32_t>(), n, h, vocab_begin_, pl.vocab_rows);
+  dev_.vocab_embedding_backward(params_.grad(eu, "word.weight"), lcfg_.g, d.data(), lcfg_.e, s.ids.as<int32_t>(), n, h,
+                                vocab_begin_, pl.vocab_rows);
   s.ids.reset();
 }
 
 double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   const ParamLayout& pl = params_.layout();
   const auto hu = static_cast<size_t>(pl.head_unit);
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = lcfg_.tokens_local() * lcfg_.h,
-                e = dtype_bytes(lcfg_.e);
+  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const int64_t vr = pl.vocab_rows;
   const void* w_out = pl.head_uses_embedding
                           ? params_.weight(static_cast<size_t>(pl.embedding_unit), "word.weight")
@@ -236,19 +237,25 @@ double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
 
   s.final_stats = dev_.alloc(lcfg_.norm_stats_bytes(), Account::kActivations, "final_norm.stats");
   s.final_out = dev_.alloc(e * hid, Account::kActivations, "final_norm.out");
-  norm_forward(s.final_out.data(), s.final_stats.as<float>(), s.hidden[L].data(),
-               params_.weight(hu, "norm.weight"), params_.weight_or_null(hu, "norm.bias"));
+  norm_forward(s.final_out.data(), s.final_stats.as<float>(), s.hidden[L].data(), params_.weight(hu, "norm.weight"),
+               params_.weight_or_null(hu, "norm.bias"));
   AllTokens gathered(tp_region(), s.final_out.data(), "final_norm.out.gathered");  // the head reads every token
 
   // logits (N × V'/t, fp32) = final_out · W_outᵀ: fp32 output for a stable loss
   s.logits = dev_.alloc(4 * n * vr, Account::kActivations, "logits");
   GemmArgs g;
   g.trans_b = true;
-  g.m = n; g.n = vr; g.k = lcfg_.h;
-  g.a = gathered.data(); g.lda = lcfg_.h;
-  g.b = w_out; g.ldb = lcfg_.h;
+  g.m = n;
+  g.n = vr;
+  g.k = lcfg_.h;
+  g.a = gathered.data();
+  g.lda = lcfg_.h;
+  g.b = w_out;
+  g.ldb = lcfg_.h;
   g.ab_type = lcfg_.e;
-  g.c = s.logits.data(); g.ldc = vr; g.c_type = DType::kFP32;
+  g.c = s.logits.data();
+  g.ldc = vr;
+  g.c_type = DType::kFP32;
   dev_.gemm(g);
   gathered.reset();
 
@@ -256,8 +263,7 @@ double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   dev_.copy_from_host(s.targets.data(), host_targets, 4 * n);
   if (tp_size_ == 1) {
     Buffer losses = dev_.alloc(4 * n, Account::kWorkspace, "losses");
-    dev_.cross_entropy_forward(losses.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
-                               vr, model_.vocab);
+    dev_.cross_entropy_forward(losses.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n, vr, model_.vocab);
     std::vector<float> host(static_cast<size_t>(n));
     dev_.copy_to_host(host.data(), losses.data(), 4 * n);
     double sum = 0.0;
@@ -301,18 +307,16 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
   // tied, p = 1: the embedding's gradient, or where the hooks send it (unit_hooks.h)
   std::optional<void*> sink;
   if (pl.head_uses_embedding && hooks_ != nullptr) sink = hooks_->word_grad_sink();
-  void* dw_out = !pl.head_uses_embedding ? params_.grad(hu, out_role)
-                 : sink                  ? *sink
-                                         : params_.grad(eu, "word.weight");
+  void* dw_out = !pl.head_uses_embedding ? params_.grad(hu, out_role) : sink ? *sink : params_.grad(eu, "word.weight");
 
   // dlogits = (softmax − onehot)·scale, in place over the logits (under TP
   // they already hold the softmax: the backward is local)
   if (tp_size_ == 1)
-    dev_.cross_entropy_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(),
-                                n, vr, model_.vocab, loss_scale);
+    dev_.cross_entropy_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n, vr,
+                                model_.vocab, loss_scale);
   else
-    dev_.vocab_ce_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n,
-                           vr, vocab_begin_, loss_scale);
+    dev_.vocab_ce_backward(s.logits.as<float>(), s.logits.as<float>(), s.targets.as<int32_t>(), n, vr, vocab_begin_,
+                           loss_scale);
   s.targets.reset();
   const void* dl = s.logits.data();
   Buffer dl_e;
@@ -339,13 +343,12 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
 
   const float* st = s.final_stats.as<float>();
   if (lcfg_.gpt)
-    dev_.layernorm_backward(dres, params_.grad(hu, "norm.weight"), params_.grad(hu, "norm.bias"),
-                            lcfg_.g, dfinal.data(), s.hidden[L].data(), params_.weight(hu, "norm.weight"),
-                            st, st ? st + nl : nullptr, lcfg_.e, nl, lcfg_.h, /*accumulate_dx=*/false);
+    dev_.layernorm_backward(dres, params_.grad(hu, "norm.weight"), params_.grad(hu, "norm.bias"), lcfg_.g,
+                            dfinal.data(), s.hidden[L].data(), params_.weight(hu, "norm.weight"), st,
+                            st ? st + nl : nullptr, lcfg_.e, nl, lcfg_.h, /*accumulate_dx=*/false);
   else
-    dev_.rmsnorm_backward(dres, params_.grad(hu, "norm.weight"), lcfg_.g, dfinal.data(),
-                          s.hidden[L].data(), params_.weight(hu, "norm.weight"), st, lcfg_.e, nl,
-                          lcfg_.h, /*accumulate_dx=*/false);
+    dev_.rmsnorm_backward(dres, params_.grad(hu, "norm.weight"), lcfg_.g, dfinal.data(), s.hidden[L].data(),
+                          params_.weight(hu, "norm.weight"), st, lcfg_.e, nl, lcfg_.h, /*accumulate_dx=*/false);
   s.final_stats.reset();
   s.hidden[L].reset();
 }
@@ -378,8 +381,7 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
   if (first_) {
     dev_.ledger().mark_phase(mb + ".embedding");
     if (lcfg_.dropout > 0) {
-      dev_.dropout_backward(dres.data(), lcfg_.e, dres.data(), lcfg_.e, s.emb_mask.as<uint8_t>(), hid,
-                            lcfg_.dropout);
+      dev_.dropout_backward(dres.data(), lcfg_.e, dres.data(), lcfg_.e, s.emb_mask.as<uint8_t>(), hid, lcfg_.dropout);
       s.emb_mask.reset();
     }
     unit_hook(pl.embedding_unit, true, true);

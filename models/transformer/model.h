@@ -60,14 +60,14 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/device.h"
+#include "comm/comm.h"
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
+#include "kernels/device.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/params.h"
 #include "models/transformer/unit_hooks.h"
-#include "comm/comm.h"
-#include "core/layout.h"
 
 namespace gpuledger {
 
@@ -75,19 +75,17 @@ inline constexpr uint64_t kSiteEmbedding = 0, kSiteAttnProbs = 1, kSiteAttnOut =
 
 class StageModel {
  public:
-  StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run,
-             const Layout& layout, const Coords& coords, Params& params);
+  StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
+             const Coords& coords, Params& params);
   ~StageModel();
 
   // Forward of one microbatch into `slot`. First stage: ids (b × s, host);
   // last stage: targets (b × s, host). Returns the sum of the token losses on
   // the last stage (read back to the host), 0 elsewhere.
   double forward(int64_t slot, int64_t step, int64_t sample_offset, const int32_t* host_ids,
-                 const int32_t* host_targets, const void* stage_input = nullptr,
-                 void* stage_output = nullptr);
+                 const int32_t* host_targets, const void* stage_input = nullptr, void* stage_output = nullptr);
   // Backward of the microbatch in `slot`; frees its saved tensors.
-  void backward(int64_t slot, float loss_scale, const void* output_grad = nullptr,
-                void* input_grad = nullptr);
+  void backward(int64_t slot, float loss_scale, const void* output_grad = nullptr, void* input_grad = nullptr);
 
   // Drops the saved tensors of `slot` without a backward (evaluation only).
   void discard(int64_t slot);
@@ -125,7 +123,9 @@ class StageModel {
   void add_positions(void* out, const void* wpe);
   void positions_backward(void* dwpe, const void* dout);
   RngKey hidden_key(RngKey k) const;
-  TpRegion tp_region() const { return TpRegion{dev_, tp_, lcfg_.sp, lcfg_.tokens(), lcfg_.h, lcfg_.e}; }  // the layer's rule (layer.h): sp shards draw their own mask
+  TpRegion tp_region() const {
+    return TpRegion{dev_, tp_, lcfg_.sp, lcfg_.tokens(), lcfg_.h, lcfg_.e};
+  }  // the layer's rule (layer.h): sp shards draw their own mask
   int64_t token_begin() const { return lcfg_.sp ? tp_rank_ * lcfg_.tokens_local() : 0; }
 
   Device& dev_;

@@ -11,9 +11,25 @@ namespace {
 // embedding and head ones. They name the full tensor, so they are the same on
 // every layout (and the tied copy of the word embedding shares its id).
 enum Kind : uint64_t {
-  kWord = 1, kPosition, kHeadOut, kHeadNormW, kHeadNormB,
-  kNorm1W = 16, kNorm1B, kQkvW, kQkvB, kOutW, kOutB, kNorm2W, kNorm2B,
-  kMlpInW, kMlpInB, kGateW, kUpW, kMlpOutW, kMlpOutB,
+  kWord = 1,
+  kPosition,
+  kHeadOut,
+  kHeadNormW,
+  kHeadNormB,
+  kNorm1W = 16,
+  kNorm1B,
+  kQkvW,
+  kQkvB,
+  kOutW,
+  kOutB,
+  kNorm2W,
+  kNorm2B,
+  kMlpInW,
+  kMlpInB,
+  kGateW,
+  kUpW,
+  kMlpOutW,
+  kMlpOutB,
 };
 uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
 
@@ -21,8 +37,8 @@ class UnitBuilder {
  public:
   UnitBuilder(std::string name, std::string prefix) : prefix_(std::move(prefix)) { u_.name = std::move(name); }
   // Adds a tensor; vectors must follow every matrix (the decay prefix).
-  TensorSlot& add(const std::string& role, int64_t rows, int64_t cols, bool matrix, ParamInit init,
-                  uint64_t id, int64_t full_cols) {
+  TensorSlot& add(const std::string& role, int64_t rows, int64_t cols, bool matrix, ParamInit init, uint64_t id,
+                  int64_t full_cols) {
     if (matrix && u_.decay_elems != u_.elems)
       throw std::logic_error("param layout: matrix " + role + " after a vector in " + u_.name);
     TensorSlot t;
@@ -57,8 +73,7 @@ int64_t padded_vocab_size(int64_t vocab, int64_t tp) {
 
 std::optional<int64_t> global_row(const TensorSlot& t, int64_t r) {
   switch (t.row_map) {
-    case RowMap::kBlock:
-      return t.row_begin + r;
+    case RowMap::kBlock: return t.row_begin + r;
     case RowMap::kVocab: {
       const int64_t g = t.row_begin + r;
       if (g >= t.valid_rows_end) return std::nullopt;
@@ -139,8 +154,7 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
   // matrices
   qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
-  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal,
-                   layer_id(L, kOutW), m.heads * d),
+  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
             a_t * d);
   if (gpt) {
     row_block(ub.add("mlp_in.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kMlpInW), h), f_t);
@@ -148,14 +162,11 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
     row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
     row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
   }
-  col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal,
-                   layer_id(L, kMlpOutW), m.ffn),
-            f_t);
+  col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal, layer_id(L, kMlpOutW), m.ffn), f_t);
   // vectors (replicated unless column-parallel)
   replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
   if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
-  if (gpt || m.qkv_bias)
-    qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
+  if (gpt || m.qkv_bias) qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
   if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
   replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
   if (gpt) {

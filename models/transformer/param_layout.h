@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger {
 
@@ -49,17 +49,17 @@ enum class RowMap {
 };
 
 struct TensorSlot {
-  std::string name;        // full name, e.g. "layers.3.qkv.weight"
-  std::string role;        // name within its unit kind, e.g. "qkv.weight"
-  int64_t offset = 0;      // elements from the start of the unit
+  std::string name;            // full name, e.g. "layers.3.qkv.weight"
+  std::string role;            // name within its unit kind, e.g. "qkv.weight"
+  int64_t offset = 0;          // elements from the start of the unit
   int64_t rows = 0, cols = 0;  // local shape; a vector is rows = n, cols = 1
-  bool matrix = false;     // 2-D (weight decay applies)
+  bool matrix = false;         // 2-D (weight decay applies)
   ParamInit init = ParamInit::kZeros;
   uint64_t tensor_id = 0;  // names the full tensor (the RNG stream of its init)
 
   // Placement in the full (t = 1) tensor of full_cols columns.
   int64_t full_cols = 0;
-  int64_t col_begin = 0;   // column-split (row-parallel) tensors
+  int64_t col_begin = 0;  // column-split (row-parallel) tensors
   RowMap row_map = RowMap::kBlock;
   int64_t row_begin = 0;
   int64_t valid_rows_end = 0;  // kVocab: the unpadded V
@@ -72,12 +72,12 @@ struct TensorSlot {
   // What the parallel training step needs to know of a tensor, said here
   // where the tensor is defined (docs/exact-budget.md "Parameters held by a
   // rank"):
-  bool replicated_over_tp = false;  // every TP rank holds it whole: norm weights,
-                                    // row-parallel biases, learned positions
-  bool word_embedding = false;      // the word embedding (first stage); with tied
-                                    // embeddings and p = 1 the head reads it too
-  bool tied_copy = false;           // the last stage's copy of the tied word
-                                    // embedding (p > 1): the same parameter
+  bool replicated_over_tp = false;           // every TP rank holds it whole: norm weights,
+                                             // row-parallel biases, learned positions
+  bool word_embedding = false;               // the word embedding (first stage); with tied
+                                             // embeddings and p = 1 the head reads it too
+  bool tied_copy = false;                    // the last stage's copy of the tied word
+                                             // embedding (p > 1): the same parameter
   bool summed_over_embedding_group = false;  // tied, p > 1: the word embedding and its
                                              // copy, whose gradients the first and last
                                              // stage sum (Megatron's embedding group)
@@ -110,10 +110,10 @@ struct ParamLayout {
   int embedding_unit = -1;        // index in units, -1 when not on this stage
   int first_layer_unit = -1;
   int head_unit = -1;
-  int64_t first_layer = 0;        // global index of the stage's first layer
-  int64_t layers = 0;             // layers on the stage
-  int64_t vocab_padded = 0;       // V'
-  int64_t vocab_rows = 0;         // V'/t rows of the word embedding / output on this rank
+  int64_t first_layer = 0;           // global index of the stage's first layer
+  int64_t layers = 0;                // layers on the stage
+  int64_t vocab_padded = 0;          // V'
+  int64_t vocab_rows = 0;            // V'/t rows of the word embedding / output on this rank
   bool head_uses_embedding = false;  // tied and pp == 1: the head reads embedding.word.weight
 
   int64_t total_elems() const;

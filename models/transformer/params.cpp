@@ -86,17 +86,15 @@ std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64
   return v;
 }
 
-Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type,
-               ParamSharding sharding)
-    : device_(device), layout_(std::move(layout)), weight_t_(weight_type), grad_t_(grad_type),
-      sharding_(sharding) {
+Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type, ParamSharding sharding)
+    : device_(device), layout_(std::move(layout)), weight_t_(weight_type), grad_t_(grad_type), sharding_(sharding) {
   const int64_t gb = dtype_bytes(grad_t_);
   int64_t largest_shard = 0;
   for (const auto& u : layout_.units) {
     const int64_t shard = (u.elems + sharding_.n - 1) / sharding_.n;
     largest_shard = std::max(largest_shard, shard);
-    weights_.push_back(device_.alloc((sharding_.weights ? shard : u.elems) * dtype_bytes(weight_t_),
-                                     Account::kWeights, u.name + ".weights"));
+    weights_.push_back(device_.alloc((sharding_.weights ? shard : u.elems) * dtype_bytes(weight_t_), Account::kWeights,
+                                     u.name + ".weights"));
     grads_.push_back(device_.alloc((sharding_.grads ? shard : u.elems) * gb, Account::kGrads, u.name + ".grads"));
   }
   gathered_.resize(layout_.units.size());
@@ -152,9 +150,7 @@ void* Params::weight(size_t unit, std::string_view role) const {
   return byte_offset(weight_base(unit), t.offset * dtype_bytes(weight_t_));
 }
 
-void* Params::grad(size_t unit, std::string_view role) const {
-  return grad(unit, layout_.units[unit].at(role));
-}
+void* Params::grad(size_t unit, std::string_view role) const { return grad(unit, layout_.units[unit].at(role)); }
 
 void* Params::grad(size_t unit, const TensorSlot& t) const {
   return byte_offset(grad_base(unit), t.offset * dtype_bytes(grad_t_));

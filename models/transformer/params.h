@@ -53,8 +53,7 @@ class Params {
   static constexpr double kInitStd = 0.02;
 
   // Allocates every unit's weights and gradients (gradients zeroed). Throws OutOfMemory.
-  Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type,
-         ParamSharding sharding = {});
+  Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type, ParamSharding sharding = {});
 
   // Writes the initial values. `each_unit(u, values)` also receives each
   // unit's fp32 values (e.g. to fill the fp32 master copy). A no-op on meta.
@@ -96,12 +95,8 @@ class Params {
   ParamSharding sharding_;
   Buffer grad_staging_;
   std::vector<Buffer> gathered_;
-  void* grad_base(size_t unit) const {
-    return sharding_.grads ? grad_staging_.data() : grads_[unit].data();
-  }
-  void* weight_base(size_t unit) const {
-    return sharding_.weights ? gathered_[unit].data() : weights_[unit].data();
-  }
+  void* grad_base(size_t unit) const { return sharding_.grads ? grad_staging_.data() : grads_[unit].data(); }
+  void* weight_base(size_t unit) const { return sharding_.weights ? gathered_[unit].data() : weights_[unit].data(); }
 };
 
 // Byte offset into a device buffer; stays nullptr on meta (no memory there).

@@ -3,17 +3,14 @@
 
 namespace gpuledger {
 
-void reduce_from_tensor_model_parallel_region(Comm& tp, void* x, int64_t elems, DType t) {
-  tp.all_reduce(x, elems, t);
-}
+void reduce_from_tensor_model_parallel_region(Comm& tp, void* x, int64_t elems, DType t) { tp.all_reduce(x, elems, t); }
 
-void reduce_scatter_to_sequence_parallel_region(Comm& tp, void* shard, const void* full, int64_t shard_elems,
-                                                DType t) {
+void reduce_scatter_to_sequence_parallel_region(Comm& tp, void* shard, const void* full, int64_t shard_elems, DType t) {
   tp.reduce_scatter(shard, full, shard_elems, t);
 }
 
-Buffer gather_from_sequence_parallel_region(Device& dev, Comm& tp, const void* shard, int64_t shard_elems,
-                                            DType t, const char* name) {
+Buffer gather_from_sequence_parallel_region(Device& dev, Comm& tp, const void* shard, int64_t shard_elems, DType t,
+                                            const char* name) {
   Buffer full = dev.alloc(dtype_bytes(t) * shard_elems * tp.size(), Account::kWorkspace, name);
   tp.all_gather(full.data(), shard, shard_elems, t);
   return full;

@@ -40,11 +40,10 @@ struct TpRegion {
 };
 
 void reduce_from_tensor_model_parallel_region(Comm& tp, void* x, int64_t elems, DType t);
-void reduce_scatter_to_sequence_parallel_region(Comm& tp, void* shard, const void* full, int64_t shard_elems,
-                                                DType t);
+void reduce_scatter_to_sequence_parallel_region(Comm& tp, void* shard, const void* full, int64_t shard_elems, DType t);
 // A workspace buffer `name` of tp.size()·shard_elems elements of t, holding every rank's shard.
-Buffer gather_from_sequence_parallel_region(Device& dev, Comm& tp, const void* shard, int64_t shard_elems,
-                                            DType t, const char* name);
+Buffer gather_from_sequence_parallel_region(Device& dev, Comm& tp, const void* shard, int64_t shard_elems, DType t,
+                                            const char* name);
 
 class AllTokens {
  public:

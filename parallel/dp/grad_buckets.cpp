@@ -55,8 +55,8 @@ GradReductionPlan all_reduce_plan(const std::vector<int64_t>& elems, int64_t buc
   return plan;
 }
 
-GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank,
-                                      int64_t bucket, bool overlap) {
+GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank, int64_t bucket,
+                                      bool overlap) {
   if (n < 1 || rank < 0 || rank >= n) throw std::invalid_argument("reduce_scatter_plan: rank outside the group");
   if (bucket < 1) throw std::invalid_argument("reduce_scatter_plan: a bucket holds no element");
   GradReductionPlan plan;
@@ -87,9 +87,14 @@ GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t
   return plan;
 }
 
-GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, DType g,
-                                     GradReductionPlan plan, void* staging, bool overlap)
-    : dev_(dev), dp_(dp), grads_(std::move(grads)), g_(g), plan_(std::move(plan)), staging_(staging),
+GradBucketReducer::GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, DType g, GradReductionPlan plan,
+                                     void* staging, bool overlap)
+    : dev_(dev),
+      dp_(dp),
+      grads_(std::move(grads)),
+      g_(g),
+      plan_(std::move(plan)),
+      staging_(staging),
       slots_(overlap ? 2 : 1) {
   if (plan_.kind != CommKind::kAllReduce && plan_.kind != CommKind::kReduceScatter)
     throw std::invalid_argument("GradBucketReducer: a plan reduces with all_reduce or reduce_scatter");

@@ -40,8 +40,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/device.h"
 #include "comm/comm.h"
+#include "kernels/device.h"
 
 namespace gpuledger {
 
@@ -68,26 +68,26 @@ struct GradBucket {
 struct GradReductionPlan {
   CommKind kind = CommKind::kAllReduce;  // kAllReduce or kReduceScatter
   std::vector<GradBucket> buckets;
-  int64_t slot_elems = 0;                // elements between two slots
-  int64_t staging_bytes = 0;             // fp32 staging of every slot
+  int64_t slot_elems = 0;     // elements between two slots
+  int64_t staging_bytes = 0;  // fp32 staging of every slot
 };
 
 // ZeRO 0: buckets of `bucket` elements over the units laid back to back.
 GradReductionPlan all_reduce_plan(const std::vector<int64_t>& elems, int64_t bucket, bool overlap);
 // ZeRO 1: pieces of max(1, ⌊bucket/n⌋) shard elements, unit by unit, for dp rank `rank` of n.
-GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank,
-                                      int64_t bucket, bool overlap);
+GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank, int64_t bucket,
+                                      bool overlap);
 
 class GradBucketReducer {
  public:
   // grads[u]: unit u's gradient buffer (of type g; null on meta, where only
   // the calls run); staging: plan.staging_bytes bytes; slots: 2 with overlap.
-  GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, DType g, GradReductionPlan plan,
-                    void* staging, bool overlap);
+  GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, DType g, GradReductionPlan plan, void* staging,
+                    bool overlap);
   // The all-reduce plan (ZeRO 0) over units of elems[u] elements;
   // staging: grad_bucket_staging_bytes bytes.
-  GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, std::vector<int64_t> elems,
-                    DType g, int64_t bucket, void* staging, bool overlap);
+  GradBucketReducer(Device& dev, Comm& dp, std::vector<void*> grads, std::vector<int64_t> elems, DType g,
+                    int64_t bucket, void* staging, bool overlap);
   // Waits for whatever is still in flight (a step that failed midway).
   ~GradBucketReducer();
   GradBucketReducer(const GradBucketReducer&) = delete;
@@ -116,10 +116,10 @@ class GradBucketReducer {
   GradReductionPlan plan_;
   void* staging_;
   int64_t slots_;
-  std::vector<bool> ready_;             // per unit
-  std::vector<bool> started_;           // per bucket
-  std::vector<CommHandle> in_flight_;   // per slot
-  std::vector<int64_t> slot_bucket_;    // per slot: the bucket it holds (−1 when free)
+  std::vector<bool> ready_;            // per unit
+  std::vector<bool> started_;          // per bucket
+  std::vector<CommHandle> in_flight_;  // per slot
+  std::vector<int64_t> slot_bucket_;   // per slot: the bucket it holds (−1 when free)
 };
 
 }  // namespace gpuledger

@@ -10,7 +10,8 @@ namespace gpuledger {
 namespace {
 
 GradReductionPlan make_plan(const ParamLayout& pl, Comm& dp, const RunConfig& run, DType g, int zero) {
-  if (zero != 0 && zero != 1) throw std::invalid_argument("DpGradSync: ZeRO " + std::to_string(zero) + " shards the gradients");
+  if (zero != 0 && zero != 1)
+    throw std::invalid_argument("DpGradSync: ZeRO " + std::to_string(zero) + " shards the gradients");
   std::vector<int64_t> elems;
   for (const UnitLayout& u : pl.units) elems.push_back(u.elems);
   const int64_t bucket = bucket_elems(run.bucket_mb, dtype_bytes(g));
@@ -21,8 +22,13 @@ GradReductionPlan make_plan(const ParamLayout& pl, Comm& dp, const RunConfig& ru
 }  // namespace
 
 DpGradSync::DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run, int zero)
-    : dev_(dev), dp_(dp), stage_(stage), params_(params), microbatches_(run.microbatches),
-      overlap_(run.overlap_grad_reduce), plan_(make_plan(params.layout(), dp, run, params.grad_type(), zero)) {
+    : dev_(dev),
+      dp_(dp),
+      stage_(stage),
+      params_(params),
+      microbatches_(run.microbatches),
+      overlap_(run.overlap_grad_reduce),
+      plan_(make_plan(params.layout(), dp, run, params.grad_type(), zero)) {
   staging_ = dev.alloc(plan_.staging_bytes, Account::kComm, "dp.bucket");
   for (const UnitLayout& u : params.layout().units) held_back_.push_back(u.summed_over_embedding_group());
 }

@@ -53,8 +53,8 @@ class DpGradSync final : public UnitHooks {
   bool overlap_;
   GradReductionPlan plan_;
   Buffer staging_;
-  std::vector<bool> held_back_;          // per unit
-  std::vector<int64_t> backward_ends_;   // per unit: backward passes finished this step
+  std::vector<bool> held_back_;                 // per unit
+  std::vector<int64_t> backward_ends_;          // per unit: backward passes finished this step
   std::unique_ptr<GradBucketReducer> reducer_;  // this step's
 };
 

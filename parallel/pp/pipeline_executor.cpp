@@ -6,8 +6,7 @@
 
 namespace gpuledger {
 
-PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const ModelConfig& model,
-                                   const RunConfig& run)
+PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const ModelConfig& model, const RunConfig& run)
     : dev_(dev), ctx_(ctx), run_(run), e_(run.dtype), data_(model.vocab, run.seed) {
   const Layout& l = ctx.layout;
   if (l.pp < 2) return;

@@ -8,9 +8,8 @@ namespace gpuledger {
 
 std::vector<ScheduleStep> make_schedule(Schedule kind, int64_t pp, int64_t stage, int64_t m) {
   if (pp < 1 || stage < 0 || stage >= pp || m < 1)
-    throw std::invalid_argument("make_schedule: need pp >= 1, 0 <= stage < pp, m >= 1; got pp " +
-                                std::to_string(pp) + ", stage " + std::to_string(stage) + ", m " +
-                                std::to_string(m));
+    throw std::invalid_argument("make_schedule: need pp >= 1, 0 <= stage < pp, m >= 1; got pp " + std::to_string(pp) +
+                                ", stage " + std::to_string(stage) + ", m " + std::to_string(m));
   std::vector<ScheduleStep> t;
   t.reserve(static_cast<size_t>(2 * m));
   if (kind == Schedule::kGPipe) {

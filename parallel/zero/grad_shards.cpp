@@ -4,7 +4,11 @@
 namespace gpuledger {
 
 ZeroGradShards::ZeroGradShards(Device& dev, Comm& dp, StageModel& stage, Params& params)
-    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()),
+    : dev_(dev),
+      dp_(dp),
+      stage_(stage),
+      params_(params),
+      n_(dp.size()),
       tied_head_(params.layout().head_uses_embedding) {
   for (const UnitLayout& u : params.layout().units) shards_.push_back(unit_shard(u.elems, n_, dp.rank()));
 }

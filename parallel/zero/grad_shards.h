@@ -43,9 +43,9 @@ class ZeroGradShards final : public UnitHooks {
   StageModel& stage_;
   Params& params_;
   int64_t n_;
-  bool tied_head_;              // the head writes the embedding's word gradient
+  bool tied_head_;  // the head writes the embedding's word gradient
   std::vector<UnitShard> shards_;
-  Buffer tied_word_grad_;       // head backward begin -> embedding backward begin
+  Buffer tied_word_grad_;  // head backward begin -> embedding backward begin
 };
 
 }  // namespace gpuledger

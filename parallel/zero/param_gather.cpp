@@ -6,8 +6,7 @@
 namespace gpuledger {
 
 ZeroParamGather::ZeroParamGather(Device& dev, Comm& dp, StageModel& stage, Params& params, int64_t prefetch)
-    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()),
-      prefetch_(prefetch) {}
+    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()), prefetch_(prefetch) {}
 
 bool ZeroParamGather::is_tied_head(size_t u) const {
   const ParamLayout& pl = params_.layout();
@@ -19,8 +18,8 @@ void ZeroParamGather::gather(size_t u) {
   if (!full.empty()) return;
   const UnitShard sh = unit_shard(params_.layout().units[u].elems, n_, rank_);
   const DType e = params_.weight_type();
-  full = dev_.alloc(dtype_bytes(e) * sh.padded_elems(n_), Account::kWeights,
-                    params_.layout().units[u].name + ".gathered");
+  full =
+      dev_.alloc(dtype_bytes(e) * sh.padded_elems(n_), Account::kWeights, params_.layout().units[u].name + ".gathered");
   dp_.all_gather(full.data(), params_.weights(u).data(), sh.shard_elems, e);
   stage_.rebind_layer_unit(u);
 }

@@ -5,8 +5,8 @@
 
 namespace gpuledger {
 
-ShardedOptimizer::ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero,
-                                   int64_t n, int64_t dp_rank, std::unique_ptr<UpdateRule> rule)
+ShardedOptimizer::ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n,
+                                   int64_t dp_rank, std::unique_ptr<UpdateRule> rule)
     : dev_(dev), dp_(dp), params_(params), n_(n), sharded_(zero >= 1), rule_(std::move(rule)) {
   for (const UnitLayout& u : params.layout().units) {
     shards_.push_back(sharded_ ? unit_shard(u.elems, n, dp_rank) : unit_shard(u.elems, 1, 0));
@@ -42,8 +42,8 @@ void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scal
     p.state_offset = lo - sh.begin;  // offset in the shard-sized states
     p.elems = hi - lo;
     p.master = master_.empty() ? nullptr : static_cast<float*>(byte_offset(master_[u].data(), 4 * p.state_offset));
-    p.weights = byte_offset(params_.weights(u).data(),
-                            dtype_bytes(e) * (params_.weights_sharded() ? p.state_offset : lo));
+    p.weights =
+        byte_offset(params_.weights(u).data(), dtype_bytes(e) * (params_.weights_sharded() ? p.state_offset : lo));
     p.weight_type = e;
     p.grads = byte_offset(params_.grads(u).data(), dtype_bytes(g) * (params_.grads_sharded() ? p.state_offset : lo));
     p.grad_type = g;

@@ -31,8 +31,8 @@ class ShardedOptimizer {
   // zero: the ZeRO stage (>= 1 shards the states over the n ranks of dp,
   // this rank being dp_rank). Allocates the master copies and the rule's
   // states (zeroed). Throws OutOfMemory.
-  ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n,
-                   int64_t dp_rank, std::unique_ptr<UpdateRule> rule);
+  ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n, int64_t dp_rank,
+                   std::unique_ptr<UpdateRule> rule);
 
   // The initial fp32 values of unit u (layout order, all of it): the master
   // keeps its shard. A no-op without a master.

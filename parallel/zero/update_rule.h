@@ -16,12 +16,12 @@ struct ShardPiece {
   size_t unit = 0;
   int64_t state_offset = 0;  // elements from the start of the unit's shard-sized states
   int64_t elems = 0;
-  float* master = nullptr;   // fp32 master of the piece; nullptr without one (fp32 weights)
-  void* weights = nullptr;   // the piece's weights (dtype weight_type)
+  float* master = nullptr;  // fp32 master of the piece; nullptr without one (fp32 weights)
+  void* weights = nullptr;  // the piece's weights (dtype weight_type)
   DType weight_type = DType::kFP32;
   const void* grads = nullptr;  // the piece's gradients (dtype grad_type)
   DType grad_type = DType::kFP32;
-  bool decay = false;        // a matrix (weight decay applies)
+  bool decay = false;  // a matrix (weight decay applies)
 };
 
 class UpdateRule {

@@ -8,8 +8,8 @@
 
 #include "analytic/activations.h"
 #include "analytic/pipeline.h"
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger::analytic {
 namespace {
@@ -186,8 +186,8 @@ TEST(Activations, PeakWithMicrobatchesInFlight) {
   r.mbs = 1;
   r.microbatches = 6;
   const int64_t layer = 33408;
-  const int64_t first = 2 * layer + 64;                                   // + token ids
-  const int64_t last = 2 * layer + 2 * 2048 + 64 + 4 * 16 * 97 + 64;     // V' = V at t = 1
+  const int64_t first = 2 * layer + 64;                               // + token ids
+  const int64_t last = 2 * layer + 2 * 2048 + 64 + 4 * 16 * 97 + 64;  // V' = V at t = 1
   EXPECT_EQ(activation_bytes_per_microbatch(m, l, r, 0), first);
   EXPECT_EQ(activation_bytes_per_microbatch(m, l, r, 1), last);
   r.schedule = Schedule::k1F1B;
@@ -234,8 +234,7 @@ TEST(PublishedActivations, RowAndPipelineRule) {
   // Last stage: one microbatch in flight, 2 layers; extras 4sbh/t + 4sbv/t.
   p = by_name(published_activations(m, l, r, 3));
   EXPECT_DOUBLE_EQ(p.at("korthikanti_stage"), 2 * row);
-  EXPECT_DOUBLE_EQ(p.at("korthikanti_stage_with_extras"),
-                   2 * row + 4.0 * 4096 / 2 + 4.0 * 32 * 2 * 97 / 2);
+  EXPECT_DOUBLE_EQ(p.at("korthikanti_stage_with_extras"), 2 * row + 4.0 * 4096 / 2 + 4.0 * 32 * 2 * 97 / 2);
 
   // The matching row follows the run: t = 2 without SP or recompute → "tensor".
   l.sp = false;

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "analytic/budget.h"
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 #include "tests/analytic/hand_models.h"
 
 namespace gpuledger::analytic {
@@ -87,8 +87,8 @@ TEST(Budget, LastStageByHand) {
 
   std::set<std::string> names;
   for (const auto& p : b.published) names.insert(p.name);
-  for (const char* n : {"mixed_precision_16psi", "zero1", "megatron_distributed_optimizer",
-                        "korthikanti_per_layer", "korthikanti_stage"})
+  for (const char* n : {"mixed_precision_16psi", "zero1", "megatron_distributed_optimizer", "korthikanti_per_layer",
+                        "korthikanti_stage"})
     EXPECT_TRUE(names.count(n)) << n;
 
   // Pass-through of the other budgets.
@@ -115,7 +115,7 @@ TEST(Budget, FirstStageByHand) {
 
 TEST(Budget, CommStagingByZeroStageAndBucket) {
   Case c;
-  c.l.zero = 0;  // all-reduce buckets over the units laid back to back
+  c.l.zero = 0;            // all-reduce buckets over the units laid back to back
   c.r.bucket_mb = 0.0625;  // 65,536 bytes / 2 = 32,768 elements > P_r: whole P_r
   EXPECT_EQ(rank_budget(c.m, c.l, c.r, 4).exact[Account::kComm], 4 * 31424 + 4096);
   c.r.bucket_mb = 0.03125;  // 16,384 elements < P_r

@@ -25,7 +25,7 @@ RunConfig run(int64_t microbatches) {
   r.seq = 4;
   r.mbs = 1;
   r.microbatches = microbatches;
-  return r;   // bf16: e = g = 2; grad_clip 1.0; bucket 25 MiB
+  return r;  // bf16: e = g = 2; grad_clip 1.0; bucket 25 MiB
 }
 
 Layout layout(int64_t dp, int64_t tp, int64_t pp, int zero = 0, bool sp = false) {
@@ -80,8 +80,9 @@ TEST(CommVolume, DataParallelZero1) {
   expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 1), run(3), 0),
                 {{"reduce_scatter@dp", {4, 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // n = 3 pads each unit to a multiple of 3: 210 + 873 + 873 + 96 = 2052 elements.
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
-                {{"reduce_scatter@dp", {4, 2 * 2052}}, {"all_gather@dp", {4, 2 * 2052}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  expect_counts(
+      rank_comm_per_step(tiny_gpt(), layout(3, 1, 1, 1), run(1), 2),
+      {{"reduce_scatter@dp", {4, 2 * 2052}}, {"all_gather@dp", {4, 2 * 2052}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // Buckets of 500 elements: pieces of ⌊500/2⌋ = 250 shard elements. Shards
   // 104, 436, 436, 48: 1 + 2 + 2 + 1 calls, the same bytes.
   RunConfig r = run(1);
@@ -122,19 +123,17 @@ TEST(CommVolume, DataParallelZero2) {
   // ZeRO 2, m = 3: each unit's gradient reduce-scattered after every
   // microbatch (4 units × 3, input 2048·2 B per microbatch), the weights
   // all-gathered once after the step, and the gradient norm summed over dp.
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 2), run(3), 0),
-                {{"reduce_scatter@dp", {12, 3 * 4096}},
-                 {"all_gather@dp", {4, 4096}},
-                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  expect_counts(
+      rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 2), run(3), 0),
+      {{"reduce_scatter@dp", {12, 3 * 4096}}, {"all_gather@dp", {4, 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
 }
 
 TEST(CommVolume, DataParallelZero3) {
   // ZeRO 3, m = 3: every unit gathered before forward and before backward
   // (2·3·4 calls, 6 × 4096 B) and reduce-scattered after every backward.
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 3), run(3), 1),
-                {{"reduce_scatter@dp", {12, 3 * 4096}},
-                 {"all_gather@dp", {24, 6 * 4096}},
-                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  expect_counts(
+      rank_comm_per_step(tiny_gpt(), layout(2, 1, 1, 3), run(3), 1),
+      {{"reduce_scatter@dp", {12, 3 * 4096}}, {"all_gather@dp", {24, 6 * 4096}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // The published ZeRO-3 ratio: 1.5× the DP all-reduce volume at m = 1
   // (gather fwd + gather bwd + reduce-scatter = 3 buffers vs 2 for all-reduce
   // in bus traffic) — here in buffer bytes: 3 × 4096 against 4096.
@@ -148,18 +147,15 @@ TEST(CommVolume, TensorParallel) {
   // vocab-parallel embedding's forward (1) and the head input's backward (1):
   // 10 × 64; the cross-entropy's max, target logit, sum-exp: 3 × 4·1·4 B;
   // the gradient norm: 1 × 4 B.
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), run(1), 1),
-                {{"all_reduce@tp", {14, 640 + 48 + 4}}});
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), run(1), 1), {{"all_reduce@tp", {14, 640 + 48 + 4}}});
   // Full recompute reruns each layer's 2 forward all-reduces: +4 × 64.
   RunConfig r = run(1);
   r.recompute = Recompute::kFull;
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0),
-                {{"all_reduce@tp", {18, 896 + 48 + 4}}});
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0), {{"all_reduce@tp", {18, 896 + 48 + 4}}});
   // Selective recompute has no collective; m = 2 doubles the per-microbatch part.
   r.recompute = Recompute::kSelective;
   r.microbatches = 2;
-  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0),
-                {{"all_reduce@tp", {27, 2 * (640 + 48) + 4}}});
+  expect_counts(rank_comm_per_step(tiny_gpt(), layout(1, 2, 1), r, 0), {{"all_reduce@tp", {27, 2 * (640 + 48) + 4}}});
 }
 
 TEST(CommVolume, TensorParallelSequenceParallel) {
@@ -200,8 +196,7 @@ TEST(CommVolume, ReplicatedKvHeadGradientsAllReducedOverTp) {
                 {{"all_reduce@tp", {14 + 2, 640 + 48 + 4 + 2 * 144}}});
   // No replication at t = k: nothing added.
   m.kv_heads = 2;
-  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0),
-                {{"all_reduce@tp", {14, 640 + 48 + 4}}});
+  expect_counts(rank_comm_per_step(m, layout(1, 2, 1), run(1), 0), {{"all_reduce@tp", {14, 640 + 48 + 4}}});
 }
 
 TEST(CommVolume, PipelineParallel) {
@@ -227,9 +222,10 @@ TEST(CommVolume, TiedEmbeddingsAcrossStages) {
   // p = 2: the first stage's word embedding and the last stage's copy
   // all-reduce their gradient once per step: V'/t·h·g = 10·8·2 B.
   for (int64_t rank : {0, 1})
-    expect_counts(rank_comm_per_step(m, layout(1, 1, 2), run(2), rank),
-                  {{"send@pp", {2, 128}}, {"recv@pp", {2, 128}}, {"all_reduce@pp", {1 + 1, 4 + 4}},
-                   {"all_reduce@emb", {1, 160}}});
+    expect_counts(rank_comm_per_step(m, layout(1, 1, 2), run(2), rank), {{"send@pp", {2, 128}},
+                                                                         {"recv@pp", {2, 128}},
+                                                                         {"all_reduce@pp", {1 + 1, 4 + 4}},
+                                                                         {"all_reduce@emb", {1, 160}}});
   // t = 2: V' = 256, 128 rows per rank: 128·8·2 B.
   const Counts c = rank_comm_per_step(m, layout(1, 2, 2), run(1), 3);
   EXPECT_EQ(c.at("all_reduce@emb").calls, 1);
@@ -239,7 +235,7 @@ TEST(CommVolume, TiedEmbeddingsAcrossStages) {
   // ZeRO 2/3 keep no full gradient past a unit's backward: refused with p > 1.
   EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 2), run(1), 0), LayoutError);
   EXPECT_THROW(rank_comm_per_step(m, layout(2, 1, 2, 3), run(1), 0), LayoutError);
-  EXPECT_NO_THROW(rank_comm_per_step(m, layout(1, 1, 2, 2), run(1), 0));   // n = 1: ZeRO is a no-op
+  EXPECT_NO_THROW(rank_comm_per_step(m, layout(1, 1, 2, 2), run(1), 0));  // n = 1: ZeRO is a no-op
 }
 
 TEST(CommVolume, TiedZero2And3OneStage) {
@@ -249,17 +245,15 @@ TEST(CommVolume, TiedZero2And3OneStage) {
   // P_r = 1968, all even over dp 2. ZeRO 2, m = 3: as untied (the head's word
   // gradient joins the embedding unit's reduce-scatter): 4 units × 3
   // reduce-scatters of 1968·2 B per microbatch, one all-gather of the weights.
-  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 2), run(3), 0),
-                {{"reduce_scatter@dp", {12, 3 * 3936}},
-                 {"all_gather@dp", {4, 3936}},
-                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  expect_counts(
+      rank_comm_per_step(m, layout(2, 1, 1, 2), run(3), 0),
+      {{"reduce_scatter@dp", {12, 3 * 3936}}, {"all_gather@dp", {4, 3936}}, {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // ZeRO 3, m = 3, --prefetch 1: 2·3·4 unit gathers (6 × 3936 B) plus the
   // embedding unit (208·2 = 416 B) gathered for the head's forward and, its
   // backward window {head, layer 1} not reaching unit 0, its backward: + 2·3.
-  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 3), run(3), 1),
-                {{"reduce_scatter@dp", {12, 3 * 3936}},
-                 {"all_gather@dp", {24 + 6, 6 * 3936 + 6 * 416}},
-                 {"all_reduce@dp", {1 + 1, 4 + 4}}});
+  expect_counts(rank_comm_per_step(m, layout(2, 1, 1, 3), run(3), 1), {{"reduce_scatter@dp", {12, 3 * 3936}},
+                                                                       {"all_gather@dp", {24 + 6, 6 * 3936 + 6 * 416}},
+                                                                       {"all_reduce@dp", {1 + 1, 4 + 4}}});
   // --prefetch 3: the head's backward window is units 0-3: the forward's only.
   RunConfig r = run(3);
   r.prefetch = 3;

@@ -74,15 +74,14 @@ TEST(Flops, LlamaLayerForwardByHandWithGqa) {
   // b = 2, s = 8, h = 16, a = 4, k = 2, d = 4, f = 24:
   // QKV 2·2·8·16·(16 + 2·8) = 16384; QKᵀ + P·V 2·2·2·4·64·4 = 8192;
   // attention-out 2·2·8·16·16 = 8192; MLP (gate, up, down) 3·2·2·8·16·24 = 36864.
-  EXPECT_EQ(layer_forward_flops(tiny_llama(), layout(1, 1, 1), run(8, 2, 1)),
-            16384 + 8192 + 8192 + 36864);
+  EXPECT_EQ(layer_forward_flops(tiny_llama(), layout(1, 1, 1), run(8, 2, 1)), 16384 + 8192 + 8192 + 36864);
 }
 
 TEST(Flops, TensorParallelSplitsTheLayer) {
   // t = 2 on tiny_gpt: a_t = k_t = 1, f/t = 16: QKV 2·4·8·12 = 768,
   // core 4·1·16·4 = 256, attention-out 2·4·4·8 = 256, MLP 2·2·4·8·16 = 2048.
   EXPECT_EQ(layer_forward_flops(tiny_gpt(), layout(1, 2, 1), run(4, 1, 1)), 3328);
-  EXPECT_EQ(2 * 3328, 6656);   // the t = 1 layer, split exactly in two
+  EXPECT_EQ(2 * 3328, 6656);  // the t = 1 layer, split exactly in two
 }
 
 // ---- a rank's step ----
@@ -93,12 +92,12 @@ TEST(Flops, OneRankStepByHand) {
   RunConfig r = run(4, 1, 1);
   // Forward: 2 layers × 6656 + head 2·4·8·10 = 640. Step = 3 × forward.
   StepFlops f = rank_step_flops(m, l, r, 0);
-  EXPECT_EQ(f.hardware, 3 * (2 * 6656 + 640));          // 41856
+  EXPECT_EQ(f.hardware, 3 * (2 * 6656 + 640));  // 41856
   EXPECT_EQ(f.model, 41856);
   // Causal: the two s² GEMMs (256 each per layer) at half: 3 · 2 layers · 256 less.
   EXPECT_EQ(f.model_causal, 41856 - 3 * 2 * 256);
 
-  r.microbatches = 5;   // m microbatches: 5 × the above
+  r.microbatches = 5;  // m microbatches: 5 × the above
   f = rank_step_flops(m, l, r, 0);
   EXPECT_EQ(f.hardware, 5 * 41856);
   EXPECT_EQ(f.model, 5 * 41856);
@@ -132,12 +131,12 @@ TEST(Flops, TensorParallelRanksSumToOneRank) {
   const auto l = layout(1, 2, 1);
   // V' = ⌈10 / 256⌉·256 = 256, V'/t = 128 rows per rank; hardware counts them all.
   const StepFlops r0 = rank_step_flops(m, l, r, 0), r1 = rank_step_flops(m, l, r, 1);
-  EXPECT_EQ(r0.hardware, 3 * (2 * 3328 + 2 * 4 * 8 * 128));   // 44544
+  EXPECT_EQ(r0.hardware, 3 * (2 * 3328 + 2 * 4 * 8 * 128));  // 44544
   EXPECT_EQ(r1.hardware, r0.hardware);
   // Model: rank 0 holds the 10 real rows, rank 1 only padding.
   EXPECT_EQ(r0.model, 3 * (2 * 3328 + 2 * 4 * 8 * 10));
   EXPECT_EQ(r1.model, 3 * (2 * 3328));
-  EXPECT_EQ(r0.model + r1.model, 41856);   // the t = 1 total
+  EXPECT_EQ(r0.model + r1.model, 41856);  // the t = 1 total
   EXPECT_EQ(r0.model_causal + r1.model_causal, 41856 - 3 * 2 * 256);
 }
 
@@ -151,8 +150,7 @@ TEST(Flops, ReplicatedKvHeadsAreHardwareNotModel) {
   // Hardware per layer: 4 ranks × 2·b·s·h·2·d (one K and one V head each)
   // against 2·b·s·h·2·k·d at t = 1: 3 × 2 layers × 2·8·16·8·(4 − 2) extra;
   // the head: V' = ⌈16/512⌉·512 = 512 rows against 16: 3·2·8·16·(512 − 16).
-  EXPECT_EQ(four.hardware - one.hardware,
-            3 * 2 * (2 * 8 * 16 * 2 * 4) * (4 - 2) + 3 * 2 * 8 * 16 * (512 - 16));
+  EXPECT_EQ(four.hardware - one.hardware, 3 * 2 * (2 * 8 * 16 * 2 * 4) * (4 - 2) + 3 * 2 * 8 * 16 * (512 - 16));
 }
 
 TEST(Flops, PipelineStagesAndTheJob) {

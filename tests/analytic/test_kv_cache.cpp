@@ -15,8 +15,8 @@ constexpr int64_t GiB = int64_t{1} << 30;
 // Shapes from the models' Hugging Face config.json (num_hidden_layers,
 // hidden_size, num_attention_heads, num_key_value_heads, intermediate_size,
 // vocab_size, max_position_embeddings, sliding_window).
-ModelConfig llama(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
-                  int64_t ffn, int64_t vocab, int64_t max_seq) {
+ModelConfig llama(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t ffn,
+                  int64_t vocab, int64_t max_seq) {
   ModelConfig m;
   m.name = std::move(name);
   m.flavour = Flavour::kLlama;
@@ -64,7 +64,7 @@ TEST(KvCache, PublishedBytesPerToken) {
 }
 
 TEST(KvCache, TensorParallelSplitsThenReplicates) {
-  const auto m = llama3_8b();   // 8 KV heads
+  const auto m = llama3_8b();  // 8 KV heads
   EXPECT_EQ(kv_bytes_per_token(m, layout(2), KvFormat::kBF16), 64 * KiB);
   EXPECT_EQ(kv_bytes_per_token(m, layout(8), KvFormat::kBF16), 16 * KiB);
   // t = 16 > k = 8: one (replicated) head per rank, not half of one.
@@ -75,7 +75,8 @@ TEST(KvCache, TensorParallelSplitsThenReplicates) {
 
 TEST(KvCache, NamesRoundTrip) {
   for (auto k : {KvLayout::kContiguous, KvLayout::kPaged}) EXPECT_EQ(kv_layout_from_name(kv_layout_name(k)), k);
-  for (auto t : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8}) EXPECT_EQ(kv_format_from_name(kv_format_name(t)), t);
+  for (auto t : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8})
+    EXPECT_EQ(kv_format_from_name(kv_format_name(t)), t);
   for (auto s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel})
     EXPECT_EQ(kv_scales_from_name(kv_scales_name(s)), s);
   EXPECT_FALSE(kv_format_from_name("fp4"));
@@ -85,7 +86,7 @@ TEST(KvCache, NamesRoundTrip) {
 
 TEST(KvCache, PagedRoundsUpToBlocksPlusTheNullBlock) {
   const auto m = llama3_8b();
-  const auto o = opts(KvLayout::kPaged);   // block 16
+  const auto o = opts(KvLayout::kPaged);  // block 16
   EXPECT_EQ(kv_block_bytes(m, layout(), o), 16 * 128 * KiB);
   // 3 sequences of 100 tokens: ⌈100/16⌉ = 7 blocks each, + 1 null block = 22.
   EXPECT_EQ(kv_reserved_bytes(m, layout(), o, 3, 100), 22 * 16 * 128 * KiB);
@@ -122,7 +123,7 @@ TEST(KvCache, SlidingWindowCapsMistralAt4096) {
 }
 
 TEST(KvCache, QuantizedCachesAndTheirScales) {
-  const auto m = llama3_8b();   // 32 layers, 8 KV heads, d = 128
+  const auto m = llama3_8b();  // 32 layers, 8 KV heads, d = 128
   EXPECT_EQ(kv_bytes_per_token(m, layout(), KvFormat::kFP8E4M3), 64 * KiB);
   EXPECT_EQ(kv_bytes_per_token(m, layout(), KvFormat::kInt8), 64 * KiB);
   // Per token-head: a K and a V fp32 scale per head per layer per token: 2·32·8·4.
@@ -147,7 +148,7 @@ TEST(KvCache, QuantizedCachesAndTheirScales) {
 
 TEST(KvCache, CapacityByHand) {
   const auto m = llama3_8b();
-  const int64_t device = 80 * GiB;           // 85,899,345,920 B
+  const int64_t device = 80 * GiB;  // 85,899,345,920 B
   const int64_t weights = 16'060'000'000;
   const int64_t acts = 1 * GiB;
   const int64_t overhead = 512 * 1024 * 1024;
@@ -158,7 +159,7 @@ TEST(KvCache, CapacityByHand) {
   // the null block: 28,436 usable; an 8192-token sequence takes 512.
   auto cap = kv_capacity(m, layout(), opts(KvLayout::kPaged), device, 0.9, weights, acts, overhead, 8192);
   EXPECT_EQ(cap.pool_bytes, pool);
-  EXPECT_EQ(cap.sequences, 55);      // ⌊28,436 / 512⌋
+  EXPECT_EQ(cap.sequences, 55);  // ⌊28,436 / 512⌋
   EXPECT_EQ(cap.tokens, 28'436 * 16);
   // 1000-token sequences: ⌈1000/16⌉ = 63 blocks each: ⌊28,436 / 63⌋ = 451.
   EXPECT_EQ(kv_capacity(m, layout(), opts(KvLayout::kPaged), device, 0.9, weights, acts, overhead, 1000).sequences,

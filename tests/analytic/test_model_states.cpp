@@ -6,8 +6,8 @@
 #include <map>
 
 #include "analytic/model_states.h"
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger::analytic {
 namespace {

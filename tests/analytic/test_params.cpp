@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "analytic/params.h"
-#include "core/model_config.h"
 #include "core/layout.h"
+#include "core/model_config.h"
 
 namespace gpuledger::analytic {
 namespace {
@@ -73,7 +73,7 @@ TEST(Params, PaddedVocabAndKvHeads) {
   EXPECT_EQ(padded_vocab(tiny, 4), 512);
   const auto l3 = load_model("llama3-8b");  // V = 128256 = 125.25 · 1024
   EXPECT_EQ(padded_vocab(l3, 8), 126 * 1024);
-  EXPECT_EQ(padded_vocab(l3, 2), 128256);   // already a multiple of 256
+  EXPECT_EQ(padded_vocab(l3, 2), 128256);  // already a multiple of 256
   EXPECT_EQ(kv_heads_on_rank(l3.kv_heads, 1), 8);
   EXPECT_EQ(kv_heads_on_rank(l3.kv_heads, 2), 4);
   EXPECT_EQ(kv_heads_on_rank(l3.kv_heads, 8), 1);
@@ -91,8 +91,7 @@ TEST(Params, LargestLayerIsLargestModule) {
 }
 
 TEST(Params, SingleRankUnitsSumToPsi) {
-  for (const char* name : {"gpt2", "llama2-7b", "llama3-8b", "qwen2.5-7b", "tiny-gpt",
-                           "tiny-llama", "mistral-7b"}) {
+  for (const char* name : {"gpt2", "llama2-7b", "llama3-8b", "qwen2.5-7b", "tiny-gpt", "tiny-llama", "mistral-7b"}) {
     const auto m = load_model(name);
     Layout one;
     const auto us = rank_param_units(m, one, 0);
@@ -117,13 +116,13 @@ TEST(Params, TensorNames) {
   EXPECT_EQ(find_tensor(us, "layers.3.qkv.bias")->elems, 2304);
   EXPECT_EQ(find_tensor(us, "layers.11.mlp_out.bias")->elems, 768);
   EXPECT_EQ(find_tensor(us, "head.norm.bias")->elems, 768);
-  EXPECT_EQ(find_tensor(us, "head.output.weight"), nullptr);     // tied, p = 1
+  EXPECT_EQ(find_tensor(us, "head.output.weight"), nullptr);  // tied, p = 1
   EXPECT_EQ(find_tensor(us, "head.word_copy.weight"), nullptr);
 
   const auto l = load_model("llama2-7b");
   const auto lu = rank_param_units(l, Layout{}, 0);
-  EXPECT_EQ(find_tensor(lu, "layers.0.qkv.bias"), nullptr);      // no biases
-  EXPECT_EQ(find_tensor(lu, "layers.0.norm1.bias"), nullptr);    // RMSNorm: γ only
+  EXPECT_EQ(find_tensor(lu, "layers.0.qkv.bias"), nullptr);    // no biases
+  EXPECT_EQ(find_tensor(lu, "layers.0.norm1.bias"), nullptr);  // RMSNorm: γ only
   EXPECT_EQ(find_tensor(lu, "layers.0.mlp_gate.weight")->elems, 4096 * 11008);
   EXPECT_EQ(find_tensor(lu, "head.output.weight")->elems, 32000 * 4096);
 

@@ -14,14 +14,14 @@ namespace {
 
 // The call sequence both tests run: n per rank, on group "dp".
 void run_sequence(Comm& c) {
-  c.all_reduce(nullptr, 1000, DType::kBF16);                 // 1000·2
-  c.all_reduce(nullptr, 10, DType::kFP32, ReduceOp::kMax);   // 10·4
-  c.reduce_scatter(nullptr, nullptr, 256, DType::kBF16);     // 256·size·2
-  c.all_gather(nullptr, nullptr, 256, DType::kFP32);         // 256·size·4
-  c.broadcast(nullptr, 3, DType::kFP16, 0);                  // 3·2
-  c.send(nullptr, 100, DType::kBF16, c.rank() ^ 1);     // 100·2 (to the pair partner)
-  c.recv(nullptr, 100, DType::kBF16, c.rank() ^ 1);     // 100·2
-  c.barrier();                                               // nothing
+  c.all_reduce(nullptr, 1000, DType::kBF16);                // 1000·2
+  c.all_reduce(nullptr, 10, DType::kFP32, ReduceOp::kMax);  // 10·4
+  c.reduce_scatter(nullptr, nullptr, 256, DType::kBF16);    // 256·size·2
+  c.all_gather(nullptr, nullptr, 256, DType::kFP32);        // 256·size·4
+  c.broadcast(nullptr, 3, DType::kFP16, 0);                 // 3·2
+  c.send(nullptr, 100, DType::kBF16, c.rank() ^ 1);         // 100·2 (to the pair partner)
+  c.recv(nullptr, 100, DType::kBF16, c.rank() ^ 1);         // 100·2
+  c.barrier();                                              // nothing
 }
 
 void expect_count(const CommCounters& cc, const std::string& key, int64_t calls, int64_t bytes) {
@@ -40,8 +40,8 @@ TEST(SimComm, BooksTheSequenceAtSize4) {
   run_sequence(c);
   ASSERT_EQ(cc.by_key().size(), 6u);
   expect_count(cc, "all_reduce@dp", 2, 2000 + 40);
-  expect_count(cc, "reduce_scatter@dp", 1, 2048);   // 256 · 4 · 2
-  expect_count(cc, "all_gather@dp", 1, 4096);       // 256 · 4 · 4
+  expect_count(cc, "reduce_scatter@dp", 1, 2048);  // 256 · 4 · 2
+  expect_count(cc, "all_gather@dp", 1, 4096);      // 256 · 4 · 4
   expect_count(cc, "broadcast@dp", 1, 6);
   expect_count(cc, "send@dp", 1, 200);
   expect_count(cc, "recv@dp", 1, 200);
@@ -53,8 +53,8 @@ TEST(SimComm, BooksTheSequenceAtSize2) {
   run_sequence(c);
   ASSERT_EQ(cc.by_key().size(), 6u);
   expect_count(cc, "all_reduce@dp", 2, 2040);
-  expect_count(cc, "reduce_scatter@dp", 1, 1024);   // 256 · 2 · 2
-  expect_count(cc, "all_gather@dp", 1, 2048);       // 256 · 2 · 4
+  expect_count(cc, "reduce_scatter@dp", 1, 1024);  // 256 · 2 · 2
+  expect_count(cc, "all_gather@dp", 1, 2048);      // 256 · 2 · 4
   expect_count(cc, "broadcast@dp", 1, 6);
   expect_count(cc, "send@dp", 1, 200);
   expect_count(cc, "recv@dp", 1, 200);
@@ -79,10 +79,10 @@ TEST(SimComm, RejectsWhatARealCommWould) {
   SimComm c("pp", cc, 4, 1);
   EXPECT_THROW(c.send(nullptr, 1, DType::kFP32, 4), std::invalid_argument);
   EXPECT_THROW(c.recv(nullptr, 1, DType::kFP32, -1), std::invalid_argument);
-  EXPECT_THROW(c.send(nullptr, 1, DType::kFP32, 1), std::invalid_argument);   // itself
+  EXPECT_THROW(c.send(nullptr, 1, DType::kFP32, 1), std::invalid_argument);  // itself
   EXPECT_THROW(c.broadcast(nullptr, 1, DType::kFP32, 4), std::invalid_argument);
   EXPECT_THROW(c.all_reduce(nullptr, -1, DType::kFP32), std::invalid_argument);
-  EXPECT_TRUE(cc.by_key().empty());   // a rejected call books nothing
+  EXPECT_TRUE(cc.by_key().empty());  // a rejected call books nothing
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ TEST(Devices, LookupByNameAndAlias) {
   auto h100 = find_device("h100-sxm");
   ASSERT_TRUE(h100);
   EXPECT_EQ(h100->memory_bytes, 80 * GiB);
-  EXPECT_DOUBLE_EQ(*h100->peak_bf16_flops, 989.4e12);      // 1,978.9 with sparsity, halved
+  EXPECT_DOUBLE_EQ(*h100->peak_bf16_flops, 989.4e12);  // 1,978.9 with sparsity, halved
   EXPECT_DOUBLE_EQ(*h100->bandwidth_bytes_per_s, 3.35e12);
   // What cudaGetDeviceProperties reports, in any case.
   auto alias = find_device("NVIDIA H100 80GB HBM3");
@@ -38,8 +38,8 @@ TEST(Devices, DatasheetFigures) {
   EXPECT_DOUBLE_EQ(*a100.peak_bf16_flops, 312e12);
   EXPECT_DOUBLE_EQ(*a100.bandwidth_bytes_per_s, 2039e9);
   EXPECT_DOUBLE_EQ(*find_device("a100-40gb")->bandwidth_bytes_per_s, 1555e9);
-  EXPECT_DOUBLE_EQ(*find_device("l40s")->peak_bf16_flops, 362.05e12);       // 733 with sparsity
-  EXPECT_DOUBLE_EQ(*find_device("rtx4090")->peak_bf16_flops, 165.2e12);     // fp32 accumulate
+  EXPECT_DOUBLE_EQ(*find_device("l40s")->peak_bf16_flops, 362.05e12);    // 733 with sparsity
+  EXPECT_DOUBLE_EQ(*find_device("rtx4090")->peak_bf16_flops, 165.2e12);  // fp32 accumulate
   EXPECT_DOUBLE_EQ(*find_device("b200")->peak_bf16_flops, 2250e12);
   EXPECT_DOUBLE_EQ(*find_device("h100-pcie")->peak_bf16_flops, 756.5e12);
 }
@@ -48,7 +48,7 @@ TEST(Devices, PeakByDtype) {
   const auto a100 = *find_device("a100-40gb");
   EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kBF16), 312e12);
   EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kFP16), 312e12);
-  EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kFP32), 156e12);   // TF32 tensor cores
+  EXPECT_DOUBLE_EQ(*device_peak_flops(a100, DType::kFP32), 156e12);  // TF32 tensor cores
   // B200's TF32 peak is unknown: no fp32 MFU rather than a wrong one.
   EXPECT_FALSE(device_peak_flops(*find_device("b200"), DType::kFP32));
 }
@@ -56,7 +56,7 @@ TEST(Devices, PeakByDtype) {
 TEST(Devices, UnknownIsNullopt) {
   EXPECT_FALSE(find_device("tpu-v5p"));
   EXPECT_FALSE(find_device(""));
-  EXPECT_FALSE(find_device("h100"));   // ambiguous (SXM or PCIe): no guess
+  EXPECT_FALSE(find_device("h100"));  // ambiguous (SXM or PCIe): no guess
 }
 
 TEST(Devices, EveryPresetIsComplete) {

@@ -20,8 +20,7 @@ float f(uint32_t bits) { return std::bit_cast<float>(bits); }
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 
 TEST(DTypeNames, RoundTripAndSizes) {
-  for (DType t : {DType::kBF16, DType::kFP16, DType::kFP32})
-    EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
+  for (DType t : {DType::kBF16, DType::kFP16, DType::kFP32}) EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
   EXPECT_EQ(dtype_name(DType::kBF16), "bf16");
   EXPECT_EQ(dtype_name(DType::kFP16), "fp16");
   EXPECT_EQ(dtype_name(DType::kFP32), "fp32");
@@ -38,7 +37,7 @@ TEST(BF16, KnownPatterns) {
   EXPECT_EQ(fp32_to_bf16(-2.0f), 0xC000);
   EXPECT_EQ(fp32_to_bf16(0.0f), 0x0000);
   EXPECT_EQ(fp32_to_bf16(-0.0f), 0x8000);
-  EXPECT_EQ(fp32_to_bf16(0.1f), 0x3DCD);  // 0x3DCCCCCD: dropped 0xCCCD > half, round up
+  EXPECT_EQ(fp32_to_bf16(0.1f), 0x3DCD);       // 0x3DCCCCCD: dropped 0xCCCD > half, round up
   EXPECT_EQ(fp32_to_bf16(3.140625f), 0x4049);  // exactly representable
   EXPECT_EQ(bf16_to_fp32(0x3F80), 1.0f);
   EXPECT_EQ(bf16_to_fp32(0x4049), 3.140625f);
@@ -105,15 +104,15 @@ TEST(FP16, Subnormals) {
   const float tiny = std::ldexp(1.0f, -24);  // smallest fp16 subnormal
   EXPECT_EQ(fp32_to_fp16(tiny), 0x0001);
   EXPECT_EQ(fp16_to_fp32(0x0001), tiny);
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);        // tie with 0 -> even (0)
-  EXPECT_EQ(fp32_to_fp16(-std::ldexp(1.0f, -25)), 0x8000);       // signed zero
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);        // above the tie
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);        // 1.5 steps: tie -> 2 (even)
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(5.0f, -25)), 0x0002);        // 2.5 steps: tie -> 2 (even)
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1023.0f, -24)), 0x03FF);     // largest subnormal
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1023.5f, -24)), 0x0400);     // tie -> min normal (even)
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -14)), 0x0400);        // min normal
-  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -26)), 0x0000);        // underflow
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);     // tie with 0 -> even (0)
+  EXPECT_EQ(fp32_to_fp16(-std::ldexp(1.0f, -25)), 0x8000);    // signed zero
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);     // above the tie
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 steps: tie -> 2 (even)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(5.0f, -25)), 0x0002);     // 2.5 steps: tie -> 2 (even)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1023.0f, -24)), 0x03FF);  // largest subnormal
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1023.5f, -24)), 0x0400);  // tie -> min normal (even)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -14)), 0x0400);     // min normal
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -26)), 0x0000);     // underflow
   EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);
   EXPECT_EQ(fp16_to_fp32(0x03FF), std::ldexp(1023.0f, -24));
   EXPECT_EQ(fp16_to_fp32(0x8001), -tiny);
@@ -219,8 +218,8 @@ TEST(Reference, CompilerFloat16) {
 // ---- bulk ----
 
 TEST(Bulk, MatchesScalar) {
-  const std::vector<float> src = {1.0f, -0.1f, 65520.0f, std::ldexp(3.0f, -25), 3.3e38f,
-                                  -0.0f, 1234.5678f, std::numeric_limits<float>::infinity()};
+  const std::vector<float> src = {1.0f,    -0.1f, 65520.0f,   std::ldexp(3.0f, -25),
+                                  3.3e38f, -0.0f, 1234.5678f, std::numeric_limits<float>::infinity()};
   const int64_t n = static_cast<int64_t>(src.size());
   std::vector<uint16_t> b(n), h(n);
   convert_from_fp32(src.data(), b.data(), DType::kBF16, n);

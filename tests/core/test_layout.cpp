@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <set>
 
+#include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "core/layout.h"
 
 namespace gpuledger {
 namespace {
@@ -56,8 +56,8 @@ TEST(LayoutCoords, MegatronOrderWorld16Tp2Dp2Pp4) {
 }
 
 TEST(LayoutCoords, RoundTripAndGroupsPartitionTheWorld) {
-  for (const Layout& l : {make(1, 1, 1), make(4, 1, 1), make(1, 8, 1), make(1, 1, 4),
-                          make(3, 2, 2), make(2, 4, 3), make(5, 3, 2)}) {
+  for (const Layout& l :
+       {make(1, 1, 1), make(4, 1, 1), make(1, 8, 1), make(1, 1, 4), make(3, 2, 2), make(2, 4, 3), make(5, 3, 2)}) {
     SCOPED_TRACE(testing::Message() << "dp " << l.dp << " tp " << l.tp << " pp " << l.pp);
     std::set<Ranks> tp_groups, dp_groups, pp_groups;
     for (int64_t r = 0; r < l.world(); ++r) {
@@ -201,8 +201,7 @@ TEST(ValidateLayout, EachError) {
 // ---- run-option names (core/run_config.h) ----
 
 TEST(RunConfigNames, RoundTrip) {
-  for (Schedule s : {Schedule::k1F1B, Schedule::kGPipe})
-    EXPECT_EQ(schedule_from_name(schedule_name(s)), s);
+  for (Schedule s : {Schedule::k1F1B, Schedule::kGPipe}) EXPECT_EQ(schedule_from_name(schedule_name(s)), s);
   for (Recompute x : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
     EXPECT_EQ(recompute_from_name(recompute_name(x)), x);
   for (AttentionKind a : {AttentionKind::kMaterialized, AttentionKind::kFlash})
@@ -220,8 +219,8 @@ TEST(RunConfigNames, BatchArithmetic) {
   r.seq = 2048;
   r.mbs = 2;
   r.microbatches = 8;
-  EXPECT_EQ(r.global_batch(4), 64);           // 8·2·4
-  EXPECT_EQ(r.tokens_per_step(4), 131072);    // 64·2048
+  EXPECT_EQ(r.global_batch(4), 64);         // 8·2·4
+  EXPECT_EQ(r.tokens_per_step(4), 131072);  // 64·2048
   r.dtype = DType::kFP32;
   EXPECT_FALSE(r.has_master());
 }

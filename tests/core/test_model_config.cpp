@@ -28,9 +28,7 @@ ConfigError expect_error(F&& f) {
   return ConfigError("<none>", "<none>");
 }
 
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
+bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // A valid llama file, with `extra` spliced in before the closing brace
 // (a later duplicate key overrides the earlier one in nlohmann/json).
@@ -48,25 +46,23 @@ std::string gpt_json(const std::string& extra = "") {
 
 // ---- presets ----
 
-const std::vector<std::string> kPresets = {
-    "gpt2",        "gpt2-large",  "gpt2-medium", "gpt2-xl",     "llama2-13b",    "llama2-70b",
-    "llama2-7b",   "llama3-70b",  "llama3-8b",   "llama3.1-405b", "mistral-7b",  "qwen2.5-14b",
-    "qwen2.5-32b", "qwen2.5-72b", "qwen2.5-7b",  "small-gpt",   "small-llama",   "tiny-gpt",
-    "tiny-llama"};
+const std::vector<std::string> kPresets = {"gpt2",       "gpt2-large",  "gpt2-medium", "gpt2-xl",     "llama2-13b",
+                                           "llama2-70b", "llama2-7b",   "llama3-70b",  "llama3-8b",   "llama3.1-405b",
+                                           "mistral-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen2.5-7b",
+                                           "small-gpt",  "small-llama", "tiny-gpt",    "tiny-llama"};
 
 TEST(Presets, NamesAreSortedAndComplete) {
   const auto names = preset_names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  for (const auto& p : kPresets)
-    EXPECT_NE(std::find(names.begin(), names.end(), p), names.end()) << p;
+  for (const auto& p : kPresets) EXPECT_NE(std::find(names.begin(), names.end(), p), names.end()) << p;
 }
 
 TEST(Presets, EveryPresetLoadsValidatesAndCarriesItsName) {
   for (const auto& name : preset_names()) {
     SCOPED_TRACE(name);
     const ModelConfig m = load_model(name);
-    EXPECT_EQ(m.name, name);          // file stem == "name"
-    EXPECT_FALSE(m.source.empty());   // every preset says where its values come from
+    EXPECT_EQ(m.name, name);         // file stem == "name"
+    EXPECT_FALSE(m.source.empty());  // every preset says where its values come from
     EXPECT_NO_THROW(validate_model_config(m));
     EXPECT_EQ(m.heads % m.kv_heads, 0);
   }
@@ -87,15 +83,14 @@ int64_t test_params(const ModelConfig& m) {
 
 // Published totals (HF model cards / safetensors metadata; GPT-2 tied).
 TEST(Presets, ReproducePublishedParameterCounts) {
-  const std::map<std::string, int64_t> published = {
-      {"gpt2", 124'439'808},           {"gpt2-medium", 354'823'168},
-      {"gpt2-large", 774'030'080},     {"gpt2-xl", 1'557'611'200},
-      {"llama2-7b", 6'738'415'616},    {"llama2-13b", 13'015'864'320},
-      {"llama2-70b", 68'976'648'192},  {"llama3-8b", 8'030'261'248},
-      {"llama3-70b", 70'553'706'496},  {"llama3.1-405b", 405'853'388'800},
-      {"mistral-7b", 7'241'732'096},   {"qwen2.5-7b", 7'615'616'512},
-      {"qwen2.5-14b", 14'770'033'664}, {"qwen2.5-32b", 32'763'876'352},
-      {"qwen2.5-72b", 72'706'203'648}};
+  const std::map<std::string, int64_t> published = {{"gpt2", 124'439'808},           {"gpt2-medium", 354'823'168},
+                                                    {"gpt2-large", 774'030'080},     {"gpt2-xl", 1'557'611'200},
+                                                    {"llama2-7b", 6'738'415'616},    {"llama2-13b", 13'015'864'320},
+                                                    {"llama2-70b", 68'976'648'192},  {"llama3-8b", 8'030'261'248},
+                                                    {"llama3-70b", 70'553'706'496},  {"llama3.1-405b", 405'853'388'800},
+                                                    {"mistral-7b", 7'241'732'096},   {"qwen2.5-7b", 7'615'616'512},
+                                                    {"qwen2.5-14b", 14'770'033'664}, {"qwen2.5-32b", 32'763'876'352},
+                                                    {"qwen2.5-72b", 72'706'203'648}};
   for (const auto& [name, psi] : published) EXPECT_EQ(test_params(load_model(name)), psi) << name;
 }
 
@@ -185,7 +180,8 @@ TEST(Parse, GptDefaults) {
 TEST(Parse, LlamaDefaults) {
   const ModelConfig m = parse_model_config(
       R"({"name": "t", "flavour": "llama", "layers": 2, "hidden": 64, "heads": 4,
-          "ffn": 176, "vocab": 97, "max_seq": 64, "sliding_window": null})", "x.json");
+          "ffn": 176, "vocab": 97, "max_seq": 64, "sliding_window": null})",
+      "x.json");
   EXPECT_EQ(m.kv_heads, 4);
   EXPECT_EQ(m.head_dim, 16);
   EXPECT_FALSE(m.tied_embeddings);
@@ -195,8 +191,7 @@ TEST(Parse, LlamaDefaults) {
 
 TEST(Parse, ExplicitHeadDimMayDifferFromHiddenOverHeads) {
   // Llama-family models may set head_dim independently (e.g. 3 heads × 32 ≠ 64).
-  const ModelConfig m = parse_model_config(
-      llama_json(R"("heads": 6, "kv_heads": 3, "head_dim": 32)"), "x.json");
+  const ModelConfig m = parse_model_config(llama_json(R"("heads": 6, "kv_heads": 3, "head_dim": 32)"), "x.json");
   EXPECT_EQ(m.q_dim(), 192);
   EXPECT_EQ(m.kv_dim(), 96);
 }
@@ -236,8 +231,7 @@ TEST(ParseErrors, WrongTypes) {
 }
 
 TEST(ParseErrors, NonPositiveSizes) {
-  for (const char* field :
-       {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "max_seq"}) {
+  for (const char* field : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "max_seq"}) {
     for (int v : {0, -3}) {
       SCOPED_TRACE(std::string(field) + "=" + std::to_string(v));
       std::string extra = "\"";
@@ -247,14 +241,12 @@ TEST(ParseErrors, NonPositiveSizes) {
       EXPECT_TRUE(contains(e.what(), field)) << e.what();
     }
   }
-  const ConfigError sw =
-      expect_error([] { parse_model_config(llama_json(R"("sliding_window": 0)"), "o.json"); });
+  const ConfigError sw = expect_error([] { parse_model_config(llama_json(R"("sliding_window": 0)"), "o.json"); });
   EXPECT_EQ(sw.field(), "sliding_window");
 }
 
 TEST(ParseErrors, HeadsNotMultipleOfKvHeads) {
-  const ConfigError e =
-      expect_error([] { parse_model_config(llama_json(R"("kv_heads": 3)"), "o.json"); });
+  const ConfigError e = expect_error([] { parse_model_config(llama_json(R"("kv_heads": 3)"), "o.json"); });
   EXPECT_EQ(e.field(), "kv_heads");
   EXPECT_TRUE(contains(e.what(), "kv_heads 3")) << e.what();
   EXPECT_TRUE(contains(e.what(), "heads 4")) << e.what();
@@ -263,34 +255,32 @@ TEST(ParseErrors, HeadsNotMultipleOfKvHeads) {
 TEST(ParseErrors, MissingRequiredFields) {
   const ConfigError v = expect_error([] {
     parse_model_config(R"({"name": "t", "flavour": "llama", "layers": 2, "hidden": 64,
-                           "heads": 4, "ffn": 176, "max_seq": 64})", "o.json");
+                           "heads": 4, "ffn": 176, "max_seq": 64})",
+                       "o.json");
   });
   EXPECT_EQ(v.field(), "vocab");
   // llama's ffn has no default
   const ConfigError f = expect_error([] {
     parse_model_config(R"({"name": "t", "flavour": "llama", "layers": 2, "hidden": 64,
-                           "heads": 4, "vocab": 97, "max_seq": 64})", "o.json");
+                           "heads": 4, "vocab": 97, "max_seq": 64})",
+                       "o.json");
   });
   EXPECT_EQ(f.field(), "ffn");
 }
 
 TEST(ParseErrors, HeadDimUndeterminable) {
   // 100 % 3 != 0 and no head_dim given.
-  const ConfigError e = expect_error(
-      [] { parse_model_config(llama_json(R"("hidden": 100, "heads": 3, "kv_heads": 3)"), "o.json"); });
+  const ConfigError e =
+      expect_error([] { parse_model_config(llama_json(R"("hidden": 100, "heads": 3, "kv_heads": 3)"), "o.json"); });
   EXPECT_EQ(e.field(), "head_dim");
 }
 
 TEST(ParseErrors, GptConstraints) {
-  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("qkv_bias": false)"), "o"); }).field(),
-            "qkv_bias");
-  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("kv_heads": 2)"), "o"); }).field(),
-            "kv_heads");
-  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("head_dim": 8)"), "o"); }).field(),
-            "head_dim");
-  EXPECT_EQ(
-      expect_error([] { parse_model_config(gpt_json(R"("sliding_window": 32)"), "o"); }).field(),
-      "sliding_window");
+  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("qkv_bias": false)"), "o"); }).field(), "qkv_bias");
+  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("kv_heads": 2)"), "o"); }).field(), "kv_heads");
+  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("head_dim": 8)"), "o"); }).field(), "head_dim");
+  EXPECT_EQ(expect_error([] { parse_model_config(gpt_json(R"("sliding_window": 32)"), "o"); }).field(),
+            "sliding_window");
 }
 
 TEST(ParseErrors, MalformedJsonGivesLineAndColumn) {

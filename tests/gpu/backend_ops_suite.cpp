@@ -142,9 +142,9 @@ class BackendOps : public ::testing::Test {
     }
     const double nmse = norm > 0 ? err / norm : err;
     const double limit = tol.value_or(tol_for(p.t));
-    EXPECT_LE(nmse, limit) << what << " (" << dtype_name(p.t) << ", " << p.n
-                           << " elements): NMSE " << nmse << "; worst element " << worst << ": "
-                           << (worst >= 0 ? r[worst] : 0.0f) << " vs " << (worst >= 0 ? d[worst] : 0.0f);
+    EXPECT_LE(nmse, limit) << what << " (" << dtype_name(p.t) << ", " << p.n << " elements): NMSE " << nmse
+                           << "; worst element " << worst << ": " << (worst >= 0 ? r[worst] : 0.0f) << " vs "
+                           << (worst >= 0 ? d[worst] : 0.0f);
   }
 
   void expect_same_bytes(const Pair& p, int64_t bytes, const std::string& what) {
@@ -189,7 +189,9 @@ class BackendOps : public ::testing::Test {
 // The pointer of a Pair on side 0 (reference) or 1 (under test).
 inline void* P(const Pair& p, int side) { return side == 0 ? p.ref.data() : p.dut.data(); }
 template <class T>
-inline T* P(const Pair& p, int side) { return static_cast<T*>(P(p, side)); }
+inline T* P(const Pair& p, int side) {
+  return static_cast<T*>(P(p, side));
+}
 
 std::string tag(DType t, const std::string& s = {}) { return std::string(dtype_name(t)) + (s.empty() ? "" : " " + s); }
 
@@ -292,15 +294,14 @@ TEST_F(BackendOps, Embedding) {
       Pair dids = raw(ids);
       Pair wte = random(t, V * C), wpe = random(t, P_ * C), out = output(t, B * T * C);
       both([&](Device& d, int s) {
-        d.embedding_forward(P(out, s), P<int32_t>(dids, s), P(wte, s), pos ? P(wpe, s) : nullptr, t, B,
-                            T, C, off);
+        d.embedding_forward(P(out, s), P<int32_t>(dids, s), P(wte, s), pos ? P(wpe, s) : nullptr, t, B, T, C, off);
       });
       expect_close(out, tag(t, "embedding_forward"));
       for (DType gt : kMainTypes) {
         Pair dout = random(t, B * T * C), dwte = random(gt, V * C), dwpe = random(gt, P_ * C);
         both([&](Device& d, int s) {
-          d.embedding_backward(P(dwte, s), pos ? P(dwpe, s) : nullptr, gt, P(dout, s), t,
-                               P<int32_t>(dids, s), B, T, C, off);
+          d.embedding_backward(P(dwte, s), pos ? P(dwpe, s) : nullptr, gt, P(dout, s), t, P<int32_t>(dids, s), B, T, C,
+                               off);
         });
         expect_close(dwte, tag(gt, "embedding_backward dwte"));
         if (pos) expect_close(dwpe, tag(gt, "embedding_backward dwpe"));
@@ -331,24 +332,22 @@ TEST_F(BackendOps, LayerNormAndRmsNorm) {
           Pair dout = random(t, N * C), dx = acc ? random(t, N * C) : output(t, N * C);
           Pair dw = random(gt, C), db = random(gt, C);
           both([&](Device& d, int s) {
-            d.layernorm_backward(P(dx, s), P(dw, s), P(db, s), gt, P(dout, s), P(x, s), P(w, s),
-                                 P<float>(mean, s), P<float>(rstd, s), t, N, C, acc);
+            d.layernorm_backward(P(dx, s), P(dw, s), P(db, s), gt, P(dout, s), P(x, s), P(w, s), P<float>(mean, s),
+                                 P<float>(rstd, s), t, N, C, acc);
           });
           expect_close(dx, tag(t, "layernorm_backward dx " + sh));
           expect_close(dw, tag(gt, "layernorm_backward dw " + sh));
           expect_close(db, tag(gt, "layernorm_backward dbias " + sh));
         }
       // RMSNorm
-      both([&](Device& d, int s) {
-        d.rmsnorm_forward(P(out, s), P<float>(rstd, s), P(x, s), P(w, s), t, N, C, 1e-6f);
-      });
+      both(
+          [&](Device& d, int s) { d.rmsnorm_forward(P(out, s), P<float>(rstd, s), P(x, s), P(w, s), t, N, C, 1e-6f); });
       expect_close(out, tag(t, "rmsnorm_forward " + sh));
       expect_close(rstd, "rmsnorm rstd " + sh, 1e-10);
       for (bool acc : {false, true}) {
         Pair dout = random(t, N * C), dx = acc ? random(t, N * C) : output(t, N * C), dw = random(t, C);
         both([&](Device& d, int s) {
-          d.rmsnorm_backward(P(dx, s), P(dw, s), t, P(dout, s), P(x, s), P(w, s), P<float>(rstd, s), t,
-                             N, C, acc);
+          d.rmsnorm_backward(P(dx, s), P(dw, s), t, P(dout, s), P(x, s), P(w, s), P<float>(rstd, s), t, N, C, acc);
         });
         expect_close(dx, tag(t, "rmsnorm_backward dx " + sh));
         expect_close(dw, tag(t, "rmsnorm_backward dw " + sh));
@@ -397,15 +396,16 @@ TEST_F(BackendOps, Softmax) {
       both([&](Device& d, int i) { d.softmax_forward(P(probs, i), P<float>(scores, i), t, s); });
       expect_close(probs, tag(t, "softmax_forward " + sh));
       Pair dprobs = random(DType::kFP32, n), dscores = output(DType::kFP32, n);
-      both([&](Device& d, int i) {
-        d.softmax_backward(P<float>(dscores, i), P<float>(dprobs, i), P(probs, i), t, s);
-      });
+      both([&](Device& d, int i) { d.softmax_backward(P<float>(dscores, i), P<float>(dprobs, i), P(probs, i), t, s); });
       expect_close(dscores, "softmax_backward " + sh);
     }
 }
 
 TEST_F(BackendOps, Rope) {
-  struct Case { int64_t B, H, T, D, off; float theta; };
+  struct Case {
+    int64_t B, H, T, D, off;
+    float theta;
+  };
   const Case cases[] = {{2, 3, 17, 8, 5, 10000.0f}, {1, 2, 40, 128, 5000, 500000.0f}, {1, 1, 3, 2, 0, 10000.0f}};
   for (DType t : kMainTypes)
     for (const Case& c : cases) {
@@ -440,20 +440,22 @@ TEST_F(BackendOps, DropoutDrawsTheSameMask) {
 // ---- flash attention ----
 
 TEST_F(BackendOps, FlashAttention) {
-  struct Case { AttnShape s; float p; };
+  struct Case {
+    AttnShape s;
+    float p;
+  };
   const Case cases[] = {
-      {shape(1, 2, 1, 70, 16), 0.0f},           {shape(2, 4, 2, 129, 64, 50), 0.0f},
-      {shape(1, 2, 2, 100, 128), 0.0f},         {shape(1, 1, 1, 65, 80), 0.0f},
-      {shape(1, 2, 1, 40, 256), 0.0f},          {shape(1, 4, 2, 90, 32), 0.1f},
-      {shape(1, 3, 1, 64, 8, 17), 0.3f},        {shape(1, 1, 1, 1, 4), 0.0f},
+      {shape(1, 2, 1, 70, 16), 0.0f},    {shape(2, 4, 2, 129, 64, 50), 0.0f}, {shape(1, 2, 2, 100, 128), 0.0f},
+      {shape(1, 1, 1, 65, 80), 0.0f},    {shape(1, 2, 1, 40, 256), 0.0f},     {shape(1, 4, 2, 90, 32), 0.1f},
+      {shape(1, 3, 1, 64, 8, 17), 0.3f}, {shape(1, 1, 1, 1, 4), 0.0f},
   };
   const RngKey key{777, 12345};
   for (DType t : kMainTypes)
     for (const Case& c : cases) {
       const AttnShape& s = c.s;
-      const std::string sh = "B" + std::to_string(s.B) + " Hq" + std::to_string(s.Hq) + " Hkv" +
-                             std::to_string(s.Hkv) + " T" + std::to_string(s.T) + " D" +
-                             std::to_string(s.D) + (s.window ? " window" : "") + " p " + std::to_string(c.p);
+      const std::string sh = "B" + std::to_string(s.B) + " Hq" + std::to_string(s.Hq) + " Hkv" + std::to_string(s.Hkv) +
+                             " T" + std::to_string(s.T) + " D" + std::to_string(s.D) + (s.window ? " window" : "") +
+                             " p " + std::to_string(c.p);
       const int64_t nq = s.B * s.Hq * s.T * s.D, nk = s.B * s.Hkv * s.T * s.D, rows = s.B * s.Hq * s.T;
       Pair q = random(t, nq, -2, 2), k = random(t, nk, -2, 2), v = random(t, nk), dout = random(t, nq);
       Pair out = output(t, nq), lse = output(DType::kFP32, rows);
@@ -474,8 +476,8 @@ TEST_F(BackendOps, FlashAttention) {
       dut().copy_from_host(out.dut.data(), saved_out.data(), nq * dtype_bytes(t));
       dut().copy_from_host(lse.dut.data(), saved_lse.data(), rows * 4);
       both([&](Device& d, int i) {
-        d.flash_attention_backward(P(dq, i), P(dk, i), P(dv, i), P(dout, i), P(q, i), P(k, i), P(v, i),
-                                   P(out, i), P<float>(lse, i), t, s, c.p, key);
+        d.flash_attention_backward(P(dq, i), P(dk, i), P(dv, i), P(dout, i), P(q, i), P(k, i), P(v, i), P(out, i),
+                                   P<float>(lse, i), t, s, c.p, key);
       });
       expect_close(dq, tag(t, "flash dq " + sh));
       expect_close(dk, tag(t, "flash dk " + sh));
@@ -486,11 +488,11 @@ TEST_F(BackendOps, FlashAttention) {
 
 TEST_F(BackendOps, FlashRejectsWhatTheCpuRejects) {
   Pair x = random(DType::kFP32, 64);
-  EXPECT_THROW(dut().flash_attention_forward(x.dut.data(), P<float>(x, 1), x.dut.data(), x.dut.data(),
-                                             x.dut.data(), DType::kFP32, shape(1, 3, 2, 4, 4), 0.0f, {}),
+  EXPECT_THROW(dut().flash_attention_forward(x.dut.data(), P<float>(x, 1), x.dut.data(), x.dut.data(), x.dut.data(),
+                                             DType::kFP32, shape(1, 3, 2, 4, 4), 0.0f, {}),
                std::invalid_argument);
-  EXPECT_THROW(dut().flash_attention_forward(x.dut.data(), P<float>(x, 1), x.dut.data(), x.dut.data(),
-                                             x.dut.data(), DType::kFP32, shape(1, 1, 1, 4, 4), 1.5f, {}),
+  EXPECT_THROW(dut().flash_attention_forward(x.dut.data(), P<float>(x, 1), x.dut.data(), x.dut.data(), x.dut.data(),
+                                             DType::kFP32, shape(1, 1, 1, 4, 4), 1.5f, {}),
                std::invalid_argument);
 }
 
@@ -550,13 +552,15 @@ TEST_F(BackendOps, CrossEntropy) {
 // Ids come from [0, 45) with repeats, so a slice holds some of them, none, or
 // (past 45) only padding. Copies and sums in the CPU's order: bytes must match.
 TEST_F(BackendOps, VocabParallelEmbedding) {
-  struct Case { int64_t N, C, begin, rows; };
+  struct Case {
+    int64_t N, C, begin, rows;
+  };
   const Case cases[] = {{40, 96, 16, 16}, {7, 300, 0, 20}, {33, 64, 48, 16}, {1, 5, 40, 8}};
   for (const Case& c : cases) {
     std::vector<int32_t> ids(static_cast<size_t>(c.N));
     std::uniform_int_distribution<int32_t> u(0, 44);
     for (auto& i : ids) i = u(rng_) / 3 * 3;  // multiples of 3: repeats
-    ids[0] = static_cast<int32_t>(c.begin);    // the slice's first row
+    ids[0] = static_cast<int32_t>(c.begin);   // the slice's first row
     Pair dids = raw(ids);
     const std::string sh = "N " + std::to_string(c.N) + " C " + std::to_string(c.C) + " rows [" +
                            std::to_string(c.begin) + ", " + std::to_string(c.begin + c.rows) + ")";
@@ -570,8 +574,7 @@ TEST_F(BackendOps, VocabParallelEmbedding) {
       for (DType gt : kAllTypes) {
         Pair dout = random(t, c.N * c.C), dwte = random(gt, c.rows * c.C);
         both([&](Device& d, int s) {
-          d.vocab_embedding_backward(P(dwte, s), gt, P(dout, s), t, P<int32_t>(dids, s), c.N, c.C,
-                                     c.begin, c.rows);
+          d.vocab_embedding_backward(P(dwte, s), gt, P(dout, s), t, P<int32_t>(dids, s), c.N, c.C, c.begin, c.rows);
         });
         expect_same_bytes(dwte, c.rows * c.C * dtype_bytes(gt),
                           tag(gt, "vocab_embedding_backward from " + std::string(dtype_name(t)) + " " + sh));
@@ -584,7 +587,9 @@ TEST_F(BackendOps, VocabParallelEmbedding) {
 // run on both devices with the same inputs, the global max and sums made on
 // the host as the TP all-reduces would.
 TEST_F(BackendOps, VocabParallelCrossEntropy) {
-  struct Case { int64_t N, V, Vp, tp; };
+  struct Case {
+    int64_t N, V, Vp, tp;
+  };
   const Case cases[] = {{6, 45, 64, 4}, {33, 1000, 1024, 2}, {3, 5000, 5120, 1}, {2, 9000, 9216, 1}};
   for (const Case& c : cases) {
     const int64_t Vl = c.Vp / c.tp;
@@ -601,15 +606,14 @@ TEST_F(BackendOps, VocabParallelCrossEntropy) {
     Pair row_max_in = raw(gmax);
     for (int64_t r = 0; r < c.tp; ++r) {
       const int64_t begin = r * Vl;
-      const std::string sh = "N " + std::to_string(c.N) + " V " + std::to_string(c.V) + " Vp " +
-                             std::to_string(c.Vp) + " block " + std::to_string(r) + "/" + std::to_string(c.tp);
+      const std::string sh = "N " + std::to_string(c.N) + " V " + std::to_string(c.V) + " Vp " + std::to_string(c.Vp) +
+                             " block " + std::to_string(r) + "/" + std::to_string(c.tp);
       std::vector<float> blk(static_cast<size_t>(c.N * Vl));
-      for (int64_t i = 0; i < c.N; ++i)
-        std::copy_n(x.begin() + i * c.Vp + begin, Vl, blk.begin() + i * Vl);
+      for (int64_t i = 0; i < c.N; ++i) std::copy_n(x.begin() + i * c.Vp + begin, Vl, blk.begin() + i * Vl);
       Pair logits = raw(blk), mx = output(DType::kFP32, c.N), tl = output(DType::kFP32, c.N);
       both([&](Device& d, int s) {
-        d.vocab_ce_stats(P<float>(mx, s), P<float>(tl, s), P<float>(logits, s), P<int32_t>(targets, s), c.N,
-                         Vl, begin, c.V);
+        d.vocab_ce_stats(P<float>(mx, s), P<float>(tl, s), P<float>(logits, s), P<int32_t>(targets, s), c.N, Vl, begin,
+                         c.V);
       });
       expect_same_bytes(mx, c.N * 4, "vocab_ce_stats row_max " + sh);  // −inf on padding-only blocks
       expect_same_bytes(tl, c.N * 4, "vocab_ce_stats target_logit " + sh);
@@ -628,8 +632,7 @@ TEST_F(BackendOps, VocabParallelCrossEntropy) {
       });
       expect_close(dl, "vocab_ce_backward " + sh);
       both([&](Device& d, int s) {  // in place
-        d.vocab_ce_backward(P<float>(logits, s), P<float>(logits, s), P<int32_t>(targets, s), c.N, Vl, begin,
-                            1.0f);
+        d.vocab_ce_backward(P<float>(logits, s), P<float>(logits, s), P<int32_t>(targets, s), c.N, Vl, begin, 1.0f);
       });
       expect_close(logits, "vocab_ce_backward in place " + sh);
     }
@@ -649,8 +652,8 @@ TEST_F(BackendOps, AdamWAndSumSquares) {
             d.adamw(with_master ? P<float>(master, i) : nullptr, P(w, i), wt, P(g, i), gt, P<float>(m, i),
                     P<float>(v, i), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
           });
-        const std::string what = std::string(with_master ? "master" : "fp32 weights") + ", grads " +
-                                 std::string(dtype_name(gt));
+        const std::string what =
+            std::string(with_master ? "master" : "fp32 weights") + ", grads " + std::string(dtype_name(gt));
         if (with_master) expect_close(master, "adamw master " + what);
         expect_close(w, tag(wt, "adamw weights " + what));
         expect_close(m, "adamw m " + what);
@@ -662,8 +665,8 @@ TEST_F(BackendOps, AdamWAndSumSquares) {
       const double r = ref().sum_squares(x.ref.data(), t, len), d = dut().sum_squares(x.dut.data(), t, len);
       EXPECT_NEAR(d, r, 1e-12 * r) << tag(t, "sum_squares n " + std::to_string(len));
     }
-  EXPECT_THROW(dut().adamw(nullptr, nullptr, DType::kBF16, nullptr, DType::kBF16, nullptr, nullptr, 4, 0.1f,
-                           0.9f, 0.9f, 1e-8f, 0.0f, 1, 1.0f),
+  EXPECT_THROW(dut().adamw(nullptr, nullptr, DType::kBF16, nullptr, DType::kBF16, nullptr, nullptr, 4, 0.1f, 0.9f, 0.9f,
+                           1e-8f, 0.0f, 1, 1.0f),
                std::invalid_argument);
 }
 
@@ -676,9 +679,14 @@ TEST_F(BackendOps, AdamWAndSumSquares) {
 // cached_attention's output by NMSE.
 TEST_F(BackendOps, KvCacheWriteAndCachedAttention) {
   const int64_t Hkv = 2, Hq = 4, D = 40, S = 4, L = 2, nblocks = 12;
-  struct Fmt { KvFormat f; KvScales s; };
-  const Fmt fmts[] = {{KvFormat::kBF16, KvScales::kPerTokenHead}, {KvFormat::kFP8E4M3, KvScales::kPerTokenHead},
-                      {KvFormat::kFP8E4M3, KvScales::kPerTensor},   {KvFormat::kInt8, KvScales::kPerTokenHead},
+  struct Fmt {
+    KvFormat f;
+    KvScales s;
+  };
+  const Fmt fmts[] = {{KvFormat::kBF16, KvScales::kPerTokenHead},
+                      {KvFormat::kFP8E4M3, KvScales::kPerTokenHead},
+                      {KvFormat::kFP8E4M3, KvScales::kPerTensor},
+                      {KvFormat::kInt8, KvScales::kPerTokenHead},
                       {KvFormat::kInt8, KvScales::kPerChannel}};
   for (DType t : kMainTypes)
     for (const Fmt& fm : fmts)
@@ -728,7 +736,11 @@ TEST_F(BackendOps, KvCacheWriteAndCachedAttention) {
 
 TEST_F(BackendOps, Gemm) {
   if (!backend().own_gemm) GTEST_SKIP() << backend().name << " runs the CPU's GEMM: nothing to compare";
-  struct Case { bool ta, tb; int64_t m, n, k, batch; float alpha, beta; };
+  struct Case {
+    bool ta, tb;
+    int64_t m, n, k, batch;
+    float alpha, beta;
+  };
   const Case cases[] = {
       {false, false, 64, 48, 32, 1, 1.0f, 0.0f},  {false, true, 130, 70, 257, 1, 1.0f, 0.0f},
       {true, false, 33, 65, 17, 3, 0.5f, 1.0f},   {true, true, 128, 256, 64, 2, 1.0f, -0.5f},
@@ -749,8 +761,7 @@ TEST_F(BackendOps, Gemm) {
         g.stride_a = a_rows * g.lda, g.stride_b = c.batch > 2 ? 0 : b_rows * g.ldb;  // 0: broadcast B
         g.stride_c = c.m * g.ldc;
         Pair a = random(ab, std::max<int64_t>(1, g.stride_a * c.batch)),
-             b = random(ab, std::max<int64_t>(1, b_rows * g.ldb * c.batch)),
-             cc = random(ct, c.m * g.ldc * c.batch);
+             b = random(ab, std::max<int64_t>(1, b_rows * g.ldb * c.batch)), cc = random(ct, c.m * g.ldc * c.batch);
         ref().reset_flops();
         dut().reset_flops();
         both([&](Device& d, int i) {
@@ -758,9 +769,9 @@ TEST_F(BackendOps, Gemm) {
           x.a = P(a, i), x.b = P(b, i), x.c = P(cc, i);
           d.gemm(x);
         });
-        const std::string what = "gemm " + std::string(dtype_name(ab)) + "->" + std::string(dtype_name(ct)) +
-                                 " m" + std::to_string(c.m) + " n" + std::to_string(c.n) + " k" +
-                                 std::to_string(c.k) + (c.ta ? " Ta" : "") + (c.tb ? " Tb" : "");
+        const std::string what = "gemm " + std::string(dtype_name(ab)) + "->" + std::string(dtype_name(ct)) + " m" +
+                                 std::to_string(c.m) + " n" + std::to_string(c.n) + " k" + std::to_string(c.k) +
+                                 (c.ta ? " Ta" : "") + (c.tb ? " Tb" : "");
         expect_close(cc, what, ab == DType::kFP32 && ct == DType::kFP32 ? 5e-6 : tol_for(ct));
         expect_same_flops();
       }

@@ -25,8 +25,7 @@ int main(int argc, char** argv) {
     }
   }
   gpuledger::backend_test::set_backend_under_test(
-      {"cuda",
-       [](gpuledger::Ledger& l) { return gpuledger::make_device("cuda", l); },
+      {"cuda", [](gpuledger::Ledger& l) { return gpuledger::make_device("cuda", l); },
        /*own_gemm=*/true});
   return RUN_ALL_TESTS();
 }

@@ -17,12 +17,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "kernels/ledger.h"
 #include "comm/comm_bytes.h"
 #include "comm/make_nccl_comm.h"
 #include "comm/mpi_comm.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 #include "parallel/groups.h"
 
 namespace gpuledger {
@@ -96,7 +96,7 @@ TEST_F(NcclComm, AllReduceSumEveryDtype) {
 }
 
 TEST_F(NcclComm, AllReduceLargeFp32) {
-  const int64_t n = int64_t{1} << 22;   // 16 MiB: several NCCL chunks per rank
+  const int64_t n = int64_t{1} << 22;  // 16 MiB: several NCCL chunks per rank
   std::vector<float> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(r() + i % 97);
   Buffer b = upload(x, DType::kFP32);
@@ -178,7 +178,8 @@ std::vector<float> scatter_input(int64_t rank, int64_t total) {
 void expect_slice(const void* out, int64_t n, int64_t rank, int64_t size, DType t, const char* form) {
   const auto got = download(out, n, t);
   for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(got[i], static_cast<float>(tri(size) * ((rank * n + i) % 5 + 1))) << form << " " << dtype_name(t) << " i=" << i;
+    ASSERT_EQ(got[i], static_cast<float>(tri(size) * ((rank * n + i) % 5 + 1)))
+        << form << " " << dtype_name(t) << " i=" << i;
 }
 
 TEST_F(NcclComm, ReduceScatterDistinctInEqualsOutAndNcclInPlace) {
@@ -233,7 +234,7 @@ TEST_F(NcclComm, SendRecvRing) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(r() * 1000 + i);
   Buffer out = upload(x, DType::kBF16);
   Buffer in = g->dev->alloc(n * 2, Account::kComm);
-  if (r() % 2 == 0) {   // blocking and rendezvous: even ranks send first, odd ranks receive first
+  if (r() % 2 == 0) {  // blocking and rendezvous: even ranks send first, odd ranks receive first
     comm().send(out.data(), n, DType::kBF16, next);
     comm().recv(in.data(), n, DType::kBF16, prev);
   } else {
@@ -254,15 +255,15 @@ TEST_F(NcclComm, StartedCollectivesMatchTheBlockingOnesAndBookOnce) {
   Buffer ar = upload(x, t);
   Buffer ag_in = upload(gather_input(r(), n), t);
   Buffer ag_out = g->dev->alloc(n * 2 * P(), Account::kComm);
-  Buffer rs = upload(scatter_input(r(), n * P()), t);   // in == out: staged on rank > 0
+  Buffer rs = upload(scatter_input(r(), n * P()), t);  // in == out: staged on rank > 0
   auto h1 = comm().all_reduce_start(ar.data(), n, t);
   auto h2 = comm().all_gather_start(ag_out.data(), ag_in.data(), n, t);
   auto h3 = comm().reduce_scatter_start(rs.data(), rs.data(), n, t);
-  EXPECT_TRUE(g->counters.by_key().empty());   // booked when complete, not at start
+  EXPECT_TRUE(g->counters.by_key().empty());  // booked when complete, not at start
   // test() until the reduce-scatter is done (bounded: a hang fails, not blocks).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!h3->test()) ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "reduce_scatter_start never completed";
-  h3->wait();   // idempotent after test() said done
+  h3->wait();  // idempotent after test() said done
   h2->wait();
   h1->wait();
   h1->wait();
@@ -272,9 +273,9 @@ TEST_F(NcclComm, StartedCollectivesMatchTheBlockingOnesAndBookOnce) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 2.0f * static_cast<float>(tri(P()) + P() * (i % 7))) << i;
   expect_gathered(ag_out.data(), n, P(), t, "started");
   expect_slice(rs.data(), n, r(), P(), t, "started in == out");
-  for (auto [key, kind] : {std::pair{"all_reduce@world", CommKind::kAllReduce},
-                           std::pair{"all_gather@world", CommKind::kAllGather},
-                           std::pair{"reduce_scatter@world", CommKind::kReduceScatter}}) {
+  for (auto [key, kind] :
+       {std::pair{"all_reduce@world", CommKind::kAllReduce}, std::pair{"all_gather@world", CommKind::kAllGather},
+        std::pair{"reduce_scatter@world", CommKind::kReduceScatter}}) {
     EXPECT_EQ(count(key).calls, 1) << key;
     EXPECT_EQ(count(key).bytes, comm_call_bytes(kind, n, t, P())) << key;
     EXPECT_GT(count(key).seconds, 0.0) << key;
@@ -321,7 +322,7 @@ TEST_F(NcclComm, MpiGroupsOnTheCudaBackendUseNccl) {
   l.dp = P();
   CommCounters counters;
   Groups groups = make_mpi_groups(l, counters, *g->dev, false, comm_backend_for("cuda"));
-  EXPECT_EQ(groups.dp->overlaps_compute(), P() > 1);   // NcclComm; a one-rank group is a self comm
+  EXPECT_EQ(groups.dp->overlaps_compute(), P() > 1);  // NcclComm; a one-rank group is a self comm
   EXPECT_FALSE(groups.tp->overlaps_compute());
   std::vector<float> x(8, static_cast<float>(r() + 1));
   Buffer b = upload(x, DType::kFP32);
@@ -367,7 +368,7 @@ int main(int argc, char** argv) {
       std::vector<int64_t> all(static_cast<size_t>(size));
       std::iota(all.begin(), all.end(), int64_t{0});
       world.comm = make_nccl_comm(split_world_comm("world", world.counters, all), world.counters, *world.dev);
-    } catch (const std::exception& e) {   // e.g. ncclCommInitRank failing on every rank
+    } catch (const std::exception& e) {  // e.g. ncclCommInitRank failing on every rank
       std::fprintf(stderr, "[rank %d] setup failed: %s\n", rank, e.what());
       MPI_Abort(MPI_COMM_WORLD, 1);
     }

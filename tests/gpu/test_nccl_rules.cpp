@@ -8,14 +8,14 @@
 
 #include <string>
 
-#include "core/check.h"
-#include "kernels/registry/registry.h"
-#include "kernels/device.h"
-#include "kernels/ledger.h"
 #include "comm/comm_error.h"
 #include "comm/make_nccl_comm.h"
 #include "comm/nccl_check.h"
 #include "comm/nccl_rules.h"
+#include "core/check.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger {
 namespace {
@@ -39,7 +39,7 @@ TEST(NcclRules, ReduceOpMapping) {
 // A group of 4, 8 bytes per rank: the gathered/scattered buffer is 32 bytes.
 constexpr int64_t kN = 8, kSize = 4;
 alignas(64) char space[256];
-char* const out = space + 64;   // all_gather output / reduce_scatter input: [64, 96)
+char* const out = space + 64;  // all_gather output / reduce_scatter input: [64, 96)
 
 TEST(NcclRules, AllGatherInPlaceIsNcclsOnEveryRank) {
   for (int64_t r = 0; r < kSize; ++r)
@@ -50,9 +50,9 @@ TEST(NcclRules, AllGatherOtherOverlapsAreStaged) {
   // in == out is in place on rank 0 only; on rank 2 it is slice 0, not its own.
   EXPECT_EQ(all_gather_aliasing(out, out, kN, 0, kSize), NcclAliasing::kInPlace);
   EXPECT_EQ(all_gather_aliasing(out, out, kN, 2, kSize), NcclAliasing::kStaged);
-  EXPECT_EQ(all_gather_aliasing(out, out + 4, kN, 0, kSize), NcclAliasing::kStaged);    // straddles slices 0, 1
-  EXPECT_EQ(all_gather_aliasing(out, out + 28, kN, 3, kSize), NcclAliasing::kStaged);   // last 4 bytes inside
-  EXPECT_EQ(all_gather_aliasing(out, out - 4, kN, 0, kSize), NcclAliasing::kStaged);    // first 4 bytes inside
+  EXPECT_EQ(all_gather_aliasing(out, out + 4, kN, 0, kSize), NcclAliasing::kStaged);   // straddles slices 0, 1
+  EXPECT_EQ(all_gather_aliasing(out, out + 28, kN, 3, kSize), NcclAliasing::kStaged);  // last 4 bytes inside
+  EXPECT_EQ(all_gather_aliasing(out, out - 4, kN, 0, kSize), NcclAliasing::kStaged);   // first 4 bytes inside
 }
 
 TEST(NcclRules, AllGatherDisjointBuffersAreDistinct) {
@@ -75,7 +75,7 @@ TEST(NcclRules, ReduceScatterNcclInPlaceAndDisjoint) {
   EXPECT_EQ(reduce_scatter_aliasing(in + 32, in, kN, 1, kSize), NcclAliasing::kDistinct);
   EXPECT_EQ(reduce_scatter_aliasing(in - 8, in, kN, 1, kSize), NcclAliasing::kDistinct);
   EXPECT_EQ(reduce_scatter_aliasing(in + 30, in, kN, 1, kSize), NcclAliasing::kStaged);
-  EXPECT_EQ(reduce_scatter_aliasing(in + 8, in, kN, 2, kSize), NcclAliasing::kStaged);   // rank 1's slot on rank 2
+  EXPECT_EQ(reduce_scatter_aliasing(in + 8, in, kN, 2, kSize), NcclAliasing::kStaged);  // rank 1's slot on rank 2
 }
 
 // ncclCommCount on a null communicator fails argument checking before NCCL

@@ -58,11 +58,10 @@ class EmuDevice : public SimtDevice {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  gpuledger::backend_test::set_backend_under_test(
-      {"cuda-emulated",
-       [](gpuledger::Ledger& l) -> std::unique_ptr<gpuledger::Device> {
-         return std::make_unique<gpuledger::EmuDevice>(l);
-       },
-       /*own_gemm=*/false});
+  gpuledger::backend_test::set_backend_under_test({"cuda-emulated",
+                                                   [](gpuledger::Ledger& l) -> std::unique_ptr<gpuledger::Device> {
+                                                     return std::make_unique<gpuledger::EmuDevice>(l);
+                                                   },
+                                                   /*own_gemm=*/false});
   return RUN_ALL_TESTS();
 }

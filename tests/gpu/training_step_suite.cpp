@@ -15,10 +15,10 @@
 #include <memory>
 #include <string>
 
-#include "kernels/device.h"
-#include "kernels/ledger.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
 #include "parallel/train_step.h"
 #include "tests/gpu/backend_ops_suite.h"
 #include "tests/parallel/trainer_rig.h"

@@ -27,14 +27,11 @@ struct AttnGrads {
   std::vector<double> dq, dk, dv;
 };
 
-inline bool visible(const AttnShape& s, int64_t i, int64_t j) {
-  return j <= i && (!s.window || i - *s.window < j);
-}
+inline bool visible(const AttnShape& s, int64_t i, int64_t j) { return j <= i && (!s.window || i - *s.window < j); }
 
 // q (B, Hq, T, D), k, v (B, Hkv, T, D); query head h reads KV head h / (Hq / Hkv).
 inline AttnReference attention_reference(const std::vector<float>& q, const std::vector<float>& k,
-                                         const std::vector<float>& v, const AttnShape& s, double p,
-                                         RngKey key) {
+                                         const std::vector<float>& v, const AttnShape& s, double p, RngKey key) {
   const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = Hq / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   AttnReference r;
@@ -65,15 +62,13 @@ inline AttnReference attention_reference(const std::vector<float>& q, const std:
         r.lse[(b * Hq + h) * T + i] = mx + std::log(sum);
         for (int64_t j = 0; j < T; ++j) {
           if (p > 0) {
-            const bool keep =
-                philox_uniform(key.seed, key.stream, static_cast<uint64_t>(row + j)) >= p;
+            const bool keep = philox_uniform(key.seed, key.stream, static_cast<uint64_t>(row + j)) >= p;
             r.Z[row + j] = keep ? 1.0 / (1.0 - p) : 0.0;
           }
           if (!visible(s, i, j)) continue;
           r.P[row + j] = std::exp(sc[j] - mx) / sum;
           const double w = r.P[row + j] * r.Z[row + j];
-          for (int64_t d = 0; d < D; ++d)
-            r.out[((b * Hq + h) * T + i) * D + d] += w * vh[j * D + d];
+          for (int64_t d = 0; d < D; ++d) r.out[((b * Hq + h) * T + i) * D + d] += w * vh[j * D + d];
         }
       }
     }
@@ -82,11 +77,9 @@ inline AttnReference attention_reference(const std::vector<float>& q, const std:
 
 // Backward of the materialized chain for upstream gradient dout (B, Hq, T, D):
 // dV = (P∘Z)ᵀ·dO; dP = (dO·Vᵀ)∘Z; dS = P∘(dP − Σ_j P∘dP)·scale; dQ = dS·K; dK = dSᵀ·Q.
-inline AttnGrads attention_reference_backward(const std::vector<float>& dout,
-                                              const std::vector<float>& q,
-                                              const std::vector<float>& k,
-                                              const std::vector<float>& v, const AttnShape& s,
-                                              const AttnReference& fwd) {
+inline AttnGrads attention_reference_backward(const std::vector<float>& dout, const std::vector<float>& q,
+                                              const std::vector<float>& k, const std::vector<float>& v,
+                                              const AttnShape& s, const AttnReference& fwd) {
   const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = Hq / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   AttnGrads g;
@@ -103,8 +96,7 @@ inline AttnGrads attention_reference_backward(const std::vector<float>& dout,
         for (int64_t j = 0; j < T; ++j) {
           if (!visible(s, i, j)) continue;
           double dpd = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dpd += static_cast<double>(dout[qh + i * D + d]) * v[kvh + j * D + d];
+          for (int64_t d = 0; d < D; ++d) dpd += static_cast<double>(dout[qh + i * D + d]) * v[kvh + j * D + d];
           dP[j] = dpd * fwd.Z[row + j];
           dot += dP[j] * fwd.P[row + j];
           const double w = fwd.P[row + j] * fwd.Z[row + j];

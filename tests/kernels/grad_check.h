@@ -39,8 +39,7 @@ inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
 // dL/dx_i by central differences, for every element of x. `loss` reads x (which
 // this function perturbs in place and restores). The step actually taken is
 // the difference of the two perturbed fp32 values, not the nominal 2h.
-inline std::vector<double> numeric_grad(std::vector<float>& x, const std::function<double()>& loss,
-                                        float h = 1e-2f) {
+inline std::vector<double> numeric_grad(std::vector<float>& x, const std::function<double()>& loss, float h = 1e-2f) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const float x0 = x[i];

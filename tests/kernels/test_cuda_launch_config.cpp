@@ -34,7 +34,7 @@ TEST(CudaLaunchConfig, Elementwise) {
 
 TEST(CudaLaunchConfig, RowThreads) {
   EXPECT_EQ(row_threads(1), 32);
-  EXPECT_EQ(row_threads(256), 32);   // 32 threads × 8 elements
+  EXPECT_EQ(row_threads(256), 32);  // 32 threads × 8 elements
   EXPECT_EQ(row_threads(257), 64);
   EXPECT_EQ(row_threads(4096), 512);
   EXPECT_EQ(row_threads(4100), 1024);
@@ -42,8 +42,8 @@ TEST(CudaLaunchConfig, RowThreads) {
   for (int64_t c = 1; c < 20000; c += 37) {
     const int t = row_threads(c);
     EXPECT_EQ(t & (t - 1), 0) << c;
-    EXPECT_TRUE(t == 1024 || int64_t{t} * 8 >= c) << c;  // ≤ 8 elements per thread
-    EXPECT_TRUE(t == 32 || int64_t{t} / 2 * 8 < c) << c;   // and the smallest such
+    EXPECT_TRUE(t == 1024 || int64_t{t} * 8 >= c) << c;   // ≤ 8 elements per thread
+    EXPECT_TRUE(t == 32 || int64_t{t} / 2 * 8 < c) << c;  // and the smallest such
   }
 }
 
@@ -54,8 +54,8 @@ TEST(CudaLaunchConfig, ColumnReduceCoversEveryRowOnce) {
   EXPECT_EQ(big.rows_per_chunk, 512);
   const ColumnReduce zero = column_reduce(0, 10);
   EXPECT_EQ(zero.chunks, 1);
-  for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000},
-                       int64_t{4097}, int64_t{1} << 20, int64_t{1} << 26})
+  for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000}, int64_t{4097},
+                       int64_t{1} << 20, int64_t{1} << 26})
     for (int64_t cols : {1, 7, 32, 33, 1000, 4096, 128256}) {
       const ColumnReduce c = column_reduce(rows, cols);
       EXPECT_GE(c.col_blocks * kColumnTile, cols);
@@ -176,10 +176,28 @@ TEST(CudaKvCodec, Fp8DecodeMatchesEveryCode) {
 }
 
 TEST(CudaKvCodec, EncodersMatchTheHostOnes) {
-  std::vector<float> xs = {0.0f, -0.0f, 448.0f, -448.0f, 449.0f, 464.0f, 480.0f, 1e30f,
-                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                           std::numeric_limits<float>::quiet_NaN(), 0.015625f, 0.0156249f, 1.0f / 1024,
-                           3.0f / 1024, 126.5f, 127.5f, -127.5f, 128.0f, -1000.0f, 2.5f, -3.5f};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           448.0f,
+                           -448.0f,
+                           449.0f,
+                           464.0f,
+                           480.0f,
+                           1e30f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           0.015625f,
+                           0.0156249f,
+                           1.0f / 1024,
+                           3.0f / 1024,
+                           126.5f,
+                           127.5f,
+                           -127.5f,
+                           128.0f,
+                           -1000.0f,
+                           2.5f,
+                           -3.5f};
   // Every fp8 value and the midpoints between neighbours (the rounding ties).
   for (int c = 0; c < 127; ++c) {
     const float a = fp8_e4m3_to_fp32(static_cast<uint8_t>(c)), b = fp8_e4m3_to_fp32(static_cast<uint8_t>(c + 1));

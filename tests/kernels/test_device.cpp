@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/registry/registry.h"
 #include "kernels/device.h"
 #include "kernels/meta/meta_device.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger {
 namespace {

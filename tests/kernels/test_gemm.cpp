@@ -19,8 +19,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_device.h"
 
 namespace gpuledger {
 namespace {
@@ -61,11 +61,11 @@ struct Case {
   int64_t m = 1, n = 1, k = 1;
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;  // leading dimension = packed + pad
   int64_t batch = 1;
-  int64_t gap_a = 0, gap_b = 0, gap_c = 0;        // stride = matrix size + gap
-  bool broadcast_b = false;                        // stride_b = 0
+  int64_t gap_a = 0, gap_b = 0, gap_c = 0;  // stride = matrix size + gap
+  bool broadcast_b = false;                 // stride_b = 0
   DType ab = DType::kFP32, c = DType::kFP32;
   float alpha = 1.0f, beta = 0.0f;
-  bool nan_c = false;                              // C starts as NaN (beta must be 0)
+  bool nan_c = false;  // C starts as NaN (beta must be 0)
 };
 
 // Runs one case on a CpuDevice: every C element within the tolerance, C's
@@ -105,13 +105,25 @@ void run_case(const Case& cs) {
   dev.copy_from_host(dc.data(), ec.data(), ec.size());
 
   GemmArgs g;
-  g.trans_a = cs.ta; g.trans_b = cs.tb;
-  g.m = cs.m; g.n = cs.n; g.k = cs.k;
-  g.a = da.data(); g.lda = lda; g.stride_a = stride_a;
-  g.b = db.data(); g.ldb = ldb; g.stride_b = stride_b;
+  g.trans_a = cs.ta;
+  g.trans_b = cs.tb;
+  g.m = cs.m;
+  g.n = cs.n;
+  g.k = cs.k;
+  g.a = da.data();
+  g.lda = lda;
+  g.stride_a = stride_a;
+  g.b = db.data();
+  g.ldb = ldb;
+  g.stride_b = stride_b;
   g.ab_type = cs.ab;
-  g.c = dc.data(); g.ldc = ldc; g.stride_c = stride_c; g.c_type = cs.c;
-  g.batch = cs.batch; g.alpha = cs.alpha; g.beta = cs.beta;
+  g.c = dc.data();
+  g.ldc = ldc;
+  g.stride_c = stride_c;
+  g.c_type = cs.c;
+  g.batch = cs.batch;
+  g.alpha = cs.alpha;
+  g.beta = cs.beta;
   dev.gemm(g);
 
   std::vector<char> out_bytes(ec.size());
@@ -159,9 +171,14 @@ TEST(Gemm, AllTransposeCombosFp32WithPaddedLeadingDims) {
     for (bool tb : {false, true}) {
       SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb);
       Case c;
-      c.ta = ta; c.tb = tb;
-      c.m = 13; c.n = 9; c.k = 21;
-      c.lda_pad = 3; c.ldb_pad = 5; c.ldc_pad = 2;
+      c.ta = ta;
+      c.tb = tb;
+      c.m = 13;
+      c.n = 9;
+      c.k = 21;
+      c.lda_pad = 3;
+      c.ldb_pad = 5;
+      c.ldc_pad = 2;
       run_case(c);
     }
 }
@@ -172,30 +189,52 @@ TEST(Gemm, SizesThatCrossEveryBlockEdge) {
     for (bool tb : {false, true}) {
       SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb);
       Case c;
-      c.ta = ta; c.tb = tb;
-      c.m = 131; c.n = 263; c.k = 301;
-      c.lda_pad = 1; c.ldb_pad = 2; c.ldc_pad = 3;
+      c.ta = ta;
+      c.tb = tb;
+      c.m = 131;
+      c.n = 263;
+      c.k = 301;
+      c.lda_pad = 1;
+      c.ldb_pad = 2;
+      c.ldc_pad = 3;
       run_case(c);
     }
 }
 
 TEST(Gemm, AlphaBetaAndBetaZeroIgnoresC) {
   Case c;
-  c.m = 17; c.n = 11; c.k = 8; c.alpha = 0.75f; c.beta = -1.5f;
+  c.m = 17;
+  c.n = 11;
+  c.k = 8;
+  c.alpha = 0.75f;
+  c.beta = -1.5f;
   run_case(c);
-  c.alpha = 2.0f; c.beta = 0.0f; c.nan_c = true;  // C is NaN and must not be read
+  c.alpha = 2.0f;
+  c.beta = 0.0f;
+  c.nan_c = true;  // C is NaN and must not be read
   run_case(c);
-  c.alpha = 0.0f; c.beta = 0.5f; c.nan_c = false;  // alpha 0: C = beta·C
+  c.alpha = 0.0f;
+  c.beta = 0.5f;
+  c.nan_c = false;  // alpha 0: C = beta·C
   run_case(c);
 }
 
 TEST(Gemm, BatchStridesWithGapsAndABroadcastOperand) {
   Case c;
-  c.m = 7; c.n = 5; c.k = 6; c.batch = 4;
-  c.gap_a = 3; c.gap_b = 2; c.gap_c = 4; c.ldc_pad = 1;
-  c.alpha = 1.25f; c.beta = 0.5f;
+  c.m = 7;
+  c.n = 5;
+  c.k = 6;
+  c.batch = 4;
+  c.gap_a = 3;
+  c.gap_b = 2;
+  c.gap_c = 4;
+  c.ldc_pad = 1;
+  c.alpha = 1.25f;
+  c.beta = 0.5f;
   run_case(c);
-  c.ta = true; c.tb = true; c.broadcast_b = true;
+  c.ta = true;
+  c.tb = true;
+  c.broadcast_b = true;
   run_case(c);
 }
 
@@ -204,12 +243,25 @@ TEST(Gemm, SixteenBitOperandsAgainstDoubleReference) {
     for (DType ct : {DType::kFP32, t}) {
       SCOPED_TRACE(testing::Message() << dtype_name(t) << " -> " << dtype_name(ct));
       Case c;
-      c.ab = t; c.c = ct;
-      c.ta = true; c.m = 19; c.n = 33; c.k = 40; c.batch = 3;
-      c.lda_pad = 2; c.ldb_pad = 1; c.ldc_pad = 3; c.gap_a = 5; c.gap_c = 2;
-      c.alpha = 0.5f; c.beta = 1.0f;
+      c.ab = t;
+      c.c = ct;
+      c.ta = true;
+      c.m = 19;
+      c.n = 33;
+      c.k = 40;
+      c.batch = 3;
+      c.lda_pad = 2;
+      c.ldb_pad = 1;
+      c.ldc_pad = 3;
+      c.gap_a = 5;
+      c.gap_c = 2;
+      c.alpha = 0.5f;
+      c.beta = 1.0f;
       run_case(c);
-      c.beta = 0.0f; c.nan_c = true; c.tb = true; c.broadcast_b = true;
+      c.beta = 0.0f;
+      c.nan_c = true;
+      c.tb = true;
+      c.broadcast_b = true;
       run_case(c);
     }
 }
@@ -219,10 +271,19 @@ TEST(Gemm, FlopCountIsTwoMnkPerBatchEntry) {
   CpuDevice dev(ledger);
   std::vector<float> a(5 * 3 * 4, 1.0f), b(3 * 7 * 4, 1.0f), c(5 * 7 * 4, 0.0f);
   GemmArgs g;
-  g.m = 5; g.n = 7; g.k = 3; g.batch = 4;
-  g.a = a.data(); g.lda = 3; g.stride_a = 15;
-  g.b = b.data(); g.ldb = 7; g.stride_b = 21;
-  g.c = c.data(); g.ldc = 7; g.stride_c = 35;
+  g.m = 5;
+  g.n = 7;
+  g.k = 3;
+  g.batch = 4;
+  g.a = a.data();
+  g.lda = 3;
+  g.stride_a = 15;
+  g.b = b.data();
+  g.ldb = 7;
+  g.stride_b = 21;
+  g.c = c.data();
+  g.ldc = 7;
+  g.stride_c = 35;
   dev.gemm(g);
   EXPECT_EQ(dev.executed_flops(), 840);  // 2·5·7·3·4
   for (float x : c) EXPECT_EQ(x, 3.0f);  // each entry sums k = 3 ones
@@ -243,11 +304,21 @@ TEST(Gemm, SixteenBitWorkspaceIsBookedThenReleased) {
   std::vector<float> c32(m * n * batch);
   GemmArgs g;
   g.trans_a = true;  // A stored k×m
-  g.m = m; g.n = n; g.k = k; g.batch = batch;
-  g.a = a.data(); g.lda = m; g.stride_a = k * m;
-  g.b = b.data(); g.ldb = n; g.stride_b = k * n;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch;
+  g.a = a.data();
+  g.lda = m;
+  g.stride_a = k * m;
+  g.b = b.data();
+  g.ldb = n;
+  g.stride_b = k * n;
   g.ab_type = DType::kBF16;
-  g.c = c16.data(); g.ldc = n; g.stride_c = m * n; g.c_type = DType::kBF16;
+  g.c = c16.data();
+  g.ldc = n;
+  g.stride_c = m * n;
+  g.c_type = DType::kBF16;
   dev.gemm(g);
   EXPECT_EQ(ledger.peak(Account::kWorkspace), (k * m + k * n + m * n) * 4);  // 496 bytes
   EXPECT_EQ(ledger.count(Account::kWorkspace), 3);
@@ -256,7 +327,8 @@ TEST(Gemm, SixteenBitWorkspaceIsBookedThenReleased) {
 
   Ledger l2;
   CpuDevice d2(l2);
-  g.c = c32.data(); g.c_type = DType::kFP32;
+  g.c = c32.data();
+  g.c_type = DType::kFP32;
   d2.gemm(g);
   EXPECT_EQ(l2.peak(Account::kWorkspace), (k * m + k * n) * 4);  // 256 bytes: A and B only
   EXPECT_EQ(l2.count(Account::kWorkspace), 2);
@@ -265,7 +337,9 @@ TEST(Gemm, SixteenBitWorkspaceIsBookedThenReleased) {
   Ledger l3;
   CpuDevice d3(l3);
   std::vector<float> a32(k * m * batch, 0.5f), b32(k * n * batch, 2.0f);
-  g.a = a32.data(); g.b = b32.data(); g.ab_type = DType::kFP32;
+  g.a = a32.data();
+  g.b = b32.data();
+  g.ab_type = DType::kFP32;
   d3.gemm(g);
   EXPECT_EQ(l3.count(Account::kWorkspace), 0);  // fp32: nothing to convert
   for (float x : c32) EXPECT_EQ(x, 4.0f);
@@ -276,13 +350,23 @@ TEST(Gemm, RejectsBadArguments) {
   CpuDevice dev(ledger);
   std::vector<float> a(64), b(64), c(64);
   GemmArgs g;
-  g.m = 4; g.n = 4; g.k = 4;
-  g.a = a.data(); g.lda = 4; g.b = b.data(); g.ldb = 4; g.c = c.data(); g.ldc = 4;
+  g.m = 4;
+  g.n = 4;
+  g.k = 4;
+  g.a = a.data();
+  g.lda = 4;
+  g.b = b.data();
+  g.ldb = 4;
+  g.c = c.data();
+  g.ldc = 4;
   g.lda = 3;
   EXPECT_THROW(dev.gemm(g), std::invalid_argument);
-  g.lda = 4; g.ldc = 2;
+  g.lda = 4;
+  g.ldc = 2;
   EXPECT_THROW(dev.gemm(g), std::invalid_argument);
-  g.ldc = 4; g.ab_type = DType::kBF16; g.c_type = DType::kFP16;
+  g.ldc = 4;
+  g.ab_type = DType::kBF16;
+  g.c_type = DType::kFP16;
   EXPECT_THROW(dev.gemm(g), std::invalid_argument);
   EXPECT_EQ(dev.executed_flops(), 0);
 }

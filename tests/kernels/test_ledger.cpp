@@ -34,18 +34,18 @@ TEST(Ledger, LivePeakCountPerAccount) {
   EXPECT_EQ(l.count(A::kWeights), 1);
   EXPECT_EQ(l.count(A::kMaster), 0);
   EXPECT_EQ(l.live_total(), 137);
-  EXPECT_EQ(l.peak_total(), 180);    // 100 + 50 + 30
+  EXPECT_EQ(l.peak_total(), 180);  // 100 + 50 + 30
   EXPECT_EQ(l.live_by_account().total(), 137);
 }
 
 TEST(Ledger, AtPeakIsTheBreakdownAtTheTotalsPeakNotThePerAccountPeaks) {
   Ledger l;
-  l.book(A::kWeights, 100);       // total 100
-  l.book(A::kActivations, 50);    // total 150: peak, {w 100, act 50}
-  l.unbook(A::kWeights, 100);     // total 50
-  l.book(A::kWorkspace, 120);     // total 170: new peak, {w 0, act 50, ws 120}
-  l.unbook(A::kWorkspace, 120);   // total 50
-  l.book(A::kWeights, 110);       // total 160 < 170: no new peak
+  l.book(A::kWeights, 100);      // total 100
+  l.book(A::kActivations, 50);   // total 150: peak, {w 100, act 50}
+  l.unbook(A::kWeights, 100);    // total 50
+  l.book(A::kWorkspace, 120);    // total 170: new peak, {w 0, act 50, ws 120}
+  l.unbook(A::kWorkspace, 120);  // total 50
+  l.book(A::kWeights, 110);      // total 160 < 170: no new peak
 
   EXPECT_EQ(l.peak_total(), 170);
   EXPECT_EQ(l.at_peak()[A::kWeights], 0);
@@ -62,9 +62,9 @@ TEST(Ledger, AtPeakIsTheBreakdownAtTheTotalsPeakNotThePerAccountPeaks) {
 
 TEST(Ledger, AtPeakKeepsTheFirstMomentAPeakIsReached) {
   Ledger l;
-  l.book(A::kWeights, 100);   // peak 100 {w 100}
+  l.book(A::kWeights, 100);  // peak 100 {w 100}
   l.unbook(A::kWeights, 100);
-  l.book(A::kGrads, 100);     // equal total, not a new peak
+  l.book(A::kGrads, 100);  // equal total, not a new peak
   EXPECT_EQ(l.peak_total(), 100);
   EXPECT_EQ(l.at_peak()[A::kWeights], 100);
   EXPECT_EQ(l.at_peak()[A::kGrads], 0);
@@ -140,13 +140,13 @@ TEST(Ledger, TimelineRecordsLiveAndPeakBetweenMarkers) {
 
   l.enable_timeline(true);
   l.book(A::kWeights, 100);
-  l.mark_phase("start");                 // live 100, peak since previous marker 100
+  l.mark_phase("start");  // live 100, peak since previous marker 100
   l.book(A::kActivations, 40);
-  l.book(A::kWorkspace, 60);             // 200
-  l.unbook(A::kWorkspace, 60);           // 140
-  l.mark_phase("fwd.layer.0");           // live {w 100, act 40}, peak since "start" 200
-  l.unbook(A::kActivations, 40);         // 100
-  l.mark_phase("bwd.layer.0");           // peak since "fwd.layer.0": 140 (the live total at it)
+  l.book(A::kWorkspace, 60);      // 200
+  l.unbook(A::kWorkspace, 60);    // 140
+  l.mark_phase("fwd.layer.0");    // live {w 100, act 40}, peak since "start" 200
+  l.unbook(A::kActivations, 40);  // 100
+  l.mark_phase("bwd.layer.0");    // peak since "fwd.layer.0": 140 (the live total at it)
 
   const auto& tl = l.timeline();
   ASSERT_EQ(tl.size(), 3u);

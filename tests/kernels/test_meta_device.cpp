@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/registry/registry.h"
 #include "kernels/meta/meta_device.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger {
 namespace {
@@ -36,9 +36,17 @@ void run_sequence(Device& d) {
   d.fill_zero(x.data(), x.bytes());
   Buffer y = d.alloc(m * n * 2, A::kActivations, "y");
   GemmArgs g;
-  g.m = m; g.n = n; g.k = k;
-  g.a = x.data(); g.lda = k; g.b = w.data(); g.ldb = n; g.ab_type = t;
-  g.c = y.data(); g.ldc = n; g.c_type = t;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = x.data();
+  g.lda = k;
+  g.b = w.data();
+  g.ldb = n;
+  g.ab_type = t;
+  g.c = y.data();
+  g.ldc = n;
+  g.c_type = t;
   d.gemm(g);  // 2·8·12·16 = 3072 FLOPs; cpu books 3 fp32 copies in workspace
 
   // fp32 batched GEMM (no conversion on either backend): 2·4·5·6·3 = 720 FLOPs.
@@ -47,24 +55,36 @@ void run_sequence(Device& d) {
     Buffer c = d.alloc(3 * 4 * 5 * 4, A::kWorkspace, "c32");
     for (Buffer* buf : {&a, &b, &c}) d.fill_zero(buf->data(), buf->bytes());
     GemmArgs f;
-    f.m = 4; f.n = 5; f.k = 6; f.batch = 3;
-    f.a = a.data(); f.lda = 6; f.stride_a = 24;
-    f.b = b.data(); f.ldb = 5; f.stride_b = 30;
-    f.c = c.data(); f.ldc = 5; f.stride_c = 20;
+    f.m = 4;
+    f.n = 5;
+    f.k = 6;
+    f.batch = 3;
+    f.a = a.data();
+    f.lda = 6;
+    f.stride_a = 24;
+    f.b = b.data();
+    f.ldb = 5;
+    f.stride_b = 30;
+    f.c = c.data();
+    f.ldc = 5;
+    f.stride_c = 20;
     d.gemm(f);
   }
 
   // Flash attention, B 1, Hq 2, Hkv 1, T 16, D 8: forward 2·(2·1·2·16²·8) = 16384,
   // backward 5·(2·1·2·16²·8) = 40960 FLOPs.
   AttnShape s;
-  s.B = 1; s.Hq = 2; s.Hkv = 1; s.T = 16; s.D = 8;
+  s.B = 1;
+  s.Hq = 2;
+  s.Hkv = 1;
+  s.T = 16;
+  s.D = 8;
   const int64_t q_bytes = s.B * s.Hq * s.T * s.D * 2, kv_bytes = s.B * s.Hkv * s.T * s.D * 2;
   Buffer q = d.alloc(q_bytes, A::kActivations, "q"), kk = d.alloc(kv_bytes, A::kActivations, "k");
   Buffer vv = d.alloc(kv_bytes, A::kActivations, "v"), o = d.alloc(q_bytes, A::kActivations, "o");
   Buffer lse = d.alloc(s.B * s.Hq * s.T * 4, A::kActivations, "lse");
   for (Buffer* b : {&q, &kk, &vv}) d.fill_zero(b->data(), b->bytes());
-  d.flash_attention_forward(o.data(), lse.as<float>(), q.data(), kk.data(), vv.data(), t, s, 0.0f,
-                            RngKey{1, 2});
+  d.flash_attention_forward(o.data(), lse.as<float>(), q.data(), kk.data(), vv.data(), t, s, 0.0f, RngKey{1, 2});
 
   // LayerNorm over y (m rows of n).
   Buffer ln_w = d.alloc(n * 2, A::kWeights, "ln.w"), ln_b = d.alloc(n * 2, A::kWeights, "ln.b");
@@ -72,24 +92,24 @@ void run_sequence(Device& d) {
   Buffer mean = d.alloc(m * 4, A::kActivations, "ln.mean"), rstd = d.alloc(m * 4, A::kActivations, "ln.rstd");
   d.fill_zero(ln_w.data(), ln_w.bytes());
   d.fill_zero(ln_b.data(), ln_b.bytes());
-  d.layernorm_forward(ln_out.data(), mean.as<float>(), rstd.as<float>(), y.data(), ln_w.data(),
-                      ln_b.data(), t, m, n, 1e-5f);
+  d.layernorm_forward(ln_out.data(), mean.as<float>(), rstd.as<float>(), y.data(), ln_w.data(), ln_b.data(), t, m, n,
+                      1e-5f);
 
   // Backward.
   {
     Buffer dq = d.alloc(q_bytes, A::kWorkspace, "dq"), dk = d.alloc(kv_bytes, A::kWorkspace, "dk");
     Buffer dv = d.alloc(kv_bytes, A::kWorkspace, "dv"), dout = d.alloc(q_bytes, A::kWorkspace, "dout");
     d.fill_zero(dout.data(), dout.bytes());
-    d.flash_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), kk.data(),
-                               vv.data(), o.data(), lse.as<float>(), t, s, 0.0f, RngKey{1, 2});
+    d.flash_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), kk.data(), vv.data(), o.data(),
+                               lse.as<float>(), t, s, 0.0f, RngKey{1, 2});
   }
   for (Buffer* b : {&q, &kk, &vv, &o, &lse, &ln_out}) b->reset();  // activations freed by backward
   {
     Buffer comm = d.alloc(k * n * 4, A::kComm, "dp.bucket");
     d.convert(comm.data(), DType::kFP32, grad.data(), t, k * n);
   }
-  d.adamw(master.as<float>(), w.data(), t, grad.data(), t, adam_m.as<float>(), adam_v.as<float>(),
-          k * n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f);
+  d.adamw(master.as<float>(), w.data(), t, grad.data(), t, adam_m.as<float>(), adam_v.as<float>(), k * n, 1e-3f, 0.9f,
+          0.95f, 1e-8f, 0.1f, 1, 1.0f);
 }
 
 TEST(MetaDevice, SameLedgerAndFlopsAsCpu) {
@@ -132,7 +152,11 @@ TEST(MetaDevice, SixteenBitGemmBooksNoWorkspace) {
   Ledger l;
   MetaDevice d(l);
   GemmArgs g;
-  g.m = 4096; g.n = 4096; g.k = 4096; g.ab_type = DType::kBF16; g.c_type = DType::kBF16;
+  g.m = 4096;
+  g.n = 4096;
+  g.k = 4096;
+  g.ab_type = DType::kBF16;
+  g.c_type = DType::kBF16;
   g.lda = g.ldb = g.ldc = 4096;
   d.gemm(g);  // null pointers: nothing is touched
   EXPECT_EQ(l.count(A::kWorkspace), 0);

@@ -52,18 +52,14 @@ TEST(OpChecks, AttentionShapeCheckedForEveryBackendAndEveryAttentionOp) {
   s.Hkv = 2;
   s.T = 4;
   s.D = 8;  // Hq not a multiple of Hkv
-  const std::string shape =
-      ": bad attention shape (B, Hq, Hkv, T, D) = (1, 3, 2, 4, 8); Hq must be a multiple of Hkv";
-  expect_rejected_everywhere(
-      [&](Device& d) { d.split_qkv(nullptr, nullptr, nullptr, nullptr, DType::kFP32, s); },
-      "split_qkv" + shape);
-  expect_rejected_everywhere(
-      [&](Device& d) { d.softmax_forward(nullptr, nullptr, DType::kFP32, s); },
-      "softmax_forward" + shape);
+  const std::string shape = ": bad attention shape (B, Hq, Hkv, T, D) = (1, 3, 2, 4, 8); Hq must be a multiple of Hkv";
+  expect_rejected_everywhere([&](Device& d) { d.split_qkv(nullptr, nullptr, nullptr, nullptr, DType::kFP32, s); },
+                             "split_qkv" + shape);
+  expect_rejected_everywhere([&](Device& d) { d.softmax_forward(nullptr, nullptr, DType::kFP32, s); },
+                             "softmax_forward" + shape);
   expect_rejected_everywhere(
       [&](Device& d) {
-        d.flash_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, DType::kFP32, s,
-                                  0.0f, {});
+        d.flash_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, DType::kFP32, s, 0.0f, {});
       },
       "flash_attention_forward" + shape);
   s.Hq = 4;
@@ -73,12 +69,10 @@ TEST(OpChecks, AttentionShapeCheckedForEveryBackendAndEveryAttentionOp) {
 }
 
 TEST(OpChecks, DropoutRopeGemmAndAdamwCheckedForEveryBackend) {
-  expect_rejected_everywhere(
-      [](Device& d) { d.dropout_forward(nullptr, nullptr, nullptr, DType::kFP32, 4, 1.5f, {}); },
-      "dropout_forward: dropout probability must be in [0, 1], got 1.500000");
-  expect_rejected_everywhere(
-      [](Device& d) { d.rope_forward(nullptr, DType::kFP32, 1, 1, 1, 7, 0, 10000.0f); },
-      "rope_forward: head dim must be even, got 7");
+  expect_rejected_everywhere([](Device& d) { d.dropout_forward(nullptr, nullptr, nullptr, DType::kFP32, 4, 1.5f, {}); },
+                             "dropout_forward: dropout probability must be in [0, 1], got 1.500000");
+  expect_rejected_everywhere([](Device& d) { d.rope_forward(nullptr, DType::kFP32, 1, 1, 1, 7, 0, 10000.0f); },
+                             "rope_forward: head dim must be even, got 7");
   GemmArgs g;
   g.m = 2;
   g.n = 3;
@@ -89,8 +83,8 @@ TEST(OpChecks, DropoutRopeGemmAndAdamwCheckedForEveryBackend) {
   expect_rejected_everywhere([&](Device& d) { d.gemm(g); }, "gemm: ldc 2 < 3");
   expect_rejected_everywhere(
       [](Device& d) {
-        d.adamw(nullptr, nullptr, DType::kFP32, nullptr, DType::kFP32, nullptr, nullptr, 4, 1e-3f,
-                0.9f, 0.95f, 1e-8f, 0.1f, /*step=*/0, 1.0f);
+        d.adamw(nullptr, nullptr, DType::kFP32, nullptr, DType::kFP32, nullptr, nullptr, 4, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                0.1f, /*step=*/0, 1.0f);
       },
       "adamw: step counts from 1, got 0");
 }
@@ -104,10 +98,9 @@ TEST(OpChecks, ProfiledFlopsAreTheWrappedDevicesCount) {
   s.Hkv = 2;
   s.T = 16;
   s.D = 8;
-  dev.flash_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, DType::kBF16, s, 0.0f,
-                              {});
-  dev.flash_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                               nullptr, nullptr, DType::kBF16, s, 0.0f, {});
+  dev.flash_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, DType::kBF16, s, 0.0f, {});
+  dev.flash_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                               DType::kBF16, s, 0.0f, {});
   EXPECT_EQ(dev.op_times().at("flash_attention_forward").flops, flash_forward_flops(s));
   EXPECT_EQ(dev.op_times().at("flash_attention_backward").flops, flash_backward_flops(s));
   EXPECT_EQ(dev.executed_flops(), flash_forward_flops(s) + flash_backward_flops(s));

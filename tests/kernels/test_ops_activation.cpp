@@ -22,9 +22,7 @@ std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -3.0f, flo
 }
 
 // Independent double references (Hendrycks & Gimpel 2016 tanh form; Shazeer 2020).
-double gelu_ref(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
 
 class Activation : public ::testing::Test {
@@ -55,8 +53,7 @@ TEST_F(Activation, GeluMatchesDoubleReferenceOnManyValues) {
   dev.gelu_forward(out.data(), x.data(), DType::kFP32, n);
   // Tolerance as above.
   for (int64_t i = 0; i < n; ++i)
-    EXPECT_NEAR(out[i], gelu_ref(x[i]), 1e-6 * (std::abs(gelu_ref(x[i])) + std::abs(x[i])))
-        << "x = " << x[i];
+    EXPECT_NEAR(out[i], gelu_ref(x[i]), 1e-6 * (std::abs(gelu_ref(x[i])) + std::abs(x[i]))) << "x = " << x[i];
 }
 
 // Central differences of the fp32 op with h = 1e-2: truncation h²/6·|gelu'''| < 3e-5,
@@ -85,12 +82,10 @@ TEST_F(Activation, GeluBackwardMatchesFiniteDifferences) {
 TEST_F(Activation, SwigluKnownValues) {
   const std::vector<float> gate = {1.0f, 2.0f, -1.0f, 0.0f};
   const std::vector<float> up = {1.0f, -0.5f, 3.0f, 7.0f};
-  const std::vector<double> want = {0.7310585786300049, -0.5 * 1.7615941559557646,
-                                    3.0 * -0.2689414213699951, 0.0};
+  const std::vector<double> want = {0.7310585786300049, -0.5 * 1.7615941559557646, 3.0 * -0.2689414213699951, 0.0};
   std::vector<float> out(gate.size());
   dev.swiglu_forward(out.data(), gate.data(), up.data(), DType::kFP32, 4);
-  for (size_t i = 0; i < gate.size(); ++i)
-    EXPECT_NEAR(out[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << i;
+  for (size_t i = 0; i < gate.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << i;
 
   const int64_t n = 40001;
   const auto g = random_vector(n, 4, -8.0f, 8.0f), u = random_vector(n, 5);
@@ -120,8 +115,7 @@ TEST_F(Activation, SwigluBackwardMatchesFiniteDifferences) {
   dev.swiglu_forward(fum.data(), g.data(), um.data(), DType::kFP32, n);
   for (int64_t i = 0; i < n; ++i) {
     const double fdg = (static_cast<double>(fp[i]) - fm[i]) / (static_cast<double>(gp[i]) - gm[i]);
-    const double fdu =
-        (static_cast<double>(fup[i]) - fum[i]) / (static_cast<double>(up[i]) - um[i]);
+    const double fdu = (static_cast<double>(fup[i]) - fum[i]) / (static_cast<double>(up[i]) - um[i]);
     EXPECT_NEAR(dg[i], dout[i] * fdg, 2e-4) << "gate = " << g[i] << " up = " << u[i];
     EXPECT_NEAR(du[i], dout[i] * fdu, 1e-4) << "gate = " << g[i];
   }
@@ -151,8 +145,7 @@ TEST_F(Activation, Bf16StorageComputesInFp32) {
   std::vector<uint16_t> ones(n, fp32_to_bf16(1.0f));
   for (int64_t i = 0; i < n; ++i) x32[i] = bf16_to_fp32(x[i]), u32[i] = bf16_to_fp32(u[i]);
   dev.swiglu_backward(dg.data(), du.data(), ones.data(), x.data(), u.data(), DType::kBF16, n);
-  dev.swiglu_backward(dg32.data(), du32.data(), d32.data(), x32.data(), u32.data(), DType::kFP32,
-                      n);
+  dev.swiglu_backward(dg32.data(), du32.data(), d32.data(), x32.data(), u32.data(), DType::kFP32, n);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_NEAR(bf16_to_fp32(dg[i]), dg32[i], tol * std::abs(dg32[i]) + 1e-30) << i;
     EXPECT_NEAR(bf16_to_fp32(du[i]), du32[i], tol * std::abs(du32[i]) + 1e-30) << i;

@@ -53,12 +53,10 @@ TEST_F(Attention, SplitQkvPlacesEveryHeadAndMergeInvertsIt) {
     for (int64_t t = 0; t < s.T; ++t)
       for (int64_t d = 0; d < s.D; ++d) {
         const int64_t row = (b * s.T + t) * W;
-        for (int64_t h = 0; h < s.Hq; ++h)
-          EXPECT_EQ(q[((b * s.Hq + h) * s.T + t) * s.D + d], qkv[row + h * s.D + d]);
+        for (int64_t h = 0; h < s.Hq; ++h) EXPECT_EQ(q[((b * s.Hq + h) * s.T + t) * s.D + d], qkv[row + h * s.D + d]);
         for (int64_t g = 0; g < s.Hkv; ++g) {
           EXPECT_EQ(k[((b * s.Hkv + g) * s.T + t) * s.D + d], qkv[row + (s.Hq + g) * s.D + d]);
-          EXPECT_EQ(v[((b * s.Hkv + g) * s.T + t) * s.D + d],
-                    qkv[row + (s.Hq + s.Hkv + g) * s.D + d]);
+          EXPECT_EQ(v[((b * s.Hkv + g) * s.T + t) * s.D + d], qkv[row + (s.Hq + s.Hkv + g) * s.D + d]);
         }
       }
   std::vector<float> back(qkv.size(), -1.0f);
@@ -66,8 +64,7 @@ TEST_F(Attention, SplitQkvPlacesEveryHeadAndMergeInvertsIt) {
   EXPECT_EQ(back, qkv);
 
   // 16-bit storage: the same moves on 2-byte elements, bit for bit.
-  std::vector<uint16_t> qkv16(qkv.size()), q16(q.size()), k16(k.size()), v16(v.size()),
-      back16(qkv.size());
+  std::vector<uint16_t> qkv16(qkv.size()), q16(q.size()), k16(k.size()), v16(v.size()), back16(qkv.size());
   for (size_t i = 0; i < qkv.size(); ++i) qkv16[i] = static_cast<uint16_t>(i * 7 + 1);
   dev.split_qkv(q16.data(), k16.data(), v16.data(), qkv16.data(), DType::kBF16, s);
   EXPECT_EQ(q16[((1 * s.Hq + 3) * s.T + 4) * s.D + 2], qkv16[(1 * s.T + 4) * W + 3 * s.D + 2]);
@@ -86,8 +83,7 @@ TEST_F(Attention, MergeHeadsAndSplitHeadsAreInverse) {
     for (int64_t h = 0; h < s.Hq; ++h)
       for (int64_t t = 0; t < s.T; ++t)
         for (int64_t d = 0; d < s.D; ++d)
-          EXPECT_EQ(out[(b * s.T + t) * s.Hq * s.D + h * s.D + d],
-                    ctx[((b * s.Hq + h) * s.T + t) * s.D + d]);
+          EXPECT_EQ(out[(b * s.T + t) * s.Hq * s.D + h * s.D + d], ctx[((b * s.Hq + h) * s.T + t) * s.D + d]);
   dev.split_heads(back.data(), out.data(), DType::kFP32, s);
   EXPECT_EQ(back, ctx);
 
@@ -97,8 +93,7 @@ TEST_F(Attention, MergeHeadsAndSplitHeadsAreInverse) {
   std::vector<float> big(m), merged(m), split(m);
   for (int64_t i = 0; i < m; ++i) big[i] = static_cast<float>(i);
   dev.merge_heads(merged.data(), big.data(), DType::kFP32, s);
-  EXPECT_EQ(merged[(1 * s.T + 63) * s.Hq * s.D + 7 * s.D + 5],
-            big[((1 * s.Hq + 7) * s.T + 63) * s.D + 5]);
+  EXPECT_EQ(merged[(1 * s.T + 63) * s.Hq * s.D + 7 * s.D + 5], big[((1 * s.Hq + 7) * s.T + 63) * s.D + 5]);
   dev.split_heads(split.data(), merged.data(), DType::kFP32, s);
   EXPECT_EQ(split, big);
 }
@@ -219,8 +214,7 @@ TEST_F(Attention, SoftmaxWithBf16Probabilities) {
   dev.softmax_backward(ds.data(), w.data(), probs.data(), DType::kBF16, s);
   for (int64_t r = 0; r < s.B * s.Hq * T; ++r) {
     double dot = 0;
-    for (int64_t j = 0; j <= r % T; ++j)
-      dot += static_cast<double>(w[r * T + j]) * bf16_to_fp32(probs[r * T + j]);
+    for (int64_t j = 0; j <= r % T; ++j) dot += static_cast<double>(w[r * T + j]) * bf16_to_fp32(probs[r * T + j]);
     for (int64_t j = 0; j <= r % T; ++j) {
       const double ref = bf16_to_fp32(probs[r * T + j]) * (w[r * T + j] - dot) * 0.25;
       EXPECT_NEAR(ds[r * T + j], ref, 1e-6);
@@ -242,15 +236,14 @@ TEST_F(Attention, MaterializedAttentionFromDeviceOpsMatchesReference) {
   const float p = 0.2f;
   const RngKey key{2024, 17};
   const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = Hq / Hkv;
-  const auto q = random_vector(B * Hq * T * D, 6, -2, 2),
-             k = random_vector(B * Hkv * T * D, 7, -2, 2), v = random_vector(B * Hkv * T * D, 8),
-             dctx = random_vector(B * Hq * T * D, 9);
+  const auto q = random_vector(B * Hq * T * D, 6, -2, 2), k = random_vector(B * Hkv * T * D, 7, -2, 2),
+             v = random_vector(B * Hkv * T * D, 8), dctx = random_vector(B * Hq * T * D, 9);
   const int64_t nP = B * Hq * T * T;
   std::vector<float> scores(nP), probs(nP), dropped(nP), ctx(B * Hq * T * D);
   std::vector<uint8_t> mask(nP);
 
-  auto gemm = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-                  const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
+  auto gemm = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, float beta) {
     GemmArgs g;
     g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = kk;
     g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.beta = beta;
@@ -274,8 +267,7 @@ TEST_F(Attention, MaterializedAttentionFromDeviceOpsMatchesReference) {
   for (size_t i = 0; i < ctx.size(); ++i) ASSERT_NEAR(ctx[i], ref.out[i], out_tol) << i;
   for (int64_t e = 0; e < nP; ++e) ASSERT_EQ(mask[e] != 0, ref.Z[e] != 0.0) << e;
 
-  std::vector<float> dPd(nP), dP(nP), dS(nP), dq(B * Hq * T * D), dk(B * Hkv * T * D, 0.0f),
-      dv(B * Hkv * T * D, 0.0f);
+  std::vector<float> dPd(nP), dP(nP), dS(nP), dq(B * Hq * T * D), dk(B * Hkv * T * D, 0.0f), dv(B * Hkv * T * D, 0.0f);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t qh = (b * Hq + h) * T * D, kvh = (b * Hkv + h / group) * T * D;
@@ -293,8 +285,7 @@ TEST_F(Attention, MaterializedAttentionFromDeviceOpsMatchesReference) {
       gemm(true, false, T, D, T, &dS[ph], T, &q[qh], D, &dk[kvh], D, 1.0f);
     }
   const auto grads = test::attention_reference_backward(dctx, q, k, v, s, ref);
-  const double tq = 1e-5 * max_abs(grads.dq), tk = 1e-5 * max_abs(grads.dk),
-               tv = 1e-5 * max_abs(grads.dv);
+  const double tq = 1e-5 * max_abs(grads.dq), tk = 1e-5 * max_abs(grads.dk), tv = 1e-5 * max_abs(grads.dv);
   for (size_t i = 0; i < dq.size(); ++i) ASSERT_NEAR(dq[i], grads.dq[i], tq) << i;
   for (size_t i = 0; i < dk.size(); ++i) ASSERT_NEAR(dk[i], grads.dk[i], tk) << i;
   for (size_t i = 0; i < dv.size(); ++i) ASSERT_NEAR(dv[i], grads.dv[i], tv) << i;

@@ -94,9 +94,8 @@ TEST_F(Dropout, ProbabilityOneDropsEverything) {
     ASSERT_EQ(out[i], 0.0f);
     ASSERT_EQ(mask[i], 0);
   }
-  EXPECT_THROW(
-      dev.dropout_forward(out.data(), mask.data(), x.data(), DType::kFP32, 1000, 1.5f, RngKey{}),
-      std::invalid_argument);
+  EXPECT_THROW(dev.dropout_forward(out.data(), mask.data(), x.data(), DType::kFP32, 1000, 1.5f, RngKey{}),
+               std::invalid_argument);
 }
 
 // dx = dout · mask / (1 − p), across dtypes (bf16 dout -> fp32 dx is exact up to the scale).
@@ -114,8 +113,7 @@ TEST_F(Dropout, BackwardAppliesTheSavedMask) {
   std::vector<uint16_t> dout16(n);
   for (int64_t i = 0; i < n; ++i) dout16[i] = fp32_to_bf16(dout[i]);
   dev.dropout_backward(dx.data(), DType::kFP32, dout16.data(), DType::kBF16, mask.data(), n, p);
-  for (int64_t i = 0; i < n; ++i)
-    EXPECT_FLOAT_EQ(dx[i], mask[i] ? bf16_to_fp32(dout16[i]) / (1.0f - p) : 0.0f);
+  for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(dx[i], mask[i] ? bf16_to_fp32(dout16[i]) / (1.0f - p) : 0.0f);
 }
 
 // bf16 storage: reads bf16, scales in fp32, rounds once: within half a bf16 ulp

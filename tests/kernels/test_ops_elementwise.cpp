@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_device.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {
@@ -111,8 +111,7 @@ TEST(BiasAdd, AddsTheBiasToEveryRow) {
   const auto bias = random_uniform(cols, -1, 1, 13);
   dev.d.bias_add(out.data(), bias.data(), DType::kFP32, rows, cols);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      ASSERT_EQ(out[r * cols + c], out0[r * cols + c] + bias[c]);
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[r * cols + c], out0[r * cols + c] + bias[c]);
 
   auto o16 = random16(rows * cols, DType::kBF16, 14);
   const auto o16_0 = o16;
@@ -120,8 +119,7 @@ TEST(BiasAdd, AddsTheBiasToEveryRow) {
   dev.d.bias_add(o16.data(), b16.data(), DType::kBF16, rows, cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      ASSERT_EQ(o16[r * cols + c],
-                fp32_to_bf16(bf16_to_fp32(o16_0[r * cols + c]) + bf16_to_fp32(b16[c])));
+      ASSERT_EQ(o16[r * cols + c], fp32_to_bf16(bf16_to_fp32(o16_0[r * cols + c]) + bf16_to_fp32(b16[c])));
 }
 
 TEST(BiasBackward, MatchesFiniteDifferencesAndAColumnSum) {
@@ -153,8 +151,7 @@ TEST(BiasBackward, MatchesFiniteDifferencesAndAColumnSum) {
   for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(acc[c], static_cast<float>(0.5 + ref[c]));
   std::vector<uint16_t> acc16(cols, fp32_to_bf16(0.5f));
   dev.d.bias_backward(acc16.data(), DType::kBF16, dout.data(), DType::kFP32, rows, cols, true);
-  for (int64_t c = 0; c < cols; ++c)
-    EXPECT_EQ(acc16[c], fp32_to_bf16(static_cast<float>(0.5 + ref[c])));
+  for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(acc16[c], fp32_to_bf16(static_cast<float>(0.5 + ref[c])));
 }
 
 }  // namespace

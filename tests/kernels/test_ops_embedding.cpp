@@ -8,8 +8,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_device.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {
@@ -47,8 +47,7 @@ TEST(Embedding, ForwardTokenPlusPosition) {
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < C; ++c)
         ASSERT_EQ(o16[(b * T + t) * C + c],
-                  fp32_to_bf16(bf16_to_fp32(te[ids[b * T + t] * C + c]) +
-                               bf16_to_fp32(pe[(off + t) * C + c])));
+                  fp32_to_bf16(bf16_to_fp32(te[ids[b * T + t] * C + c]) + bf16_to_fp32(pe[(off + t) * C + c])));
 }
 
 TEST(Embedding, BackwardMatchesFiniteDifferences) {
@@ -59,13 +58,11 @@ TEST(Embedding, BackwardMatchesFiniteDifferences) {
   const auto dout = random_uniform(B * T * C, -1, 1, 5);
   std::vector<float> out(B * T * C);
   auto loss = [&]() {
-    dev.d.embedding_forward(out.data(), ids.data(), wte.data(), wpe.data(), DType::kFP32, B, T, C,
-                            off);
+    dev.d.embedding_forward(out.data(), ids.data(), wte.data(), wpe.data(), DType::kFP32, B, T, C, off);
     return testing_util::dot(dout, out);
   };
   std::vector<float> dwte(V * C, 0.0f), dwpe(P * C, 0.0f);
-  dev.d.embedding_backward(dwte.data(), dwpe.data(), DType::kFP32, dout.data(), DType::kFP32,
-                           ids.data(), B, T, C, off);
+  dev.d.embedding_backward(dwte.data(), dwpe.data(), DType::kFP32, dout.data(), DType::kFP32, ids.data(), B, T, C, off);
   // Linear in both tables: only rounding separates the two (a few outputs per
   // perturbed element, ≈ 6e-8·4/1e-2 ≈ 2e-5).
   EXPECT_LT(testing_util::max_rel_error(dwte, testing_util::numeric_grad(wte, loss)), 1e-3);
@@ -97,8 +94,7 @@ TEST(Embedding, BackwardAccumulatesAndRoundsOncePerRow) {
       for (int64_t c = 0; c < C; ++c) sum_pe[(off + t) * C + c] += dout[(b * T + t) * C + c];
 
   std::vector<float> dwte = pre_te, dwpe = pre_pe;
-  dev.d.embedding_backward(dwte.data(), dwpe.data(), DType::kFP32, dout.data(), DType::kFP32,
-                           ids.data(), B, T, C, off);
+  dev.d.embedding_backward(dwte.data(), dwpe.data(), DType::kFP32, dout.data(), DType::kFP32, ids.data(), B, T, C, off);
   for (int64_t v = 0; v < V; ++v)
     for (int64_t c = 0; c < C; ++c)
       ASSERT_EQ(dwte[v * C + c], used[v] ? pre_te[v * C + c] + sum_te[v * C + c] : pre_te[v * C + c]);
@@ -114,12 +110,10 @@ TEST(Embedding, BackwardAccumulatesAndRoundsOncePerRow) {
   convert_from_fp32(pre_te.data(), g16.data(), DType::kBF16, V * C);
   std::vector<float> pre16(V * C);
   convert_to_fp32(g16.data(), DType::kBF16, pre16.data(), V * C);
-  dev.d.embedding_backward(g16.data(), nullptr, DType::kBF16, dout.data(), DType::kFP32, ids.data(),
-                           B, T, C, off);
+  dev.d.embedding_backward(g16.data(), nullptr, DType::kBF16, dout.data(), DType::kFP32, ids.data(), B, T, C, off);
   for (int64_t v = 0; v < V; ++v)
     for (int64_t c = 0; c < C; ++c)
-      ASSERT_EQ(g16[v * C + c], fp32_to_bf16(used[v] ? pre16[v * C + c] + sum_te[v * C + c]
-                                                      : pre16[v * C + c]));
+      ASSERT_EQ(g16[v * C + c], fp32_to_bf16(used[v] ? pre16[v * C + c] + sum_te[v * C + c] : pre16[v * C + c]));
 }
 
 }  // namespace

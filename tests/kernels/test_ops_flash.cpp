@@ -61,10 +61,8 @@ struct Inputs {
 };
 Inputs make_inputs(const AttnShape& s, uint32_t seed) {
   // |q|, |k| ≤ 2 with D ≤ 32: scaled scores up to ~20, so the softmax is far from uniform.
-  return {random_vector(s.B * s.Hq * s.T * s.D, seed, -2, 2),
-          random_vector(s.B * s.Hkv * s.T * s.D, seed + 1, -2, 2),
-          random_vector(s.B * s.Hkv * s.T * s.D, seed + 2),
-          random_vector(s.B * s.Hq * s.T * s.D, seed + 3)};
+  return {random_vector(s.B * s.Hq * s.T * s.D, seed, -2, 2), random_vector(s.B * s.Hkv * s.T * s.D, seed + 1, -2, 2),
+          random_vector(s.B * s.Hkv * s.T * s.D, seed + 2), random_vector(s.B * s.Hq * s.T * s.D, seed + 3)};
 }
 
 class Flash : public ::testing::Test {
@@ -83,15 +81,14 @@ TEST_F(Flash, ForwardMatchesNaiveReference) {
     const AttnShape s = shape_of(c);
     const Inputs in = make_inputs(s, seed += 10);
     std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T);
-    dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                                DType::kFP32, s, c.p, key);
+    dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, c.p,
+                                key);
     const auto ref = test::attention_reference(in.q, in.k, in.v, s, c.p, key);
     const double tol = 1e-5 * std::max(1.0, max_abs(ref.out));
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_NEAR(out[i], ref.out[i], tol) << "T " << c.T << " p " << c.p << " element " << i;
     for (size_t i = 0; i < lse.size(); ++i)
-      ASSERT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::abs(ref.lse[i])))
-          << "T " << c.T << " row " << i;
+      ASSERT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::abs(ref.lse[i]))) << "T " << c.T << " row " << i;
   }
 }
 
@@ -115,10 +112,8 @@ TEST_F(Flash, DropoutIsTheMaterializedMaskOnTheProbabilities) {
   EXPECT_GT(dropped_count, 0);
   // And dropout changes the result (the mask is really applied).
   std::vector<float> o0(in.q.size()), o1(in.q.size()), lse(s.B * s.Hq * s.T);
-  dev.flash_attention_forward(o0.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                              DType::kFP32, s, 0.0f, key);
-  dev.flash_attention_forward(o1.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                              DType::kFP32, s, p, key);
+  dev.flash_attention_forward(o0.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, 0.0f, key);
+  dev.flash_attention_forward(o1.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, p, key);
   EXPECT_NE(o0, o1);
 }
 
@@ -129,8 +124,8 @@ TEST_F(Flash, WindowOfOneCopiesV) {
   s.B = 2, s.Hq = 4, s.Hkv = 2, s.T = 70, s.D = 8, s.window = 1;
   const Inputs in = make_inputs(s, 4);
   std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T);
-  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                              DType::kFP32, s, 0.0f, key);
+  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, 0.0f,
+                              key);
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.Hq; ++h)
       for (int64_t i = 0; i < s.T; ++i) {
@@ -153,22 +148,18 @@ TEST_F(Flash, BackwardMatchesNaiveReference) {
   for (const Case& c : kCases) {
     const AttnShape s = shape_of(c);
     const Inputs in = make_inputs(s, seed += 10);
-    std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()),
-        dk(in.k.size(), 9.0f), dv(in.v.size(), 9.0f);
-    dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                                DType::kFP32, s, c.p, key);
-    dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(),
-                                 in.k.data(), in.v.data(), out.data(), lse.data(), DType::kFP32, s,
-                                 c.p, key);
+    std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()), dk(in.k.size(), 9.0f),
+        dv(in.v.size(), 9.0f);
+    dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, c.p,
+                                key);
+    dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(), in.k.data(), in.v.data(),
+                                 out.data(), lse.data(), DType::kFP32, s, c.p, key);
     const auto ref = test::attention_reference(in.q, in.k, in.v, s, c.p, key);
     const auto g = test::attention_reference_backward(in.dout, in.q, in.k, in.v, s, ref);
     const double tq = 1e-5 * max_abs(g.dq), tk = 1e-5 * max_abs(g.dk), tv = 1e-5 * max_abs(g.dv);
-    for (size_t i = 0; i < dq.size(); ++i)
-      ASSERT_NEAR(dq[i], g.dq[i], tq) << "T " << c.T << " dq " << i;
-    for (size_t i = 0; i < dk.size(); ++i)
-      ASSERT_NEAR(dk[i], g.dk[i], tk) << "T " << c.T << " dk " << i;
-    for (size_t i = 0; i < dv.size(); ++i)
-      ASSERT_NEAR(dv[i], g.dv[i], tv) << "T " << c.T << " dv " << i;
+    for (size_t i = 0; i < dq.size(); ++i) ASSERT_NEAR(dq[i], g.dq[i], tq) << "T " << c.T << " dq " << i;
+    for (size_t i = 0; i < dk.size(); ++i) ASSERT_NEAR(dk[i], g.dk[i], tk) << "T " << c.T << " dk " << i;
+    for (size_t i = 0; i < dv.size(); ++i) ASSERT_NEAR(dv[i], g.dv[i], tv) << "T " << c.T << " dv " << i;
   }
 }
 
@@ -183,18 +174,13 @@ TEST_F(Flash, BackwardMatchesFiniteDifferences) {
   const float p = 0.1f;
   Inputs in = make_inputs(s, 5);
   in.q = random_vector(in.q.size(), 50), in.k = random_vector(in.k.size(), 51);  // |q|, |k| ≤ 1
-  std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()), dk(in.k.size()),
-      dv(in.v.size());
-  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                              DType::kFP32, s, p, key);
-  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(),
-                               in.k.data(), in.v.data(), out.data(), lse.data(), DType::kFP32, s, p,
-                               key);
-  auto loss = [&](const std::vector<float>& q, const std::vector<float>& k,
-                  const std::vector<float>& v) {
+  std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()), dk(in.k.size()), dv(in.v.size());
+  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, p, key);
+  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(), in.k.data(), in.v.data(),
+                               out.data(), lse.data(), DType::kFP32, s, p, key);
+  auto loss = [&](const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
     std::vector<float> o(q.size()), l(s.B * s.Hq * s.T);
-    dev.flash_attention_forward(o.data(), l.data(), q.data(), k.data(), v.data(), DType::kFP32, s,
-                                p, key);
+    dev.flash_attention_forward(o.data(), l.data(), q.data(), k.data(), v.data(), DType::kFP32, s, p, key);
     double sum = 0;
     for (size_t i = 0; i < o.size(); ++i) sum += static_cast<double>(in.dout[i]) * o[i];
     return sum;
@@ -224,16 +210,14 @@ TEST_F(Flash, BackwardMatchesFiniteDifferences) {
 TEST_F(Flash, CountsTheFullFlopFigure) {
   const AttnShape s = shape_of(kCases[3]);
   const Inputs in = make_inputs(s, 7);
-  std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()), dk(in.k.size()),
-      dv(in.v.size());
+  std::vector<float> out(in.q.size()), lse(s.B * s.Hq * s.T), dq(in.q.size()), dk(in.k.size()), dv(in.v.size());
   dev.reset_flops();
-  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
-                              DType::kFP32, s, 0.1f, key);
+  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, 0.1f,
+                              key);
   EXPECT_EQ(dev.executed_flops(), 8652800);
   EXPECT_EQ(dev.executed_flops(), flash_forward_flops(s));
-  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(),
-                               in.k.data(), in.v.data(), out.data(), lse.data(), DType::kFP32, s,
-                               0.1f, key);
+  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(), in.k.data(), in.v.data(),
+                               out.data(), lse.data(), DType::kFP32, s, 0.1f, key);
   EXPECT_EQ(dev.executed_flops(), 8652800 + 21632000);
   EXPECT_EQ(dev.executed_flops(), flash_forward_flops(s) + flash_backward_flops(s));
   // The ledger is untouched: tile scratch is not booked.
@@ -258,17 +242,15 @@ TEST_F(Flash, Bf16StorageComputesInFp32) {
   const auto q = to_bf16(in.q), k = to_bf16(in.k), v = to_bf16(in.v), dout = to_bf16(in.dout);
   std::vector<uint16_t> out(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
   std::vector<float> lse(s.B * s.Hq * s.T);
-  dev.flash_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), DType::kBF16, s,
-                              p, key);
+  dev.flash_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), DType::kBF16, s, p, key);
   const auto ref = test::attention_reference(in.q, in.k, in.v, s, p, key);
   const double m = max_abs(ref.out);
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_NEAR(bf16_to_fp32(out[i]), ref.out[i], std::abs(ref.out[i]) / 256 + 1e-5 * m) << i;
-  for (size_t i = 0; i < lse.size(); ++i)
-    ASSERT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::abs(ref.lse[i])));
+  for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], ref.lse[i], 1e-5 * std::max(1.0, std::abs(ref.lse[i])));
 
-  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                               v.data(), out.data(), lse.data(), DType::kBF16, s, p, key);
+  dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                               lse.data(), DType::kBF16, s, p, key);
   const auto g = test::attention_reference_backward(in.dout, in.q, in.k, in.v, s, ref);
   const double tq = max_abs(g.dq) / 64, tk = max_abs(g.dk) / 64, tv = max_abs(g.dv) / 64;
   for (size_t i = 0; i < dq.size(); ++i) ASSERT_NEAR(bf16_to_fp32(dq[i]), g.dq[i], tq) << i;
@@ -280,12 +262,12 @@ TEST_F(Flash, BadArgumentsAreErrors) {
   AttnShape s;
   s.B = 1, s.Hq = 3, s.Hkv = 2, s.T = 4, s.D = 2;
   std::vector<float> buf(64);
-  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(),
-                                           buf.data(), DType::kFP32, s, 0.0f, key),
+  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
+                                           0.0f, key),
                std::invalid_argument);
   s.Hkv = 1;
-  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(),
-                                           buf.data(), DType::kFP32, s, -0.1f, key),
+  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
+                                           -0.1f, key),
                std::invalid_argument);
 }
 

@@ -30,7 +30,7 @@ std::vector<float> make_logits() {
   auto x = random_uniform(N * Vp, -5, 5, 1);
   for (int64_t i = 0; i < N; ++i)
     for (int64_t j = V; j < Vp; ++j) x[i * Vp + j] = 100.0f;  // padding: must be ignored
-  for (int64_t j = 0; j < V; ++j) x[2 * Vp + j] += 1000.0f;    // exp(1000) overflows
+  for (int64_t j = 0; j < V; ++j) x[2 * Vp + j] += 1000.0f;   // exp(1000) overflows
   return x;
 }
 const std::vector<int32_t> kTargets = {0, 49, 17, 3, 3, 25};
@@ -103,11 +103,9 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheVocabulary) {
   std::vector<float> losses(N), dx(N * Vp);
   auto bad = kTargets;
   bad[4] = V;  // a padding column is not a token
-  EXPECT_THROW(dev.d.cross_entropy_forward(losses.data(), x.data(), bad.data(), N, Vp, V),
-               std::invalid_argument);
+  EXPECT_THROW(dev.d.cross_entropy_forward(losses.data(), x.data(), bad.data(), N, Vp, V), std::invalid_argument);
   bad[4] = -1;
-  EXPECT_THROW(dev.d.cross_entropy_backward(dx.data(), x.data(), bad.data(), N, Vp, V, 1.0f),
-               std::invalid_argument);
+  EXPECT_THROW(dev.d.cross_entropy_backward(dx.data(), x.data(), bad.data(), N, Vp, V, 1.0f), std::invalid_argument);
   EXPECT_THROW(dev.d.cross_entropy_forward(losses.data(), x.data(), kTargets.data(), N, V, Vp),
                std::invalid_argument);  // V > Vp
 }

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_device.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {
@@ -37,8 +37,7 @@ TEST(LayerNorm, ForwardMatchesDoubleReference) {
   const auto w = random_uniform(C, 0.5f, 1.5f, 2), b = random_uniform(C, -0.5f, 0.5f, 3);
   x[3] = 40.0f;  // an outlier row
   std::vector<float> out(N * C), mean(N), rstd(N);
-  dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
-                          DType::kFP32, N, C, kEps);
+  dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), DType::kFP32, N, C, kEps);
   for (int64_t r = 0; r < N; ++r) {
     double mu = 0, var = 0;
     for (int64_t c = 0; c < C; ++c) mu += x[r * C + c];
@@ -57,8 +56,7 @@ TEST(LayerNorm, ForwardMatchesDoubleReference) {
   }
   // Statistics are optional (inference): the same output without them.
   std::vector<float> out2(N * C);
-  dev.d.layernorm_forward(out2.data(), nullptr, nullptr, x.data(), w.data(), b.data(),
-                          DType::kFP32, N, C, kEps);
+  dev.d.layernorm_forward(out2.data(), nullptr, nullptr, x.data(), w.data(), b.data(), DType::kFP32, N, C, kEps);
   EXPECT_EQ(out, out2);
 }
 
@@ -70,14 +68,14 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
   const auto dout = random_uniform(N * C, -1.0f, 1.0f, 7);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto loss = [&]() {
-    dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
-                            DType::kFP32, N, C, kEps);
+    dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), DType::kFP32, N, C,
+                            kEps);
     return testing_util::dot(dout, out);
   };
   loss();
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-  dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), DType::kFP32, dout.data(), x.data(),
-                           w.data(), mean.data(), rstd.data(), DType::kFP32, N, C, false);
+  dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), DType::kFP32, dout.data(), x.data(), w.data(), mean.data(),
+                           rstd.data(), DType::kFP32, N, C, false);
   EXPECT_LT(max_rel_error(dx, numeric_grad(x, loss)), kFdTol);
   EXPECT_LT(max_rel_error(dw, numeric_grad(w, loss)), kFdTol);
   EXPECT_LT(max_rel_error(db, numeric_grad(b, loss)), kFdTol);
@@ -89,16 +87,15 @@ TEST(LayerNorm, BackwardAccumulates) {
   const auto x = random_uniform(N * C, -1.0f, 1.0f, 8), w = random_uniform(C, 0.5f, 1.5f, 9);
   const auto b = random_uniform(C, -0.5f, 0.5f, 10), dout = random_uniform(N * C, -1, 1, 11);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
-                          DType::kFP32, N, C, kEps);
+  dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), DType::kFP32, N, C, kEps);
   std::vector<float> dx0(N * C, 123.0f), dw0(C, 0.0f), db0(C, 0.0f);  // dx0 garbage: overwritten
-  dev.d.layernorm_backward(dx0.data(), dw0.data(), db0.data(), DType::kFP32, dout.data(), x.data(),
-                           w.data(), mean.data(), rstd.data(), DType::kFP32, N, C, false);
+  dev.d.layernorm_backward(dx0.data(), dw0.data(), db0.data(), DType::kFP32, dout.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), DType::kFP32, N, C, false);
   const auto pre_dx = random_uniform(N * C, -1, 1, 12), pre_dw = random_uniform(C, -1, 1, 13);
   const auto pre_db = random_uniform(C, -1, 1, 14);
   std::vector<float> dx = pre_dx, dw = pre_dw, db = pre_db;
-  dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), DType::kFP32, dout.data(), x.data(),
-                           w.data(), mean.data(), rstd.data(), DType::kFP32, N, C, true);
+  dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), DType::kFP32, dout.data(), x.data(), w.data(), mean.data(),
+                           rstd.data(), DType::kFP32, N, C, true);
   for (int64_t i = 0; i < N * C; ++i) EXPECT_EQ(dx[i], pre_dx[i] + dx0[i]) << i;  // one fp32 add
   for (int64_t c = 0; c < C; ++c) {
     EXPECT_NEAR(dw[c], pre_dw[c] + dw0[c], 1e-6 * (1 + std::abs(dw0[c])));
@@ -107,8 +104,8 @@ TEST(LayerNorm, BackwardAccumulates) {
   // Without accumulate_dx, dw and dbias still accumulate (they sum over microbatches).
   std::vector<float> dx2(N * C);
   std::vector<float> dw2 = dw0, db2 = db0;
-  dev.d.layernorm_backward(dx2.data(), dw2.data(), db2.data(), DType::kFP32, dout.data(), x.data(),
-                           w.data(), mean.data(), rstd.data(), DType::kFP32, N, C, false);
+  dev.d.layernorm_backward(dx2.data(), dw2.data(), db2.data(), DType::kFP32, dout.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), DType::kFP32, N, C, false);
   EXPECT_EQ(dx2, dx0);
   for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(dw2[c], 2 * dw0[c], 1e-6 * (1 + std::abs(dw0[c])));
 }
@@ -132,10 +129,9 @@ TEST(LayerNorm, SixteenBitStorage) {
     convert_to_fp32(b.data(), t, bf.data(), C);
     convert_to_fp32(dout.data(), t, df.data(), N * C);
     std::vector<float> out32(N * C), mean(N), rstd(N), mean32(N), rstd32(N);
-    dev.d.layernorm_forward(out32.data(), mean32.data(), rstd32.data(), xf.data(), wf.data(),
-                            bf.data(), DType::kFP32, N, C, kEps);
-    dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), t,
+    dev.d.layernorm_forward(out32.data(), mean32.data(), rstd32.data(), xf.data(), wf.data(), bf.data(), DType::kFP32,
                             N, C, kEps);
+    dev.d.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), t, N, C, kEps);
     EXPECT_EQ(mean, mean32);
     EXPECT_EQ(rstd, rstd32);
     std::vector<float> outf(N * C);
@@ -144,12 +140,11 @@ TEST(LayerNorm, SixteenBitStorage) {
 
     // Backward: 16-bit dx, fp32 and 16-bit weight gradients.
     std::vector<float> dx32(N * C), dw32(C, 0.0f), db32(C, 0.0f);
-    dev.d.layernorm_backward(dx32.data(), dw32.data(), db32.data(), DType::kFP32, df.data(),
-                             xf.data(), wf.data(), mean32.data(), rstd32.data(), DType::kFP32, N,
-                             C, false);
+    dev.d.layernorm_backward(dx32.data(), dw32.data(), db32.data(), DType::kFP32, df.data(), xf.data(), wf.data(),
+                             mean32.data(), rstd32.data(), DType::kFP32, N, C, false);
     std::vector<uint16_t> dw(C, 0), db(C, 0);  // 16-bit zeros
-    dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), t, dout.data(), x.data(), w.data(),
-                             mean.data(), rstd.data(), t, N, C, false);
+    dev.d.layernorm_backward(dx.data(), dw.data(), db.data(), t, dout.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), t, N, C, false);
     std::vector<float> dxf(N * C), dwf(C), dbf(C);
     convert_to_fp32(dx.data(), t, dxf.data(), N * C);
     convert_to_fp32(dw.data(), t, dwf.data(), C);
@@ -194,16 +189,16 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   };
   loss();
   std::vector<float> dx(N * C), dw(C, 0.0f);
-  dev.d.rmsnorm_backward(dx.data(), dw.data(), DType::kFP32, dout.data(), x.data(), w.data(),
-                         rstd.data(), DType::kFP32, N, C, false);
+  dev.d.rmsnorm_backward(dx.data(), dw.data(), DType::kFP32, dout.data(), x.data(), w.data(), rstd.data(), DType::kFP32,
+                         N, C, false);
   EXPECT_LT(max_rel_error(dx, numeric_grad(x, loss)), kFdTol);
   EXPECT_LT(max_rel_error(dw, numeric_grad(w, loss)), kFdTol);
 
   // accumulate_dx adds to what is there.
   const auto pre = random_uniform(N * C, -1, 1, 26);
   std::vector<float> dx_acc = pre, dw_acc(C, 0.0f);
-  dev.d.rmsnorm_backward(dx_acc.data(), dw_acc.data(), DType::kFP32, dout.data(), x.data(),
-                         w.data(), rstd.data(), DType::kFP32, N, C, true);
+  dev.d.rmsnorm_backward(dx_acc.data(), dw_acc.data(), DType::kFP32, dout.data(), x.data(), w.data(), rstd.data(),
+                         DType::kFP32, N, C, true);
   for (int64_t i = 0; i < N * C; ++i) EXPECT_EQ(dx_acc[i], pre[i] + dx[i]);
   EXPECT_EQ(dw_acc, dw);
 }

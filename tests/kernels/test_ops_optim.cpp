@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_device.h"
 #include "tests/kernels/grad_check.h"
 
 namespace gpuledger {
@@ -29,8 +29,8 @@ struct Hyper {
 };
 
 // One AdamW step in double, from the fp32 values of the gradient.
-void reference_step(std::vector<double>& p, std::vector<double>& m, std::vector<double>& v,
-                    const std::vector<float>& g, double grad_scale, const Hyper& h, int step) {
+void reference_step(std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, const std::vector<float>& g,
+                    double grad_scale, const Hyper& h, int step) {
   const double b1 = h.beta1, b2 = h.beta2;  // the fp32 hyper-parameters, exactly
   for (size_t i = 0; i < p.size(); ++i) {
     const double gi = g[i] * grad_scale;
@@ -47,8 +47,7 @@ void reference_step(std::vector<double>& p, std::vector<double>& m, std::vector<
 // size is (1 − β)·|g| (resp. g²) however small the running sum (it can cancel
 // to near 0): 1e-6·(|m| + that size).
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double abs_floor) {
-  for (size_t i = 0; i < ref.size(); ++i)
-    ASSERT_NEAR(got[i], ref[i], 1e-6 * (std::abs(ref[i]) + abs_floor)) << i;
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6 * (std::abs(ref[i]) + abs_floor)) << i;
 }
 
 TEST(AdamW, MasterAnd16BitWeightsMatchDoubleReferenceForThreeSteps) {
@@ -66,8 +65,8 @@ TEST(AdamW, MasterAnd16BitWeightsMatchDoubleReferenceForThreeSteps) {
       convert_from_fp32(gf.data(), g16.data(), t, n);
       std::vector<float> g(n);
       convert_to_fp32(g16.data(), t, g.data(), n);  // what the kernel reads
-      dev.d.adamw(master.data(), w.data(), t, g16.data(), t, m.data(), v.data(), n, h.lr, h.beta1,
-                  h.beta2, h.eps, h.wd, step, grad_scale);
+      dev.d.adamw(master.data(), w.data(), t, g16.data(), t, m.data(), v.data(), n, h.lr, h.beta1, h.beta2, h.eps, h.wd,
+                  step, grad_scale);
       reference_step(p_ref, m_ref, v_ref, g, grad_scale, h, step);
     }
     expect_close(master, p_ref, h.lr);
@@ -87,8 +86,8 @@ TEST(AdamW, Fp32WeightsWithoutMaster) {
   std::vector<double> p_ref(w.begin(), w.end()), m_ref(n, 0.0), v_ref(n, 0.0);
   for (int step = 1; step <= 3; ++step) {
     const auto g = random_uniform(n, -1, 1, 20 + step);
-    dev.d.adamw(nullptr, w.data(), DType::kFP32, g.data(), DType::kFP32, m.data(), v.data(), n,
-                h.lr, h.beta1, h.beta2, h.eps, h.wd, step, 1.0f);
+    dev.d.adamw(nullptr, w.data(), DType::kFP32, g.data(), DType::kFP32, m.data(), v.data(), n, h.lr, h.beta1, h.beta2,
+                h.eps, h.wd, step, 1.0f);
     reference_step(p_ref, m_ref, v_ref, g, 1.0, h, step);
   }
   expect_close(w, p_ref, h.lr);
@@ -100,8 +99,8 @@ TEST(AdamW, FirstStepMovesEachWeightByAboutLr) {
   Dev dev;
   std::vector<float> w = {1.0f, -2.0f, 0.5f}, m(3, 0.0f), v(3, 0.0f);
   const std::vector<float> g = {3.0f, -0.25f, 1e-3f};
-  dev.d.adamw(nullptr, w.data(), DType::kFP32, g.data(), DType::kFP32, m.data(), v.data(), 3,
-              0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 1.0f);
+  dev.d.adamw(nullptr, w.data(), DType::kFP32, g.data(), DType::kFP32, m.data(), v.data(), 3, 0.1f, 0.9f, 0.999f, 1e-8f,
+              0.0f, 1, 1.0f);
   EXPECT_NEAR(w[0], 0.9, 1e-6);
   EXPECT_NEAR(w[1], -1.9, 1e-6);
   EXPECT_NEAR(w[2], 0.4, 1e-5);  // |g| = 1e-3 ≫ ε still gives a full step
@@ -115,12 +114,11 @@ TEST(AdamW, GradScaleActsAsPrescaledGradients) {
   const float s = 0.37f;
   std::vector<float> gs(n);
   for (int64_t i = 0; i < n; ++i) gs[i] = g[i] * s;  // the same fp32 product the kernel forms
-  std::vector<float> p1 = random_uniform(n, -1, 1, 4), p2 = p1, m1(n, 0.0f), m2(n, 0.0f),
-                     v1(n, 0.0f), v2(n, 0.0f);
-  dev.d.adamw(nullptr, p1.data(), DType::kFP32, g.data(), DType::kFP32, m1.data(), v1.data(), n,
-              h.lr, h.beta1, h.beta2, h.eps, h.wd, 1, s);
-  dev.d.adamw(nullptr, p2.data(), DType::kFP32, gs.data(), DType::kFP32, m2.data(), v2.data(), n,
-              h.lr, h.beta1, h.beta2, h.eps, h.wd, 1, 1.0f);
+  std::vector<float> p1 = random_uniform(n, -1, 1, 4), p2 = p1, m1(n, 0.0f), m2(n, 0.0f), v1(n, 0.0f), v2(n, 0.0f);
+  dev.d.adamw(nullptr, p1.data(), DType::kFP32, g.data(), DType::kFP32, m1.data(), v1.data(), n, h.lr, h.beta1, h.beta2,
+              h.eps, h.wd, 1, s);
+  dev.d.adamw(nullptr, p2.data(), DType::kFP32, gs.data(), DType::kFP32, m2.data(), v2.data(), n, h.lr, h.beta1,
+              h.beta2, h.eps, h.wd, 1, 1.0f);
   EXPECT_EQ(p1, p2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(v1, v2);
@@ -130,11 +128,11 @@ TEST(AdamW, RejectsBadArguments) {
   Dev dev;
   std::vector<float> p(4), m(4), v(4), g(4);
   std::vector<uint16_t> w16(4);
-  EXPECT_THROW(dev.d.adamw(nullptr, p.data(), DType::kFP32, g.data(), DType::kFP32, m.data(),
-                           v.data(), 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0, 1.0f),
+  EXPECT_THROW(dev.d.adamw(nullptr, p.data(), DType::kFP32, g.data(), DType::kFP32, m.data(), v.data(), 4, 1e-3f, 0.9f,
+                           0.95f, 1e-8f, 0.0f, 0, 1.0f),
                std::invalid_argument);  // steps count from 1
-  EXPECT_THROW(dev.d.adamw(nullptr, w16.data(), DType::kBF16, g.data(), DType::kFP32, m.data(),
-                           v.data(), 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f),
+  EXPECT_THROW(dev.d.adamw(nullptr, w16.data(), DType::kBF16, g.data(), DType::kFP32, m.data(), v.data(), 4, 1e-3f,
+                           0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f),
                std::invalid_argument);  // 16-bit weights need a master copy
 }
 
@@ -169,8 +167,8 @@ TEST(SumSquares, GlobalNormClipping) {
   const Hyper h;
   const int64_t n1 = 300, n2 = 200;
   const auto g1 = random_uniform(n1, -1, 1, 6), g2 = random_uniform(n2, -1, 1, 7);
-  const double norm = std::sqrt(dev.d.sum_squares(g1.data(), DType::kFP32, n1) +
-                                dev.d.sum_squares(g2.data(), DType::kFP32, n2));
+  const double norm =
+      std::sqrt(dev.d.sum_squares(g1.data(), DType::kFP32, n1) + dev.d.sum_squares(g2.data(), DType::kFP32, n2));
   double ref_ss = 0;
   for (float x : g1) ref_ss += double(x) * x;
   for (float x : g2) ref_ss += double(x) * x;
@@ -181,8 +179,8 @@ TEST(SumSquares, GlobalNormClipping) {
 
   std::vector<float> p = random_uniform(n1, -1, 1, 8), m(n1, 0.0f), v(n1, 0.0f);
   std::vector<double> p_ref(p.begin(), p.end()), m_ref(n1, 0.0), v_ref(n1, 0.0);
-  dev.d.adamw(nullptr, p.data(), DType::kFP32, g1.data(), DType::kFP32, m.data(), v.data(), n1,
-              h.lr, h.beta1, h.beta2, h.eps, h.wd, 1, clip);
+  dev.d.adamw(nullptr, p.data(), DType::kFP32, g1.data(), DType::kFP32, m.data(), v.data(), n1, h.lr, h.beta1, h.beta2,
+              h.eps, h.wd, 1, clip);
   reference_step(p_ref, m_ref, v_ref, g1, clip, h, 1);
   expect_close(p, p_ref, h.lr);
   expect_close(m, m_ref, 0.1 * clip);

@@ -24,8 +24,8 @@ std::vector<float> random_vector(int64_t n, uint32_t seed) {
 
 // HF apply_rotary_pos_emb: out = x·cos + rotate_half(x)·sin, rotate_half(x) =
 // (−x[D/2:], x[:D/2]), angle of pair i at position pos = pos · θ^(−2i/D). In double.
-std::vector<double> rope_ref(const std::vector<float>& x, int64_t BH, int64_t T, int64_t D,
-                             int64_t pos_offset, double theta) {
+std::vector<double> rope_ref(const std::vector<float>& x, int64_t BH, int64_t T, int64_t D, int64_t pos_offset,
+                             double theta) {
   std::vector<double> out(x.size());
   const int64_t half = D / 2;
   for (int64_t r = 0; r < BH; ++r)
@@ -55,8 +55,7 @@ TEST_F(Rope, ForwardMatchesDoubleReference) {
     auto x = random_vector(N, 1);
     const auto ref = rope_ref(x, B * H, T, D, offset, 10000.0);
     dev.rope_forward(x.data(), DType::kFP32, B, H, T, D, offset, 10000.0f);
-    for (int64_t i = 0; i < N; ++i)
-      ASSERT_NEAR(x[i], ref[i], 1e-6) << "offset " << offset << " i " << i;
+    for (int64_t i = 0; i < N; ++i) ASSERT_NEAR(x[i], ref[i], 1e-6) << "offset " << offset << " i " << i;
   }
   // Another base (Llama 3 uses θ = 500000).
   auto x = random_vector(N, 2);
@@ -141,14 +140,12 @@ TEST_F(Rope, Bf16StorageComputesInFp32) {
   for (int64_t i = 0; i < N; ++i) x[i] = fp32_to_bf16(xf[i]), xr[i] = bf16_to_fp32(x[i]);
   const auto ref = rope_ref(xr, B * H, T, D, 7, 10000.0);
   dev.rope_forward(x.data(), DType::kBF16, B, H, T, D, 7, 10000.0f);
-  for (int64_t i = 0; i < N; ++i)
-    ASSERT_NEAR(bf16_to_fp32(x[i]), ref[i], std::abs(ref[i]) / 256 + 1e-6) << i;
+  for (int64_t i = 0; i < N; ++i) ASSERT_NEAR(bf16_to_fp32(x[i]), ref[i], std::abs(ref[i]) / 256 + 1e-6) << i;
 }
 
 TEST_F(Rope, OddHeadDimIsAnError) {
   std::vector<float> x(2 * 3 * 5);
-  EXPECT_THROW(dev.rope_forward(x.data(), DType::kFP32, 1, 2, 3, 5, 0, 10000.0f),
-               std::invalid_argument);
+  EXPECT_THROW(dev.rope_forward(x.data(), DType::kFP32, 1, 2, 3, 5, 0, 10000.0f), std::invalid_argument);
 }
 
 }  // namespace

@@ -40,8 +40,7 @@ TEST(VocabParallelCrossEntropy, BlocksCombineToTheOneRankLossAndGradient) {
   // each "rank" r holds columns [r·Vl, (r+1)·Vl)
   std::vector<std::vector<float>> blk(kBlocks, std::vector<float>(N * Vl));
   for (int64_t r = 0; r < kBlocks; ++r)
-    for (int64_t i = 0; i < N; ++i)
-      std::copy_n(x.begin() + i * Vp + r * Vl, Vl, blk[r].begin() + i * Vl);
+    for (int64_t i = 0; i < N; ++i) std::copy_n(x.begin() + i * Vp + r * Vl, Vl, blk[r].begin() + i * Vl);
   std::vector<float> gmax(N, -std::numeric_limits<float>::infinity()), gtgt(N, 0.0f), gsum(N, 0.0f);
   for (int64_t r = 0; r < kBlocks; ++r) {
     std::vector<float> mx(N), tg(N);
@@ -88,15 +87,14 @@ TEST(VocabParallelEmbedding, PartialsSumToTheLookupAndBackwardKeepsOwnRows) {
   std::vector<float> sum(B * T * C, 0.0f), part(B * T * C);
   const auto dout = random_uniform(B * T * C, -1, 1, 4);
   std::vector<float> want_dw(rows * kBlocks * C, 0.0f);
-  dev.embedding_backward(want_dw.data(), nullptr, DType::kFP32, dout.data(), DType::kFP32, ids.data(),
-                         B, T, C, 0);
+  dev.embedding_backward(want_dw.data(), nullptr, DType::kFP32, dout.data(), DType::kFP32, ids.data(), B, T, C, 0);
   for (int64_t r = 0; r < kBlocks; ++r) {
     const float* w = wte.data() + r * rows * C;
     dev.vocab_embedding_forward(part.data(), ids.data(), w, DType::kFP32, B * T, C, r * rows, rows);
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
     std::vector<float> dw(rows * C, 1.0f);  // accumulates onto what is there
-    dev.vocab_embedding_backward(dw.data(), DType::kFP32, dout.data(), DType::kFP32, ids.data(),
-                                 B * T, C, r * rows, rows);
+    dev.vocab_embedding_backward(dw.data(), DType::kFP32, dout.data(), DType::kFP32, ids.data(), B * T, C, r * rows,
+                                 rows);
     for (int64_t k = 0; k < rows * C; ++k)
       EXPECT_NEAR(dw[k], 1.0f + want_dw[r * rows * C + k], 1e-6) << "block " << r << " elem " << k;
   }

@@ -31,8 +31,7 @@ constexpr Kat kKats[] = {
 
 TEST(Philox, Random123KnownAnswers) {
   for (const Kat& k : kKats) {
-    const Philox4x32Block b =
-        philox4x32_10(k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3], k.key[0], k.key[1]);
+    const Philox4x32Block b = philox4x32_10(k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3], k.key[0], k.key[1]);
     for (int w = 0; w < 4; ++w) EXPECT_EQ(b.w[w], k.out[w]) << "word " << w;
   }
 }
@@ -52,11 +51,9 @@ TEST(Philox, UniformOfZeroKeyIsTheKatVector) {
 TEST(Philox, IndexSeedAndStreamLandInTheirWords) {
   const uint64_t seed = 0x299f31d0a4093822ull, stream = 0x0370734413198a2eull;
   const uint64_t block = 0x00000001243f6a88ull;  // a block index above 2^32
-  const Philox4x32Block b =
-      philox4x32_10(0x243f6a88, 0x00000001, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0);
+  const Philox4x32Block b = philox4x32_10(0x243f6a88, 0x00000001, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0);
   for (int w = 0; w < 4; ++w)
-    EXPECT_EQ(philox_uniform(seed, stream, block * 4 + w),
-              static_cast<float>(b.w[w] >> 8) / 16777216.0f);
+    EXPECT_EQ(philox_uniform(seed, stream, block * 4 + w), static_cast<float>(b.w[w] >> 8) / 16777216.0f);
 }
 
 TEST(Philox, FillMatchesElementwiseAtAnyOffset) {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "kernels/registry/registry.h"
 #include "kernels/profiling_device.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger {
 namespace {
@@ -27,12 +27,19 @@ TEST(ProfilingDevice, SameLedgerAndFlopsAsTheWrappedDevice) {
   dev.copy_from_host(b.data(), twos.data(), n * k * 4);
   GemmArgs g;
   g.trans_b = true;
-  g.m = m; g.n = n; g.k = k;
-  g.a = a.data(); g.lda = k; g.b = b.data(); g.ldb = k; g.c = c.data(); g.ldc = n;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a.data();
+  g.lda = k;
+  g.b = b.data();
+  g.ldb = k;
+  g.c = c.data();
+  g.ldc = n;
   dev.gemm(g);
   dev.gemm(g);
   dev.copy_to_host(out.data(), c.data(), m * n * 4);
-  EXPECT_EQ(out[0], 2.0f * k);                          // computed by the wrapped device
+  EXPECT_EQ(out[0], 2.0f * k);                           // computed by the wrapped device
   EXPECT_EQ(dev.executed_flops(), 2 * (2 * m * n * k));  // counted once per call, as the backends do
   EXPECT_EQ(ledger.live(Account::kActivations), m * k * 4);
   EXPECT_EQ(ledger.live(Account::kWeights), n * k * 4);

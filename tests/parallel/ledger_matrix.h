@@ -38,9 +38,8 @@ struct Point {
   std::string name() const {
     std::string n = model + "_" + std::string(recompute_name(recompute)) + "_" +
                     std::string(attention_name(attention)) + "_" + std::string(dtype_name(dtype)) +
-                    (dropout > 0 ? "_p01" : "_p0") + "_s" + std::to_string(seq) + "_b" +
-                    std::to_string(mbs) + "_m" + std::to_string(microbatches) + "_" +
-                    std::string(schedule_name(schedule)) +
+                    (dropout > 0 ? "_p01" : "_p0") + "_s" + std::to_string(seq) + "_b" + std::to_string(mbs) + "_m" +
+                    std::to_string(microbatches) + "_" + std::string(schedule_name(schedule)) +
                     (grad_dtype != DType::kBF16 ? "_g" + std::string(dtype_name(grad_dtype)) : "");
     for (auto& c : n)
       if (c == '-') c = '_';
@@ -97,11 +96,10 @@ inline std::vector<Point> ledger_matrix() {
   // bf16 gradients (the weight-gradient GEMM goes through fp32 workspace)
   for (const char* model : {"tiny-gpt", "tiny-llama"})
     for (Recompute rc : {Recompute::kNone, Recompute::kFull})
-      for (auto [dt, gt] : {std::pair{DType::kBF16, DType::kFP32}, {DType::kFP16, DType::kBF16},
-                            {DType::kFP16, DType::kFP16}})
+      for (auto [dt, gt] :
+           {std::pair{DType::kBF16, DType::kFP32}, {DType::kFP16, DType::kBF16}, {DType::kFP16, DType::kFP16}})
         pts.push_back({model, rc, AttentionKind::kMaterialized, dt, 0.1, 16, 2, 2, Schedule::kGPipe, gt});
   return pts;
 }
-
 
 }  // namespace gpuledger::testing

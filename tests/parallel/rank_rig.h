@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "kernels/ledger.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
 
@@ -27,8 +27,8 @@ struct RankRig {
   std::unique_ptr<Trainer> trainer;
 
   // Simulated rank `rank` of `layout` (SimComm groups).
-  RankRig(const std::string& backend, const ModelConfig& m, const RunConfig& r, const Layout& layout,
-          int64_t rank, std::optional<int64_t> limit_bytes = std::nullopt)
+  RankRig(const std::string& backend, const ModelConfig& m, const RunConfig& r, const Layout& layout, int64_t rank,
+          std::optional<int64_t> limit_bytes = std::nullopt)
       : ledger(limit_bytes), dev(make_device(backend, ledger)) {
     groups = make_sim_groups(layout, rank, counters, *dev, m.tied_embeddings);
     make_trainer(m, r, layout, rank);
@@ -37,8 +37,8 @@ struct RankRig {
 #if GPULEDGER_HAVE_MPI
   struct Mpi {};
   // This process's rank of an MPI job (collective: every rank constructs one).
-  RankRig(Mpi, const std::string& backend, const ModelConfig& m, const RunConfig& r,
-          const Layout& layout, std::optional<int64_t> limit_bytes = std::nullopt)
+  RankRig(Mpi, const std::string& backend, const ModelConfig& m, const RunConfig& r, const Layout& layout,
+          std::optional<int64_t> limit_bytes = std::nullopt)
       : ledger(limit_bytes), dev(make_device(backend, ledger)) {
     groups = make_mpi_groups(layout, counters, *dev, m.tied_embeddings);
   }

@@ -21,8 +21,7 @@ TEST(FinalizeGrads, BooksTheTpPartialAndEmbeddingGroupSums) {
   const ModelConfig m = load_model("tiny-gpt");  // tied, 2 layers, V = 97, h = 64
   PartRig rig("meta", m, testing::small_run(), testing::layout_of(1, 2, 2, /*sp=*/true), /*rank=*/0);
   ASSERT_TRUE(rig.ctx.first_stage());
-  FinalizeGrads fin(*rig.dev, rig.ctx, m, *rig.stage, *rig.params,
-                    std::vector<bool>(rig.params->units(), true));
+  FinalizeGrads fin(*rig.dev, rig.ctx, m, *rig.stage, *rig.params, std::vector<bool>(rig.params->units(), true));
   EXPECT_TRUE(fin.syncs_embedding());
   fin.reduce_model_parallel();
   // first stage: the positions, and per layer norm1 γ β, attn_out.bias, norm2 γ β, mlp_out.bias

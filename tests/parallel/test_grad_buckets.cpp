@@ -6,8 +6,8 @@
 // buckets and their lengths, the order they start in as units become final
 // (from the last bucket down, a held-back unit holding back only the buckets
 // touching it), at most two in flight, and the staging size.
-#include "parallel/dp/grad_buckets.h"
 #include "kernels/registry/registry.h"
+#include "parallel/dp/grad_buckets.h"
 
 #include <gtest/gtest.h>
 
@@ -54,6 +54,7 @@ class DoublingComm final : public Comm {
       --comm_.in_flight;
     }
     bool test() override { return done_; }
+
    private:
     DoublingComm& comm_;
     float* buf_;
@@ -111,8 +112,8 @@ struct Rig {
 TEST(GradBuckets, StagingIsOneOrTwoBucketsCappedAtTheRanksElements) {
   EXPECT_EQ(grad_bucket_staging_bytes(6, 20, false), 4 * 6);
   EXPECT_EQ(grad_bucket_staging_bytes(6, 20, true), 4 * 12);
-  EXPECT_EQ(grad_bucket_staging_bytes(6, 9, true), 4 * 9);   // two buckets: 6 + 3
-  EXPECT_EQ(grad_bucket_staging_bytes(6, 4, true), 4 * 4);   // one bucket
+  EXPECT_EQ(grad_bucket_staging_bytes(6, 9, true), 4 * 9);  // two buckets: 6 + 3
+  EXPECT_EQ(grad_bucket_staging_bytes(6, 4, true), 4 * 4);  // one bucket
   EXPECT_EQ(bucket_elems(1.0, 2), 524288);                  // 2²⁰ / 2
   EXPECT_THROW(bucket_elems(1e-7, 4), std::invalid_argument);
 }

@@ -2,8 +2,8 @@
 // gets (size, rank in the group), the emb group of tied embeddings, and that a
 // one-rank group books nothing. Expected groups come from the layout's rank
 // formula rank = tp + T·(dp + D·pp), worked out by hand.
-#include "parallel/groups.h"
 #include "kernels/registry/registry.h"
+#include "parallel/groups.h"
 
 #include <gtest/gtest.h>
 
@@ -22,14 +22,24 @@ struct Rig {
 TEST(Groups, SimGroupsOfRank5InDp2Tp2Pp2) {
   Rig r;
   Layout l;
-  l.dp = 2; l.tp = 2; l.pp = 2;
+  l.dp = 2;
+  l.tp = 2;
+  l.pp = 2;
   // rank 5 = tp 1 + 2·(dp 0 + 2·pp 1): tp {4,5}, dp {5,7}, pp {1,5}, emb {1,5}.
   Groups g = make_sim_groups(l, 5, r.counters, *r.dev, /*tied_embeddings=*/true);
-  EXPECT_EQ(g.tp->size(), 2); EXPECT_EQ(g.tp->rank(), 1); EXPECT_EQ(g.tp->group(), "tp");
-  EXPECT_EQ(g.dp->size(), 2); EXPECT_EQ(g.dp->rank(), 0); EXPECT_EQ(g.dp->group(), "dp");
-  EXPECT_EQ(g.pp->size(), 2); EXPECT_EQ(g.pp->rank(), 1); EXPECT_EQ(g.pp->group(), "pp");
+  EXPECT_EQ(g.tp->size(), 2);
+  EXPECT_EQ(g.tp->rank(), 1);
+  EXPECT_EQ(g.tp->group(), "tp");
+  EXPECT_EQ(g.dp->size(), 2);
+  EXPECT_EQ(g.dp->rank(), 0);
+  EXPECT_EQ(g.dp->group(), "dp");
+  EXPECT_EQ(g.pp->size(), 2);
+  EXPECT_EQ(g.pp->rank(), 1);
+  EXPECT_EQ(g.pp->group(), "pp");
   ASSERT_NE(g.emb, nullptr);
-  EXPECT_EQ(g.emb->size(), 2); EXPECT_EQ(g.emb->rank(), 1); EXPECT_EQ(g.emb->group(), "emb");
+  EXPECT_EQ(g.emb->size(), 2);
+  EXPECT_EQ(g.emb->rank(), 1);
+  EXPECT_EQ(g.emb->group(), "emb");
 
   RankContext c = g.context();
   EXPECT_EQ(c.rank, 5);
@@ -48,12 +58,14 @@ TEST(Groups, SimGroupsOfRank5InDp2Tp2Pp2) {
 
 TEST(Groups, EmbGroupOnlyWhenTiedAndPipelined) {
   Layout l;
-  l.dp = 1; l.tp = 2; l.pp = 3;
+  l.dp = 1;
+  l.tp = 2;
+  l.pp = 3;
   // tp 1 on stages 0, 1, 2 is rank 1, 3, 5.
   EXPECT_EQ(emb_group(l, 1, true), (std::vector<int64_t>{1, 5}));
   EXPECT_EQ(emb_group(l, 5, true), (std::vector<int64_t>{1, 5}));
-  EXPECT_TRUE(emb_group(l, 3, true).empty());     // middle stage
-  EXPECT_TRUE(emb_group(l, 1, false).empty());    // untied
+  EXPECT_TRUE(emb_group(l, 3, true).empty());   // middle stage
+  EXPECT_TRUE(emb_group(l, 1, false).empty());  // untied
   Layout flat;
   flat.dp = 4;
   EXPECT_TRUE(emb_group(flat, 2, true).empty());  // pp = 1: the head is on the same rank
@@ -72,7 +84,7 @@ TEST(Groups, EmbGroupOnlyWhenTiedAndPipelined) {
 TEST(Groups, OneRankGroupsAreSelfCommsAndBookNothing) {
   Rig r;
   Layout l;
-  l.dp = 4;   // tp = pp = 1
+  l.dp = 4;  // tp = pp = 1
   Groups g = make_sim_groups(l, 3, r.counters, *r.dev, true);
   EXPECT_EQ(g.tp->size(), 1);
   EXPECT_EQ(g.pp->size(), 1);

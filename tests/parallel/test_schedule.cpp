@@ -18,10 +18,8 @@ TEST(Schedule, HandWrittenTables) {
   EXPECT_EQ(schedule_to_string(make_schedule(Schedule::kGPipe, 1, 0, 3)), "F0 F1 F2 B0 B1 B2");
   EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 1, 0, 3)), "F0 B0 F1 B1 F2 B2");
   // pp 4, stage 0: 3 warm-up forwards, then pairs, then 3 cool-down backwards.
-  EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 0, 6)),
-            "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
-  EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 2, 6)),
-            "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 0, 6)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 2, 6)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
   EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 3, 3)), "F0 B0 F1 B1 F2 B2");
   // fewer microbatches than the warm-up wants: all forwards, then all backwards
   EXPECT_EQ(schedule_to_string(make_schedule(Schedule::k1F1B, 4, 0, 2)), "F0 F1 B0 B1");

@@ -12,14 +12,14 @@
 #include <map>
 #include <string>
 
-#include "kernels/ledger.h"
-#include "kernels/meta/meta_device.h"
 #include "analytic/budget.h"
 #include "analytic/comm_volume.h"
+#include "comm_expect.h"
 #include "core/model_config.h"
+#include "kernels/ledger.h"
+#include "kernels/meta/meta_device.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
-#include "comm_expect.h"
 
 namespace gpuledger {
 namespace {
@@ -49,9 +49,9 @@ void check_point(const Point& p) {
   l.sp = p.sp;
   for (int64_t rank = 0; rank < p.tp; ++rank) {
     SCOPED_TRACE(p.model + " tp " + std::to_string(p.tp) + (p.sp ? " sp" : "") + " " +
-                 std::string(recompute_name(p.recompute)) + " " +
-                 std::string(attention_name(p.attention)) + " " + std::string(dtype_name(p.dtype)) +
-                 " p " + std::to_string(p.dropout) + " rank " + std::to_string(rank));
+                 std::string(recompute_name(p.recompute)) + " " + std::string(attention_name(p.attention)) + " " +
+                 std::string(dtype_name(p.dtype)) + " p " + std::to_string(p.dropout) + " rank " +
+                 std::to_string(rank));
     Ledger ledger;
     MetaDevice dev(ledger);
     CommCounters counters;

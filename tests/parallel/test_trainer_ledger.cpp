@@ -129,12 +129,11 @@ TEST(TrainerLedgerPhases, MarkersInScheduleOrder) {
   rig.trainer->step(0);
   std::vector<std::string> phases;
   for (const auto& s : rig.ledger.timeline()) phases.push_back(s.phase);
-  const std::vector<std::string> want = {
-      "fwd.mb0.embedding", "fwd.mb0.layer0", "fwd.mb0.layer1", "fwd.mb0.head",
-      "fwd.mb1.embedding", "fwd.mb1.layer0", "fwd.mb1.layer1", "fwd.mb1.head",
-      "bwd.mb0.head",      "bwd.mb0.layer1", "bwd.mb0.layer0", "bwd.mb0.embedding",
-      "bwd.mb1.head",      "bwd.mb1.layer1", "bwd.mb1.layer0", "bwd.mb1.embedding",
-      "optimizer"};
+  const std::vector<std::string> want = {"fwd.mb0.embedding", "fwd.mb0.layer0", "fwd.mb0.layer1", "fwd.mb0.head",
+                                         "fwd.mb1.embedding", "fwd.mb1.layer0", "fwd.mb1.layer1", "fwd.mb1.head",
+                                         "bwd.mb0.head",      "bwd.mb0.layer1", "bwd.mb0.layer0", "bwd.mb0.embedding",
+                                         "bwd.mb1.head",      "bwd.mb1.layer1", "bwd.mb1.layer0", "bwd.mb1.embedding",
+                                         "optimizer"};
   EXPECT_EQ(phases, want);
 }
 

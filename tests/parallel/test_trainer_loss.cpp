@@ -50,8 +50,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TrainerLoss,
                          ::testing::Combine(::testing::Values("tiny-gpt", "tiny-llama"),
                                             ::testing::Values(DType::kFP32, DType::kBF16)),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" +
-                                           std::string(dtype_name(std::get<1>(info.param)));
+                           std::string n =
+                               std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
                            for (auto& c : n)
                              if (c == '-') c = '_';
                            return n;
@@ -61,7 +61,7 @@ TEST(BigramData, EntropyRateByHand) {
   // V = 97: p1 = 0.75 + 0.25/97, q = 0.25/97; H = −p1 ln p1 − 96 q ln q.
   const double q = 0.25 / 97, p1 = 0.75 + q;
   EXPECT_NEAR(bigram_entropy_rate_nats(97), -p1 * std::log(p1) - 96 * q * std::log(q), 1e-12);
-  EXPECT_NEAR(bigram_entropy_rate_nats(97), 1.6888, 1e-3);  // 0.21392 + 1.47487, worked by hand
+  EXPECT_NEAR(bigram_entropy_rate_nats(97), 1.6888, 1e-3);                    // 0.21392 + 1.47487, worked by hand
   EXPECT_NEAR(bigram_entropy_rate_nats(1000, 0.0), std::log(1000.0), 1e-12);  // uniform tokens
 }
 

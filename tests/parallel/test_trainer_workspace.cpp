@@ -6,8 +6,8 @@
 // is reported with its figures, never hidden.
 #include <gtest/gtest.h>
 
-#include "ledger_matrix.h"
 #include "analytic/budget.h"
+#include "ledger_matrix.h"
 
 namespace gpuledger {
 namespace {
@@ -26,8 +26,7 @@ TEST_P(TrainerWorkspace, WithinTheAnalyticBound) {
   EXPECT_LE(got.cpu_peak[Account::kWorkspace], budget.exact[Account::kWorkspace])
       << "cpu workspace peak exceeds the analytic upper bound by "
       << got.cpu_peak[Account::kWorkspace] - budget.exact[Account::kWorkspace] << " bytes ("
-      << static_cast<double>(got.cpu_peak[Account::kWorkspace]) / budget.exact[Account::kWorkspace]
-      << "x)";
+      << static_cast<double>(got.cpu_peak[Account::kWorkspace]) / budget.exact[Account::kWorkspace] << "x)";
   EXPECT_LE(got.meta_peak[Account::kWorkspace], got.cpu_peak[Account::kWorkspace])
       << "meta allocates no GEMM conversion buffers, so it books no more than cpu";
 }

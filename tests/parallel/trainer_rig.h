@@ -6,12 +6,12 @@
 #include <optional>
 #include <string>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "kernels/ledger.h"
+#include "comm/comm.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
-#include "comm/comm.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 #include "parallel/rank_context.h"
 #include "parallel/train_step.h"
 

@@ -47,20 +47,22 @@ void register_sweeps(const CommOptions& o, std::vector<std::unique_ptr<CommRig>>
       if (rank == 0) std::cerr << "gpl_micro_comm: " << backend << " skipped: " << why << "\n";
       continue;
     }
-    benchmark::AddCustomContext("comm " + backend, std::to_string(rig->comm->size()) + " ranks, buffers on " +
-                                                       rig->dev->description());
+    benchmark::AddCustomContext("comm " + backend,
+                                std::to_string(rig->comm->size()) + " ranks, buffers on " + rig->dev->description());
     CommRig* r = rig.get();
     rigs.push_back(std::move(rig));
     for (const auto& kind_name : o.kinds) {
       Collective kind;
-      if (!collective_from_name(kind_name, &kind)) throw std::invalid_argument("unknown collective '" + kind_name + "'");
+      if (!collective_from_name(kind_name, &kind))
+        throw std::invalid_argument("unknown collective '" + kind_name + "'");
       for (DType t : o.dtypes)
         for (bool in_place : {true, false}) {
           if ((in_place && !o.in_place) || (!in_place && !o.out_of_place) || !has_placement(kind, in_place)) continue;
           const SweepPoint p{kind, t, in_place, o.warmup_iters};
           const std::string name = std::string(kind_name) + "/" + backend + "/" + std::string(dtype_name(t)) +
                                    (in_place ? "/in_place" : "/out_of_place");
-          auto* bm = benchmark::RegisterBenchmark(name.c_str(), [r, p](benchmark::State& st) { run_collective(st, *r, p); });
+          auto* bm =
+              benchmark::RegisterBenchmark(name.c_str(), [r, p](benchmark::State& st) { run_collective(st, *r, p); });
           bm->UseManualTime()->Iterations(o.iters)->Unit(benchmark::kMicrosecond)->ArgName("bytes");
           for (int64_t b : sizes) bm->Arg(b);
         }

@@ -33,13 +33,20 @@ CommOptions parse_comm_options(int* argc, char** argv) {
     };
     const char* v = nullptr;
     try {
-      if ((v = value_of("--gpl_min_bytes"))) o.min_bytes = parse_int_list(v, true).at(0);
-      else if ((v = value_of("--gpl_max_bytes"))) o.max_bytes = parse_int_list(v, true).at(0);
-      else if ((v = value_of("--gpl_factor"))) o.factor = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_iters"))) o.iters = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_warmup_iters"))) o.warmup_iters = std::stoll(v);
-      else if ((v = value_of("--gpl_backends"))) o.backends = split_commas(v);
-      else if ((v = value_of("--gpl_kinds"))) o.kinds = split_commas(v);
+      if ((v = value_of("--gpl_min_bytes")))
+        o.min_bytes = parse_int_list(v, true).at(0);
+      else if ((v = value_of("--gpl_max_bytes")))
+        o.max_bytes = parse_int_list(v, true).at(0);
+      else if ((v = value_of("--gpl_factor")))
+        o.factor = parse_int_list(v, false).at(0);
+      else if ((v = value_of("--gpl_iters")))
+        o.iters = parse_int_list(v, false).at(0);
+      else if ((v = value_of("--gpl_warmup_iters")))
+        o.warmup_iters = std::stoll(v);
+      else if ((v = value_of("--gpl_backends")))
+        o.backends = split_commas(v);
+      else if ((v = value_of("--gpl_kinds")))
+        o.kinds = split_commas(v);
       else if ((v = value_of("--gpl_dtypes"))) {
         o.dtypes.clear();
         for (const auto& name : split_commas(v)) {

@@ -10,13 +10,13 @@
 namespace gpuledger::micro {
 
 struct CommOptions {
-  int64_t min_bytes = 8;                    // -b
-  int64_t max_bytes = int64_t{1} << 30;     // -e
-  int64_t factor = 2;                       // -f
-  int64_t iters = 20;                       // -n: timed iterations per size
-  int64_t warmup_iters = 5;                 // -w
+  int64_t min_bytes = 8;                 // -b
+  int64_t max_bytes = int64_t{1} << 30;  // -e
+  int64_t factor = 2;                    // -f
+  int64_t iters = 20;                    // -n: timed iterations per size
+  int64_t warmup_iters = 5;              // -w
   std::vector<DType> dtypes = {DType::kFP32, DType::kBF16};
-  std::vector<std::string> backends = {"mpi", "nccl"};   // nccl skipped when not built / no GPU
+  std::vector<std::string> backends = {"mpi", "nccl"};  // nccl skipped when not built / no GPU
   std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"};
   bool in_place = true, out_of_place = true;
 };

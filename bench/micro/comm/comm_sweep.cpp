@@ -72,7 +72,7 @@ int64_t per_rank_count(Collective c, int64_t bytes, DType t, int64_t ranks) {
 
 // The buffers of one call and how to issue it.
 struct Call {
-  Buffer a, b;              // a: the input (or the one buffer); b: the output when separate
+  Buffer a, b;  // a: the input (or the one buffer); b: the output when separate
   void* in = nullptr;
   void* out = nullptr;
   int64_t n = 0, in_elems = 0, out_elems = 0;
@@ -106,7 +106,7 @@ Call make_call(CommRig& rig, const SweepPoint& p, int64_t n) {
       c.a = dev.alloc(n * ranks * e, Account::kComm, "micro.comm.in");
       c.in = c.a.data();
       if (p.in_place) {
-        c.out = c.in;   // Comm's in-place form: the slice lands at the start of the input
+        c.out = c.in;  // Comm's in-place form: the slice lands at the start of the input
       } else {
         c.b = dev.alloc(n * e, Account::kComm, "micro.comm.out");
         c.out = c.b.data();
@@ -135,8 +135,10 @@ void issue(Comm& comm, const SweepPoint& p, Call& c) {
     case Collective::kReduceScatter: comm.reduce_scatter(c.out, c.in, c.n, p.t); break;
     case Collective::kBroadcast: comm.broadcast(c.in, c.n, p.t, 0); break;
     case Collective::kSendRecv:
-      if (rank % 2 == 0 && rank + 1 < ranks) comm.send(c.in, c.n, p.t, rank + 1);
-      else if (rank % 2 == 1) comm.recv(c.out, c.n, p.t, rank - 1);
+      if (rank % 2 == 0 && rank + 1 < ranks)
+        comm.send(c.in, c.n, p.t, rank + 1);
+      else if (rank % 2 == 1)
+        comm.recv(c.out, c.n, p.t, rank - 1);
       break;
   }
 }
@@ -184,7 +186,7 @@ int64_t check(CommRig& rig, const SweepPoint& p, Call& c) {
   }
   issue(*rig.comm, p, c);
   dev.synchronize();
-  if (want.empty()) return 0;   // a sender has nothing to compare
+  if (want.empty()) return 0;  // a sender has nothing to compare
   const std::vector<float> got = download(dev, c.out, static_cast<int64_t>(want.size()), p.t);
   int64_t wrong = 0;
   for (size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];

@@ -12,14 +12,14 @@
 #include <memory>
 #include <string>
 
+#include "comm/comm.h"
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "comm/comm.h"
 
 namespace gpuledger::micro {
 
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSendRecv };
-const char* collective_name(Collective c);   // "all_reduce", …, "send_recv"
+const char* collective_name(Collective c);  // "all_reduce", …, "send_recv"
 bool collective_from_name(const std::string& name, Collective* c);
 // Whether the Comm interface has the placement: all_reduce and broadcast are
 // in place only (one buffer), send/recv out of place only.
@@ -27,7 +27,7 @@ bool has_placement(Collective c, bool in_place);
 
 // A comm backend over MPI_COMM_WORLD and the Device its buffers live on.
 struct CommRig {
-  std::string backend;   // "mpi" (host buffers) or "nccl" (GPU buffers)
+  std::string backend;  // "mpi" (host buffers) or "nccl" (GPU buffers)
   Ledger ledger;
   std::unique_ptr<Device> dev;
   CommCounters counters;

@@ -38,7 +38,7 @@ TEST(CliInfer, PagedReportHoldsTheKvFiguresAndPassesItsChecks) {
   EXPECT_EQ(doc["summary"]["decode"]["tokens"], 4 * 5);
   EXPECT_EQ(doc["summary"]["prefill"]["tokens"], 4 * 10);
   EXPECT_EQ(doc["summary"]["kv_bytes_per_token"], kTokenBytes);
-  EXPECT_TRUE(doc["summary"]["peak_bandwidth"].is_number());   // measured in this session
+  EXPECT_TRUE(doc["summary"]["peak_bandwidth"].is_number());  // measured in this session
   ASSERT_EQ(doc["checks"].size(), 5u);
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
 }
@@ -58,10 +58,12 @@ TEST(CliInfer, ContiguousReservesMaxModelLenPerRequest) {
 TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   const std::string dir = scratch_dir("cli_infer_trace");
   std::string trace;
-  for (int i = 0; i < 6; ++i) trace += "{\"prompt_len\": 20, \"gen_len\": 40, \"arrival\": " + std::to_string(i) + "}\n";
+  for (int i = 0; i < 6; ++i)
+    trace += "{\"prompt_len\": 20, \"gen_len\": 40, \"arrival\": " + std::to_string(i) + "}\n";
   write_file(dir + "/trace.jsonl", trace);
-  const std::vector<std::string> base = {"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace",
-                                         dir + "/trace.jsonl", "--prefill-chunk", "32", "--json", "-"};
+  const std::vector<std::string> base = {
+      "infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/trace.jsonl", "--prefill-chunk",
+      "32",    "--json",  "-"};
   auto big = run_cli(base);
   ASSERT_EQ(big.status, 0) << big.err;
   const auto b = big.json();
@@ -79,16 +81,16 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   const auto s = small.json();
   EXPECT_EQ(s["ranks"][0]["measured"]["kv"]["pool_bytes"], 12 * kBlockBytes);
   EXPECT_GT(s["summary"]["preemptions"].get<int64_t>(), 0);
-  for (const auto& c : s["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();   // requests.completed among them
+  for (const auto& c : s["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();  // requests.completed among them
 }
 
 TEST(CliInfer, PerTensorScalesFailOnOutlierKeyChannels) {
   double rms[2];
   int i = 0;
   for (const char* scales : {"tensor", "channel"}) {
-    auto r = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "int8",
-                      "--kv-scales", scales, "--kv-outliers", "4", "--requests", "1", "--prompt-len", "60",
-                      "--gen-len", "2", "--json", "-"});
+    auto r = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "int8", "--kv-scales",
+                      scales, "--kv-outliers", "4", "--requests", "1", "--prompt-len", "60", "--gen-len", "2", "--json",
+                      "-"});
     ASSERT_EQ(r.status, 0) << r.err;
     rms[i++] = r.json()["summary"]["kv_error"]["rms"].get<double>();
   }
@@ -96,7 +98,7 @@ TEST(CliInfer, PerTensorScalesFailOnOutlierKeyChannels) {
 }
 
 TEST(CliInfer, UsageErrorsExitTwo) {
-  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama"}).status, 2);   // no device memory
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama"}).status, 2);  // no device memory
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--tp", "2"}).status, 2);
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "fp4"}).status, 2);
 }

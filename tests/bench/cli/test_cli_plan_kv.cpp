@@ -46,9 +46,9 @@ TEST(CliDevices, ListsDatasheetPresetsWithSources) {
 }
 
 TEST(CliPlan, TheIssueExampleReportsEveryRoleAndAddsUp) {
-  auto r = run_cli({"plan", "--model", "llama3-70b", "--dp", "8", "--tp", "8", "--pp", "4", "--zero", "1",
-                    "--seq", "8192", "--mbs", "1", "--microbatches", "32", "--recompute", "selective",
-                    "--device", "h100-sxm", "--json", "-"});
+  auto r = run_cli({"plan", "--model",     "llama3-70b", "--dp",     "8",        "--tp",   "8", "--pp",
+                    "4",    "--zero",      "1",          "--seq",    "8192",     "--mbs",  "1", "--microbatches",
+                    "32",   "--recompute", "selective",  "--device", "h100-sxm", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   auto doc = r.json();
   EXPECT_EQ(doc["schema"], "gpuledger.report/1");
@@ -100,15 +100,15 @@ TEST(CliErrors, UsageErrorsExitTwoAndSayWhatIsWrong) {
              R"({"name": "x", "flavour": "gpt", "layers": 2, "hidden": 64, "heads": 4, "ffn": 256,
                  "vocab": 97, "max_seq": 64, "colour": "blue"})");
   const std::vector<Case> cases = {
-      {{"plan", "--model", "no-such-model"}, "llama3-8b"},            // lists the known presets
-      {{"plan", "--model", "llama3-8b", "--tp", "3"}, "divide"},      // heads 32 % 3
-      {{"plan", "--model", "llama3-8b", "--pp", "64"}, "layers"},     // 64 stages > 32 layers
-      {{"plan", "--model", dir + "/broken.json"}, ":3:"},             // line 3 of the file
-      {{"plan", "--model", dir + "/unknown.json"}, "colour"},         // names the unknown field
+      {{"plan", "--model", "no-such-model"}, "llama3-8b"},         // lists the known presets
+      {{"plan", "--model", "llama3-8b", "--tp", "3"}, "divide"},   // heads 32 % 3
+      {{"plan", "--model", "llama3-8b", "--pp", "64"}, "layers"},  // 64 stages > 32 layers
+      {{"plan", "--model", dir + "/broken.json"}, ":3:"},          // line 3 of the file
+      {{"plan", "--model", dir + "/unknown.json"}, "colour"},      // names the unknown field
       {{"plan", "--model", "gpt2", "--dp", "2", "--gbs", "3"}, "multiple"},
       {{"plan", "--model", "gpt2", "--device", "tpu-v9"}, "h100-sxm"},
       {{"plan", "--model", "gpt2", "--device-memory", "80X"}, "suffix"},
-      {{"plan", "--model", "gpt2", "--seq", "2048"}, "max_seq"},      // learned positions: 1024
+      {{"plan", "--model", "gpt2", "--seq", "2048"}, "max_seq"},  // learned positions: 1024
       {{"plan", "--model", "gpt2", "--ranks", "7"}, "rank"},
       {{"plan", "--no-such-option"}, "no-such-option"},
       {{"plan", "--model", "gpt2", "--recompute", "sometimes"}, "recompute"},
@@ -133,11 +133,10 @@ TEST(CliErrors, HelpExitsZero) {
 
 // bf16 KV bytes per token: 2 (K, V) · layers · kv_heads · head_dim · 2 bytes.
 TEST(CliKv, PublishedPerTokenFigures) {
-  const std::vector<std::pair<std::string, int64_t>> cases = {
-      {"llama2-7b", 2 * 32 * 32 * 128 * 2},    // 512 KiB
-      {"llama3-8b", 2 * 32 * 8 * 128 * 2},     // 128 KiB
-      {"qwen2.5-7b", 2 * 28 * 4 * 128 * 2},    // 56 KiB
-      {"qwen2.5-32b", 2 * 64 * 8 * 128 * 2}};  // 256 KiB
+  const std::vector<std::pair<std::string, int64_t>> cases = {{"llama2-7b", 2 * 32 * 32 * 128 * 2},    // 512 KiB
+                                                              {"llama3-8b", 2 * 32 * 8 * 128 * 2},     // 128 KiB
+                                                              {"qwen2.5-7b", 2 * 28 * 4 * 128 * 2},    // 56 KiB
+                                                              {"qwen2.5-32b", 2 * 64 * 8 * 128 * 2}};  // 256 KiB
   for (const auto& [model, bytes] : cases) {
     auto r = run_cli({"kv", "--model", model, "--seq", "1024", "--json", "-"});
     ASSERT_EQ(r.status, 0) << model << r.err;
@@ -157,14 +156,14 @@ TEST(CliKv, TensorParallelSplitsAndReplicatesKvHeads) {
 }
 
 TEST(CliKv, CapacityUnderTheMemoryRule) {
-  auto r = run_cli({"kv", "--model", "llama3-8b", "--device", "h100-sxm", "--context", "8192", "--kv", "paged",
-                    "--json", "-"});
+  auto r = run_cli(
+      {"kv", "--model", "llama3-8b", "--device", "h100-sxm", "--context", "8192", "--kv", "paged", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = r.json();
   const auto& rank = doc["ranks"][0];
   const int64_t pool = rank["capacity"]["pool_bytes"];
   const int64_t seqs = rank["capacity"]["sequences"];
-  const int64_t block_bytes = 16 * 2 * 32 * 8 * 128 * 2;   // 16 tokens per block
+  const int64_t block_bytes = 16 * 2 * 32 * 8 * 128 * 2;  // 16 tokens per block
   const int64_t blocks_per_seq = 8192 / 16;
   // Capacity: whole sequences of 8192 tokens in the pool less vLLM's null block.
   EXPECT_EQ(seqs, (pool / block_bytes - 1) / blocks_per_seq);

@@ -29,8 +29,8 @@ json read_json(const std::string& path) {
 }
 
 // The fixed options of the plan sweeps: llama2-7b (32 heads, 32 layers) on an H100.
-const std::vector<std::string> kPlanFixed = {"--model", "llama2-7b", "--seq", "4096", "--mbs", "1",
-                                             "--microbatches", "8", "--device", "h100-sxm"};
+const std::vector<std::string> kPlanFixed = {"--model", "llama2-7b",      "--seq", "4096",     "--mbs",
+                                             "1",       "--microbatches", "8",     "--device", "h100-sxm"};
 
 std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -66,8 +66,8 @@ TEST(CliSweep, PlanGridWritesOneReportPerPointEqualToPlanAlone) {
     const json doc = read_json(out + "/" + names[i] + ".json");
 
     // The same point run alone: the same analytic figures, to the byte.
-    auto alone = run_cli(cat(cat({"plan"}, kPlanFixed),
-                             {"--tp", layouts[i].first, "--pp", layouts[i].second, "--json", "-"}));
+    auto alone =
+        run_cli(cat(cat({"plan"}, kPlanFixed), {"--tp", layouts[i].first, "--pp", layouts[i].second, "--json", "-"}));
     ASSERT_EQ(alone.status, 0) << alone.err;
     const json single = alone.json();
     EXPECT_EQ(doc["config"], single["config"]);
@@ -116,7 +116,7 @@ TEST(CliSweep, AFailedPointIsAReportAndTheOthersStillRun) {
   EXPECT_EQ(bad["status"], "error");
   EXPECT_TRUE(contains(bad["error"].get<std::string>(), "heads")) << bad["error"];
   EXPECT_EQ(index["points"][0]["error"], bad["error"]);
-  EXPECT_EQ(bad["exit"], 2);   // what `gpuledger plan --tp 3` alone exits with
+  EXPECT_EQ(bad["exit"], 2);  // what `gpuledger plan --tp 3` alone exits with
   EXPECT_EQ(read_json(out + "/tp2.json")["status"], "ok");
   EXPECT_TRUE(contains(r.out, "2 of 3 points ok")) << r.out;
 }
@@ -132,18 +132,18 @@ TEST(CliSweep, ARerunDoesNotKeepAnEarlierReport) {
 
 TEST(CliSweep, GridUsageErrorsExit2BeforeAnythingRuns) {
   const std::vector<std::vector<std::string>> bad = {
-      {"--grid", "tp"},                         // no '='
-      {"--grid", "tp="},                        // no values
-      {"--grid", "tp=1,,2"},                    // an empty value
-      {"--grid", "=1,2"},                       // no key
-      {"--grid", "nosuch=1,2"},                 // not an option of plan
-      {"--grid", "tp=1,2", "--grid", "tp=4"},   // a key twice
-      {"--grid", "tp=1,1"},                     // a value twice
-      {"--grid", "tp=0,2"},                     // a value plan's parser refuses (--tp ≥ 1)
-      {"--grid", "sp=maybe"},                   // a flag takes 1/0
-      {"--grid", "json=a,b"},                   // the sweep sets --json
-      {"--tp", "2", "--grid", "tp=1,2"},        // fixed and swept
-      {"--json", "x.json", "--grid", "tp=1,2"}, // the sweep writes the reports
+      {"--grid", "tp"},                          // no '='
+      {"--grid", "tp="},                         // no values
+      {"--grid", "tp=1,,2"},                     // an empty value
+      {"--grid", "=1,2"},                        // no key
+      {"--grid", "nosuch=1,2"},                  // not an option of plan
+      {"--grid", "tp=1,2", "--grid", "tp=4"},    // a key twice
+      {"--grid", "tp=1,1"},                      // a value twice
+      {"--grid", "tp=0,2"},                      // a value plan's parser refuses (--tp ≥ 1)
+      {"--grid", "sp=maybe"},                    // a flag takes 1/0
+      {"--grid", "json=a,b"},                    // the sweep sets --json
+      {"--tp", "2", "--grid", "tp=1,2"},         // fixed and swept
+      {"--json", "x.json", "--grid", "tp=1,2"},  // the sweep writes the reports
   };
   for (const auto& extra : bad) {
     const std::string out = scratch_dir("sweep-usage") + "/" + std::to_string(&extra - bad.data());
@@ -167,8 +167,8 @@ TEST(CliSweep, GridUsageErrorsExit2BeforeAnythingRuns) {
 
 TEST(CliSweep, KvGridReportsCapacity) {
   const std::string out = scratch_dir("sweep-kv");
-  auto r = run_cli({"sweep", "kv", "--model", "llama3-8b", "--device", "h100-sxm", "--grid", "context=4096,8192",
-                    "--out", out});
+  auto r = run_cli(
+      {"sweep", "kv", "--model", "llama3-8b", "--device", "h100-sxm", "--grid", "context=4096,8192", "--out", out});
   ASSERT_EQ(r.status, 0) << r.err;
   const json index = read_json(out + "/sweep.json");
   ASSERT_EQ(index["points"].size(), 2u);
@@ -182,8 +182,8 @@ TEST(CliSweep, KvGridReportsCapacity) {
 }
 
 // The train options of the small sweeps: tiny-gpt, one step on the cpu backend.
-const std::vector<std::string> kTrainFixed = {"--model", "tiny-gpt", "--backend", "cpu", "--steps", "1",
-                                              "--warmup", "0", "--mbs", "2", "--microbatches", "2"};
+const std::vector<std::string> kTrainFixed = {"--model",  "tiny-gpt", "--backend", "cpu", "--steps",        "1",
+                                              "--warmup", "0",        "--mbs",     "2",   "--microbatches", "2"};
 
 TEST(CliSweep, TrainGridOnTheCpuBackend) {
   const std::string out = scratch_dir("sweep-train");
@@ -219,8 +219,8 @@ TEST(CliSweep, TrainGridOnTheCpuBackend) {
 TEST(CliSweep, AnOutOfMemoryPointIsReportedAndTheSweepGoesOn) {
   const std::string out = scratch_dir("sweep-oom");
   // tiny-gpt's fp32 model states alone are ~1.7 MiB: 1 MiB cannot hold them, 1 GiB can.
-  auto r = run_cli(cat(cat({"sweep", "train"}, kTrainFixed),
-                       {"--seq", "16", "--grid", "memory-limit=1Mi,1Gi", "--out", out}));
+  auto r = run_cli(
+      cat(cat({"sweep", "train"}, kTrainFixed), {"--seq", "16", "--grid", "memory-limit=1Mi,1Gi", "--out", out}));
   EXPECT_EQ(r.status, 1) << r.err;
   const json index = read_json(out + "/sweep.json");
   ASSERT_EQ(index["points"].size(), 2u);
@@ -244,7 +244,7 @@ TEST(SweepMpi, TrainPointsUnderMpirun) {
   cmd += " --seq 16 --dp 2 --grid zero=0,1 --grid tp=1,2 --out " + out + " > " + out + "/stdout.txt 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc)) << cmd;
-  EXPECT_EQ(WEXITSTATUS(rc), 1) << cmd;   // the tp 2 points fail, the others pass
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << cmd;  // the tp 2 points fail, the others pass
   const json index = read_json(out + "/sweep.json");
   EXPECT_EQ(index["env"]["mpi_ranks"], 2);
   ASSERT_EQ(index["points"].size(), 4u);
@@ -256,7 +256,7 @@ TEST(SweepMpi, TrainPointsUnderMpirun) {
     if (i % 2 == 0) {
       EXPECT_EQ(p["status"], "ok") << p.dump();
       EXPECT_EQ(doc["env"]["world"], 2);
-      EXPECT_EQ(doc.value("ranks", json::array()).size(), 2u);   // rank 0 gathered both ranks' records
+      EXPECT_EQ(doc.value("ranks", json::array()).size(), 2u);  // rank 0 gathered both ranks' records
       EXPECT_EQ(p["headline"]["checks_failed"], 0);
     } else {
       EXPECT_EQ(p["status"], "error") << p.dump();
@@ -276,7 +276,9 @@ TEST(PlotScript, DrawsNonEmptyPngsFromSweeps) {
   ASSERT_EQ(run_cli(cat(cat({"sweep", "plan"}, kPlanFixed), {"--grid", "tp=3,1,2", "--out", plan})).status, 1);
   ASSERT_EQ(run_cli(cat(cat({"sweep", "train"}, kTrainFixed), {"--grid", "seq=16,32", "--out", train})).status, 0);
   ASSERT_EQ(run_cli({"sweep", "kv", "--model", "llama3-8b", "--device", "h100-sxm", "--grid", "context=4096,8192",
-                     "--out", kv}).status, 0);
+                     "--out", kv})
+                .status,
+            0);
   const std::string pngs = scratch_dir("plot-out");
   for (const auto& [dir, files] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {plan, {"plan_memory.png"}}, {train, {"train_memory.png", "train_mfu.png"}}, {kv, {"kv_capacity.png"}}}) {
@@ -297,7 +299,8 @@ TEST(PlotScript, DrawsNonEmptyPngsFromSweeps) {
   }
   // Report files given one by one plot too.
   const std::string one = scratch_dir("plot-files");
-  const std::string cmd = std::string(python) + " " + script + " " + plan + "/tp1.json " + plan + "/tp2.json --out " + one;
+  const std::string cmd =
+      std::string(python) + " " + script + " " + plan + "/tp1.json " + plan + "/tp2.json --out " + one;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   EXPECT_GT(fs::file_size(one + "/plan_memory.png"), 1000u);
 }

@@ -19,8 +19,8 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
-  auto r = run_cli({"train", "--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--microbatches", "2",
-                    "--steps", "4", "--recompute", "selective", "--attention", "flash", "--json", "-"});
+  auto r = run_cli({"train", "--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--microbatches", "2", "--steps",
+                    "4", "--recompute", "selective", "--attention", "flash", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = r.json();
   EXPECT_EQ(doc["schema"], "gpuledger.report/1");
@@ -47,8 +47,8 @@ TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
 TEST(CliTrain, OutOfMemoryIsAReportWithTheLedgerAndAdvice) {
   const std::string path = scratch_dir("oom") + "/oom.json";
   // tiny-gpt's model states alone are ~1.7 MiB in fp32: 1 MiB cannot hold them.
-  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "4",
-                    "--steps", "2", "--memory-limit", "1Mi", "--json", path});
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "4", "--steps", "2",
+                    "--memory-limit", "1Mi", "--json", path});
   EXPECT_EQ(r.status, 1) << r.err;
   ASSERT_TRUE(std::filesystem::exists(path));
   const auto doc = read_json(path);
@@ -58,8 +58,7 @@ TEST(CliTrain, OutOfMemoryIsAReportWithTheLedgerAndAdvice) {
   ASSERT_TRUE(m.contains("at_failure"));
   EXPECT_LE(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(),
             int64_t{2} * 1048576);
-  EXPECT_GT(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(),
-            1048576);
+  EXPECT_GT(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(), 1048576);
   EXPECT_TRUE(doc.contains("suggestions"));
   EXPECT_NE(r.out.find("FAILED (oom)"), std::string::npos);
 }
@@ -68,8 +67,8 @@ TEST(CliTrain, MidStepOutOfMemoryNamesWhatWouldFit) {
   // The budget of this point (gpuledger plan): about 25 MB with recompute none,
   // 12.75 MB with full (model states 1.8 MB). A 14 MiB device holds the model
   // states, fails in the first forward, and full recompute would fit.
-  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "16",
-                    "--steps", "1", "--memory-limit", "14Mi", "--json", "-"});
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--dtype", "fp32", "--seq", "64", "--mbs", "16", "--steps", "1",
+                    "--memory-limit", "14Mi", "--json", "-"});
   EXPECT_EQ(r.status, 1) << r.err;
   const auto doc = r.json();
   EXPECT_EQ(doc["status"], "oom");
@@ -80,8 +79,8 @@ TEST(CliTrain, MidStepOutOfMemoryNamesWhatWouldFit) {
 }
 
 TEST(CliTrain, MetaBackendBooksTheSameBytesAndFlops) {
-  auto r = run_cli({"train", "--model", "tiny-gpt", "--backend", "meta", "--seq", "64", "--mbs", "2",
-                    "--microbatches", "3", "--schedule", "gpipe", "--steps", "2", "--json", "-"});
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--backend", "meta", "--seq", "64", "--mbs", "2", "--microbatches",
+                    "3", "--schedule", "gpipe", "--steps", "2", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = r.json();
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();

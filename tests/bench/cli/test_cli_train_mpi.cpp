@@ -127,7 +127,9 @@ MpiResult run_mpi(int np, const std::vector<std::string>& args) {
 
 // ---- the worked figures: docs/exact-budget.md "Parameters held by a rank" ----
 
-json preset(const std::string& name) { return read_json(std::string(GPULEDGER_SOURCE_DIR) + "/models/presets/" + name + ".json"); }
+json preset(const std::string& name) {
+  return read_json(std::string(GPULEDGER_SOURCE_DIR) + "/models/presets/" + name + ".json");
+}
 
 // P_r of a gpt preset on one rank of tp 1, pp 1 (V' = V at t = 1): the embedding
 // unit (V·h words + max_seq·h positions), each layer (norm 1 2h, QKV h·(a·d+2k·d)
@@ -176,7 +178,7 @@ TEST(CliTrainMpi, DataParallelReportHasEveryRankAndTheGradientAllReduce) {
 
   // bf16 (the default): gradients g = 2 bytes; buckets of ⌊bucket_mb·2²⁰/g⌋ elements.
   const int64_t P_r = gpt_rank_params(preset("tiny-gpt"));
-  ASSERT_EQ(P_r, 110400);  // by hand: 97·64 + 64·64 + 2·49984 + 128
+  ASSERT_EQ(P_r, 110400);                  // by hand: 97·64 + 64·64 + 2·49984 + 128
   EXPECT_EQ(doc["params"]["total"], P_r);  // t = 1, tied counted once: Ψ = P_r
   const int64_t g = 2;
   const auto bucket_elems = static_cast<int64_t>(std::floor(bucket_mb * 1048576.0 / g));
@@ -211,8 +213,8 @@ TEST(CliTrainMpi, DataParallelReportHasEveryRankAndTheGradientAllReduce) {
 TEST(CliTrainMpi, OutOfMemoryInsideAStepOnOneRankEndsTheJob) {
   // 8 layers (4 per stage) so that activations outweigh the workspace: 1F1B keeps
   // 2 microbatches in flight on stage 0, 1 on stage 1.
-  const std::vector<std::string> point = {"--model", "tiny-gpt", "--layers", "8", "--seq", "64", "--mbs", "4",
-                                          "--pp", "2", "--microbatches", "4"};
+  const std::vector<std::string> point = {"--model", "tiny-gpt", "--layers", "8", "--seq",          "64",
+                                          "--mbs",   "4",        "--pp",     "2", "--microbatches", "4"};
   const auto ranks = plan_ranks(point);
   ASSERT_EQ(ranks.size(), 2u);
   ASSERT_EQ(ranks[0]["in_flight_microbatches"], 2);
@@ -263,13 +265,15 @@ TEST(CliTrainMpi, OutOfMemoryInsideAStepOnOneRankEndsTheJob) {
 // ---- 3. out of memory before the first step on one rank: agreed, rank 0 reports ----
 TEST(CliTrainMpi, OutOfMemoryBuildingTheTrainerOnOneRankIsReportedByRankZero) {
   // tiny-llama is untied: the last stage holds the final norm (h) more than the first.
-  const std::vector<std::string> point = {"--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--pp", "2",
-                                          "--microbatches", "2"};
+  const std::vector<std::string> point = {"--model", "tiny-llama", "--seq",          "32", "--mbs", "2",
+                                          "--pp",    "2",          "--microbatches", "2"};
   const auto ranks = plan_ranks(point);
   ASSERT_EQ(ranks.size(), 2u);
   // Building the trainer allocates the model states and the p2p buffers (comm).
-  const int64_t setup0 = model_states(ranks[0]["analytic"]["exact"]) + ranks[0]["analytic"]["exact"]["comm"].get<int64_t>();
-  const int64_t setup1 = model_states(ranks[1]["analytic"]["exact"]) + ranks[1]["analytic"]["exact"]["comm"].get<int64_t>();
+  const int64_t setup0 =
+      model_states(ranks[0]["analytic"]["exact"]) + ranks[0]["analytic"]["exact"]["comm"].get<int64_t>();
+  const int64_t setup1 =
+      model_states(ranks[1]["analytic"]["exact"]) + ranks[1]["analytic"]["exact"]["comm"].get<int64_t>();
   ASSERT_EQ(setup1 - setup0, 16 * 64);  // h = 64 more parameters at 2+2+4+8 bytes each (bf16, AdamW)
   const int64_t limit = (setup0 + setup1) / 2;
 

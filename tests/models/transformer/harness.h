@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "core/dtype.h"
-#include "kernels/ledger.h"
 #include "comm/comm.h"
+#include "core/dtype.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 
 namespace gpuledger::testing {
 

@@ -42,8 +42,8 @@ inline std::vector<float> reference_logits(Env& env, InferenceModel& m, const st
   dev.copy(last.data(), byte_offset(x.data(), e * (T - 1) * h), e * h);
   Buffer st = dev.alloc(8, Account::kWorkspace);
   if (mc.is_gpt())
-    dev.layernorm_forward(normed.data(), st.as<float>(), st.as<float>() + 1, last.data(),
-                          w.weight(hu, "norm.weight"), w.weight_or_null(hu, "norm.bias"), lc.e, 1, h, kNormEps);
+    dev.layernorm_forward(normed.data(), st.as<float>(), st.as<float>() + 1, last.data(), w.weight(hu, "norm.weight"),
+                          w.weight_or_null(hu, "norm.bias"), lc.e, 1, h, kNormEps);
   else
     dev.rmsnorm_forward(normed.data(), st.as<float>(), last.data(), w.weight(hu, "norm.weight"), lc.e, 1, h, kNormEps);
   const void* w_out = pl.head_uses_embedding ? w.weight(eu, "word.weight")
@@ -51,11 +51,17 @@ inline std::vector<float> reference_logits(Env& env, InferenceModel& m, const st
   Buffer lg = dev.alloc(4 * pl.vocab_rows, Account::kWorkspace);
   GemmArgs g;
   g.trans_b = true;
-  g.m = 1; g.n = pl.vocab_rows; g.k = h;
-  g.a = normed.data(); g.lda = h;
-  g.b = w_out; g.ldb = h;
+  g.m = 1;
+  g.n = pl.vocab_rows;
+  g.k = h;
+  g.a = normed.data();
+  g.lda = h;
+  g.b = w_out;
+  g.ldb = h;
   g.ab_type = lc.e;
-  g.c = lg.data(); g.ldc = pl.vocab_rows; g.c_type = DType::kFP32;
+  g.c = lg.data();
+  g.ldc = pl.vocab_rows;
+  g.c_type = DType::kFP32;
   dev.gemm(g);
   std::vector<float> out = to_host(dev, lg.data(), DType::kFP32, pl.vocab_rows);
   out.resize(static_cast<size_t>(mc.vocab));

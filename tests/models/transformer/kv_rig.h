@@ -6,16 +6,16 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/device.h"
-#include "core/dtype.h"
 #include "analytic/kv_cache.h"
+#include "core/dtype.h"
+#include "kernels/device.h"
 #include "models/kv/kv_format.h"
 #include "tests/models/transformer/harness.h"
 
 namespace gpuledger::kv::testing {
 
-inline analytic::KvOptions analytic_options(KvLayout layout, const KvGeometry& g,
-                                            int64_t block = 16, int64_t max_model_len = 0) {
+inline analytic::KvOptions analytic_options(KvLayout layout, const KvGeometry& g, int64_t block = 16,
+                                            int64_t max_model_len = 0) {
   analytic::KvOptions o;
   o.layout = layout;
   o.dtype = g.format;

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <string>
 
-#include "harness.h"
 #include "core/model_config.h"
+#include "harness.h"
 #include "models/transformer/data.h"
 #include "models/transformer/model.h"
 #include "models/transformer/param_layout.h"
@@ -46,8 +46,8 @@ Result run(const ModelConfig& m, AttentionKind att, Recompute rc, float dropout)
   res.loss = model.forward(0, 2, 1, ids.data(), targets.data());
   model.backward(0, 1.0f);
   for (size_t u = 0; u < params.units(); ++u)
-    res.grads.push_back(testing::to_host(*env.dev, params.grads(u).data(), DType::kFP32,
-                                         params.layout().units[u].elems));
+    res.grads.push_back(
+        testing::to_host(*env.dev, params.grads(u).data(), DType::kFP32, params.layout().units[u].elems));
   return res;
 }
 
@@ -76,8 +76,7 @@ TEST_P(FlashVsMaterialized, SameLossAndGradients) {
   const ModelConfig m = load_model(name);
   const Result ref = run(m, AttentionKind::kMaterialized, Recompute::kNone, dropout);
   for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    expect_same(run(m, AttentionKind::kFlash, rc, dropout), ref,
-                "flash/" + std::string(recompute_name(rc)));
+    expect_same(run(m, AttentionKind::kFlash, rc, dropout), ref, "flash/" + std::string(recompute_name(rc)));
 }
 
 TEST_P(FlashVsMaterialized, SameWithSlidingWindow) {
@@ -93,11 +92,10 @@ TEST_P(FlashVsMaterialized, SameWithSlidingWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FlashVsMaterialized,
-                         ::testing::Combine(::testing::Values("tiny-gpt", "tiny-llama"),
-                                            ::testing::Values(0.0f, 0.1f)),
+                         ::testing::Combine(::testing::Values("tiny-gpt", "tiny-llama"), ::testing::Values(0.0f, 0.1f)),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param) +
-                                           (std::get<1>(info.param) > 0 ? "_dropout" : "_nodropout");
+                           std::string n =
+                               std::get<0>(info.param) + (std::get<1>(info.param) > 0 ? "_dropout" : "_nodropout");
                            for (auto& c : n)
                              if (c == '-') c = '_';
                            return n;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "core/device_spec.h"
 #include "analytic/kv_cache.h"
 #include "analytic/params.h"
+#include "core/device_spec.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_setup.h"
 #include "tests/models/transformer/harness.h"
@@ -35,10 +35,12 @@ struct Point {
 analytic::KvOptions analytic_kv(const Point& p) {
   analytic::KvOptions o;
   o.layout = p.layout == "paged" ? KvLayout::kPaged : KvLayout::kContiguous;
-  o.dtype = p.format == KvFormat::kBF16 ? KvFormat::kBF16
-            : p.format == KvFormat::kFP8E4M3 ? KvFormat::kFP8E4M3 : KvFormat::kInt8;
-  o.scales = p.scales == KvScales::kPerTensor ? KvScales::kPerTensor
-             : p.scales == KvScales::kPerChannel ? KvScales::kPerChannel : KvScales::kPerTokenHead;
+  o.dtype = p.format == KvFormat::kBF16      ? KvFormat::kBF16
+            : p.format == KvFormat::kFP8E4M3 ? KvFormat::kFP8E4M3
+                                             : KvFormat::kInt8;
+  o.scales = p.scales == KvScales::kPerTensor    ? KvScales::kPerTensor
+             : p.scales == KvScales::kPerChannel ? KvScales::kPerChannel
+                                                 : KvScales::kPerTokenHead;
   o.block = p.block;
   o.max_model_len = p.max_model_len;
   return o;
@@ -72,12 +74,11 @@ TEST(InferCapacity, MeasuredEqualsPredictedOnMeta) {
     const int64_t weights = model.weights().bytes();
     EXPECT_EQ(weights, analytic::rank_params(m, l, 0) * 2);
     const int64_t pool = serving_pool_bytes(dev_spec->memory_bytes, util, weights, act, overhead);
-    auto cache = make_kv_cache(*env.dev, g, pool,
-                               CacheSpec{p.layout, p.block, p.max_model_len, m.sliding_window});
+    auto cache = make_kv_cache(*env.dev, g, pool, CacheSpec{p.layout, p.block, p.max_model_len, m.sliding_window});
     int64_t assigned_full = 0;
     const int64_t measured = fill_capacity(*cache, p.context, 1, &assigned_full);
-    const auto predicted = analytic::kv_capacity(m, l, analytic_kv(p), dev_spec->memory_bytes, util, weights, act,
-                                                 overhead, p.context);
+    const auto predicted =
+        analytic::kv_capacity(m, l, analytic_kv(p), dev_spec->memory_bytes, util, weights, act, overhead, p.context);
     EXPECT_EQ(predicted.pool_bytes, pool);
     EXPECT_EQ(measured, predicted.sequences);
     EXPECT_GT(measured, 0);

@@ -45,8 +45,8 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  std::string n = c.model + "_" + std::string(attention_name(c.attention)) + "_" + std::string(dtype_name(c.dtype)) + "_kv" +
-                  std::string(kv_format_name(c.format)) + "_" + std::string(kv_scales_name(c.scales));
+  std::string n = c.model + "_" + std::string(attention_name(c.attention)) + "_" + std::string(dtype_name(c.dtype)) +
+                  "_kv" + std::string(kv_format_name(c.format)) + "_" + std::string(kv_scales_name(c.scales));
   if (c.window) n += "_w" + std::to_string(*c.window);
   for (auto& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -75,7 +75,8 @@ TEST_P(DecodeVsReference, EveryDecodeStepMatchesTheFullRecompute) {
   ASSERT_TRUE(cache.add_sequence(0, P));
   std::vector<float> logits;
   model.forward({{0, P}}, std::vector<int32_t>(seq.begin(), seq.begin() + P), cache, &logits);
-  double worst = testing::max_abs_diff(logits, testing::reference_logits(env, model, {seq.begin(), seq.begin() + P}, c.attention));
+  double worst =
+      testing::max_abs_diff(logits, testing::reference_logits(env, model, {seq.begin(), seq.begin() + P}, c.attention));
   for (int64_t t = P; t < static_cast<int64_t>(seq.size()); ++t) {
     ASSERT_TRUE(cache.append_tokens(0, 1));
     model.forward({{0, 1}}, {seq[static_cast<size_t>(t)]}, cache, &logits);
@@ -95,15 +96,18 @@ std::vector<Case> cases() {
       out.push_back({m, a, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, {}});
       out.push_back({m, a, DType::kBF16, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-2, {}});
     }
-  const struct { KvScales s; double fp8, int8; } quant[] = {
+  const struct {
+    KvScales s;
+    double fp8, int8;
+  } quant[] = {
       {KvScales::kPerTokenHead, 1e-2, 4e-3}, {KvScales::kPerTensor, 2e-2, 5e-3}, {KvScales::kPerChannel, 4e-2, 4e-2}};
   for (const auto& q : quant) {
     out.push_back({"tiny-llama", AttentionKind::kFlash, DType::kFP32, KvFormat::kFP8E4M3, q.s, q.fp8, {}});
     out.push_back({"tiny-llama", AttentionKind::kFlash, DType::kFP32, KvFormat::kInt8, q.s, q.int8, {}});
   }
   // sliding window: decode past the window through the rolling buffer
-  out.push_back({"tiny-llama", AttentionKind::kMaterialized, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead,
-                 1e-3, 8});
+  out.push_back(
+      {"tiny-llama", AttentionKind::kMaterialized, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, 8});
   out.push_back({"tiny-gpt", AttentionKind::kFlash, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, 5});
   return out;
 }

@@ -52,12 +52,12 @@ TEST(InferEngine, ContiguousReservesMaxModelLenPerRequest) {
   // all four run together: 4 reservations of 48 tokens
   EXPECT_EQ(env.ledger.peak(Account::kKv), 4 * 48 * kTokenBytes);
   EXPECT_EQ(cache.peak_assigned_bytes(), 4 * 48 * kTokenBytes);
-  EXPECT_EQ(cache.peak_token_bytes(), 4 * (10 + 6 - 1) * kTokenBytes);   // the last token's K/V is never written
+  EXPECT_EQ(cache.peak_token_bytes(), 4 * (10 + 6 - 1) * kTokenBytes);  // the last token's K/V is never written
   analytic::KvOptions o;
   o.layout = KvLayout::kContiguous;
   o.max_model_len = 48;
   EXPECT_EQ(cache.peak_assigned_bytes(), analytic::kv_reserved_bytes(m, one(), o, 4, 15));
-  EXPECT_EQ(env.ledger.live(Account::kKv), 0);   // every reservation freed at completion
+  EXPECT_EQ(env.ledger.live(Account::kKv), 0);  // every reservation freed at completion
 }
 
 TEST(InferEngine, PagedReservesBlocksInUseWithUnderABlockOfWastePerSequence) {
@@ -66,7 +66,7 @@ TEST(InferEngine, PagedReservesBlocksInUseWithUnderABlockOfWastePerSequence) {
   InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 1);
   const int64_t B = 4, blocks = 64, block_bytes = B * kTokenBytes;
   kv::PagedKvCache cache(*env.dev, geometry(m), blocks, B);
-  EXPECT_EQ(env.ledger.live(Account::kKv), blocks * block_bytes);   // the pool, up front
+  EXPECT_EQ(env.ledger.live(Account::kKv), blocks * block_bytes);  // the pool, up front
   InferenceEngine engine(model, cache, {8, 64, 0});
   engine.run(fixed(4, 10, 6, m.vocab));
   // one prefill step (40 tokens), then 5 decode steps of 4 sequences: the first token comes from the prefill
@@ -80,7 +80,7 @@ TEST(InferEngine, PagedReservesBlocksInUseWithUnderABlockOfWastePerSequence) {
   EXPECT_EQ(cache.peak_token_bytes(), 4 * 15 * kTokenBytes);
   const int64_t waste = cache.peak_assigned_bytes() - block_bytes - cache.peak_token_bytes();
   EXPECT_GE(waste, 0);
-  EXPECT_LT(waste, 4 * block_bytes);   // under one block per sequence
+  EXPECT_LT(waste, 4 * block_bytes);  // under one block per sequence
   analytic::KvOptions o;
   o.block = B;
   EXPECT_EQ(cache.peak_assigned_bytes(), analytic::kv_reserved_bytes(m, one(), o, 4, 15));
@@ -103,7 +103,7 @@ TEST(InferEngine, PrefixSharingStoresSharedBlocksOnceAndGivesTheSameTokens) {
   }
   EXPECT_EQ(tokens[0], tokens[1]);
   EXPECT_EQ(shared[0], 0);
-  EXPECT_EQ(shared[1], 2 * 8);   // requests 1 and 2 each take request 0's two full blocks
+  EXPECT_EQ(shared[1], 2 * 8);  // requests 1 and 2 each take request 0's two full blocks
   // At the peak all three hold 14 tokens (4 blocks each); with sharing the two
   // prefix blocks are stored once: 12 − 2·2 = 8 blocks.
   EXPECT_EQ(peak_blocks[0], 12);
@@ -153,7 +153,7 @@ TEST(InferEngine, PrefillChunkingAndSlidingWindowKeepTheTokens) {
       InferenceEngine engine(model, cache, {4, chunk, 0});
       for (const auto& r : engine.run(fixed(3, 20, 10, m.vocab))) out[i].push_back(r.tokens);
       if (window) {
-        EXPECT_LE(cache.blocks().peak_blocks_in_use(), 3 * 2);   // ⌈8/4⌉ blocks per sequence
+        EXPECT_LE(cache.blocks().peak_blocks_in_use(), 3 * 2);  // ⌈8/4⌉ blocks per sequence
       }
       ++i;
     }
@@ -165,7 +165,7 @@ TEST(InferEngine, ARequestLongerThanTheWholePoolIsAnError) {
   Env env;
   const ModelConfig m = load_model("tiny-llama");
   InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 2);
-  kv::PagedKvCache cache(*env.dev, geometry(m), 4, 4);   // 3 usable blocks: 12 tokens
+  kv::PagedKvCache cache(*env.dev, geometry(m), 4, 4);  // 3 usable blocks: 12 tokens
   InferenceEngine engine(model, cache, {4, 16, 0});
   EXPECT_THROW(engine.run(fixed(1, 8, 10, m.vocab)), std::runtime_error);
 }

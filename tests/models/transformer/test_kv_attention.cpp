@@ -1,6 +1,5 @@
 
 
-
 // cached_attention through the KV caches (models/kv/kv_cache.h) on the CPU
 // backend, against a naive double-precision causal attention over each full
 // sequence: a prefill of the prompt, then one decode token at a time, for a
@@ -20,8 +19,8 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "kernels/registry/registry.h"
 #include "kernels/flop_counts.h"
+#include "kernels/registry/registry.h"
 #include "models/kv/kv_cache.h"
 #include "tests/models/transformer/kv_rig.h"
 
@@ -32,7 +31,7 @@ namespace {
 
 struct SeqData {
   int64_t prompt = 0, total = 0;
-  std::vector<std::vector<float>> q, k, v;   // [layer]
+  std::vector<std::vector<float>> q, k, v;  // [layer]
 };
 
 struct Problem {
@@ -81,8 +80,8 @@ std::vector<double> reference(const Problem& p, const SeqData& s, int64_t layer,
   std::vector<double> out(static_cast<size_t>(D), 0.0);
   for (int64_t j = j0; j <= i; ++j)
     for (int64_t d = 0; d < D; ++d)
-      out[static_cast<size_t>(d)] += w[static_cast<size_t>(j - j0)] / sum *
-                                     v[static_cast<size_t>((j * p.Hkv + hk) * D + d)];
+      out[static_cast<size_t>(d)] +=
+          w[static_cast<size_t>(j - j0)] / sum * v[static_cast<size_t>((j * p.Hkv + hk) * D + d)];
   return out;
 }
 
@@ -102,7 +101,7 @@ Outputs run(const Problem& p, KvCache& cache, Device& dev, DType t) {
   Outputs out(S, std::vector<std::vector<float>>(static_cast<size_t>(p.L)));
   for (size_t b = 0; b < S; ++b)
     for (auto& o : out[b]) o.assign(static_cast<size_t>(p.seqs[b].total * p.Hq * p.D), 0.0f);
-  std::vector<int64_t> done(S, 0);   // tokens written so far
+  std::vector<int64_t> done(S, 0);  // tokens written so far
   bool first = true;
   while (true) {
     std::vector<SeqStep> step;
@@ -136,7 +135,7 @@ Outputs run(const Problem& p, KvCache& cache, Device& dev, DType t) {
       cache.write(l, step, kb.data(), vb.data(), t);
       cache.attend(l, step, ob.data(), qb.data(), t, p.Hq);
       const auto o = testing::download(dev, ob, t, static_cast<int64_t>(q.size()));
-      size_t at = 0;   // unpack (Hq, n, D) rows back to (T, Hq, D)
+      size_t at = 0;  // unpack (Hq, n, D) rows back to (T, Hq, D)
       for (const auto& st : step) {
         auto& dst = out[static_cast<size_t>(st.id)][static_cast<size_t>(l)];
         const int64_t p0 = done[static_cast<size_t>(st.id)];
@@ -257,8 +256,7 @@ std::vector<QuantRun> quantized_errors(const Problem& p, const std::vector<Quant
     PagedKvCache cache(*dev, geometry(p, r.format, r.scales), 64, 16);
     r.err = rel_rms(run(p, cache, *dev, DType::kFP32), ref);
     std::printf("  kv %-4s scales %-10s  attention output rel. RMS error vs bf16: %.3e\n",
-                std::string(kv_format_name(r.format)).c_str(), std::string(kv_scales_name(r.scales)).c_str(),
-                r.err);
+                std::string(kv_format_name(r.format)).c_str(), std::string(kv_scales_name(r.scales)).c_str(), r.err);
     out.push_back(r);
   }
   return out;
@@ -269,8 +267,7 @@ TEST(CachedAttention, QuantizedErrorAgainstBf16IsBounded) {
   const Problem p = make_problem(1, 4, 2, 64, std::nullopt, {{48, 56}, {20, 28}}, 300);
   std::vector<QuantRun> runs;
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8})
-    for (KvScales s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel})
-      runs.push_back({f, s, 0});
+    for (KvScales s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel}) runs.push_back({f, s, 0});
   for (const QuantRun& r : quantized_errors(p, runs)) {
     // Per element: fp8 errs by at most 2^−4 relative (3 mantissa bits; RMS
     // ≈ 2^−4/√3 ≈ 3.6 %); int8 by half a step of amax/127, and a Gaussian's
@@ -329,7 +326,7 @@ TEST(CachedAttention, FlopsCountedByCpuAndMetaEqualTheFormula) {
   int64_t expect = 0;
   // Per step and layer, per sequence: 2·2·Hq·n_new·kept·D.
   for (const auto& s : p.seqs) {
-    expect += cached_attention_flops(p.Hq, p.D, s.prompt, s.prompt);   // prefill (≤ window)
+    expect += cached_attention_flops(p.Hq, p.D, s.prompt, s.prompt);  // prefill (≤ window)
     for (int64_t len = s.prompt + 1; len <= s.total; ++len)
       expect += cached_attention_flops(p.Hq, p.D, 1, std::min<int64_t>(len, 6));
   }

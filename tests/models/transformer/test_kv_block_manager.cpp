@@ -17,8 +17,8 @@ namespace {
 TEST(BlockManager, AllocateFreeAndReuseInFifoOrder) {
   BlockManager bm(9, 4);  // 8 usable blocks of 4 slots, block 0 the null block
   EXPECT_EQ(bm.free_blocks(), 8);
-  ASSERT_TRUE(bm.add_sequence(1, 10));   // ⌈10/4⌉ = 3 blocks
-  ASSERT_TRUE(bm.add_sequence(2, 4));    // 1 block
+  ASSERT_TRUE(bm.add_sequence(1, 10));  // ⌈10/4⌉ = 3 blocks
+  ASSERT_TRUE(bm.add_sequence(2, 4));   // 1 block
   EXPECT_EQ(bm.block_table(1), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(bm.block_table(2), (std::vector<int32_t>{4}));
   EXPECT_EQ(bm.blocks_in_use(), 4);
@@ -32,7 +32,7 @@ TEST(BlockManager, AllocateFreeAndReuseInFifoOrder) {
   EXPECT_EQ(bm.peak_tokens_stored(), 14);
 
   // Free list after: 5 6 7 8 (never used) then 1 2 3 (freed): oldest first.
-  ASSERT_TRUE(bm.add_sequence(3, 20));   // 5 blocks
+  ASSERT_TRUE(bm.add_sequence(3, 20));  // 5 blocks
   EXPECT_EQ(bm.block_table(3), (std::vector<int32_t>{5, 6, 7, 8, 1}));
   EXPECT_EQ(bm.blocks_in_use(), 6);
   EXPECT_EQ(bm.peak_blocks_in_use(), 6);
@@ -64,12 +64,12 @@ TEST(BlockManager, AppendsTakeABlockOnlyWhenTheLastIsFull) {
   BlockManager bm(5, 4);
   ASSERT_TRUE(bm.add_sequence(7, 3));
   EXPECT_EQ(bm.block_table(7).size(), 1u);
-  ASSERT_TRUE(bm.append(7, 1));            // 4 tokens: the block is now full
+  ASSERT_TRUE(bm.append(7, 1));  // 4 tokens: the block is now full
   EXPECT_EQ(bm.block_table(7).size(), 1u);
   EXPECT_EQ(bm.tokens_stored(), 4);
-  ASSERT_TRUE(bm.append(7, 1));            // 5: a second block
+  ASSERT_TRUE(bm.append(7, 1));  // 5: a second block
   EXPECT_EQ(bm.block_table(7).size(), 2u);
-  ASSERT_TRUE(bm.append(7, 7));            // 12: three blocks
+  ASSERT_TRUE(bm.append(7, 7));  // 12: three blocks
   EXPECT_EQ(bm.block_table(7).size(), 3u);
   EXPECT_EQ(bm.length(7), 12);
   EXPECT_EQ(bm.tokens_stored(), 12);
@@ -80,20 +80,20 @@ TEST(BlockManager, AdmissionIsExactAtTheBoundary) {
   BlockManager bm(6, 4);  // 5 free blocks = 20 slots
   EXPECT_TRUE(bm.can_allocate(20));
   EXPECT_FALSE(bm.can_allocate(21));
-  EXPECT_FALSE(bm.add_sequence(1, 21));    // refused, and nothing taken
+  EXPECT_FALSE(bm.add_sequence(1, 21));  // refused, and nothing taken
   EXPECT_EQ(bm.free_blocks(), 5);
   EXPECT_FALSE(bm.contains(1));
-  ASSERT_TRUE(bm.add_sequence(1, 17));     // 5 blocks, 3 slots spare in the last
+  ASSERT_TRUE(bm.add_sequence(1, 17));  // 5 blocks, 3 slots spare in the last
   EXPECT_FALSE(bm.can_allocate(1));
-  EXPECT_TRUE(bm.append(1, 3));            // fills the last block: no new block needed
-  EXPECT_FALSE(bm.append(1, 1));           // needs a sixth block: refused, unchanged
+  EXPECT_TRUE(bm.append(1, 3));   // fills the last block: no new block needed
+  EXPECT_FALSE(bm.append(1, 1));  // needs a sixth block: refused, unchanged
   EXPECT_EQ(bm.length(1), 20);
   EXPECT_EQ(bm.tokens_stored(), 20);
 }
 
 TEST(BlockManager, PrefixSharingStoresFullBlocksOnce) {
   BlockManager bm(33, 4);
-  ASSERT_TRUE(bm.add_sequence(0, 10));     // the source: blocks of 4, 4, 2 tokens
+  ASSERT_TRUE(bm.add_sequence(0, 10));  // the source: blocks of 4, 4, 2 tokens
   const auto src = bm.block_table(0);
   ASSERT_TRUE(bm.add_sequence(1, 14, PrefixRef{0, 10}));
   // Two full blocks shared; the partial third (2 tokens) is not: its tokens are
@@ -108,7 +108,7 @@ TEST(BlockManager, PrefixSharingStoresFullBlocksOnce) {
   EXPECT_EQ(bm.ref_count(src[1]), 2);
   EXPECT_EQ(bm.ref_count(src[2]), 1);
   EXPECT_EQ(bm.blocks_in_use(), 3 + 2);
-  EXPECT_EQ(bm.tokens_stored(), 10 + 6);   // the shared 8 counted once
+  EXPECT_EQ(bm.tokens_stored(), 10 + 6);  // the shared 8 counted once
 
   // Ten more requests with the same prefix: two more blocks each, not four.
   for (SeqId id = 2; id < 12; ++id) ASSERT_TRUE(bm.add_sequence(id, 14, PrefixRef{0, 10}));
@@ -139,10 +139,10 @@ TEST(BlockManager, PrefixLeavesTheLastTokenToCompute) {
   ASSERT_TRUE(bm.add_sequence(2, 9, PrefixRef{0, 8}));
   EXPECT_EQ(bm.shared_tokens(2), 8);
   // Admission counts only the blocks that are not shared.
-  BlockManager tight(4, 4);  // 3 free blocks
-  ASSERT_TRUE(tight.add_sequence(0, 8));                       // 2 blocks, 1 left
-  EXPECT_FALSE(tight.can_allocate(12));                        // alone it needs 3
-  EXPECT_TRUE(tight.add_sequence(1, 12, PrefixRef{0, 8}));     // shares 2, takes 1
+  BlockManager tight(4, 4);                                 // 3 free blocks
+  ASSERT_TRUE(tight.add_sequence(0, 8));                    // 2 blocks, 1 left
+  EXPECT_FALSE(tight.can_allocate(12));                     // alone it needs 3
+  EXPECT_TRUE(tight.add_sequence(1, 12, PrefixRef{0, 8}));  // shares 2, takes 1
   EXPECT_EQ(tight.free_blocks(), 0);
   // Bad prefixes.
   EXPECT_THROW(bm.add_sequence(5, 4, PrefixRef{42, 4}), std::out_of_range);
@@ -153,7 +153,7 @@ TEST(BlockManager, PrefixLeavesTheLastTokenToCompute) {
 }
 
 TEST(BlockManager, SlidingWindowCapsTheBlocksOfASequence) {
-  BlockManager bm(10, 4, 6);   // window 6: at most ⌈6/4⌉ = 2 blocks per sequence
+  BlockManager bm(10, 4, 6);  // window 6: at most ⌈6/4⌉ = 2 blocks per sequence
   EXPECT_EQ(bm.blocks_for(100), 2);
   EXPECT_EQ(bm.blocks_for(5), 2);
   EXPECT_EQ(bm.blocks_for(4), 1);

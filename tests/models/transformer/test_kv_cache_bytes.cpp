@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
 #include "analytic/kv_cache.h"
 #include "core/model_config.h"
+#include "kernels/device.h"
+#include "kernels/registry/registry.h"
 #include "models/kv/kv_cache.h"
 #include "tests/models/transformer/kv_rig.h"
 
@@ -40,7 +40,7 @@ const Case kCases[] = {
     {"llama3-8b", 16, 1, KvFormat::kInt8, KvScales::kPerChannel},
     {"qwen2.5-7b", 1, 1, KvFormat::kFP8E4M3, KvScales::kPerTensor},
     {"llama2-7b", 4, 1, KvFormat::kInt8, KvScales::kPerTokenHead},
-    {"mistral-7b", 1, 1, KvFormat::kBF16, KvScales::kPerTokenHead},       // window 4096
+    {"mistral-7b", 1, 1, KvFormat::kBF16, KvScales::kPerTokenHead},  // window 4096
     {"mistral-7b", 2, 1, KvFormat::kFP8E4M3, KvScales::kPerChannel},
 };
 
@@ -85,8 +85,8 @@ TEST(PagedKvCache, PoolAndAssignedBytesEqualTheAnalyticReservation) {
     for (int64_t block : {1, 16, 32})
       for (int64_t requests : {1, 3, 8})
         for (int64_t context : {1, 100, 4096, 10000}) {
-          SCOPED_TRACE(std::string(c.model) + " B " + std::to_string(block) + " R " +
-                       std::to_string(requests) + " c " + std::to_string(context));
+          SCOPED_TRACE(std::string(c.model) + " B " + std::to_string(block) + " R " + std::to_string(requests) + " c " +
+                       std::to_string(context));
           const auto o = analytic_options(KvLayout::kPaged, g, block);
           const int64_t expect = analytic::kv_reserved_bytes(m, layout(c), o, requests, context);
           const int64_t kept = analytic::kv_tokens_kept(m, context);
@@ -130,13 +130,12 @@ TEST(PagedKvCache, SlidingWindowCapsAtTheWindow) {
 TEST(PagedKvCache, PeaksAndFreeing) {
   Ledger ledger;
   auto dev = make_device("meta", ledger);
-  const KvGeometry g = kv_geometry(load_model("llama3-8b"), Layout{}, KvFormat::kFP8E4M3,
-                                   KvScales::kPerTensor);
+  const KvGeometry g = kv_geometry(load_model("llama3-8b"), Layout{}, KvFormat::kFP8E4M3, KvScales::kPerTensor);
   PagedKvCache cache(*dev, g, 101, 16);
   const int64_t bb = cache.block_bytes(), fixed = g.fixed_scale_bytes();
   EXPECT_EQ(fixed, 256);
-  ASSERT_TRUE(cache.add_sequence(1, 40));   // 3 blocks
-  ASSERT_TRUE(cache.add_sequence(2, 17));   // 2 blocks
+  ASSERT_TRUE(cache.add_sequence(1, 40));  // 3 blocks
+  ASSERT_TRUE(cache.add_sequence(2, 17));  // 2 blocks
   cache.free_sequence(1);
   EXPECT_EQ(cache.assigned_bytes(), fixed + 3 * bb);
   EXPECT_EQ(cache.peak_assigned_bytes(), fixed + 6 * bb);
@@ -182,7 +181,7 @@ TEST(ContiguousKvCache, OneGibPerSequenceAndTheLengthLimit) {
   auto dev = make_device("meta", ledger);
   const KvGeometry g = kv_geometry(load_model("llama3-8b"), Layout{}, KvFormat::kBF16);
   ContiguousKvCache cache(*dev, g, 8192);
-  EXPECT_EQ(cache.reservation_bytes(), GiB);   // 8192 · 128 KiB (docs/formulas/kv.md)
+  EXPECT_EQ(cache.reservation_bytes(), GiB);  // 8192 · 128 KiB (docs/formulas/kv.md)
   ASSERT_TRUE(cache.add_sequence(0, 8000));
   EXPECT_TRUE(cache.append_tokens(0, 192));
   EXPECT_THROW(cache.append_tokens(0, 1), std::invalid_argument);
@@ -246,8 +245,7 @@ TEST(KvCacheLedger, CpuAndMetaBookTheSameBytes) {
       ASSERT_TRUE(d.add_sequence(0, 5));
       EXPECT_EQ(lc.live(Account::kKv), lm.live(Account::kKv));
       EXPECT_EQ(lc.count(Account::kKv), lm.count(Account::kKv));
-      EXPECT_EQ(lc.live(Account::kKv),
-                2 * g.fixed_scale_bytes() + 9 * 4 * g.token_bytes() + 64 * g.token_bytes());
+      EXPECT_EQ(lc.live(Account::kKv), 2 * g.fixed_scale_bytes() + 9 * 4 * g.token_bytes() + 64 * g.token_bytes());
     }
 }
 
@@ -331,15 +329,15 @@ TEST(KvCacheView, RejectsStepsThatCannotBeExact) {
   g.head_dim = 4;
   Ledger ledger;
   auto dev = make_device("meta", ledger);
-  PagedKvCache cache(*dev, g, 16, 4, 8);   // window 8
+  PagedKvCache cache(*dev, g, 16, 4, 8);  // window 8
   ASSERT_TRUE(cache.add_sequence(0, 8));
-  EXPECT_NO_THROW(cache.view(0, {{0, 8}}));            // ends within the window
+  EXPECT_NO_THROW(cache.view(0, {{0, 8}}));  // ends within the window
   ASSERT_TRUE(cache.append_tokens(0, 2));
-  EXPECT_THROW(cache.view(0, {{0, 2}}), std::invalid_argument);   // 2 tokens past the window
+  EXPECT_THROW(cache.view(0, {{0, 2}}), std::invalid_argument);  // 2 tokens past the window
   EXPECT_NO_THROW(cache.view(0, {{0, 1}}));
   EXPECT_EQ(cache.max_step_tokens(0), 1);
   EXPECT_THROW(cache.view(0, {{0, 11}}), std::invalid_argument);  // more than it holds
-  EXPECT_THROW(cache.view(1, {{0, 1}}), std::out_of_range);        // no layer 1
+  EXPECT_THROW(cache.view(1, {{0, 1}}), std::out_of_range);       // no layer 1
   EXPECT_THROW(cache.view(0, {{0, 1}, {0, 1}}), std::invalid_argument);
   // New tokens may not land in a shared prefix.
   PagedKvCache shared(*dev, g, 16, 4);

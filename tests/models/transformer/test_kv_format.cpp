@@ -21,7 +21,6 @@
 namespace gpuledger::kv {
 namespace {
 
-
 // ---- FP8 E4M3 ----
 
 TEST(Fp8E4M3, EveryBytePatternRoundTrips) {
@@ -51,12 +50,12 @@ TEST(Fp8E4M3, PublishedValues) {
   EXPECT_EQ(fp8_e4m3_to_fp32(0xB8), -1.0f);
   EXPECT_EQ(fp8_e4m3_to_fp32(0x40), 2.0f);
   EXPECT_EQ(fp8_e4m3_to_fp32(0x3C), 1.5f);
-  EXPECT_EQ(fp8_e4m3_to_fp32(0x77), 240.0f);  // 1.875 · 2^7
-  EXPECT_EQ(fp8_e4m3_to_fp32(0x08), 0.015625f);           // 2^−6
-  EXPECT_EQ(fp8_e4m3_to_fp32(0x07), 0.013671875f);        // 7 · 2^−9
-  EXPECT_EQ(fp8_e4m3_to_fp32(0x01), 0.001953125f);        // 2^−9
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x77), 240.0f);        // 1.875 · 2^7
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x08), 0.015625f);     // 2^−6
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x07), 0.013671875f);  // 7 · 2^−9
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x01), 0.001953125f);  // 2^−9
   EXPECT_EQ(fp8_e4m3_to_fp32(0x00), 0.0f);
-  EXPECT_TRUE(std::signbit(fp8_e4m3_to_fp32(0x80)));      // −0
+  EXPECT_TRUE(std::signbit(fp8_e4m3_to_fp32(0x80)));  // −0
   EXPECT_EQ(fp32_to_fp8_e4m3(448.0f), 0x7E);
   EXPECT_EQ(fp32_to_fp8_e4m3(1.0f), 0x38);
   EXPECT_EQ(fp32_to_fp8_e4m3(0.001953125f), 0x01);
@@ -65,12 +64,12 @@ TEST(Fp8E4M3, PublishedValues) {
 
 TEST(Fp8E4M3, RoundsToNearestEvenAndSaturates) {
   // Ties between neighbours go to the even mantissa.
-  EXPECT_EQ(fp32_to_fp8_e4m3(1.0625f), 0x38);  // 1 + 1/16: between 1.0 (m 0) and 1.125 (m 1)
-  EXPECT_EQ(fp32_to_fp8_e4m3(1.1875f), 0x3A);  // between 1.125 (m 1) and 1.25 (m 2)
-  EXPECT_EQ(fp32_to_fp8_e4m3(0.0009765625f), 0x00);   // 2^−10: between 0 and 2^−9
-  EXPECT_EQ(fp32_to_fp8_e4m3(0.0029296875f), 0x02);   // 3·2^−10: between 1 and 2 (·2^−9)
-  EXPECT_EQ(fp32_to_fp8_e4m3(0.0146484375f), 0x08);   // 7.5·2^−9: up into the first normal
-  EXPECT_EQ(fp32_to_fp8_e4m3(15.5f), 0x58);           // between 15 (0x57, m 7) and 16 (0x58, m 0)
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.0625f), 0x38);        // 1 + 1/16: between 1.0 (m 0) and 1.125 (m 1)
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.1875f), 0x3A);        // between 1.125 (m 1) and 1.25 (m 2)
+  EXPECT_EQ(fp32_to_fp8_e4m3(0.0009765625f), 0x00);  // 2^−10: between 0 and 2^−9
+  EXPECT_EQ(fp32_to_fp8_e4m3(0.0029296875f), 0x02);  // 3·2^−10: between 1 and 2 (·2^−9)
+  EXPECT_EQ(fp32_to_fp8_e4m3(0.0146484375f), 0x08);  // 7.5·2^−9: up into the first normal
+  EXPECT_EQ(fp32_to_fp8_e4m3(15.5f), 0x58);          // between 15 (0x57, m 7) and 16 (0x58, m 0)
   // Saturation: no infinity; everything beyond 448 is ±448.
   EXPECT_EQ(fp32_to_fp8_e4m3(449.0f), 0x7E);
   EXPECT_EQ(fp32_to_fp8_e4m3(464.0f), 0x7E);
@@ -135,8 +134,8 @@ std::vector<float> random_kv(int64_t n, uint32_t seed, float spread) {
 }
 
 // The largest |x| of the group each value's scale covers, recomputed here.
-float group_amax(const std::vector<float>& x, int64_t T, int64_t H, int64_t D, KvScales s, int64_t t,
-                 int64_t h, int64_t d) {
+float group_amax(const std::vector<float>& x, int64_t T, int64_t H, int64_t D, KvScales s, int64_t t, int64_t h,
+                 int64_t d) {
   float m = 0.0f;
   for (int64_t tt = 0; tt < T; ++tt)
     for (int64_t hh = 0; hh < H; ++hh)
@@ -198,8 +197,8 @@ TEST(KvGeometry, BytesMatchTheAnalyticFormulaToTheByte) {
             analytic::KvOptions o;
             o.dtype = f;
             o.scales = s;
-            SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
-                         " " + std::string(kv_format_name(f)) + "/" + std::string(kv_scales_name(s)));
+            SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " " +
+                         std::string(kv_format_name(f)) + "/" + std::string(kv_scales_name(s)));
             EXPECT_EQ(g.value_bytes_per_token(), analytic::kv_bytes_per_token(m, l, o.dtype));
             EXPECT_EQ(g.scale_bytes_per_token(), analytic::kv_scale_bytes_per_token(m, l, o));
             EXPECT_EQ(g.fixed_scale_bytes(), analytic::kv_scale_bytes_fixed(m, l, o));
@@ -214,13 +213,12 @@ TEST(KvGeometry, HandComputedFigures) {
   // docs/formulas/kv.md: Llama-3-8B (32 layers, 8 KV heads, d 128).
   const ModelConfig m = load_model("llama3-8b");
   Layout l;
-  EXPECT_EQ(kv_geometry(m, l, KvFormat::kBF16).token_bytes(), 131072);            // 128 KiB
+  EXPECT_EQ(kv_geometry(m, l, KvFormat::kBF16).token_bytes(), 131072);  // 128 KiB
   const KvGeometry fp8 = kv_geometry(m, l, KvFormat::kFP8E4M3, KvScales::kPerTokenHead);
-  EXPECT_EQ(fp8.token_bytes(), 65536 + 2048);                                     // + 2·32·8·4
-  EXPECT_EQ(16 * fp8.token_bytes(), 1081344);                                     // a 16-token block
+  EXPECT_EQ(fp8.token_bytes(), 65536 + 2048);  // + 2·32·8·4
+  EXPECT_EQ(16 * fp8.token_bytes(), 1081344);  // a 16-token block
   EXPECT_EQ(kv_geometry(m, l, KvFormat::kFP8E4M3, KvScales::kPerTensor).fixed_scale_bytes(), 256);
-  EXPECT_EQ(kv_geometry(m, l, KvFormat::kInt8, KvScales::kPerChannel).fixed_scale_bytes(),
-            2 * 32 * 8 * 128 * 4);
+  EXPECT_EQ(kv_geometry(m, l, KvFormat::kInt8, KvScales::kPerChannel).fixed_scale_bytes(), 2 * 32 * 8 * 128 * 4);
   l.tp = 16;  // more ranks than KV heads: one replicated head per rank
   EXPECT_EQ(kv_geometry(m, l, KvFormat::kBF16).token_bytes(), 16384);
 }

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <string>
 
-#include "harness.h"
 #include "core/model_config.h"
+#include "harness.h"
 #include "models/transformer/data.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/model.h"
@@ -81,8 +81,8 @@ struct LayerRig {
   LayerRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
     params = noisy_params(env, m, DType::kFP32);
     unit = static_cast<size_t>(params->layout().first_layer_unit);
-    layer = std::make_unique<TransformerLayer>(*env.dev, *env.tp, make_layer_config(m, r, 1),
-                                               layer_params(*params, unit));
+    layer =
+        std::make_unique<TransformerLayer>(*env.dev, *env.tp, make_layer_config(m, r, 1), layer_params(*params, unit));
     hid = r.mbs * r.seq * m.hidden;
     hx = randn(static_cast<size_t>(hid), 1);
     R = randn(static_cast<size_t>(hid), 2);
@@ -186,10 +186,10 @@ TEST_P(LayerGradCheck, RecomputeKeepsLessAndFreesEverything) {
 }
 
 const Case kCases[] = {
-    {"tiny-gpt", AttentionKind::kMaterialized, 0.0f}, {"tiny-gpt", AttentionKind::kMaterialized, 0.1f},
-    {"tiny-gpt", AttentionKind::kFlash, 0.0f},        {"tiny-gpt", AttentionKind::kFlash, 0.1f},
+    {"tiny-gpt", AttentionKind::kMaterialized, 0.0f},   {"tiny-gpt", AttentionKind::kMaterialized, 0.1f},
+    {"tiny-gpt", AttentionKind::kFlash, 0.0f},          {"tiny-gpt", AttentionKind::kFlash, 0.1f},
     {"tiny-llama", AttentionKind::kMaterialized, 0.0f}, {"tiny-llama", AttentionKind::kMaterialized, 0.1f},
-    {"tiny-llama", AttentionKind::kFlash, 0.0f},      {"tiny-llama", AttentionKind::kFlash, 0.1f},
+    {"tiny-llama", AttentionKind::kFlash, 0.0f},        {"tiny-llama", AttentionKind::kFlash, 0.1f},
 };
 INSTANTIATE_TEST_SUITE_P(Tiny, LayerGradCheck, ::testing::ValuesIn(kCases), case_name);
 

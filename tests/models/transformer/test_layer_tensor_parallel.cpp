@@ -15,9 +15,9 @@
 #include <map>
 #include <thread>
 
+#include "core/model_config.h"
 #include "harness.h"
 #include "kernels/registry/registry.h"
-#include "core/model_config.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/param_layout.h"
 #include "models/transformer/params.h"
@@ -38,8 +38,7 @@ struct ThreadGroup {
 
 class ThreadComm final : public Comm {
  public:
-  ThreadComm(ThreadGroup& g, int rank, Device& dev, CommCounters& c)
-      : Comm("tp", c), g_(g), rank_(rank), dev_(dev) {}
+  ThreadComm(ThreadGroup& g, int rank, Device& dev, CommCounters& c) : Comm("tp", c), g_(g), rank_(rank), dev_(dev) {}
   int64_t size() const override { return g_.size; }
   int64_t rank() const override { return rank_; }
   void all_reduce(void* buf, int64_t n, DType t, ReduceOp op) override {
@@ -82,8 +81,9 @@ RankOut run_rank(const ModelConfig& m, const RunConfig& r, int64_t tp, int64_t j
   Ledger ledger;
   auto dev = make_device("cpu", ledger);
   CommCounters counters;
-  std::unique_ptr<Comm> comm = group ? std::unique_ptr<Comm>(new ThreadComm(*group, static_cast<int>(j), *dev, counters))
-                                     : make_self_comm("tp", counters, *dev);
+  std::unique_ptr<Comm> comm = group
+                                   ? std::unique_ptr<Comm>(new ThreadComm(*group, static_cast<int>(j), *dev, counters))
+                                   : make_self_comm("tp", counters, *dev);
   Layout l;
   l.tp = tp;
   const ParamLayout one = make_param_layout(m, Layout{}, Coords{});
@@ -146,8 +146,7 @@ TEST_P(LayerTensorParallel, SameFunctionAndSlicedGradients) {
   ThreadGroup group(static_cast<int>(tp));
   std::vector<RankOut> ranks(static_cast<size_t>(tp));
   std::vector<std::thread> threads;
-  for (int64_t j = 0; j < tp; ++j)
-    threads.emplace_back([&, j] { ranks[j] = run_rank(m, r, tp, j, &group, hx, R); });
+  for (int64_t j = 0; j < tp; ++j) threads.emplace_back([&, j] { ranks[j] = run_rank(m, r, tp, j, &group, hx, R); });
   for (auto& t : threads) t.join();
 
   const ParamLayout one = make_param_layout(m, Layout{}, Coords{});

@@ -31,8 +31,8 @@ Layout make_layout(int64_t tp, int64_t pp) {
 
 TEST(ParamLayout, SameUnitsAndCountsAsTheAnalyticSide) {
   int checked = 0;
-  for (const char* name : {"tiny-gpt", "tiny-llama", "small-gpt", "llama2-7b", "llama3-8b", "qwen2.5-7b",
-                           "mistral-7b", "gpt2"})
+  for (const char* name :
+       {"tiny-gpt", "tiny-llama", "small-gpt", "llama2-7b", "llama3-8b", "qwen2.5-7b", "mistral-7b", "gpt2"})
     for (int64_t tp : {1, 2, 4, 8})
       for (int64_t pp : {1, 2, 4}) {
         ModelConfig m = load_model(name);
@@ -47,8 +47,8 @@ TEST(ParamLayout, SameUnitsAndCountsAsTheAnalyticSide) {
         for (int64_t stage = 0; stage < pp; ++stage)
           for (int64_t j = 0; j < tp; ++j) {
             const Coords c{0, j, stage};
-            SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
-                         " stage " + std::to_string(stage) + " tp rank " + std::to_string(j));
+            SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " stage " +
+                         std::to_string(stage) + " tp rank " + std::to_string(j));
             const ParamLayout mine = make_param_layout(m, l, c);
             const auto theirs = analytic::rank_param_units(m, l, l.rank(c));
             ASSERT_EQ(mine.units.size(), theirs.size());
@@ -83,12 +83,12 @@ TEST(ParamLayout, HandCountsTinyGpt) {
 
 TEST(ParamLayout, PaddedVocabulary) {
   EXPECT_EQ(padded_vocab_size(97, 1), 97);
-  EXPECT_EQ(padded_vocab_size(97, 2), 256);         // ⌈97/256⌉·256
-  EXPECT_EQ(padded_vocab_size(32000, 8), 32768);    // ⌈32000/1024⌉·1024
+  EXPECT_EQ(padded_vocab_size(97, 2), 256);       // ⌈97/256⌉·256
+  EXPECT_EQ(padded_vocab_size(32000, 8), 32768);  // ⌈32000/1024⌉·1024
   EXPECT_EQ(padded_vocab_size(50257, 1), 50257);
-  EXPECT_EQ(padded_vocab_size(50257, 2), 50432);    // ⌈50257/256⌉·256
+  EXPECT_EQ(padded_vocab_size(50257, 2), 50432);  // ⌈50257/256⌉·256
   EXPECT_EQ(kv_heads_on_rank(8, 2), 4);
-  EXPECT_EQ(kv_heads_on_rank(2, 4), 1);             // replicated
+  EXPECT_EQ(kv_heads_on_rank(2, 4), 1);  // replicated
 }
 
 // Every element of every TP rank's tensors equals the t = 1 tensor's element

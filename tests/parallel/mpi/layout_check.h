@@ -20,9 +20,9 @@
 #include <string>
 
 #include "../rank_rig.h"
+#include "comm/mpi_runtime.h"
 #include "models/transformer/param_layout.h"
 #include "parallel/zero/shard.h"
-#include "comm/mpi_runtime.h"
 
 namespace gpuledger::testing {
 
@@ -217,4 +217,3 @@ inline void check_mixed_case(const MixedCase& c) {
 }
 
 }  // namespace gpuledger::testing
-

@@ -11,12 +11,20 @@
 namespace gpuledger {
 namespace {
 
-int64_t world_rank() { int r = 0; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int64_t world_size() { int s = 0; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+int64_t world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int64_t world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
 
 TEST(MpiRuntime, JoinsAnInitialisedMpiWithoutOwningIt) {
   MpiRuntime rt;
-  EXPECT_FALSE(rt.initialised_here());   // so its destructor leaves MPI_Finalize to main()
+  EXPECT_FALSE(rt.initialised_here());  // so its destructor leaves MPI_Finalize to main()
   EXPECT_EQ(rt.world_rank(), world_rank());
   EXPECT_EQ(rt.world_size(), world_size());
   EXPECT_FALSE(rt.hostname().empty());

@@ -5,8 +5,8 @@
 // only) is agreed by every rank before any collective: no hang.
 #include <gtest/gtest.h>
 
-#include "layout_check.h"
 #include "kernels/registry/registry.h"
+#include "layout_check.h"
 
 namespace gpuledger {
 namespace {
@@ -40,8 +40,7 @@ TEST(DataParallel, LlamaFp32WithoutOverlapMatchesOneRank) {
 // accumulates microbatch by microbatch into bf16 — different roundings of the
 // same sum (see layout_check.h bf16_tolerance).
 TEST(DataParallel, LlamaBf16WithinRounding) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16), dp_layout(), 3,
-               bf16_tolerance());
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16), dp_layout(), 3, bf16_tolerance());
 }
 
 TEST(DataParallel, FailureOnOneRankIsAgreedByAll) {

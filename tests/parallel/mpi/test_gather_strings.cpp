@@ -8,8 +8,16 @@
 namespace gpuledger {
 namespace {
 
-int world_rank() { int r = 0; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int s = 0; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
 
 std::string record_of(int r) {
   return "{\"rank\": " + std::to_string(r) + ", \"pad\": \"" + std::string(size_t(r) * 1000, 'x') + "\"}";
@@ -23,7 +31,7 @@ TEST(GatherStrings, RankZeroGetsEveryRecordInRankOrder) {
   }
   ASSERT_EQ(int(all.size()), world_size());
   for (int r = 0; r < world_size(); ++r) EXPECT_EQ(all[r], record_of(r)) << r;
-  EXPECT_EQ(all[0], "{\"rank\": 0, \"pad\": \"\"}");   // by hand
+  EXPECT_EQ(all[0], "{\"rank\": 0, \"pad\": \"\"}");  // by hand
 }
 
 TEST(GatherStrings, EmptyStringsAndEmbeddedNuls) {

@@ -23,14 +23,13 @@ class MixedSp : public ::testing::TestWithParam<MixedCase> {};
 
 TEST_P(MixedSp, MatchesOneRank) { check_mixed_case(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, MixedSp,
-    ::testing::Values(MixedCase{"tiny-gpt", mixed(2, 2, 1, 0, true), "gpt_tp2_dp2_sp"},
-                      MixedCase{"tiny-llama", mixed(2, 2, 1, 1, true), "llama_tp2_dp2_sp_zero1"},
-                      MixedCase{"tiny-llama", mixed(2, 1, 2, 0, true), "llama_tp2_pp2_sp"},
-                      MixedCase{"tiny-gpt", mixed(2, 1, 2, 0, true), "gpt_tp2_pp2_sp_tied"},
-                      MixedCase{"tiny-llama", mixed(2, 2, 1, 2, true), "llama_tp2_dp2_sp_zero2"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layouts, MixedSp,
+                         ::testing::Values(MixedCase{"tiny-gpt", mixed(2, 2, 1, 0, true), "gpt_tp2_dp2_sp"},
+                                           MixedCase{"tiny-llama", mixed(2, 2, 1, 1, true), "llama_tp2_dp2_sp_zero1"},
+                                           MixedCase{"tiny-llama", mixed(2, 1, 2, 0, true), "llama_tp2_pp2_sp"},
+                                           MixedCase{"tiny-gpt", mixed(2, 1, 2, 0, true), "gpt_tp2_pp2_sp_tied"},
+                                           MixedCase{"tiny-llama", mixed(2, 2, 1, 2, true), "llama_tp2_dp2_sp_zero2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace gpuledger

@@ -23,14 +23,13 @@ class Mixed : public ::testing::TestWithParam<MixedCase> {};
 
 TEST_P(Mixed, MatchesOneRank) { check_mixed_case(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, Mixed,
-    ::testing::Values(MixedCase{"tiny-llama", mixed(2, 2, 1, 1, false), "llama_tp2_dp2_zero1"},
-                      MixedCase{"tiny-gpt", mixed(2, 2, 1, 0, false), "gpt_tp2_dp2_tied"},
-                      MixedCase{"tiny-llama", mixed(2, 1, 2, 0, false), "llama_tp2_pp2"},
-                      MixedCase{"tiny-gpt", mixed(2, 1, 2, 1, false), "gpt_tp2_pp2_tied_zero1"},
-                      MixedCase{"tiny-llama", mixed(2, 2, 1, 2, false), "llama_tp2_dp2_zero2"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layouts, Mixed,
+                         ::testing::Values(MixedCase{"tiny-llama", mixed(2, 2, 1, 1, false), "llama_tp2_dp2_zero1"},
+                                           MixedCase{"tiny-gpt", mixed(2, 2, 1, 0, false), "gpt_tp2_dp2_tied"},
+                                           MixedCase{"tiny-llama", mixed(2, 1, 2, 0, false), "llama_tp2_pp2"},
+                                           MixedCase{"tiny-gpt", mixed(2, 1, 2, 1, false), "gpt_tp2_pp2_tied_zero1"},
+                                           MixedCase{"tiny-llama", mixed(2, 2, 1, 2, false), "llama_tp2_dp2_zero2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace gpuledger

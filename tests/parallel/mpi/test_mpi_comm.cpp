@@ -134,7 +134,7 @@ TEST(MpiComm, AllGatherFp32AndBf16) {
   for (int64_t j = 0; j < n; ++j) in[j] = float(w.rank * 100 + j);
   std::vector<uint16_t> in_b = to_bf16(std::vector<float>(in.begin(), in.begin() + 16));
   std::vector<uint16_t> out_b(16 * W);
-  for (int64_t j = 0; j < 16; ++j) in_b[j] = fp32_to_bf16(float(w.rank * 10 + j));   // <= 46
+  for (int64_t j = 0; j < 16; ++j) in_b[j] = fp32_to_bf16(float(w.rank * 10 + j));  // <= 46
   w.comm->all_gather(out.data(), in.data(), n, DType::kFP32);
   w.comm->all_gather(out_b.data(), in_b.data(), 16, DType::kBF16);
   for (int64_t r = 0; r < W; ++r) {
@@ -239,7 +239,10 @@ TEST(MpiComm, BroadcastFromTheLastRank) {
   std::vector<float> x(n, -1.0f);
   std::vector<uint16_t> xb(n, 0);
   if (w.rank == root)
-    for (int64_t i = 0; i < n; ++i) { x[i] = float(7 * i); xb[i] = fp32_to_bf16(float(i)); }
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = float(7 * i);
+      xb[i] = fp32_to_bf16(float(i));
+    }
   w.comm->broadcast(x.data(), n, DType::kFP32, root);
   w.comm->broadcast(xb.data(), n, DType::kBF16, root);
   for (int64_t i = 0; i < n; ++i) {
@@ -285,7 +288,7 @@ TEST(MpiComm, CountersFollowNcclTestsSizingAndEqualSimComm) {
   std::vector<float> f_out(256 * 4);
   std::vector<uint16_t> h_out(256);
   for (Comm* comm : {static_cast<Comm*>(&c), static_cast<Comm*>(&sim)}) {
-    const int64_t partner = comm->rank() ^ 1;   // W is even
+    const int64_t partner = comm->rank() ^ 1;  // W is even
     comm->all_reduce(h.data(), 1000, DType::kBF16);
     comm->all_reduce(f.data(), 10, DType::kFP32, ReduceOp::kMax);
     comm->reduce_scatter(h_out.data(), h.data(), 256, DType::kBF16);
@@ -302,13 +305,12 @@ TEST(MpiComm, CountersFollowNcclTestsSizingAndEqualSimComm) {
   }
   // Hand figures (n per rank; reduce-scatter input and all-gather output are n·W).
   const int64_t W = w.size;
-  const std::map<std::string, std::pair<int64_t, int64_t>> want = {
-      {"all_reduce@dp", {2, 1000 * 2 + 10 * 4}},
-      {"reduce_scatter@dp", {1, W == 4 ? 2048 : 1024}},
-      {"all_gather@dp", {1, W == 4 ? 4096 : 2048}},
-      {"broadcast@dp", {1, 6}},
-      {"send@dp", {1, 200}},
-      {"recv@dp", {1, 200}}};
+  const std::map<std::string, std::pair<int64_t, int64_t>> want = {{"all_reduce@dp", {2, 1000 * 2 + 10 * 4}},
+                                                                   {"reduce_scatter@dp", {1, W == 4 ? 2048 : 1024}},
+                                                                   {"all_gather@dp", {1, W == 4 ? 4096 : 2048}},
+                                                                   {"broadcast@dp", {1, 6}},
+                                                                   {"send@dp", {1, 200}},
+                                                                   {"recv@dp", {1, 200}}};
   ASSERT_EQ(cc.by_key().size(), want.size());
   ASSERT_EQ(sim_cc.by_key().size(), want.size());
   for (const auto& [key, cb] : want) {
@@ -329,23 +331,27 @@ TEST(MpiComm, SubGroupsFromALayout) {
   // 2 ranks: tp 2 (tp {0,1}, dp {r}) and dp 2 (dp {0,1}, tp {r}).
   struct Case {
     Layout layout;
-    std::vector<std::vector<int64_t>> tp, dp;   // group of each world rank
+    std::vector<std::vector<int64_t>> tp, dp;  // group of each world rank
   };
   std::vector<Case> cases;
   if (w.size == 4) {
-    Layout l; l.dp = 2; l.tp = 2;
+    Layout l;
+    l.dp = 2;
+    l.tp = 2;
     cases.push_back({l, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}, {{0, 2}, {1, 3}, {0, 2}, {1, 3}}});
   } else {
     ASSERT_EQ(w.size, 2);
-    Layout a; a.tp = 2;
-    Layout b; b.dp = 2;
+    Layout a;
+    a.tp = 2;
+    Layout b;
+    b.dp = 2;
     cases.push_back({a, {{0, 1}, {0, 1}}, {{0}, {1}}});
     cases.push_back({b, {{0}, {1}}, {{0, 1}, {0, 1}}});
   }
   for (const Case& k : cases) {
     const auto& tp_members = k.tp[w.rank];
     const auto& dp_members = k.dp[w.rank];
-    ASSERT_EQ(k.layout.tp_group(w.rank), tp_members);   // the layout agrees with the hand table
+    ASSERT_EQ(k.layout.tp_group(w.rank), tp_members);  // the layout agrees with the hand table
     ASSERT_EQ(k.layout.dp_group(w.rank), dp_members);
     CommCounters cc;
     auto tp = split_world_comm("tp", cc, tp_members);
@@ -392,12 +398,12 @@ TEST(MpiComm, RankOutsideEveryGroupGetsNoComm) {
 // ---- errors ----
 
 TEST(MpiComm, MpiErrorThrowsCommErrorWithEveryField) {
-  MpiRuntime rt;   // already initialised: sets MPI_ERRORS_RETURN and the error origin
+  MpiRuntime rt;  // already initialised: sets MPI_ERRORS_RETURN and the error origin
   ASSERT_FALSE(rt.initialised_here());
   World w;
   float x = 0;
   try {
-    w.comm->send(&x, 1, DType::kFP32, w.size + 5);   // no such rank: MPI_ERR_RANK, local
+    w.comm->send(&x, 1, DType::kFP32, w.size + 5);  // no such rank: MPI_ERR_RANK, local
     FAIL() << "sending to a rank outside the group did not throw";
   } catch (const CommError& e) {
     EXPECT_EQ(e.library(), "MPI");
@@ -407,14 +413,13 @@ TEST(MpiComm, MpiErrorThrowsCommErrorWithEveryField) {
     EXPECT_NE(e.call().find("MPI_Send(buf, count"), std::string::npos) << e.call();
     EXPECT_NE(e.where().find("mpi_comm.cpp:"), std::string::npos) << e.where();
     EXPECT_NE(e.library_message().find("MPI_ERR_RANK"), std::string::npos) << e.library_message();
-    EXPECT_NE(e.context().find("sending 1 fp32 elements over 'world' to peer"), std::string::npos)
-        << e.context();
+    EXPECT_NE(e.context().find("sending 1 fp32 elements over 'world' to peer"), std::string::npos) << e.context();
     const std::string what = e.what();
     EXPECT_NE(what.find("rank " + std::to_string(w.rank)), std::string::npos) << what;
     EXPECT_NE(what.find("while sending"), std::string::npos) << what;
     EXPECT_NE(what.find(rt.hostname()), std::string::npos) << what;
   }
-  EXPECT_TRUE(w.counters.by_key().empty());   // a failed call books nothing
+  EXPECT_TRUE(w.counters.by_key().empty());  // a failed call books nothing
 }
 
 }  // namespace

@@ -3,15 +3,15 @@
 // book nothing, the tp/dp/pp groups hold the ranks the layout's formula gives
 // (worked out by hand below), and the emb group joins the first and last
 // pipeline stage when embeddings are tied.
-#include "parallel/groups.h"
 #include "kernels/registry/registry.h"
+#include "parallel/groups.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "comm/mpi_runtime.h"
 #include "kernels/device.h"
 #include "kernels/ledger.h"
-#include "comm/mpi_runtime.h"
 
 namespace gpuledger {
 namespace {
@@ -40,13 +40,13 @@ TEST(MpiGroups, WorldSizeMustMatchTheLayout) {
   Rig r;
   Layout l;
   l.dp = 3;
-  l.tp = 2;   // 6 ranks; the job has 2 or 4
+  l.tp = 2;  // 6 ranks; the job has 2 or 4
   try {
     make_mpi_groups(l, r.counters, *r.dev);
     FAIL() << "no LayoutError";
   } catch (const LayoutError& e) {
-    EXPECT_EQ(std::string(e.what()), "mpirun -np " + std::to_string(r.size) +
-                                         " but the layout needs dp·tp·pp = 3·2·1 = 6");
+    EXPECT_EQ(std::string(e.what()),
+              "mpirun -np " + std::to_string(r.size) + " but the layout needs dp·tp·pp = 3·2·1 = 6");
   }
   // Every rank threw, none is stuck: the next collective completes.
   AgreedStatus s = agree_status(true, "");
@@ -64,7 +64,7 @@ TEST(MpiGroups, PureDataParallel) {
   EXPECT_EQ(g.dp->size(), r.size);
   EXPECT_EQ(g.dp->rank(), r.rank);
   EXPECT_EQ(g.emb, nullptr);
-  EXPECT_EQ(sum_over(*g.tp, 5.0f), 5.0f);   // one rank: unchanged, not booked
+  EXPECT_EQ(sum_over(*g.tp, 5.0f), 5.0f);  // one rank: unchanged, not booked
   EXPECT_EQ(sum_over(*g.dp, 1.0f), float(r.size));
   ASSERT_EQ(r.counters.by_key().size(), 1u);
   EXPECT_EQ(r.counters.by_key().at("all_reduce@dp").bytes, 4);
@@ -97,8 +97,10 @@ TEST(MpiGroups, TensorAndPipelineWithTiedEmbeddings) {
   }
   // Stage 0 sends its activations to stage 1 over pp.
   float act = float(100 + r.rank);
-  if (c.first_stage()) c.pp->send(&act, 1, DType::kFP32, 1);
-  else c.pp->recv(&act, 1, DType::kFP32, 0);
+  if (c.first_stage())
+    c.pp->send(&act, 1, DType::kFP32, 1);
+  else
+    c.pp->recv(&act, 1, DType::kFP32, 0);
   EXPECT_EQ(act, float(100 + pp_members[0]));
   EXPECT_EQ(r.counters.by_key().count(c.first_stage() ? "send@pp" : "recv@pp"), 1u);
   EXPECT_EQ(r.counters.by_key().count("all_reduce@dp"), 0u);
@@ -107,7 +109,7 @@ TEST(MpiGroups, TensorAndPipelineWithTiedEmbeddings) {
 TEST(MpiGroups, EmbSkipsMiddleStages) {
   Rig r;
   Layout l;
-  l.pp = r.size;   // 2 stages, or 4 with two middle ones
+  l.pp = r.size;  // 2 stages, or 4 with two middle ones
   Groups g = make_mpi_groups(l, r.counters, *r.dev, true);
   const bool end = r.rank == 0 || r.rank == r.size - 1;
   ASSERT_EQ(g.emb != nullptr, end);

@@ -48,8 +48,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, Pipeline,
                                            PipeCase{Schedule::kGPipe, 4}, PipeCase{Schedule::k1F1B, 1},
                                            PipeCase{Schedule::k1F1B, 2}, PipeCase{Schedule::k1F1B, 4}),
                          [](const auto& info) {
-                           return std::string(schedule_name(info.param.schedule)) + "_m" +
-                                  std::to_string(info.param.m);
+                           return std::string(schedule_name(info.param.schedule)) + "_m" + std::to_string(info.param.m);
                          });
 
 // dp 2 × pp 2 (np 4 only): data and pipeline together, tied embeddings.

@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "kernels/ledger.h"
 #include "analytic/kv_cache.h"
 #include "core/model_config.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/registry/registry.h"
 #include "models/kv/kv_cache.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"

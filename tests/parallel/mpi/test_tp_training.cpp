@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/registry/registry.h"
-#include "kernels/ledger.h"
-#include "kernels/meta/meta_device.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
+#include "kernels/device.h"
+#include "kernels/ledger.h"
+#include "kernels/meta/meta_device.h"
+#include "kernels/registry/registry.h"
 #include "models/transformer/param_layout.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
@@ -87,8 +87,8 @@ struct RunOut {
 };
 
 // Steps `steps` of a Trainer on `dev` with groups `g`; comm of step 0.
-RunOut train(Device& dev, Ledger& ledger, const ModelConfig& m, const RunConfig& r, Groups& g,
-             CommCounters& counters, int steps) {
+RunOut train(Device& dev, Ledger& ledger, const ModelConfig& m, const RunConfig& r, Groups& g, CommCounters& counters,
+             int steps) {
   RunOut out;
   Trainer trainer(dev, m, r, g.context());
   for (int k = 0; k < steps; ++k) {
@@ -130,9 +130,8 @@ std::vector<int64_t> unit_starts(const ParamLayout& pl) {
 }
 
 void check_case(const Case& c) {
-  SCOPED_TRACE(std::string(c.model) + (c.sp ? " sp" : " no-sp") + " " +
-               std::string(dtype_name(c.dtype)) + " " + std::string(recompute_name(c.recompute)) +
-               " " + std::string(attention_name(c.attention)) + " tp " +
+  SCOPED_TRACE(std::string(c.model) + (c.sp ? " sp" : " no-sp") + " " + std::string(dtype_name(c.dtype)) + " " +
+               std::string(recompute_name(c.recompute)) + " " + std::string(attention_name(c.attention)) + " tp " +
                std::to_string(world_size()));
   const ModelConfig m = load_model(c.model);
   const RunConfig r = make_run(c);
@@ -178,8 +177,8 @@ void check_case(const Case& c) {
           if (!gi ? got != 0.0f : !(diff <= param_atol)) {
             ++outside;
             if (!gi || !(diff <= adam_bound))
-              ADD_FAILURE() << t.name << "[" << i << "," << j << "] = " << got << ", one rank "
-                            << want << (gi ? "" : " (padding)");
+              ADD_FAILURE() << t.name << "[" << i << "," << j << "] = " << got << ", one rank " << want
+                            << (gi ? "" : " (padding)");
           }
           ++compared;
         }
@@ -189,8 +188,7 @@ void check_case(const Case& c) {
   // (the one-rank run itself moves such elements differently under flash and
   // materialized attention). Such elements are rare: at most 1 in 10⁴ may lie
   // outside the tolerance, and none further than 4·lr·steps.
-  EXPECT_LE(outside * 10000, compared) << outside << " of " << compared
-                                       << " parameters outside " << param_atol;
+  EXPECT_LE(outside * 10000, compared) << outside << " of " << compared << " parameters outside " << param_atol;
 
   // the meta simulation of this rank books what the real rank booked
   Ledger meta_ledger;

@@ -1,13 +1,11 @@
 // ZeRO 1, 2 and 3 on real ranks (np 2 and 4): master weights and Adam states
 // (and under ZeRO 2 the gradients, reduce-scattered after every unit's
-// backward; under ZeRO 3 the weights, gathered per unit) sharded per unit over dp (padded), each rank updating its shard
-// and all-gathering the weights; against one rank with the same global batch
-// (tests/parallel/mpi/layout_check.h): fp32 within 1e-5; bf16 within a
-// stated tolerance; the ranks book what their meta simulation books (ZeRO
-// shards included). Mixed: dp 2 × pp 2 with ZeRO 1 and 2 at np 4. Tied
-// embeddings (tiny-gpt) with ZeRO 2/3 at pp = 1: the head's word gradient in a
-// side buffer until the embedding's backward, and under ZeRO 3 the embedding
-// unit gathered for the head (--prefetch 0, 1, 2); with pp > 1 refused.
+// backward; under ZeRO 3 the weights, gathered per unit) sharded per unit over dp (padded), each rank updating its
+// shard and all-gathering the weights; against one rank with the same global batch (tests/parallel/mpi/layout_check.h):
+// fp32 within 1e-5; bf16 within a stated tolerance; the ranks book what their meta simulation books (ZeRO shards
+// included). Mixed: dp 2 × pp 2 with ZeRO 1 and 2 at np 4. Tied embeddings (tiny-gpt) with ZeRO 2/3 at pp = 1: the
+// head's word gradient in a side buffer until the embedding's backward, and under ZeRO 3 the embedding unit gathered
+// for the head (--prefetch 0, 1, 2); with pp > 1 refused.
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -26,19 +24,17 @@ Layout zero_layout(int64_t dp, int zero) {
 }
 
 TEST(Zero1, LlamaFp32MatchesOneRank) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 1), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 1), 3, Tolerance{});
 }
 
 TEST(Zero1, GptTiedFp32MatchesOneRank) {
-  check_layout(load_model("tiny-gpt"), small_run(1, Schedule::kGPipe), zero_layout(world_size(), 1), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-gpt"), small_run(1, Schedule::kGPipe), zero_layout(world_size(), 1), 3, Tolerance{});
 }
 
 // bf16 with fp32 master shards: as DataParallel.LlamaBf16WithinRounding.
 TEST(Zero1, LlamaBf16WithinRounding) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16),
-               zero_layout(world_size(), 1), 3, bf16_tolerance());
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16), zero_layout(world_size(), 1), 3,
+               bf16_tolerance());
 }
 
 TEST(Zero1, Dp2Pp2MatchesOneRank) {
@@ -49,18 +45,16 @@ TEST(Zero1, Dp2Pp2MatchesOneRank) {
 }
 
 TEST(Zero2, LlamaFp32MatchesOneRank) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 2), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 2), 3, Tolerance{});
 }
 
 TEST(Zero2, LlamaFp32GpipeOneMicrobatchMatchesOneRank) {
-  check_layout(load_model("tiny-llama"), small_run(1, Schedule::kGPipe), zero_layout(world_size(), 2), 2,
-               Tolerance{});
+  check_layout(load_model("tiny-llama"), small_run(1, Schedule::kGPipe), zero_layout(world_size(), 2), 2, Tolerance{});
 }
 
 TEST(Zero2, LlamaBf16WithinRounding) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16),
-               zero_layout(world_size(), 2), 3, bf16_tolerance());
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B, DType::kBF16), zero_layout(world_size(), 2), 3,
+               bf16_tolerance());
 }
 
 TEST(Zero2, Dp2Pp2MatchesOneRank) {
@@ -73,8 +67,7 @@ TEST(Zero2, Dp2Pp2MatchesOneRank) {
 // ZeRO 3: weights sharded too, each unit gathered before its forward and
 // its backward; each rank's shard against the matching slice of one rank.
 TEST(Zero3, LlamaFp32MatchesOneRank) {
-  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 3), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-llama"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 3), 3, Tolerance{});
 }
 
 TEST(Zero3, NoPrefetchFullRecomputeMatchesOneRank) {
@@ -98,18 +91,15 @@ TEST(Zero3, Dp2Pp2MatchesOneRank) {
 }
 
 TEST(Zero2, GptTiedFp32MatchesOneRank) {
-  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 2), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 2), 3, Tolerance{});
 }
 
 TEST(Zero2, GptTiedGpipeMatchesOneRank) {
-  check_layout(load_model("tiny-gpt"), small_run(3, Schedule::kGPipe), zero_layout(world_size(), 2), 2,
-               Tolerance{});
+  check_layout(load_model("tiny-gpt"), small_run(3, Schedule::kGPipe), zero_layout(world_size(), 2), 2, Tolerance{});
 }
 
 TEST(Zero3, GptTiedFp32MatchesOneRank) {
-  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 3), 3,
-               Tolerance{});
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B), zero_layout(world_size(), 3), 3, Tolerance{});
 }
 
 TEST(Zero3, GptTiedNoPrefetchMatchesOneRank) {
@@ -131,8 +121,8 @@ TEST(Zero3, GptTiedPrefetchTwoMatchesOneRank) {
 }
 
 TEST(Zero3, GptTiedBf16WithinRounding) {
-  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B, DType::kBF16),
-               zero_layout(world_size(), 3), 3, bf16_tolerance());
+  check_layout(load_model("tiny-gpt"), small_run(2, Schedule::k1F1B, DType::kBF16), zero_layout(world_size(), 3), 3,
+               bf16_tolerance());
 }
 
 TEST(Zero2, TiedEmbeddingsWithPipelinesRefused) {
