@@ -25,93 +25,53 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr double kT = 1e12;  // tera
 
 std::vector<DeviceSpec> make_presets() {
+  // One preset per block, its fields in the order of DeviceSpec.
+  // clang-format off
   std::vector<DeviceSpec> v;
   // NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web):
   // BF16/FP16 Tensor Core 312 TFLOPS (624 sparse), TF32 156 (312 sparse),
   // FP32 19.5; 40GB HBM2 1,555 GB/s; 80GB HBM2e 2,039 GB/s (SXM).
-  v.push_back({"a100-40gb",
-               "NVIDIA A100 40GB (SXM4 / PCIe)",
-               40 * kGiB,
-               312 * kT,
-               312 * kT,
-               156 * kT,
-               19.5 * kT,
-               1555e9,
+  v.push_back({"a100-40gb", "NVIDIA A100 40GB (SXM4 / PCIe)", 40 * kGiB, 312 * kT, 312 * kT, 156 * kT,
+               19.5 * kT, 1555e9,
                "NVIDIA A100 datasheet: 312 TFLOPS bf16/fp16, 156 tf32, 19.5 fp32 (dense); 40GB, 1,555 GB/s",
                {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"}});
-  v.push_back({"a100-80gb",
-               "NVIDIA A100 80GB SXM4",
-               80 * kGiB,
-               312 * kT,
-               312 * kT,
-               156 * kT,
-               19.5 * kT,
+  v.push_back({"a100-80gb", "NVIDIA A100 80GB SXM4", 80 * kGiB, 312 * kT, 312 * kT, 156 * kT, 19.5 * kT,
                2039e9,
                "NVIDIA A100 datasheet: 312 TFLOPS bf16/fp16, 156 tf32, 19.5 fp32 (dense); 80GB SXM, 2,039 GB/s",
                {"NVIDIA A100-SXM4-80GB"}});
   // NVIDIA H100 Tensor Core GPU Architecture whitepaper (Table: H100 SXM5):
   // BF16/FP16 989.4 TFLOPS (1,978.9 sparse), TF32 494.7, FP32 66.9; datasheet:
   // 80GB HBM3, 3.35 TB/s.
-  v.push_back({"h100-sxm",
-               "NVIDIA H100 SXM5 80GB",
-               80 * kGiB,
-               989.4 * kT,
-               989.4 * kT,
-               494.7 * kT,
-               66.9 * kT,
-               3.35e12,
+  v.push_back({"h100-sxm", "NVIDIA H100 SXM5 80GB", 80 * kGiB, 989.4 * kT, 989.4 * kT, 494.7 * kT,
+               66.9 * kT, 3.35e12,
                "NVIDIA H100 whitepaper (SXM5): 989.4 TFLOPS bf16/fp16, 494.7 tf32, 66.9 fp32 (dense); "
                "H100 datasheet: 80GB HBM3, 3.35 TB/s",
                {"NVIDIA H100 80GB HBM3"}});
   // NVIDIA H100 datasheet, PCIe column: BF16/FP16 1,513 TFLOPS sparse, TF32 756
   // sparse, FP32 51 TFLOPS; 80GB HBM2e, 2 TB/s.
-  v.push_back({"h100-pcie",
-               "NVIDIA H100 PCIe 80GB",
-               80 * kGiB,
-               756.5 * kT,
-               756.5 * kT,
-               378 * kT,
-               51 * kT,
+  v.push_back({"h100-pcie", "NVIDIA H100 PCIe 80GB", 80 * kGiB, 756.5 * kT, 756.5 * kT, 378 * kT, 51 * kT,
                2.0e12,
                "NVIDIA H100 datasheet (PCIe): 1,513 TFLOPS bf16/fp16 and 756 tf32 with sparsity, halved; "
                "51 fp32; 80GB HBM2e, 2 TB/s",
                {"NVIDIA H100 PCIe"}});
   // NVIDIA H200 datasheet (SXM): the H100 SXM5's compute (BF16 1,979 TFLOPS
   // sparse) with 141GB HBM3e at 4.8 TB/s.
-  v.push_back({"h200",
-               "NVIDIA H200 SXM 141GB",
-               141 * kGiB,
-               989.4 * kT,
-               989.4 * kT,
-               494.7 * kT,
-               66.9 * kT,
+  v.push_back({"h200", "NVIDIA H200 SXM 141GB", 141 * kGiB, 989.4 * kT, 989.4 * kT, 494.7 * kT, 66.9 * kT,
                4.8e12,
                "NVIDIA H200 datasheet (SXM): 1,979 TFLOPS bf16/fp16 sparse = H100 SXM5's 989.4 dense, "
                "494.7 tf32, 66.9 fp32; 141GB HBM3e, 4.8 TB/s",
                {"NVIDIA H200"}});
   // NVIDIA L40S datasheet: BF16/FP16 362.05 TFLOPS (733 sparse), TF32 183 (366
   // sparse), FP32 91.6; 48GB GDDR6, 864 GB/s.
-  v.push_back({"l40s",
-               "NVIDIA L40S 48GB",
-               48 * kGiB,
-               362.05 * kT,
-               362.05 * kT,
-               183 * kT,
-               91.6 * kT,
+  v.push_back({"l40s", "NVIDIA L40S 48GB", 48 * kGiB, 362.05 * kT, 362.05 * kT, 183 * kT, 91.6 * kT,
                864e9,
                "NVIDIA L40S datasheet: 362.05 TFLOPS bf16/fp16, 183 tf32, 91.6 fp32 (dense); 48GB GDDR6, 864 GB/s",
                {"NVIDIA L40S"}});
   // NVIDIA Ada GPU Architecture whitepaper, Appendix A (GeForce RTX 4090):
   // FP16/BF16 Tensor with FP32 accumulate 165.2 TFLOPS (330.4 sparse; 330.3
   // dense with FP16 accumulate), TF32 82.6, FP32 82.6; 24GB GDDR6X, 1,008 GB/s.
-  v.push_back({"rtx4090",
-               "NVIDIA GeForce RTX 4090 24GB",
-               24 * kGiB,
-               165.2 * kT,
-               165.2 * kT,
-               82.6 * kT,
-               82.6 * kT,
-               1008e9,
+  v.push_back({"rtx4090", "NVIDIA GeForce RTX 4090 24GB", 24 * kGiB, 165.2 * kT, 165.2 * kT, 82.6 * kT,
+               82.6 * kT, 1008e9,
                "NVIDIA Ada whitepaper, App. A: 165.2 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 tf32, "
                "82.6 fp32; 24GB GDDR6X, 1,008 GB/s",
                {"NVIDIA GeForce RTX 4090"}});
@@ -119,18 +79,13 @@ std::vector<DeviceSpec> make_presets() {
   // 2.25 dense; 180GB HBM3e; 8 TB/s (DGX B200: 64 TB/s over 8 GPUs). TF32 is
   // printed as 2.2 and as 2.25 PFLOPS sparse, FP32 as 75 and 80 TFLOPS in
   // NVIDIA's own material: left unknown rather than guessed.
-  v.push_back({"b200",
-               "NVIDIA B200 180GB (HGX)",
-               180 * kGiB,
-               2250 * kT,
-               2250 * kT,
-               std::nullopt,
-               std::nullopt,
-               8.0e12,
+  v.push_back({"b200", "NVIDIA B200 180GB (HGX)", 180 * kGiB, 2250 * kT, 2250 * kT, std::nullopt,
+               std::nullopt, 8.0e12,
                "NVIDIA HGX/DGX B200 datasheet: 4.5 PFLOPS bf16/fp16 with sparsity, halved; 180GB HBM3e, "
                "8 TB/s; tf32/fp32 peaks published inconsistently (unknown)",
                {"NVIDIA B200"}});
   return v;
+  // clang-format on
 }
 
 std::string lower(std::string s) {

@@ -24,7 +24,8 @@ constexpr const char* kLayoutGroup = "Layout (world = dp·tp·pp)";
 constexpr const char* kRunGroup = "Run";
 constexpr const char* kDeviceGroup = "Device";
 
-CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+// The model and layout options.
+CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption which) {
   const auto count = CLI::Range(int64_t{1}, kMaxCount);
   switch (which) {
     case ConfigOption::kModel:
@@ -62,6 +63,14 @@ CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
           .add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")
           ->capture_default_str()
           ->group(kLayoutGroup);
+    default: return nullptr;
+  }
+}
+
+// The run and device options.
+CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+  const auto count = CLI::Range(int64_t{1}, kMaxCount);
+  switch (which) {
     case ConfigOption::kSeq:
       return app.add_option("--seq", o.run.seq, "tokens per sequence")
           ->capture_default_str()
@@ -121,7 +130,8 @@ CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
     case ConfigOption::kOverlapGradReduce:
       return app
           .add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", o.run.overlap_grad_reduce,
-                    "DP: all-reduce gradient buckets during the backward (two staging buckets; default on)")
+                    "DP: reduce gradient buckets during the backward (ZeRO 0 all-reduce, ZeRO 1 reduce-scatter; two "
+                    "staging slots; default on)")
           ->group(kRunGroup);
     case ConfigOption::kPrefetch:
       return app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")
@@ -133,8 +143,13 @@ CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
     case ConfigOption::kDeviceMemory:
       return app.add_option("--device-memory", o.device_memory, "device memory in bytes (K/M/G/T, Ki/Mi/Gi/Ti)")
           ->group(kDeviceGroup);
+    default: return nullptr;
   }
-  return nullptr;
+}
+
+CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+  if (CLI::Option* opt = add_model_or_layout(app, o, which)) return opt;
+  return add_run_or_device(app, o, which);
 }
 
 }  // namespace

@@ -161,43 +161,41 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   const void* pv = p > 0 ? s.dropped.data() : s.probs.data();
 
   Buffer dp = ws(4 * scores_elems, "attn.dP");
-  GemmArgs g1;  // dP' = dctx·Vᵀ: (g·T × d)·(d × T), fp32
-  g1.trans_b = true;
-  g1.m = group * T;
-  g1.n = T;
-  g1.k = D;
-  g1.a = dctx;
-  g1.lda = D;
-  g1.stride_a = group * T * D;
-  g1.b = v;
-  g1.ldb = D;
-  g1.stride_b = T * D;
-  g1.ab_type = c.e;
-  g1.c = dp.data();
-  g1.ldc = T;
-  g1.stride_c = group * T * T;
-  g1.c_type = DType::kFP32;
-  g1.batch = batch;
-  dev_.gemm(g1);
+  // dP' = dctx·Vᵀ: (g·T × d)·(d × T), fp32
+  dev_.gemm({.trans_b = true,
+             .m = group * T,
+             .n = T,
+             .k = D,
+             .a = dctx,
+             .lda = D,
+             .stride_a = group * T * D,
+             .b = v,
+             .ldb = D,
+             .stride_b = T * D,
+             .ab_type = c.e,
+             .c = dp.data(),
+             .ldc = T,
+             .stride_c = group * T * T,
+             .c_type = DType::kFP32,
+             .batch = batch});
 
-  GemmArgs g2;  // dV = P'ᵀ·dctx: (T × g·T)·(g·T × d), summed over the group by the GEMM
-  g2.trans_a = true;
-  g2.m = T;
-  g2.n = D;
-  g2.k = group * T;
-  g2.a = pv;
-  g2.lda = T;
-  g2.stride_a = group * T * T;
-  g2.b = dctx;
-  g2.ldb = D;
-  g2.stride_b = group * T * D;
-  g2.ab_type = c.e;
-  g2.c = dv;
-  g2.ldc = D;
-  g2.stride_c = T * D;
-  g2.c_type = c.e;
-  g2.batch = batch;
-  dev_.gemm(g2);
+  // dV = P'ᵀ·dctx: (T × g·T)·(g·T × d), summed over the group by the GEMM
+  dev_.gemm({.trans_a = true,
+             .m = T,
+             .n = D,
+             .k = group * T,
+             .a = pv,
+             .lda = T,
+             .stride_a = group * T * T,
+             .b = dctx,
+             .ldb = D,
+             .stride_b = group * T * D,
+             .ab_type = c.e,
+             .c = dv,
+             .ldc = D,
+             .stride_c = T * D,
+             .c_type = c.e,
+             .batch = batch});
   s.dropped.reset();
 
   if (p > 0) {  // in place, fp32
@@ -215,41 +213,47 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
     dp.reset();
     ds = ds_e.data();
   }
-  GemmArgs g3;  // dQ = dS·K: (g·T × T)·(T × d)
-  g3.m = group * T;
-  g3.n = D;
-  g3.k = T;
-  g3.a = ds;
-  g3.lda = T;
-  g3.stride_a = group * T * T;
-  g3.b = k;
-  g3.ldb = D;
-  g3.stride_b = T * D;
-  g3.ab_type = c.e;
-  g3.c = dq;
-  g3.ldc = D;
-  g3.stride_c = group * T * D;
-  g3.c_type = c.e;
-  g3.batch = batch;
-  dev_.gemm(g3);
-  GemmArgs g4;  // dK = dSᵀ·Q: (T × g·T)·(g·T × d)
-  g4.trans_a = true;
-  g4.m = T;
-  g4.n = D;
-  g4.k = group * T;
-  g4.a = ds;
-  g4.lda = T;
-  g4.stride_a = group * T * T;
-  g4.b = q;
-  g4.ldb = D;
-  g4.stride_b = group * T * D;
-  g4.ab_type = c.e;
-  g4.c = dk;
-  g4.ldc = D;
-  g4.stride_c = T * D;
-  g4.c_type = c.e;
-  g4.batch = batch;
-  dev_.gemm(g4);
+  qk_grads_from_scores(ds, q, k, dq, dk);
+}
+
+// dQ = dS·K and dK = dSᵀ·Q of the materialized core, per (batch, KV head):
+// dS [b·k_t, g·T, T], q [b·k_t, g·T, d], k [b·k_t, T, d], all in e.
+void TransformerLayer::qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk) {
+  const LayerConfig& c = cfg_;
+  const int64_t group = c.a_t / c.k_t, T = c.s, D = c.d, batch = c.b * c.k_t;
+  // dQ = dS·K: (g·T × T)·(T × d)
+  dev_.gemm({.m = group * T,
+             .n = D,
+             .k = T,
+             .a = ds,
+             .lda = T,
+             .stride_a = group * T * T,
+             .b = k,
+             .ldb = D,
+             .stride_b = T * D,
+             .ab_type = c.e,
+             .c = dq,
+             .ldc = D,
+             .stride_c = group * T * D,
+             .c_type = c.e,
+             .batch = batch});
+  // dK = dSᵀ·Q: (T × g·T)·(g·T × d)
+  dev_.gemm({.trans_a = true,
+             .m = T,
+             .n = D,
+             .k = group * T,
+             .a = ds,
+             .lda = T,
+             .stride_a = group * T * T,
+             .b = q,
+             .ldb = D,
+             .stride_b = group * T * D,
+             .ab_type = c.e,
+             .c = dk,
+             .ldc = D,
+             .stride_c = T * D,
+             .c_type = c.e,
+             .batch = batch});
 }
 
 void TransformerLayer::attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s) {

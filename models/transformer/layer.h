@@ -166,6 +166,7 @@ class TransformerLayer {
   void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc, bool keep_core);
   void core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx);
   void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s, const LayerKeys& keys);
+  void qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk);
   // dxn may alias dy: both blocks write dxn only after their last read of dy.
   void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
   // mlp.cpp
