@@ -24,7 +24,8 @@ class OpTimer {
   std::unique_ptr<DeviceTimer> timer_;
 };
 
-ProfilingDevice::ProfilingDevice(std::unique_ptr<Device> inner) : Device(inner->ledger()), inner_(std::move(inner)) {}
+ProfilingDevice::ProfilingDevice(std::unique_ptr<Device> inner)
+    : Device(inner->ledger()), inner_(std::move(inner)) {}
 
 void* ProfilingDevice::raw_alloc(int64_t bytes) { return Device::raw_alloc_of(*inner_, bytes); }
 void ProfilingDevice::raw_free(void* p, int64_t bytes) { Device::raw_free_of(*inner_, p, bytes); }
@@ -73,52 +74,43 @@ void ProfilingDevice::bias_add_impl(void* out, const void* bias, DType t, int64_
   op_timer.done();
 }
 
-void ProfilingDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows,
-                                         int64_t cols, bool accumulate) {
+void ProfilingDevice::bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols, bool accumulate) {
   OpTimer op_timer(*this, "bias_backward");
   inner_->bias_backward(dbias, grad_t, dout, t, rows, cols, accumulate);
   op_timer.done();
 }
 
-void ProfilingDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
-                                             int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void ProfilingDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   OpTimer op_timer(*this, "embedding_forward");
   inner_->embedding_forward(out, ids, wte, wpe, t, B, T, C, pos_offset);
   op_timer.done();
 }
 
-void ProfilingDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                              const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void ProfilingDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
   OpTimer op_timer(*this, "embedding_backward");
   inner_->embedding_backward(dwte, dwpe, grad_t, dout, t, ids, B, T, C, pos_offset);
   op_timer.done();
 }
 
-void ProfilingDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w,
-                                             const void* bias, DType t, int64_t N, int64_t C, float eps) {
+void ProfilingDevice::layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias, DType t, int64_t N, int64_t C, float eps) {
   OpTimer op_timer(*this, "layernorm_forward");
   inner_->layernorm_forward(out, mean, rstd, x, w, bias, t, N, C, eps);
   op_timer.done();
 }
 
-void ProfilingDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout,
-                                              const void* x, const void* w, const float* mean, const float* rstd,
-                                              DType t, int64_t N, int64_t C, bool accumulate_dx) {
+void ProfilingDevice::layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x, const void* w, const float* mean, const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) {
   OpTimer op_timer(*this, "layernorm_backward");
   inner_->layernorm_backward(dx, dw, dbias, grad_t, dout, x, w, mean, rstd, t, N, C, accumulate_dx);
   op_timer.done();
 }
 
-void ProfilingDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N,
-                                           int64_t C, float eps) {
+void ProfilingDevice::rmsnorm_forward_impl(void* out, float* rstd, const void* x, const void* w, DType t, int64_t N, int64_t C, float eps) {
   OpTimer op_timer(*this, "rmsnorm_forward");
   inner_->rmsnorm_forward(out, rstd, x, w, t, N, C, eps);
   op_timer.done();
 }
 
-void ProfilingDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x,
-                                            const void* w, const float* rstd, DType t, int64_t N, int64_t C,
-                                            bool accumulate_dx) {
+void ProfilingDevice::rmsnorm_backward_impl(void* dx, void* dw, DType grad_t, const void* dout, const void* x, const void* w, const float* rstd, DType t, int64_t N, int64_t C, bool accumulate_dx) {
   OpTimer op_timer(*this, "rmsnorm_backward");
   inner_->rmsnorm_backward(dx, dw, grad_t, dout, x, w, rstd, t, N, C, accumulate_dx);
   op_timer.done();
@@ -130,8 +122,7 @@ void ProfilingDevice::split_qkv_impl(void* q, void* k, void* v, const void* qkv,
   op_timer.done();
 }
 
-void ProfilingDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t,
-                                          const AttnShape& s) {
+void ProfilingDevice::merge_qkv_grad_impl(void* dqkv, const void* dq, const void* dk, const void* dv, DType t, const AttnShape& s) {
   OpTimer op_timer(*this, "merge_qkv_grad");
   inner_->merge_qkv_grad(dqkv, dq, dk, dv, t, s);
   op_timer.done();
@@ -149,15 +140,13 @@ void ProfilingDevice::split_heads_impl(void* ctx, const void* in, DType t, const
   op_timer.done();
 }
 
-void ProfilingDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                        int64_t pos_offset, float theta) {
+void ProfilingDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) {
   OpTimer op_timer(*this, "rope_forward");
   inner_->rope_forward(x, t, B, H, T, D, pos_offset, theta);
   op_timer.done();
 }
 
-void ProfilingDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
-                                         int64_t pos_offset, float theta) {
+void ProfilingDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) {
   OpTimer op_timer(*this, "rope_backward");
   inner_->rope_backward(dx, t, B, H, T, D, pos_offset, theta);
   op_timer.done();
@@ -169,37 +158,31 @@ void ProfilingDevice::softmax_forward_impl(void* probs, const float* scores, DTy
   op_timer.done();
 }
 
-void ProfilingDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
-                                            const AttnShape& s) {
+void ProfilingDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) {
   OpTimer op_timer(*this, "softmax_backward");
   inner_->softmax_backward(dscores, dprobs, probs, t, s);
   op_timer.done();
 }
 
-void ProfilingDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
-                                           RngKey key) {
+void ProfilingDevice::dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key) {
   OpTimer op_timer(*this, "dropout_forward");
   inner_->dropout_forward(out, mask, x, t, n, p, key);
   op_timer.done();
 }
 
-void ProfilingDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,
-                                            int64_t n, float p) {
+void ProfilingDevice::dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n, float p) {
   OpTimer op_timer(*this, "dropout_backward");
   inner_->dropout_backward(dx, dx_t, dout, dout_t, mask, n, p);
   op_timer.done();
 }
 
-void ProfilingDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v,
-                                                   DType t, const AttnShape& s, float p, RngKey key) {
+void ProfilingDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t, const AttnShape& s, float p, RngKey key) {
   OpTimer op_timer(*this, "flash_attention_forward");
   inner_->flash_attention_forward(out, lse, q, k, v, t, s, p, key);
   op_timer.done();
 }
 
-void ProfilingDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
-                                                    const void* k, const void* v, const void* out, const float* lse,
-                                                    DType t, const AttnShape& s, float p, RngKey key) {
+void ProfilingDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p, RngKey key) {
   OpTimer op_timer(*this, "flash_attention_backward");
   inner_->flash_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key);
   op_timer.done();
@@ -223,32 +206,27 @@ void ProfilingDevice::swiglu_forward_impl(void* out, const void* gate, const voi
   op_timer.done();
 }
 
-void ProfilingDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
-                                           DType t, int64_t n) {
+void ProfilingDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n) {
   OpTimer op_timer(*this, "swiglu_backward");
   inner_->swiglu_backward(dgate, dup, dout, gate, up, t, n);
   op_timer.done();
 }
 
-void ProfilingDevice::cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N,
-                                                 int64_t Vp, int64_t V) {
+void ProfilingDevice::cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V) {
   OpTimer op_timer(*this, "cross_entropy_forward");
   inner_->cross_entropy_forward(losses, logits, targets, N, Vp, V);
   op_timer.done();
 }
 
-void ProfilingDevice::cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets,
-                                                  int64_t N, int64_t Vp, int64_t V, float scale) {
+void ProfilingDevice::cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V, float scale) {
   OpTimer op_timer(*this, "cross_entropy_backward");
   inner_->cross_entropy_backward(dlogits, logits, targets, N, Vp, V, scale);
   op_timer.done();
 }
 
-void ProfilingDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m,
-                                 float* v, int64_t n, const AdamwStep& update) {
+void ProfilingDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
   OpTimer op_timer(*this, "adamw");
-  inner_->adamw(master, weights, w_t, grads, grad_t, m, v, n, update.lr, update.beta1, update.beta2, update.eps,
-                update.weight_decay, update.step, update.grad_scale);
+  inner_->adamw(master, weights, w_t, grads, grad_t, m, v, n, update.lr, update.beta1, update.beta2, update.eps, update.weight_decay, update.step, update.grad_scale);
   op_timer.done();
 }
 
@@ -259,8 +237,7 @@ double ProfilingDevice::sum_squares_impl(const void* x, DType t, int64_t n) {
   return result;
 }
 
-void ProfilingDevice::kv_cache_write_impl(const KvCacheView& cache, const void* k, const void* v, DType t,
-                                          bool calibrate) {
+void ProfilingDevice::kv_cache_write_impl(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) {
   OpTimer op_timer(*this, "kv_cache_write");
   inner_->kv_cache_write(cache, k, v, t, calibrate);
   op_timer.done();
@@ -272,30 +249,25 @@ void ProfilingDevice::cached_attention_impl(void* out, const void* q, DType t, i
   op_timer.done();
 }
 
-void ProfilingDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N,
-                                                   int64_t C, int64_t row_begin, int64_t rows) {
+void ProfilingDevice::vocab_embedding_forward_impl(void* out, const int32_t* ids, const void* wte, DType t, int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
   OpTimer op_timer(*this, "vocab_embedding_forward");
   inner_->vocab_embedding_forward(out, ids, wte, t, N, C, row_begin, rows);
   op_timer.done();
 }
 
-void ProfilingDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t,
-                                                    const int32_t* ids, int64_t N, int64_t C, int64_t row_begin,
-                                                    int64_t rows) {
+void ProfilingDevice::vocab_embedding_backward_impl(void* dwte, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t N, int64_t C, int64_t row_begin, int64_t rows) {
   OpTimer op_timer(*this, "vocab_embedding_backward");
   inner_->vocab_embedding_backward(dwte, grad_t, dout, t, ids, N, C, row_begin, rows);
   op_timer.done();
 }
 
-void ProfilingDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits,
-                                          const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
+void ProfilingDevice::vocab_ce_stats_impl(float* row_max, float* target_logit, const float* logits, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
   OpTimer op_timer(*this, "vocab_ce_stats");
   inner_->vocab_ce_stats(row_max, target_logit, logits, targets, N, Vl, col_begin, V);
   op_timer.done();
 }
 
-void ProfilingDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl,
-                                        int64_t col_begin, int64_t V) {
+void ProfilingDevice::vocab_ce_exp_impl(float* logits, float* sum_exp, const float* row_max, int64_t N, int64_t Vl, int64_t col_begin, int64_t V) {
   OpTimer op_timer(*this, "vocab_ce_exp");
   inner_->vocab_ce_exp(logits, sum_exp, row_max, N, Vl, col_begin, V);
   op_timer.done();
@@ -307,8 +279,7 @@ void ProfilingDevice::vocab_ce_normalize_impl(float* probs, const float* sum_exp
   op_timer.done();
 }
 
-void ProfilingDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N,
-                                             int64_t Vl, int64_t col_begin, float scale) {
+void ProfilingDevice::vocab_ce_backward_impl(float* dlogits, const float* probs, const int32_t* targets, int64_t N, int64_t Vl, int64_t col_begin, float scale) {
   OpTimer op_timer(*this, "vocab_ce_backward");
   inner_->vocab_ce_backward(dlogits, probs, targets, N, Vl, col_begin, scale);
   op_timer.done();

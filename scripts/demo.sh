@@ -44,6 +44,8 @@ mpi() { local name=$1; shift; echo "================ mpirun -np 4 gpuledger $* =
 mpi train-gpt2-4l-dp4 train $GPT2 --dp 4
 mpi train-gpt2-4l-tp2-dp2-sp train $GPT2 --tp 2 --dp 2 --sp
 mpi train-gpt2-4l-pp2-dp2-1f1b train $GPT2 --pp 2 --dp 2 --schedule 1f1b
+# ZeRO 1: the gradients reduce-scattered into each rank's shard, then the updated weights all-gathered.
+mpi train-gpt2-4l-dp4-zero1 train $GPT2 --dp 4 --zero 1
 # ZeRO 3 on the tied gpt2 (one stage: the head's word gradient waits in a side buffer for the embedding's).
 mpi train-gpt2-4l-dp4-zero3 train $GPT2 --dp 4 --zero 3
 

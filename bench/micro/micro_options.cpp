@@ -1,7 +1,6 @@
 // Parsing of gpl_micro's --gpl_* flags (see micro_options.h).
 #include "bench/micro/micro_options.h"
 
-#include <cstring>
 #include <stdexcept>
 
 namespace gpuledger::micro {
@@ -61,6 +60,8 @@ std::vector<PresetAtTp> parse_presets(const std::string& text) {
   return out;
 }
 
+}  // namespace
+
 std::vector<DType> parse_dtypes(const std::string& text) {
   std::vector<DType> out;
   for (const auto& item : split_commas(text)) {
@@ -70,8 +71,6 @@ std::vector<DType> parse_dtypes(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string micro_options_help() {
   return "gpl_micro flags (before or among Google Benchmark's):\n"
@@ -87,50 +86,54 @@ std::string micro_options_help() {
          "  --gpl_peak=measure|none|<device preset>   what pct_of_peak is taken against\n";
 }
 
-MicroOptions parse_micro_options(int* argc, char** argv) {
-  MicroOptions o;
+void take_gpl_flags(int* argc, char** argv,
+                    const std::function<bool(const std::string& name, const std::string& value)>& set) {
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string arg = argv[i];
-    auto value_of = [&](const char* flag) -> const char* {
-      const size_t n = std::strlen(flag);
-      if (arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=') return argv[i] + n + 1;
-      return nullptr;
-    };
-    const char* v = nullptr;
+    if (arg.rfind("--gpl_", 0) != 0) {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    const size_t eq = arg.find('=');
     try {
-      if ((v = value_of("--gpl_backends")))
-        o.backends = split_commas(v);
-      else if ((v = value_of("--gpl_presets")))
-        o.presets = parse_presets(v);
-      else if ((v = value_of("--gpl_seqs")))
-        o.seqs = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_mbs")))
-        o.mbs = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_dtypes")))
-        o.dtypes = parse_dtypes(v);
-      else if ((v = value_of("--gpl_adamw_params")))
-        o.adamw_params = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_kv_contexts")))
-        o.kv_contexts = parse_int_list(v, false);
-      else if ((v = value_of("--gpl_kv_batch")))
-        o.kv_batch = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_convert_elems")))
-        o.convert_elems = parse_int_list(v, true);
-      else if ((v = value_of("--gpl_peak")))
-        o.peak = v;
-      else if (arg.rfind("--gpl_", 0) == 0)
-        throw std::invalid_argument("unknown flag");
-      else {
-        argv[kept++] = argv[i];
-        continue;
-      }
+      if (eq == std::string::npos || eq + 1 == arg.size()) throw std::invalid_argument("expected --gpl_NAME=VALUE");
+      if (!set(arg.substr(6, eq - 6), arg.substr(eq + 1))) throw std::invalid_argument("unknown flag");
     } catch (const std::exception& e) {
       throw std::invalid_argument(arg + ": " + e.what());
     }
   }
   *argc = kept;
   argv[kept] = nullptr;
+}
+
+MicroOptions parse_micro_options(int* argc, char** argv) {
+  MicroOptions o;
+  take_gpl_flags(argc, argv, [&](const std::string& name, const std::string& v) {
+    if (name == "backends")
+      o.backends = split_commas(v);
+    else if (name == "presets")
+      o.presets = parse_presets(v);
+    else if (name == "seqs")
+      o.seqs = parse_int_list(v, false);
+    else if (name == "mbs")
+      o.mbs = parse_int_list(v, false).at(0);
+    else if (name == "dtypes")
+      o.dtypes = parse_dtypes(v);
+    else if (name == "adamw_params")
+      o.adamw_params = parse_int_list(v, false);
+    else if (name == "kv_contexts")
+      o.kv_contexts = parse_int_list(v, false);
+    else if (name == "kv_batch")
+      o.kv_batch = parse_int_list(v, false).at(0);
+    else if (name == "convert_elems")
+      o.convert_elems = parse_int_list(v, true);
+    else if (name == "peak")
+      o.peak = v;
+    else
+      return false;
+    return true;
+  });
   return o;
 }
 

@@ -4,6 +4,7 @@
 // cannot be Google Benchmark arguments themselves.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,13 @@ std::string micro_options_help();
 // byte sizes, of 1000 otherwise).
 std::vector<int64_t> parse_int_list(const std::string& text, bool binary_suffixes);
 std::vector<std::string> split_commas(const std::string& text);
+// "fp32,bf16" -> {kFP32, kBF16}; an unknown name throws.
+std::vector<DType> parse_dtypes(const std::string& text);
+
+// Takes the --gpl_NAME=VALUE arguments out of argv, leaving the others (for
+// Google Benchmark) and updating *argc: set(NAME, VALUE) applies one and
+// returns false for a NAME it does not know. Errors name the argument.
+void take_gpl_flags(int* argc, char** argv,
+                    const std::function<bool(const std::string& name, const std::string& value)>& set);
 
 }  // namespace gpuledger::micro

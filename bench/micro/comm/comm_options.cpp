@@ -1,7 +1,6 @@
 // Parsing of gpl_micro_comm's flags (see comm_options.h).
 #include "bench/micro/comm/comm_options.h"
 
-#include <cstring>
 #include <stdexcept>
 
 #include "bench/micro/micro_options.h"
@@ -23,55 +22,33 @@ std::string comm_options_help() {
 
 CommOptions parse_comm_options(int* argc, char** argv) {
   CommOptions o;
-  int kept = 1;
-  for (int i = 1; i < *argc; ++i) {
-    const std::string arg = argv[i];
-    auto value_of = [&](const char* flag) -> const char* {
-      const size_t n = std::strlen(flag);
-      if (arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=') return argv[i] + n + 1;
-      return nullptr;
-    };
-    const char* v = nullptr;
-    try {
-      if ((v = value_of("--gpl_min_bytes")))
-        o.min_bytes = parse_int_list(v, true).at(0);
-      else if ((v = value_of("--gpl_max_bytes")))
-        o.max_bytes = parse_int_list(v, true).at(0);
-      else if ((v = value_of("--gpl_factor")))
-        o.factor = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_iters")))
-        o.iters = parse_int_list(v, false).at(0);
-      else if ((v = value_of("--gpl_warmup_iters")))
-        o.warmup_iters = std::stoll(v);
-      else if ((v = value_of("--gpl_backends")))
-        o.backends = split_commas(v);
-      else if ((v = value_of("--gpl_kinds")))
-        o.kinds = split_commas(v);
-      else if ((v = value_of("--gpl_dtypes"))) {
-        o.dtypes.clear();
-        for (const auto& name : split_commas(v)) {
-          const auto t = dtype_from_name(name);
-          if (!t) throw std::invalid_argument("unknown dtype '" + name + "'");
-          o.dtypes.push_back(*t);
-        }
-      } else if ((v = value_of("--gpl_placement"))) {
-        const std::string p = v;
-        if (p != "both" && p != "in_place" && p != "out_of_place")
-          throw std::invalid_argument("expected both, in_place or out_of_place");
-        o.in_place = p != "out_of_place";
-        o.out_of_place = p != "in_place";
-      } else if (arg.rfind("--gpl_", 0) == 0) {
-        throw std::invalid_argument("unknown flag");
-      } else {
-        argv[kept++] = argv[i];
-        continue;
-      }
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(arg + ": " + e.what());
+  take_gpl_flags(argc, argv, [&](const std::string& name, const std::string& v) {
+    if (name == "min_bytes") {
+      o.min_bytes = parse_int_list(v, true).at(0);
+    } else if (name == "max_bytes") {
+      o.max_bytes = parse_int_list(v, true).at(0);
+    } else if (name == "factor") {
+      o.factor = parse_int_list(v, false).at(0);
+    } else if (name == "iters") {
+      o.iters = parse_int_list(v, false).at(0);
+    } else if (name == "warmup_iters") {
+      o.warmup_iters = std::stoll(v);
+    } else if (name == "backends") {
+      o.backends = split_commas(v);
+    } else if (name == "kinds") {
+      o.kinds = split_commas(v);
+    } else if (name == "dtypes") {
+      o.dtypes = parse_dtypes(v);
+    } else if (name == "placement") {
+      if (v != "both" && v != "in_place" && v != "out_of_place")
+        throw std::invalid_argument("expected both, in_place or out_of_place");
+      o.in_place = v != "out_of_place";
+      o.out_of_place = v != "in_place";
+    } else {
+      return false;
     }
-  }
-  *argc = kept;
-  argv[kept] = nullptr;
+    return true;
+  });
   if (o.factor < 2) throw std::invalid_argument("--gpl_factor must be >= 2");
   if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--gpl_min_bytes is above --gpl_max_bytes");
   return o;
