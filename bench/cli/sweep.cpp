@@ -148,6 +148,7 @@ void prepare(SweepPlan& s, const SweepOptions& o, const std::vector<std::string>
   }
 }
 
+#if GPULEDGER_HAVE_MPI
 int64_t parsed_int(CLI::App& app, const std::string& name, int64_t fallback) {
   const CLI::Option* o = app.get_option_no_throw(name);
   return o && o->count() > 0 ? o->as<int64_t>() : fallback;
@@ -168,6 +169,7 @@ bool some_point_starts_mpi(SweepPlan& s, const std::string& sub) {
   }
   return false;
 }
+#endif
 
 std::string describe(const Point& p) {
   std::string s;
