@@ -30,7 +30,7 @@ using nlohmann::json;
 
 namespace {
 
-// On the CPU both peaks are measured now, in this session, on a device of their
+// On the CPU both peaks are measured by this run at its start, on a device of their
 // own; elsewhere they come from the device's datasheet.
 InferPeaks resolve_peaks(const InferRequest& q) {
   InferPeaks p;

@@ -27,7 +27,7 @@ std::unique_ptr<Device> make_train_device(const TrainRequest& q, Ledger& ledger,
 }
 
 // The peak MFU is taken against: --peak-flops, the device's datasheet, or (cpu)
-// an sgemm measured now, in this session, on a device of its own so that the
+// an sgemm measured by this run at its start, on a device of its own so that the
 // run's ledger and FLOP counter never see it.
 TrainPeak resolve_train_peak(const TrainRequest& q) {
   if (q.peak_flops) return {*q.peak_flops, "--peak-flops"};

@@ -38,7 +38,7 @@ TEST(CliInfer, PagedReportHoldsTheKvFiguresAndPassesItsChecks) {
   EXPECT_EQ(doc["summary"]["decode"]["tokens"], 4 * 5);
   EXPECT_EQ(doc["summary"]["prefill"]["tokens"], 4 * 10);
   EXPECT_EQ(doc["summary"]["kv_bytes_per_token"], kTokenBytes);
-  EXPECT_TRUE(doc["summary"]["peak_bandwidth"].is_number());  // measured in this session
+  EXPECT_TRUE(doc["summary"]["peak_bandwidth"].is_number());  // measured by this run
   ASSERT_EQ(doc["checks"].size(), 5u);
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
 }

@@ -37,7 +37,7 @@ TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
   for (auto a : {"weights", "grads", "master", "optim", "activations", "kv", "comm"})
     EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
   EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
-  // MFU is taken against a peak measured in this session, and says so.
+  // MFU is taken against a peak this run measured, and says so.
   EXPECT_NE(doc["summary"]["peak_source"].get<std::string>().find("measured"), std::string::npos);
   EXPECT_GT(doc["summary"]["mfu"].get<double>(), 0.0);
   // The per-step table went to stderr (JSON on stdout).
