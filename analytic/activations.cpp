@@ -5,10 +5,13 @@
 // §4.2.3 and §4.3) beside them.
 #include "analytic/activations.h"
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
+#include "core/checked_math.h"
 
 namespace gpuledger::analytic {
 namespace {
@@ -37,75 +40,89 @@ Dims dims(const ModelConfig& m, const Layout& l, const RunConfig& r) {
 }
 
 // One norm's saved statistics (fp32): LayerNorm mean and rstd, RMSNorm rstd.
-int64_t norm_stats(const Dims& x) { return (x.gpt ? 2 : 1) * 4 * x.b * x.s_l; }
+int64_t norm_stats(const Dims& x) { return checked_product({x.gpt ? 2 : 1, 4, x.b, x.s_l}, "norm statistics bytes"); }
+
+// A sum of products, each step checked (core/checked_math.h): b·a_t·s² alone
+// leaves 64 bits for long sequences.
+class CheckedBytes {
+ public:
+  explicit CheckedBytes(std::string_view what) : what_(what) {}
+  void add(std::initializer_list<int64_t> factors) { n_ = checked_add(n_, checked_product(factors, what_), what_); }
+  int64_t value() const { return n_; }
+
+ private:
+  std::string_view what_;
+  int64_t n_ = 0;
+};
 
 }  // namespace
 
 int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
-  return 2 * norm_stats(dims(m, l, r));           // norm 1 and norm 2
+  if (r.recompute == Recompute::kFull) return 0;                              // only the layer input is kept
+  return checked_mul(2, norm_stats(dims(m, l, r)), "norm statistics bytes");  // norm 1 and norm 2
 }
 
 int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   const Dims x = dims(m, l, r);
-  const int64_t hidden_sp = x.e * x.b * x.s_l * x.h;  // one (sp) hidden-sized tensor
+  const int64_t hidden_sp = checked_product({x.e, x.b, x.s_l, x.h}, "activation bytes per layer");  // one (sp) tensor
+  CheckedBytes n("activation bytes per layer");
   // Layer input (norm-1 input): the only tensor kept under `full`.
-  int64_t n = hidden_sp;
-  if (r.recompute == Recompute::kFull) return n;
+  n.add({hidden_sp});
+  if (r.recompute == Recompute::kFull) return n.value();
 
-  n += norm_stats(x);                                      // norm-1 statistics (sp)
-  n += hidden_sp;                                          // norm-1 output (sp)
-  n += x.e * x.b * x.s * (x.a_t * x.d + 2 * x.k_t * x.d);  // Q, K, V (after RoPE)
+  n.add({norm_stats(x)});                                 // norm-1 statistics (sp)
+  n.add({hidden_sp});                                     // norm-1 output (sp)
+  n.add({x.e, x.b, x.s, x.a_t * x.d + 2 * x.k_t * x.d});  // Q, K, V (after RoPE)
   if (r.recompute == Recompute::kNone) {
     // The attention core; `selective` recomputes it in backward instead.
-    const int64_t scores = x.b * x.a_t * x.s * x.s;  // b·a_t·s² elements
     if (r.attention == AttentionKind::kMaterialized) {
-      n += x.e * scores;                       // softmax probabilities
-      if (x.drop) n += scores + x.e * scores;  // 1-byte mask, dropped probs
+      n.add({x.e, x.b, x.a_t, x.s, x.s});                  // softmax probabilities (b·a_t·s² elements)
+      if (x.drop) n.add({1 + x.e, x.b, x.a_t, x.s, x.s});  // 1-byte mask, dropped probs
     } else {
       // Flash keeps only the fp32 log-sum-exp per row; its dropout mask is
       // regenerated from the counter-based RNG in backward.
-      n += 4 * x.b * x.a_t * x.s;
+      n.add({4, x.b, x.a_t, x.s});
     }
   }
-  n += x.e * x.b * x.s * x.a_t * x.d;  // context (attention-out input)
-  if (x.drop) n += x.b * x.s_l * x.h;  // attention-out dropout mask (sp)
-  n += hidden_sp;                      // norm-2 input (sp)
-  n += norm_stats(x);                  // norm-2 statistics (sp)
-  n += hidden_sp;                      // norm-2 output (sp)
+  n.add({x.e, x.b, x.s, x.a_t, x.d});    // context (attention-out input)
+  if (x.drop) n.add({x.b, x.s_l, x.h});  // attention-out dropout mask (sp)
+  n.add({hidden_sp});                    // norm-2 input (sp)
+  n.add({norm_stats(x)});                // norm-2 statistics (sp)
+  n.add({hidden_sp});                    // norm-2 output (sp)
   // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
-  n += (x.gpt ? 2 : 3) * x.e * x.b * x.s * x.f_t;
-  if (x.drop) n += x.b * x.s_l * x.h;  // MLP dropout mask (sp)
-  return n;
+  n.add({x.gpt ? 2 : 3, x.e, x.b, x.s, x.f_t});
+  if (x.drop) n.add({x.b, x.s_l, x.h});  // MLP dropout mask (sp)
+  return n.value();
 }
 
 int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   const Dims x = dims(m, l, r);
-  int64_t n = 0;
+  CheckedBytes n("activation bytes of a stage's ends");
   if (stage == 0) {
-    n += 4 * x.b * x.s;                  // token ids (int32)
-    if (x.drop) n += x.b * x.s_l * x.h;  // embedding dropout mask (sp)
+    n.add({4, x.b, x.s});                  // token ids (int32)
+    if (x.drop) n.add({x.b, x.s_l, x.h});  // embedding dropout mask (sp)
   }
   if (stage == l.pp - 1) {
     const int64_t vocab_t = padded_vocab(m, l.tp) / l.tp;
-    n += x.e * x.b * x.s_l * x.h;  // final-norm input (sp)
-    n += norm_stats(x);            // final-norm statistics (sp)
-    n += x.e * x.b * x.s_l * x.h;  // final-norm output (sp)
-    n += 4 * x.b * x.s * vocab_t;  // logits (fp32)
-    n += 4 * x.b * x.s;            // targets (int32)
+    n.add({x.e, x.b, x.s_l, x.h});  // final-norm input (sp)
+    n.add({norm_stats(x)});         // final-norm statistics (sp)
+    n.add({x.e, x.b, x.s_l, x.h});  // final-norm output (sp)
+    n.add({4, x.b, x.s, vocab_t});  // logits (fp32)
+    n.add({4, x.b, x.s});           // targets (int32)
   }
-  return n;
+  return n.value();
 }
 
 int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
-  return layers_on_stage(m, l, stage) * activation_bytes_per_layer(m, l, r) +
-         activation_stage_extra_bytes(m, l, r, stage);
+  constexpr std::string_view what = "activation bytes per microbatch";
+  return checked_add(checked_mul(layers_on_stage(m, l, stage), activation_bytes_per_layer(m, l, r), what),
+                     activation_stage_extra_bytes(m, l, r, stage), what);
 }
 
 int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   // docs/exact-budget.md "Microbatches in flight": in_flight(i) × (Σ layers + extras).
-  return microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches) *
-         activation_bytes_per_microbatch(m, l, r, stage);
+  return checked_mul(microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches),
+                     activation_bytes_per_microbatch(m, l, r, stage), "activation peak bytes");
 }
 
 double korthikanti_per_layer_bytes(KorthikantiRow row, double s, double b, double h, double a, double t) {

@@ -13,6 +13,7 @@
 #include "analytic/model_states.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
@@ -37,27 +38,35 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
   int64_t n = 0;
   if (l.dp > 1) {
     if (l.zero <= 1) {
-      n += dp_reduce_staging_bytes(units, l.zero, l.dp, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
+      n = dp_reduce_staging_bytes(units, l.zero, l.dp, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
       int64_t largest_shard = 0;
       for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
-      n += g * l.dp * largest_shard;
-      if (m.tied_embeddings && l.pp == 1) n += g * padded_vocab(m, l.tp) / l.tp * m.hidden;
+      n = checked_product({g, l.dp, largest_shard}, "comm staging bytes");
+      if (m.tied_embeddings && l.pp == 1)
+        n = checked_add(n, checked_product({g, padded_vocab(m, l.tp) / l.tp, m.hidden}, "comm staging bytes"),
+                        "comm staging bytes");
     }
   }
   if (l.pp > 1) {
     const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-    const int64_t msg = e * r.mbs * s_l * m.hidden;
+    const int64_t msg = checked_product({e, r.mbs, s_l, m.hidden}, "pipeline message bytes");
     const int64_t stage = l.coords(rank).pp;
     const bool first = stage == 0, last = stage == l.pp - 1;
-    n += (first || last) ? 2 * msg : 4 * msg;
+    n = checked_add(n, checked_mul((first || last) ? 2 : 4, msg, "comm staging bytes"), "comm staging bytes");
   }
   return n;
 }
 
 // fp32 bytes of a GEMM's A (M×K), B (K×N) and C (M×N). The backward GEMMs of
 // the same layer (dX = dY·Wᵀ, dW = Xᵀ·dY) use the same three sizes.
-int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) { return 4 * (mm * k + k * nn + mm * nn); }
+int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) {
+  constexpr std::string_view what = "workspace bytes of a GEMM";
+  return checked_mul(4,
+                     checked_add(checked_add(checked_mul(mm, k, what), checked_mul(k, nn, what), what),
+                                 checked_mul(mm, nn, what), what),
+                     what);
+}
 
 }  // namespace
 
@@ -89,7 +98,10 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
   none.recompute = Recompute::kNone;
   const int64_t layer_buffer = activation_bytes_per_layer(m, l, none);  // (a)
 
-  const int64_t grad_buffers = (last ? 4 * tokens * vocab_t : 0) + 2 * e * tokens * h;  // (b)
+  constexpr std::string_view what = "workspace bytes";
+  const int64_t hidden_bytes = checked_product({e, tokens, h}, what);
+  const int64_t grad_buffers = checked_add(last ? checked_product({4, tokens, vocab_t}, what) : 0,
+                                           checked_mul(2, hidden_bytes, what), what);  // (b)
 
   int64_t gemm = 0;  // (c)
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (a_t + 2 * k_t) * d));
@@ -99,14 +111,14 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
   if (last) gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, vocab_t));
   if (r.attention == AttentionKind::kMaterialized) {
     const int64_t heads = b * a_t;
-    gemm = std::max(gemm, 4 * heads * (s * d + s * d + s * s));
+    gemm = std::max(gemm, checked_product({4, heads, checked_add(2 * s * d, checked_mul(s, s, what), what)}, what));
   }
   // The three coexist: under `full` a whole layer is rebuilt (a) while its
   // backward GEMMs hold fp32 copies (c) beside the residual and branch
   // gradients (b, and one more hidden-sized buffer); so the bound is their sum,
   // not their maximum (measured on the cpu backend over 396 configurations:
   // the largest workspace peak was 0.98 of this sum).
-  return layer_buffer + grad_buffers + gemm + e * tokens * h;
+  return checked_sum(std::initializer_list<int64_t>{layer_buffer, grad_buffers, gemm, hidden_bytes}, what);
 }
 
 RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {

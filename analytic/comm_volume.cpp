@@ -23,6 +23,7 @@
 
 #include "analytic/dp_staging.h"
 #include "analytic/params.h"
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
@@ -33,14 +34,14 @@ class Tally {
  public:
   // `calls` calls of `bytes_per_call` bytes each.
   void add(const char* kind, const char* group, int64_t calls, int64_t bytes_per_call) {
-    add_total(kind, group, calls, calls * bytes_per_call);
+    add_total(kind, group, calls, checked_mul(calls, bytes_per_call, "communication bytes"));
   }
   // `calls` calls moving `bytes` in all (buckets of unequal size).
   void add_total(const char* kind, const char* group, int64_t calls, int64_t bytes) {
     if (calls <= 0 || bytes <= 0) return;
     CommCount& c = counts_[std::string(kind) + "@" + group];
-    c.calls += calls;
-    c.bytes += bytes;
+    c.calls = checked_add(c.calls, calls, "communication calls");
+    c.bytes = checked_add(c.bytes, bytes, "communication bytes");
   }
   std::map<std::string, CommCount> take() { return std::move(counts_); }
 
@@ -59,8 +60,9 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     // buffer (P_r elements of g bytes, units back to back) is all-reduced in
     // buckets of ⌊bucket_mb·2²⁰ / g⌋ elements: ⌈P_r / bucket⌉ calls, P_r·g bytes.
     int64_t p_r = 0;
-    for (const auto& u : units) p_r += u.elems();
-    tally.add_total("all_reduce", "dp", ceil_div(p_r, dp_bucket_elems(r.bucket_mb, g)), p_r * g);
+    for (const auto& u : units) p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+    tally.add_total("all_reduce", "dp", ceil_div(p_r, dp_bucket_elems(r.bucket_mb, g)),
+                    checked_mul(p_r, g, "communication bytes"));
   }
   if (l.zero == 1) {
     // ZeRO 1 (Rajbhandari et al. 2020 §5.1, P_os; Megatron's distributed
@@ -114,7 +116,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
              int64_t layers, int64_t e, int64_t g) {
   if (l.tp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t act = r.mbs * r.seq * m.hidden * e;  // b·s·h·e: the full activation
+  const int64_t act = checked_product({r.mbs, r.seq, m.hidden, e}, "TP message bytes");  // b·s·h·e: the full activation
   const bool full = r.recompute == Recompute::kFull;
   // Layers. No SP: forward all-reduces the outputs of attention-out and MLP-out
   // (row-parallel); backward all-reduces the input gradients of QKV and MLP-in
@@ -195,7 +197,7 @@ void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
   if (l.pp < 2) return;
   const int64_t mb = r.microbatches;
   const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-  const int64_t msg = r.mbs * s_l * m.hidden * e;  // b·s_l·h·e
+  const int64_t msg = checked_product({r.mbs, s_l, m.hidden, e}, "pipeline message bytes");  // b·s_l·h·e
   // Per microbatch: toward the next stage send the activation, receive its
   // gradient; toward the previous stage receive the activation, send the
   // gradient. A full recompute adds none (the layer input is kept).

@@ -6,11 +6,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
 
 int64_t dp_bucket_elems(double bucket_mb, int64_t grad_bytes) {
+  // Checked before the cast: a NaN or infinite size has no integer value.
+  if (!std::isfinite(bucket_mb) || bucket_mb > 1e6)
+    throw std::invalid_argument("--bucket-mb " + std::to_string(bucket_mb) + " is not a finite size up to 1e6 MiB");
   const auto elems = static_cast<int64_t>(std::floor(bucket_mb * 1048576.0 / static_cast<double>(grad_bytes)));
   if (!(elems >= 1))
     throw std::invalid_argument("--bucket-mb " + std::to_string(bucket_mb) + " holds no gradient element");
@@ -24,12 +28,13 @@ int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zer
   const int64_t slots = overlap ? 2 : 1;
   if (zero == 0) {
     int64_t p_r = 0;
-    for (const auto& u : units) p_r += u.elems();
+    for (const auto& u : units) p_r = checked_add(p_r, u.elems(), "parameters of a rank");
     return 4 * std::min(slots * bucket_elems, p_r);
   }
   int64_t largest_shard = 0;
   for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), n));
-  return 4 * slots * n * std::min(zero1_piece_elems(bucket_elems, n), largest_shard);
+  return checked_product({4, slots, n, std::min(zero1_piece_elems(bucket_elems, n), largest_shard)},
+                         "DP staging bytes");
 }
 
 }  // namespace gpuledger::analytic

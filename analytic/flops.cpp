@@ -11,25 +11,16 @@
 #include <string>
 
 #include "analytic/params.h"
+#include "core/checked_math.h"
 
 namespace gpuledger::analytic {
 namespace {
 
-// ---- checked int64 arithmetic ----
+// ---- checked int64 arithmetic (core/checked_math.h) ----
 // A whole job's FLOPs per step can pass 2⁶³ (6 · 405e9 params · 16M tokens ≈
 // 4e19): refuse loudly rather than wrap.
-int64_t mul(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " × " + std::to_string(b) + ")");
-  return out;
-}
-int64_t add(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    throw std::overflow_error("FLOP count overflows int64 (" + std::to_string(a) + " + " + std::to_string(b) + ")");
-  return out;
-}
+int64_t mul(int64_t a, int64_t b) { return checked_mul(a, b, "FLOP count"); }
+int64_t add(int64_t a, int64_t b) { return checked_add(a, b, "FLOP count"); }
 int64_t mul(std::initializer_list<int64_t> xs) {
   int64_t p = 1;
   for (int64_t x : xs) p = mul(p, x);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "analytic/params.h"
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
@@ -41,7 +42,9 @@ void check_block(const KvOptions& o) {
 int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype) {
   // K and V (2) for each of the stage's layers, k_t heads of d values each
   // (k_t = k/t, or 1 replicated head when t > k).
-  return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * m.head_dim * kv_format_bytes(dtype);
+  return checked_product(
+      {2, stage_layers(m, l), kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim, kv_format_bytes(dtype)},
+      "KV bytes per token");
 }
 
 int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOptions o) {
@@ -75,7 +78,7 @@ int64_t kv_tokens_kept(const ModelConfig& m, int64_t context) {
 
 int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o) {
   check_block(o);
-  return o.block * token_bytes(m, l, o);
+  return checked_mul(o.block, token_bytes(m, l, o), "KV block bytes");
 }
 
 int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests, int64_t context) {
@@ -88,14 +91,16 @@ int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, in
     if (context > len)
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
-    return requests * kv_tokens_kept(m, len) * token_bytes(m, l, o) + fixed;
+    return checked_add(checked_product({requests, kv_tokens_kept(m, len), token_bytes(m, l, o)}, "KV reserved bytes"),
+                       fixed, "KV reserved bytes");
   }
   // Paged (Kwon et al. 2023, vLLM): ⌈kept / block⌉ blocks per sequence, plus
   // the null block vLLM's BlockPool takes out of the pool at start
   // (v1/core/block_pool.py: null_block = free_block_queue.popleft()).
   check_block(o);
-  const int64_t blocks = requests * ceil_div(kv_tokens_kept(m, context), o.block) + 1;
-  return blocks * kv_block_bytes(m, l, o) + fixed;
+  const int64_t blocks =
+      checked_add(checked_mul(requests, ceil_div(kv_tokens_kept(m, context), o.block), "KV blocks"), 1, "KV blocks");
+  return checked_add(checked_mul(blocks, kv_block_bytes(m, l, o), "KV reserved bytes"), fixed, "KV reserved bytes");
 }
 
 // ---- capacity ----
@@ -121,7 +126,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
     const int64_t slots = kv_tokens_kept(m, len);
-    cap.sequences = avail / (slots * token_bytes(m, l, o));
+    cap.sequences = avail / checked_mul(slots, token_bytes(m, l, o), "KV bytes per sequence");
     cap.tokens = cap.sequences * slots;
     return cap;
   }
@@ -129,7 +134,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
   // sequence needs ⌈kept(context) / block⌉ of the rest.
   const int64_t blocks = std::max<int64_t>(avail / kv_block_bytes(m, l, o) - 1, 0);
   cap.sequences = blocks / ceil_div(kv_tokens_kept(m, context), o.block);
-  cap.tokens = blocks * o.block;
+  cap.tokens = checked_mul(blocks, o.block, "KV pool tokens");
   return cap;
 }
 
@@ -143,7 +148,8 @@ DecodeRoofline decode_roofline(int64_t weight_bytes, int64_t kv_bytes_per_seq, i
   if (!(bandwidth_bytes_per_s > 0)) throw std::invalid_argument("decode roofline needs a bandwidth > 0");
   if (batch < 0) throw std::invalid_argument("decode batch must be >= 0, got " + std::to_string(batch));
   DecodeRoofline d;
-  d.bytes_per_step = weight_bytes + batch * kv_bytes_per_seq;
+  d.bytes_per_step =
+      checked_add(weight_bytes, checked_mul(batch, kv_bytes_per_seq, "decode bytes per step"), "decode bytes per step");
   d.step_seconds = static_cast<double>(d.bytes_per_step) / bandwidth_bytes_per_s;
   d.tokens_per_s = d.step_seconds > 0 ? static_cast<double>(batch) / d.step_seconds : 0.0;
   return d;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analytic/params.h"
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
@@ -34,10 +35,12 @@ int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n
                                   bool tied_head) {
   const int64_t count = static_cast<int64_t>(units.size());
   const int64_t q = std::max<int64_t>(prefetch, 0);
-  auto gathered = [&](int64_t u) { return e * n * ceil_div(units[static_cast<size_t>(u)].elems(), n); };
+  auto gathered = [&](int64_t u) {
+    return checked_product({e, n, ceil_div(units[static_cast<size_t>(u)].elems(), n)}, "gathered ZeRO-3 bytes");
+  };
   auto window_sum = [&](int64_t lo, int64_t hi) {  // units [lo, hi)
     int64_t sum = 0;
-    for (int64_t u = lo; u < hi; ++u) sum += gathered(u);
+    for (int64_t u = lo; u < hi; ++u) sum = checked_add(sum, gathered(u), "gathered ZeRO-3 bytes");
     return sum;
   };
   const int64_t window = std::min<int64_t>(count, 1 + q);
@@ -131,8 +134,8 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   const auto units = rank_param_units(m, l, rank);
   int64_t p_r = 0, s_r = 0;
   for (const auto& u : units) {
-    p_r += u.elems();
-    s_r += ceil_div(u.elems(), l.dp);
+    p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+    s_r = checked_add(s_r, ceil_div(u.elems(), l.dp), "parameter shard of a rank");
   }
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = grad_elem_bytes(r);
@@ -141,13 +144,15 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   AccountBytes b;
   // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
   // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
-  b[Account::kWeights] = z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
-                                                                      m.tied_embeddings && l.pp == 1 && l.dp > 1)
-                                : e * p_r;
-  b[Account::kGrads] = g * (z >= 2 ? s_r : p_r);
+  b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"),
+                                              zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
+                                                                        m.tied_embeddings && l.pp == 1 && l.dp > 1),
+                                              "weight bytes")
+                                : checked_mul(e, p_r, "weight bytes");
+  b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
-  b[Account::kMaster] = r.has_master() ? 4 * (z >= 1 ? s_r : p_r) : 0;
-  b[Account::kOptim] = 8 * (z >= 1 ? s_r : p_r);  // Adam m and v, fp32
+  b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
+  b[Account::kOptim] = checked_mul(8, z >= 1 ? s_r : p_r, "optimizer state bytes");  // Adam m and v, fp32
   return b;
 }
 

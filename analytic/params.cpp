@@ -4,6 +4,7 @@
 // total Ψ. Written from the model config alone; never reads kernels/ or
 // models/transformer/.
 #include "analytic/params.h"
+#include "core/checked_math.h"
 #include "core/int_math.h"
 
 #include <algorithm>
@@ -56,7 +57,7 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const s
 
 int64_t sum_elems(const std::vector<ParamTensor>& ts) {
   int64_t n = 0;
-  for (const auto& t : ts) n += t.elems;
+  for (const auto& t : ts) n = checked_add(n, t.elems, "parameters of a unit");
   return n;
 }
 
@@ -76,11 +77,14 @@ int64_t layer_params(const ModelConfig& m, int64_t tp) { return sum_elems(layer_
 
 int64_t model_params(const ModelConfig& m) {
   // t = 1, unpadded V, the tied matrix counted once: the figure model cards publish.
-  int64_t n = m.vocab * m.hidden;             // word embedding
-  if (m.is_gpt()) n += m.max_seq * m.hidden;  // learned positions
-  n += m.layers * layer_params(m, 1);
-  n += norm_params(m);                              // final norm
-  if (!m.tied_embeddings) n += m.vocab * m.hidden;  // output projection
+  // Each product of two bounded dimensions fits (core/limits.h); the sums and
+  // layers × layer do not have to.
+  constexpr std::string_view what = "model parameters";
+  int64_t n = m.vocab * m.hidden;                                  // word embedding
+  if (m.is_gpt()) n = checked_add(n, m.max_seq * m.hidden, what);  // learned positions
+  n = checked_add(n, checked_mul(m.layers, layer_params(m, 1), what), what);
+  n = checked_add(n, norm_params(m), what);                              // final norm
+  if (!m.tied_embeddings) n = checked_add(n, m.vocab * m.hidden, what);  // output projection
   return n;
 }
 
@@ -157,14 +161,15 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
 
 int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {
   int64_t n = 0;
-  for (const auto& u : rank_param_units(m, l, rank)) n += u.elems();
+  for (const auto& u : rank_param_units(m, l, rank)) n = checked_add(n, u.elems(), "parameters of a rank");
   return n;
 }
 
 int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank) {
   // Each unit is padded to a multiple of n and split evenly: ⌈P_u / n⌉ per rank.
   int64_t n = 0;
-  for (const auto& u : rank_param_units(m, l, rank)) n += ceil_div(u.elems(), l.dp);
+  for (const auto& u : rank_param_units(m, l, rank))
+    n = checked_add(n, ceil_div(u.elems(), l.dp), "parameter shard of a rank");
   return n;
 }
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/checked_math.h"
+
 namespace gpuledger {
 
 enum class Account : int {
@@ -38,11 +40,7 @@ struct AccountBytes {
   std::array<int64_t, kNumAccounts> bytes{};
   int64_t& operator[](Account a) { return bytes[static_cast<int>(a)]; }
   int64_t operator[](Account a) const { return bytes[static_cast<int>(a)]; }
-  int64_t total() const {
-    int64_t t = 0;
-    for (auto b : bytes) t += b;
-    return t;
-  }
+  int64_t total() const { return checked_sum(bytes, "total bytes over accounts"); }
 };
 
 inline constexpr std::array<Account, kNumAccounts> kAllAccounts = {

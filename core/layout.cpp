@@ -6,6 +6,7 @@
 #include "core/layout.h"
 #include <algorithm>
 
+#include "core/limits.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
 
@@ -76,6 +77,17 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (r.microbatches < 1) throw LayoutError("--microbatches must be >= 1, got " + s(r.microbatches));
   if (!(r.dropout >= 0.0 && r.dropout < 1.0))
     throw LayoutError("--dropout must be in [0, 1), got " + std::to_string(r.dropout));
+  // The stated limits (core/limits.h), checked before any product is formed.
+  auto at_most = [](const char* option, int64_t v, int64_t limit) {
+    if (v > limit) throw LayoutError(std::string(option) + " " + s(v) + " is above the limit " + s(limit));
+  };
+  at_most("--dp", l.dp, limits::kMaxWorld);
+  at_most("--tp", l.tp, limits::kMaxWorld);
+  at_most("--pp", l.pp, limits::kMaxWorld);
+  at_most("world = dp·tp·pp", l.dp * l.tp * l.pp, limits::kMaxWorld);  // each <= 2^20: the product fits
+  at_most("--seq", r.seq, limits::kMaxTokens);
+  at_most("--mbs", r.mbs, limits::kMaxBatch);
+  at_most("--microbatches", r.microbatches, limits::kMaxBatch);
 
   // Megatron TP: attention heads are split across the TP group.
   if (m.heads % l.tp != 0) throw LayoutError("--tp " + s(l.tp) + " does not divide heads " + s(m.heads) + who);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/checked_math.h"
+
 namespace gpuledger {
 
 struct Coords {
@@ -25,7 +27,8 @@ struct Layout {
   int zero = 0;     // 0..3, over the DP group
   bool sp = false;  // sequence parallelism (requires tp > 1 to matter)
 
-  int64_t world() const { return dp * tp * pp; }
+  // Checked: a layout whose product does not fit throws OverflowError rather than wrapping.
+  int64_t world() const { return checked_product({dp, tp, pp}, "world = dp·tp·pp"); }
   Coords coords(int64_t rank) const;  // rank = tp + tp_size·(dp + dp_size·pp)
   int64_t rank(const Coords& c) const;
   // Ranks of the group `rank` belongs to, in group order.

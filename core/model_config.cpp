@@ -16,10 +16,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/input_file.h"
+#include "core/limits.h"
 
 namespace gpuledger {
 namespace {
@@ -97,6 +98,22 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
       {"head_dim", m.head_dim}, {"ffn", m.ffn},       {"vocab", m.vocab}, {"max_seq", m.max_seq}};
   for (const auto& [field, value] : sizes)
     if (value <= 0) fail(field, origin, "must be a positive integer, got " + std::to_string(value));
+  // The stated limits (core/limits.h): beyond them no budget is computed.
+  const std::pair<const char*, int64_t> limits[] = {{"layers", limits::kMaxLayers},    {"hidden", limits::kMaxHidden},
+                                                    {"heads", limits::kMaxHeads},      {"kv_heads", limits::kMaxHeads},
+                                                    {"head_dim", limits::kMaxHeadDim}, {"ffn", limits::kMaxFfn},
+                                                    {"vocab", limits::kMaxVocab},      {"max_seq", limits::kMaxTokens}};
+  for (size_t i = 0; i < std::size(sizes); ++i)
+    if (sizes[i].second > limits[i].second)
+      fail(sizes[i].first, origin,
+           std::to_string(sizes[i].second) + " is above the limit " + std::to_string(limits[i].second));
+  if (m.sliding_window && *m.sliding_window > limits::kMaxTokens)
+    fail("sliding_window", origin,
+         std::to_string(*m.sliding_window) + " is above the limit " + std::to_string(limits::kMaxTokens));
+  for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"name", m.name}, {"source", m.source}})
+    for (const char c : text)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        fail(field, origin, "holds a control character (names are printed in tables and messages)");
   if (m.heads % m.kv_heads != 0)
     fail("kv_heads", origin,
          "heads " + std::to_string(m.heads) + " is not a multiple of kv_heads " + std::to_string(m.kv_heads));
@@ -134,6 +151,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     if (const auto pos = detail.find(": "); pos != std::string::npos) detail = detail.substr(pos + 2);
     throw ConfigError("", origin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON (line " +
                               std::to_string(line) + ", column " + std::to_string(col) + "): " + detail);
+  } catch (const json::exception& e) {
+    // A number beyond double's range ("layers": 1e400) is out_of_range.406, not a parse error.
+    std::string detail = e.what();
+    if (const auto pos = detail.find("] "); pos != std::string::npos) detail = detail.substr(pos + 2);
+    throw ConfigError("", origin + ": malformed JSON: " + detail);
   }
   if (!j.is_object()) fail("", origin, std::string("a model file is a JSON object, got ") + json_type_name(j));
 
@@ -249,12 +271,8 @@ std::vector<std::string> preset_names() {
 
 namespace {
 
-std::string read_file(const fs::path& path, const std::string& origin) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("", origin, "cannot open " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_file(const fs::path& path) {
+  return read_input_file(path.string(), limits::kMaxModelFileBytes, "model file");
 }
 
 bool looks_like_path(const std::string& s) {
@@ -264,7 +282,8 @@ bool looks_like_path(const std::string& s) {
 }  // namespace
 
 ModelConfig load_model(const std::string& name_or_path) {
-  if (looks_like_path(name_or_path)) return parse_model_config(read_file(name_or_path, name_or_path), name_or_path);
+  check_printable_name("model", name_or_path);
+  if (looks_like_path(name_or_path)) return parse_model_config(read_file(name_or_path), name_or_path);
 
   const fs::path path = fs::path(preset_dir()) / (name_or_path + ".json");
   std::error_code ec;
@@ -274,14 +293,13 @@ ModelConfig load_model(const std::string& name_or_path) {
                               "); known presets: " + (names.empty() ? std::string("none") : join(names, ", ")) +
                               "; or give a path to a .json model file");
   }
-  return parse_model_config(read_file(path, "preset " + name_or_path),
-                            "preset " + name_or_path + " (" + path.string() + ")");
+  return parse_model_config(read_file(path), "preset " + name_or_path + " (" + path.string() + ")");
 }
 
 ModelConfig with_layers(ModelConfig m, int64_t layers) {
-  if (layers < 1)
-    throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) + ": --layers must be >= 1, got " +
-                                    std::to_string(layers));
+  if (layers < 1 || layers > limits::kMaxLayers)
+    throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) + ": --layers must be in [1, " +
+                                    std::to_string(limits::kMaxLayers) + "], got " + std::to_string(layers));
   m.layers = layers;
   validate_model_config(m);
   return m;

@@ -1,6 +1,7 @@
 // InferenceEngine (see infer_engine.h): the scheduler loop, admission,
 // chunked prefill, continuous-batching decode, recompute preemption and
-// prefix sharing; the trace reader; the KV-dtype error side run.
+// prefix sharing; the KV-dtype error side run (the trace reader is
+// request_trace.cpp).
 #include "models/transformer/infer_engine.h"
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "models/transformer/data.h"
 
@@ -270,38 +269,6 @@ void InferenceEngine::decode_step(int64_t step) {
 }
 
 // ---- requests ----
-
-std::vector<RequestShape> read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot read trace '" + path + "'");
-  std::vector<RequestShape> out;
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(n);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(where + ": not JSON: " + e.what());
-    }
-    RequestShape r;
-    try {
-      r.prompt_len = j.at("prompt_len").get<int64_t>();
-      r.gen_len = j.at("gen_len").get<int64_t>();
-      r.arrival = j.value("arrival", int64_t{0});
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(where + ": needs integer \"prompt_len\" and \"gen_len\" (" + e.what() + ")");
-    }
-    if (r.prompt_len < 1 || r.gen_len < 1 || r.arrival < 0)
-      throw std::invalid_argument(where + ": prompt_len and gen_len must be >= 1, arrival >= 0");
-    out.push_back(r);
-  }
-  if (out.empty()) throw std::invalid_argument("trace '" + path + "' holds no request");
-  return out;
-}
 
 std::vector<InferRequest> make_requests(const std::vector<RequestShape>& shapes, int64_t vocab, uint64_t seed,
                                         int64_t prefix_len) {

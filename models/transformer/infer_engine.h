@@ -31,6 +31,7 @@
 
 #include "models/kv/kv_cache.h"
 #include "models/transformer/infer_model.h"
+#include "models/transformer/request_trace.h"
 
 namespace gpuledger {
 
@@ -98,14 +99,6 @@ class InferenceEngine {
   int64_t next_kv_id_ = 0;
 };
 
-// Requests of a JSONL trace: one {"prompt_len", "gen_len", "arrival"} object
-// per line ("arrival" optional, default 0); the ids from `data_seed`'s
-// synthetic generator (make_requests's rule). Throws std::invalid_argument
-// naming the line.
-struct RequestShape {
-  int64_t prompt_len = 1, gen_len = 1, arrival = 0;
-};
-std::vector<RequestShape> read_trace(const std::string& path);
 // Token ids for each shape: request i's prompt is sequence i of the bigram
 // data (models/transformer/data.h, step 0), its first prefix_len tokens those
 // of sequence 0 (the shared prefix).
