@@ -10,12 +10,47 @@
 #include <stdexcept>
 
 #include "analytic/budget.h"
+#include "bench/report/report.h"
+#include "core/limits.h"
 
 namespace gpuledger::cli {
 
 namespace {
-constexpr int64_t kMaxCount = int64_t{1} << 40;
+// The description a floating option's check shows in --help.
+std::string finite_range_text(double min, double max) {
+  std::ostringstream os;
+  os << "FINITE in [" << min << ", " << max << "]";
+  return os.str();
 }
+}  // namespace
+
+CLI::Option* finite_in(CLI::Option* opt, double min, double max) {
+  const std::string name = opt->get_name();
+  opt->check(CLI::Validator(
+      [name, min, max](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return name + ": '" + text + "' is not a number";
+        return check_finite(name, v, min, max);
+      },
+      finite_range_text(min, max)));
+  return opt;
+}
+
+std::string check_finite(const std::string& option, double v, double min, double max) {
+  std::ostringstream os;
+  if (!std::isfinite(v))
+    os << option << ": " << v << " is not a finite number";
+  else if (v < min || v > max)
+    os << option << ": " << v << " is outside [" << min << ", " << max << "]";
+  return os.str();
+}
+
+namespace {
+// Dimensions and counts: the stated limits (core/limits.h) at parse time.
+const auto kTokenRange = CLI::Range(int64_t{1}, limits::kMaxTokens);
+const auto kWorldRange = CLI::Range(int64_t{1}, limits::kMaxWorld);
+const auto kBatchRange = CLI::Range(int64_t{1}, limits::kMaxBatch);
+}  // namespace
 
 namespace {
 
@@ -26,7 +61,6 @@ constexpr const char* kDeviceGroup = "Device";
 
 // The model and layout options.
 CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption which) {
-  const auto count = CLI::Range(int64_t{1}, kMaxCount);
   switch (which) {
     case ConfigOption::kModel:
       return app.add_option("--model", o.model, "preset name (gpuledger models) or path to a model JSON file")
@@ -34,22 +68,22 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
           ->group(kModelGroup);
     case ConfigOption::kLayers:
       return app.add_option("--layers", o.layers, "keep the model's layer shape with N layers")
-          ->check(count)
+          ->check(CLI::Range(int64_t{1}, limits::kMaxLayers))
           ->group(kModelGroup);
     case ConfigOption::kDp:
       return app.add_option("--dp", o.layout.dp, "data-parallel size")
           ->capture_default_str()
-          ->check(count)
+          ->check(kWorldRange)
           ->group(kLayoutGroup);
     case ConfigOption::kTp:
       return app.add_option("--tp", o.layout.tp, "tensor-parallel size")
           ->capture_default_str()
-          ->check(count)
+          ->check(kWorldRange)
           ->group(kLayoutGroup);
     case ConfigOption::kPp:
       return app.add_option("--pp", o.layout.pp, "pipeline-parallel size")
           ->capture_default_str()
-          ->check(count)
+          ->check(kWorldRange)
           ->group(kLayoutGroup);
     case ConfigOption::kZero:
       return app.add_option("--zero", o.layout.zero, "ZeRO stage over the DP group (0-3)")
@@ -69,26 +103,25 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
 
 // The run and device options.
 CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption which) {
-  const auto count = CLI::Range(int64_t{1}, kMaxCount);
   switch (which) {
     case ConfigOption::kSeq:
       return app.add_option("--seq", o.run.seq, "tokens per sequence")
           ->capture_default_str()
-          ->check(count)
+          ->check(kTokenRange)
           ->group(kRunGroup);
     case ConfigOption::kMbs:
       return app.add_option("--mbs", o.run.mbs, "micro-batch size (sequences)")
           ->capture_default_str()
-          ->check(count)
+          ->check(kBatchRange)
           ->group(kRunGroup);
     case ConfigOption::kGbs:
       return app.add_option("--gbs", o.gbs, "global batch (sequences); microbatches = gbs / (mbs·dp)")
-          ->check(count)
+          ->check(CLI::Range(int64_t{1}, limits::kMaxGlobalBatch))
           ->group(kRunGroup);
     case ConfigOption::kMicrobatches:
       return app.add_option("--microbatches", o.run.microbatches, "microbatches per step per DP replica")
           ->capture_default_str()
-          ->check(count)
+          ->check(kBatchRange)
           ->group(kRunGroup);
     case ConfigOption::kSchedule:
       return app.add_option("--schedule", o.schedule, "pipeline schedule")
@@ -115,17 +148,16 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
           ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
           ->group(kRunGroup);
     case ConfigOption::kDropout:
-      return app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)")
-          ->check(CLI::Range(0.0, 0.99))
+      return finite_in(app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)"),
+                       0.0, 0.99)
           ->group(kRunGroup);
     case ConfigOption::kSeed:
       return app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")
           ->capture_default_str()
           ->group(kRunGroup);
     case ConfigOption::kBucketMb:
-      return app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)")
+      return finite_in(app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)"), 0.001, 1e6)
           ->capture_default_str()
-          ->check(CLI::Range(0.001, 1e6))
           ->group(kRunGroup);
     case ConfigOption::kOverlapGradReduce:
       return app
@@ -172,11 +204,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<C
 
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
   const char* g = kKvCacheGroup;
-  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")
-      ->check(CLI::Range(int64_t{1}, kMaxCount))
-      ->group(g);
+  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")->check(kTokenRange)->group(g);
   app.add_option("--max-model-len", o.max_model_len, "contiguous reservation per sequence (default: model max_seq)")
-      ->check(CLI::Range(int64_t{1}, kMaxCount))
+      ->check(kTokenRange)
       ->group(g);
   app.add_option("--kv", o.kv_layout, "cache layout")
       ->capture_default_str()
@@ -194,13 +224,11 @@ void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"tensor", "token-head", "channel"}))
       ->group(g);
-  app.add_option("--requests", o.requests, "concurrent sequences")
+  app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()->check(kBatchRange)->group(g);
+  finite_in(
+      app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use"),
+      0.01, 1.0)
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxCount))
-      ->group(g);
-  app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 1.0))
       ->group(g);
   app.add_option("--overhead", o.overhead, "bytes outside the ledger (CUDA context, libraries)")
       ->capture_default_str()
@@ -209,11 +237,20 @@ void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
 
 void add_output_options(CLI::App& app, OutputOptions& o) {
   app.add_option("--json", o.json_path, "write the report to PATH ('-' = stdout; the table then goes to stderr)")
+      ->check(CLI::Validator(
+          [](std::string& path) {
+            // Checked before the run starts, so an unwritable place is not found after it.
+            const std::string problem = report::report_destination_problem(path);
+            return problem.empty() ? problem : "--json: cannot write the report there: " + problem;
+          },
+          "PATH"))
       ->group("Output");
   app.add_flag("--quiet", o.quiet, "no table")->group("Output");
 }
 
-std::ostream& table_stream(const OutputOptions& o) { return o.json_path == "-" ? std::cerr : std::cout; }
+std::ostream& table_stream(const OutputOptions& o) {
+  return report::is_stdout_path(o.json_path) ? std::cerr : std::cout;
+}
 
 int64_t parse_size(const std::string& text) {
   size_t pos = 0;
@@ -308,12 +345,18 @@ std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int6
   if (spec == "roles") return analytic::role_ranks(l);
   std::vector<int64_t> out;
   if (spec == "all") {
+    if (world > limits::kMaxListedRanks)
+      throw ConfigError("ranks", "--ranks all: world " + std::to_string(world) + " is above the limit of " +
+                                     std::to_string(limits::kMaxListedRanks) +
+                                     " listed ranks (use roles, or a list like 0,5,9)");
     for (int64_t r = 0; r < world; ++r) out.push_back(r);
     return out;
   }
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    if (static_cast<int64_t>(out.size()) >= limits::kMaxListedRanks)
+      throw ConfigError("ranks", "--ranks: more than " + std::to_string(limits::kMaxListedRanks) + " ranks listed");
     size_t pos = 0;
     int64_t r = -1;
     try {

@@ -17,7 +17,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace gpuledger::cli {
 
@@ -74,6 +75,13 @@ inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
     ConfigOption::kDtype,    ConfigOption::kGradDtype, ConfigOption::kDropout,
     ConfigOption::kSeed,     ConfigOption::kBucketMb,  ConfigOption::kOverlapGradReduce,
     ConfigOption::kPrefetch, ConfigOption::kDevice,    ConfigOption::kDeviceMemory};
+
+// The check every floating option carries: the value is finite and in
+// [min, max]. CLI11's Range alone lets NaN through (every comparison with NaN
+// is false) and takes "inf". Returns `opt` for chaining.
+CLI::Option* finite_in(CLI::Option* opt, double min, double max);
+// "" when v is finite and in [min, max]; else the message naming `option`.
+std::string check_finite(const std::string& option, double v, double min, double max);
 
 // Registers `which` (in the order of ConfigOption, whatever the order of `which`).
 void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<ConfigOption> which);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "bench/exit_codes.h"
+#include "core/checked_math.h"
 #include "core/layout.h"
 #include "core/model_config.h"
 
@@ -27,6 +28,9 @@ GuardedRun run_guarded(const std::function<int()>& run) {
   } catch (const LayoutError& e) {
     failed(kExitUsage, e.what());
   } catch (const std::invalid_argument& e) {
+    failed(kExitUsage, e.what());
+  } catch (const OverflowError& e) {
+    // A budget that does not fit in 64 bits: the configuration asks for too much.
     failed(kExitUsage, e.what());
   } catch (const std::exception& e) {
     failed(kExitFailed, e.what());

@@ -17,6 +17,8 @@
 #include "bench/report/infer_tables.h"
 #include "bench/report/report.h"
 #include "bench/run/infer_run.h"
+#include "core/checked_math.h"
+#include "core/limits.h"
 
 namespace gpuledger::cli {
 
@@ -46,36 +48,37 @@ void InferCommand::bind(CLI::App& app) {
   add_config_options(app, config_, {O::kModel, O::kLayers, O::kTp, O::kDtype, O::kSeed, O::kDevice, O::kDeviceMemory});
   add_kv_cache_options(app, cache_);
   const char* g = "Infer";
-  const auto count = CLI::Range(int64_t{1}, int64_t{1} << 40);
+  const auto tokens = CLI::Range(int64_t{1}, limits::kMaxTokens);
+  const auto batch = CLI::Range(int64_t{1}, limits::kMaxBatch);
   app.add_option("--backend", backend_, "cpu | meta (no memory touched) | cuda")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "meta", "cuda"}))
       ->group(g);
   app.add_option("--prompt-len", prompt_len_, "prompt tokens per request")
       ->capture_default_str()
-      ->check(count)
+      ->check(tokens)
       ->group(g);
-  app.add_option("--gen-len", gen_len_, "tokens generated per request")->capture_default_str()->check(count)->group(g);
+  app.add_option("--gen-len", gen_len_, "tokens generated per request")->capture_default_str()->check(tokens)->group(g);
   app.add_option("--trace", trace_, "JSONL requests: {\"prompt_len\", \"gen_len\", \"arrival\"} per line")
       ->check(CLI::ExistingFile)
       ->group(g);
   app.add_option("--max-batch", max_batch_, "running sequences at most (vLLM max_num_seqs)")
       ->capture_default_str()
-      ->check(count)
+      ->check(batch)
       ->group(g);
   app.add_option("--prefill-chunk", prefill_chunk_, "new tokens per prefill step; also the profiling forward")
       ->capture_default_str()
-      ->check(count)
+      ->check(tokens)
       ->group(g);
   app.add_option("--prefix-len", prefix_len_, "prompt tokens every request shares (prefix sharing, paged)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->check(CLI::Range(int64_t{0}, limits::kMaxTokens))
       ->group(g);
   app.add_option("--kv-outliers", kv_outliers_, "key channels scaled ×50 in the KV-error side run")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->group(g);
-  app.add_option("--peak-flops", peak_flops_, "peak FLOP/s for the MFU")->group(g);
+  finite_in(app.add_option("--peak-flops", peak_flops_, "peak FLOP/s for the MFU"), 1.0, 1e21)->group(g);
   add_output_options(app, output_);
 }
 
@@ -91,8 +94,23 @@ run::InferRequest InferCommand::request() const {
     q.shapes = read_trace(trace_);
   else
     q.shapes.assign(static_cast<size_t>(cache_.requests), RequestShape{prompt_len_, gen_len_, 0});
-  int64_t longest = 0;
-  for (const auto& s : q.shapes) longest = std::max(longest, s.prompt_len + s.gen_len);
+  // Refused from the lengths alone, before a weight is allocated or a prompt
+  // made: a request whose KV cache cannot fit in utilization × device memory,
+  // and prompts past the limit on tokens materialized at once.
+  int64_t longest = 0, prompt_tokens = 0;
+  for (const auto& s : q.shapes) {
+    longest = std::max(longest, s.prompt_len + s.gen_len);
+    prompt_tokens = checked_add(prompt_tokens, s.prompt_len, "prompt tokens of all requests");
+  }
+  if (prompt_tokens > limits::kMaxPromptTokens)
+    throw ConfigError("requests", fmt::format("the requests hold {} prompt tokens, above the limit of {}",
+                                              prompt_tokens, limits::kMaxPromptTokens));
+  const double usable = cache_.memory_utilization * static_cast<double>(*q.config.device_memory_bytes);
+  const int64_t one_bytes = analytic::kv_reserved_bytes(m, q.config.layout, q.kv, 1, longest);
+  if (static_cast<double>(one_bytes) > usable)
+    throw ConfigError("requests", fmt::format("a request of {} tokens (prompt + generated) needs {} bytes of KV cache, "
+                                              "more than utilization × device memory ({:.0f} bytes): it cannot fit",
+                                              longest, one_bytes, usable));
   q.context = cache_.context > 0 ? cache_.context : longest;
   if (q.kv.layout == KvLayout::kContiguous && q.context > q.kv.max_model_len)
     throw LayoutError(fmt::format("--context {} exceeds --max-model-len {}", q.context, q.kv.max_model_len));

@@ -9,6 +9,7 @@
 #include "bench/report/kv_tables.h"
 #include "bench/report/report.h"
 #include "bench/run/kv_run.h"
+#include "core/limits.h"
 
 namespace gpuledger::cli {
 
@@ -23,7 +24,7 @@ class KvCommand : public RunCommand {
                         O::kDtype, O::kDevice, O::kDeviceMemory});
     add_kv_cache_options(app, cache_);
     app.add_option("--batch", batch_, "decode batch for the roofline (default: the capacity)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+        ->check(CLI::Range(int64_t{1}, limits::kMaxBatch))
         ->group(kKvCacheGroup);
     app.add_option("--prefill-chunk", prefill_chunk_,
                    "tokens per prefill forward: sizes the activation peak (vLLM max_num_batched_tokens)")

@@ -102,9 +102,8 @@ void add_peak_command(CLI::App& root, std::vector<Command>& out) {
   app->add_option("--reps", o->reps, "timed repetitions (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 65536.0));
+  finite_in(app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)"), 1.0, 65536.0)
+      ->capture_default_str();
   app->add_flag("--quick", o->quick, "only the 1024 and 2048 squares");
   add_output_options(*app, o->out);
   out.push_back({app, [o]() { return run_peak(*o); }});

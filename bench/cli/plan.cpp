@@ -22,9 +22,8 @@ class PlanCommand : public RunCommand {
     app.add_option("--train-tokens", train_tokens_,
                    "token budget for the training-time estimate (default 20 per parameter)")
         ->group("Estimate");
-    app.add_option("--assumed-mfu", assumed_mfu_, "MFU assumed by the training-time estimate")
+    finite_in(app.add_option("--assumed-mfu", assumed_mfu_, "MFU assumed by the training-time estimate"), 0.01, 1.0)
         ->capture_default_str()
-        ->check(CLI::Range(0.01, 1.0))
         ->group("Estimate");
     add_output_options(app, output_);
   }

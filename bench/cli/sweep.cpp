@@ -327,6 +327,7 @@ void add_sweep_command(CLI::App& root, std::vector<Command>& out) {
       ->type_name("KEY=V1,V2,...");
   app->add_option("--out", o->out, "folder for the reports: DIR/<point>.json and the index DIR/sweep.json")
       ->required()
+      ->check(CLI::Validator([](std::string& dir) { return report::output_dir_problem(dir); }, "DIR"))
       ->type_name("DIR");
   app->add_flag("--tables", o->tables, "print each point's own tables too (default: progress and one summary table)");
   // Every other argument is the subcommand's own, passed to every point as given.

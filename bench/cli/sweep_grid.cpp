@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include "core/limits.h"
 
 namespace gpuledger::cli {
 
@@ -68,7 +71,19 @@ GridAxis parse_axis(const std::string& text, CLI::App& sub) {
   return a;
 }
 
+void check_grid_size(const std::vector<GridAxis>& axes) {
+  // Checked before a point is made: the product alone may not fit in 64 bits.
+  int64_t points = 1;
+  for (const auto& a : axes) {
+    const auto n = std::max<int64_t>(1, static_cast<int64_t>(a.values.size()));
+    if (points > limits::kMaxGridPoints / n)
+      throw SweepUsage(fmt::format("--grid: the grid has more than {} points (the limit)", limits::kMaxGridPoints));
+    points *= n;
+  }
+}
+
 std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vector<std::string>& fixed) {
+  check_grid_size(axes);
   std::vector<Point> points;
   std::vector<size_t> idx(axes.size(), 0);
   std::map<std::string, int> names;

@@ -32,6 +32,9 @@ struct SweepUsage : std::runtime_error {
 
 // "tp=1,2,4" → {tp, [1, 2, 4]}, checked against `sub`'s options.
 GridAxis parse_axis(const std::string& text, CLI::App& sub);
+// Throws SweepUsage when the product of the axes' sizes is above
+// limits::kMaxGridPoints (core/limits.h).
+void check_grid_size(const std::vector<GridAxis>& axes);
 // The cartesian product, the first axis slowest (nested loops in --grid order).
 std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vector<std::string>& fixed);
 // Sets the point's values on the options `sub` is bound to, through each

@@ -15,6 +15,7 @@
 #include "bench/report/train_json.h"
 #include "bench/report/train_tables.h"
 #include "bench/run/train_run.h"
+#include "core/limits.h"
 
 namespace gpuledger::cli {
 
@@ -51,7 +52,7 @@ void TrainCommand::bind(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "meta", "cuda"}))
       ->group(g);
   app.add_option("--world", world_, "meta: simulate a world of N ranks (dp = N / (tp·pp) unless --dp is given)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->check(CLI::Range(int64_t{1}, limits::kMaxWorld))
       ->group(g);
   app.add_option("--steps", steps_, "optimizer steps")
       ->capture_default_str()
@@ -62,12 +63,13 @@ void TrainCommand::bind(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->group(g);
   app.add_option("--memory-limit", memory_limit_, "behave as a device of BYTES (K/M/G/Ki/Mi/Gi)")->group(g);
-  app.add_option("--peak-flops", peak_flops_, "the per-device peak MFU is taken against (FLOP/s)")->group(g);
-  app.add_option("--lr", config_.run.lr, "AdamW learning rate")->capture_default_str()->group(g);
-  app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay")
+  finite_in(app.add_option("--peak-flops", peak_flops_, "the per-device peak MFU is taken against (FLOP/s)"), 1.0, 1e21)
+      ->group(g);
+  finite_in(app.add_option("--lr", config_.run.lr, "AdamW learning rate"), 0.0, 100.0)->capture_default_str()->group(g);
+  finite_in(app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay"), 0.0, 100.0)
       ->capture_default_str()
       ->group(g);
-  app.add_option("--grad-clip", config_.run.grad_clip, "global gradient-norm clip (0 = off)")
+  finite_in(app.add_option("--grad-clip", config_.run.grad_clip, "global gradient-norm clip (0 = off)"), 0.0, 1e9)
       ->capture_default_str()
       ->group(g);
   app.add_flag("--timeline", timeline_, "record memory at every phase marker in the report")->group(g);
@@ -109,7 +111,8 @@ int TrainCommand::run() const {
   progress.report_path = output_.json_path;
   const std::string path = output_.json_path;
   progress.write_before_abort = [path](const run::TrainRecord& rec) {
-    if (!path.empty() && path != "-") report::write_report(report::train_abort_report_json(rec), path);
+    if (!path.empty() && !report::is_stdout_path(path))
+      report::write_report(report::train_abort_report_json(rec), path);
   };
   const run::TrainRecord rec = run::run_train(q, progress);
   if (rec.exit_without_report) return *rec.exit_without_report;

@@ -1,16 +1,24 @@
 // Report skeleton, config/environment sections, atomic writer (see report.h).
 #include "bench/report/report.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/dtype.h"
+#include "core/input_file.h"
+#include "core/limits.h"
 
 #ifndef GPULEDGER_GIT
 #define GPULEDGER_GIT "unknown"
@@ -74,37 +82,154 @@ json config_json(const ResolvedConfig& r) {
   return c;
 }
 
-void write_report(const json& doc, const std::string& path) {
-  const std::string text = doc.dump(2) + "\n";
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write report " + tmp.string());
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("writing report " + tmp.string() + " failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw std::runtime_error("cannot rename " + tmp.string() + " to " + path + ": " + ec.message());
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail_errno(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
+
+// Writes all of `text` to `fd`, through short writes and EINTR.
+void write_all(int fd, const std::string& text, const std::string& where) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail_errno("writing report " + where);
+    done += static_cast<size_t>(n);
   }
 }
 
+// A device, FIFO or socket: written through, never replaced.
+void write_through(const std::string& path, mode_t mode, const std::string& text) {
+  int fd = -1;
+  if (S_ISSOCK(mode)) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail_errno("report " + path + ": socket");
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) {
+      ::close(fd);
+      throw std::runtime_error("report " + path + ": socket path too long");
+    }
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      fail_errno("report " + path + ": cannot connect to the socket");
+    }
+  } else {
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail_errno("cannot open report " + path);
+  }
+  try {
+    write_all(fd, text, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
+// A regular file (or none yet): a temporary file beside it, then rename, so a
+// reader never sees half a report. The temporary file is removed on every
+// error path.
+void write_replacing(const fs::path& target, const std::string& text) {
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const std::string tmp = target.string() + ".tmp." + std::to_string(getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_errno("cannot write report " + tmp);
+  try {
+    write_all(fd, text, tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {  // NFS and friends report a failed write here
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    fail_errno("writing report " + tmp);
+  }
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    fail_errno("cannot rename " + tmp + " to " + target.string());
+  }
+}
+
+// The file a regular-file report replaces: a symlink is followed to its
+// target (the link stays, the target is written; a dangling link's target is
+// created), anything else is the path itself. Devices, FIFOs and sockets never
+// get here: they are opened through the path, which follows links itself.
+fs::path replace_target(const std::string& path) {
+  std::error_code ec;
+  fs::path p(path);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  return p;
+}
+
+bool writable_dir(const fs::path& dir) { return ::access(dir.c_str(), W_OK | X_OK) == 0; }
+
+}  // namespace
+
+bool is_stdout_path(const std::string& path) { return path == "-" || path == "/dev/stdout"; }
+
+std::string report_destination_problem(const std::string& path) {
+  if (path.empty()) return "an empty path";
+  if (is_stdout_path(path)) return "";
+  for (const char c : path)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "the path holds a control character";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return fmt::format("'{}' is a directory", path);
+    if (!S_ISREG(st.st_mode)) return "";  // a device, FIFO or socket: written through
+    if (::access(path.c_str(), W_OK) != 0) return fmt::format("'{}' is not writable", path);
+  }
+  // A regular file, or none yet: the report is renamed into the target's folder,
+  // the nearest existing folder above it must be a writable folder.
+  const fs::path target = replace_target(path);
+  return output_dir_problem(target.has_parent_path() ? target.parent_path().string() : ".");
+}
+
+std::string output_dir_problem(const std::string& dir_path) {
+  for (const char c : dir_path)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "the path holds a control character";
+  fs::path dir(dir_path);
+  std::error_code ec;
+  while (!dir.empty() && !fs::exists(fs::symlink_status(dir, ec))) dir = dir.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) return fmt::format("'{}' is not a directory", dir.string());
+  if (!writable_dir(dir)) return fmt::format("the folder '{}' is not writable", dir.string());
+  return "";
+}
+
+void write_report(const json& doc, const std::string& path) {
+  const std::string text = doc.dump(2) + "\n";
+  if (is_stdout_path(path)) {
+    std::cout << text << std::flush;
+    if (!std::cout) throw std::runtime_error("writing the report to stdout failed");
+    return;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw std::runtime_error("report " + path + " is a directory");
+    if (!S_ISREG(st.st_mode)) return write_through(path, st.st_mode, text);
+  }
+  write_replacing(replace_target(path), text);
+}
+
 json read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read report " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  return parse_report(read_input_file(path, limits::kMaxReportFileBytes, "report"), path);
+}
+
+json parse_report(const std::string& text, const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -117,8 +242,10 @@ json read_report(const std::string& path) {
         ++col;
       }
     }
-    throw std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                             ": malformed JSON: " + e.what());
+    throw ConfigError("report",
+                      path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + e.what());
+  } catch (const json::exception& e) {  // e.g. a number beyond double's range
+    throw ConfigError("report", path + ": malformed JSON: " + e.what());
   }
 }
 

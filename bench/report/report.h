@@ -19,11 +19,28 @@ nlohmann::json make_report(std::string_view kind);
 nlohmann::json model_json(const ModelConfig& m);
 nlohmann::json config_json(const ResolvedConfig& r);
 
-// Writes `doc` to `path` atomically (temporary file in the same folder, then
-// rename), creating the folder; "-" writes to stdout. Throws std::runtime_error.
+// Writes `doc` to `path`, respecting what is there: "-" and /dev/stdout write
+// to stdout; a device, FIFO or socket is written through (never replaced); a
+// symlink is followed (the link stays, its target is written); a regular file
+// or a new path is written atomically (temporary file in the same folder, then
+// rename, the temporary removed on every error), creating the folder. Throws
+// std::runtime_error.
 void write_report(const nlohmann::json& doc, const std::string& path);
-// Reads a report; throws std::runtime_error naming the path (and line:column for bad JSON).
+// True for the paths that mean stdout: "-" and /dev/stdout.
+bool is_stdout_path(const std::string& path);
+// Why a report could not be written to `path`, checked before a run starts
+// (a directory, an unwritable file or folder, a control character in the
+// name); "" when it can.
+std::string report_destination_problem(const std::string& path);
+// Why reports could not be written into the folder `dir` (it exists and is not
+// a folder, or the nearest existing folder above it is not writable); "" when they can.
+std::string output_dir_problem(const std::string& dir);
+// Reads a report: a regular file of at most limits::kMaxReportFileBytes
+// (core/input_file.h). Throws ConfigError (exit 2) naming the path, and
+// line:column for malformed JSON.
 nlohmann::json read_report(const std::string& path);
+// Parses report text; `origin` names it in messages.
+nlohmann::json parse_report(const std::string& text, const std::string& origin);
 
 std::string host_name();
 std::string git_commit();  // the commit the binary was built from, or "unknown"

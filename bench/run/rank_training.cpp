@@ -2,7 +2,10 @@
 #include "bench/run/rank_training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "bench/median.h"
 
@@ -45,6 +48,11 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
       if (executed_per_step >= 0 && executed_per_step != s.executed_flops) flops_constant = false;
       executed_per_step = s.executed_flops;
       if (o.on_step) o.on_step(step, s, ledger);
+      // A non-finite loss (NaN or inf) is a failed run, not a result: every
+      // rank holds the same all-reduced loss, so every rank stops here.
+      if (!std::isfinite(s.loss))
+        throw std::runtime_error("the loss became non-finite (" + std::to_string(s.loss) + ") at step " +
+                                 std::to_string(step));
       // Op times count the timed steps only, like the medians.
       if (step + 1 == o.warmup && o.warmup < o.steps)
         if (auto* prof = dynamic_cast<ProfilingDevice*>(&device)) prof->reset_op_times();
