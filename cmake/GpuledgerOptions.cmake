@@ -11,6 +11,19 @@ if(GPULEDGER_WERROR)
     $<$<COMPILE_LANGUAGE:CXX>:-Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>)
 endif()
+# CI's second build: every library, test and the binary under ASan and UBSan,
+# an undefined-behaviour report fatal (-fno-sanitize-recover) so that a test
+# or a bad-input case that triggers one fails.
+if(GPULEDGER_SANITIZE)
+  set(gpl_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_compile_options(gpl_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${gpl_sanitize_flags}>)
+  target_link_options(gpl_options INTERFACE ${gpl_sanitize_flags})
+endif()
+if(GPULEDGER_FUZZ)
+  target_compile_options(gpl_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined>)
+  target_link_options(gpl_options INTERFACE -fsanitize=address,undefined)
+endif()
 target_include_directories(gpl_options INTERFACE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(gpl_options INTERFACE
   GPULEDGER_VERSION="${PROJECT_VERSION}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what gpuledger needs to build, test, check formatting and plot, when
+# Installs what gpuledger needs to build, test, fuzz, check formatting and plot, when
 # it is missing; does nothing when everything is present. As a non-root user
 # with packages missing, it prints the exact command to run and exits 1.
 # ccache is optional (it speeds up rebuilds): installed with the others when
@@ -11,7 +11,8 @@ APT_PACKAGES=(g++ cmake ninja-build git
               nlohmann-json3-dev libcli11-dev libfmt-dev
               libgtest-dev libbenchmark-dev
               python3 python3-matplotlib
-              clang-format)
+              clang-format
+              clang libclang-rt-dev)  # the libFuzzer targets (scripts/fuzz.sh): clang and its fuzzer runtime
 OPTIONAL_PACKAGES=(ccache)
 
 is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
