@@ -33,10 +33,10 @@ inline constexpr int64_t kMaxGridPoints = 10000;
 inline constexpr int64_t kMaxTraceRequests = int64_t{1} << 20;
 // Prompt tokens infer makes at once (4 bytes each: 256 MiB).
 inline constexpr int64_t kMaxPromptTokens = int64_t{1} << 26;
-// Input files, read whole into memory.
+// Input files, read whole into memory (reports: report::kMaxReportFileBytes,
+// bench/report/report_reader.h).
 inline constexpr int64_t kMaxModelFileBytes = int64_t{1} << 20;   // 1 MiB
 inline constexpr int64_t kMaxTraceFileBytes = int64_t{64} << 20;  // 64 MiB
-inline constexpr int64_t kMaxReportFileBytes = int64_t{256} << 20;  // 256 MiB
 
 // Throws ConfigError(field) "FIELD LABEL VALUE is above the limit LIMIT" when
 // value > limit, and "must be >= MIN" when value < min.

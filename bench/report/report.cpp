@@ -17,8 +17,6 @@
 #include <stdexcept>
 
 #include "core/dtype.h"
-#include "core/input_file.h"
-#include "core/limits.h"
 
 #ifndef GPULEDGER_GIT
 #define GPULEDGER_GIT "unknown"
@@ -223,30 +221,6 @@ void write_report(const json& doc, const std::string& path) {
     if (!S_ISREG(st.st_mode)) return write_through(path, st.st_mode, text);
   }
   write_replacing(replace_target(path), text);
-}
-
-json read_report(const std::string& path) {
-  return parse_report(read_input_file(path, limits::kMaxReportFileBytes, "report"), path);
-}
-
-json parse_report(const std::string& text, const std::string& path) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw ConfigError("report",
-                      path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + e.what());
-  } catch (const json::exception& e) {  // e.g. a number beyond double's range
-    throw ConfigError("report", path + ": malformed JSON: " + e.what());
-  }
 }
 
 }  // namespace gpuledger::report

@@ -35,12 +35,7 @@ std::string report_destination_problem(const std::string& path);
 // Why reports could not be written into the folder `dir` (it exists and is not
 // a folder, or the nearest existing folder above it is not writable); "" when they can.
 std::string output_dir_problem(const std::string& dir);
-// Reads a report: a regular file of at most limits::kMaxReportFileBytes
-// (core/input_file.h). Throws ConfigError (exit 2) naming the path, and
-// line:column for malformed JSON.
-nlohmann::json read_report(const std::string& path);
-// Parses report text; `origin` names it in messages.
-nlohmann::json parse_report(const std::string& text, const std::string& origin);
+// Reading reports back: report_reader.h.
 
 std::string host_name();
 std::string git_commit();  // the commit the binary was built from, or "unknown"
