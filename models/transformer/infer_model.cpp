@@ -191,9 +191,10 @@ Buffer InferenceModel::head_logits(const std::vector<kv::SeqStep>& batch, Buffer
   float* st = stats.as<float>();
   if (lcfg_.gpt)
     dev_.layernorm_forward(normed.data(), st, st ? st + B : nullptr, last.data(), weights_.weight(hu, "norm.weight"),
-                           weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, kNormEps);
+                           weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, lcfg_.norm_eps);
   else
-    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h, kNormEps);
+    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h,
+                         lcfg_.norm_eps);
   stats.reset();
   last.reset();
   const void* w_out = pl.head_uses_embedding
