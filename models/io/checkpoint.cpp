@@ -41,7 +41,8 @@ Checkpoint::Checkpoint(const std::string& path) : path_(path) {
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
     throw ConfigError("init_from", index.string() + ": no \"weight_map\" object");
   for (const auto& [name, file] : j.at("weight_map").items()) {
-    if (!file.is_string()) throw ConfigError("init_from", index.string() + ": the file of " + name + " is not a string");
+    if (!file.is_string())
+      throw ConfigError("init_from", index.string() + ": the file of " + name + " is not a string");
     file_of_[name] = (dir / file.get<std::string>()).string();
   }
 }
@@ -56,11 +57,9 @@ const SafetensorsFile& Checkpoint::file(const std::string& name) const {
   const auto it = file_of_.find(name);
   if (it == file_of_.end()) throw ConfigError("init_from", path_ + ": the checkpoint has no tensor " + name);
   auto& slot = open_[it->second];
-  if (!slot) {
-    slot = std::make_unique<SafetensorsFile>(it->second);
-    if (!slot->has(name))
-      throw ConfigError("init_from", it->second + ": the index places " + name + " here, but the file lacks it");
-  }
+  if (!slot) slot = std::make_unique<SafetensorsFile>(it->second);
+  if (!slot->has(name))
+    throw ConfigError("init_from", it->second + ": the index places " + name + " here, but the file lacks it");
   return *slot;
 }
 

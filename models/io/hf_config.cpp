@@ -19,12 +19,33 @@ namespace {
 // Fields that change nothing in a training step or a forward (token ids,
 // generation and bookkeeping, dropouts that must be 0 checked below).
 const std::set<std::string>& ignored_fields() {
-  static const std::set<std::string> k = {
-      "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype",
-      "transformers_version", "use_cache", "initializer_range", "pretraining_tp", "attn_implementation",
-      "_name_or_path", "tokenizer_class", "output_attentions", "output_hidden_states", "return_dict",
-      "max_window_layers", "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
-      "summary_use_proj", "n_ctx", "task_specific_params", "add_cross_attention", "layer_types"};
+  static const std::set<std::string> k = {"architectures",
+                                          "auto_map",
+                                          "bos_token_id",
+                                          "eos_token_id",
+                                          "pad_token_id",
+                                          "dtype",
+                                          "torch_dtype",
+                                          "transformers_version",
+                                          "use_cache",
+                                          "initializer_range",
+                                          "pretraining_tp",
+                                          "attn_implementation",
+                                          "_name_or_path",
+                                          "tokenizer_class",
+                                          "output_attentions",
+                                          "output_hidden_states",
+                                          "return_dict",
+                                          "max_window_layers",
+                                          "summary_activation",
+                                          "summary_first_dropout",
+                                          "summary_proj_to_labels",
+                                          "summary_type",
+                                          "summary_use_proj",
+                                          "n_ctx",
+                                          "task_specific_params",
+                                          "add_cross_attention",
+                                          "layer_types"};
   return k;
 }
 
@@ -148,7 +169,7 @@ void read_llama_family(Reader& r, ModelConfig& m, const std::string& type) {
 
 ModelConfig model_from_hf_config(const std::string& json_text, const std::string& origin) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) throw ConfigError("config.json", origin + ": not a JSON object");
+  if (!j.is_object()) throw ConfigError("config.json", origin + ": config.json is not a JSON object");
   Reader r{j, origin, {}};
   const std::string type = r.string("model_type", "");
   ModelConfig m;
@@ -180,17 +201,26 @@ ModelConfig load_hf_config(const std::string& path) {
 std::string hf_config_json(const ModelConfig& m) {
   json j;
   if (m.is_gpt()) {
-    j = {{"model_type", "gpt2"},        {"architectures", {"GPT2LMHeadModel"}},
-         {"n_layer", m.layers},         {"n_embd", m.hidden},
-         {"n_head", m.heads},           {"n_inner", m.ffn},
-         {"vocab_size", m.vocab},       {"n_positions", m.max_seq},
-         {"layer_norm_epsilon", m.norm_eps}, {"activation_function", "gelu_new"},
-         {"resid_pdrop", 0.0},          {"embd_pdrop", 0.0},
-         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true}};
+    j = {{"model_type", "gpt2"},
+         {"architectures", {"GPT2LMHeadModel"}},
+         {"n_layer", m.layers},
+         {"n_embd", m.hidden},
+         {"n_head", m.heads},
+         {"n_inner", m.ffn},
+         {"vocab_size", m.vocab},
+         {"n_positions", m.max_seq},
+         {"layer_norm_epsilon", m.norm_eps},
+         {"activation_function", "gelu_new"},
+         {"resid_pdrop", 0.0},
+         {"embd_pdrop", 0.0},
+         {"attn_pdrop", 0.0},
+         {"tie_word_embeddings", true}};
     return j.dump(2) + "\n";
   }
   const std::string type = m.qkv_bias ? "qwen2" : m.sliding_window ? "mistral" : "llama";
-  const std::string arch = type == "qwen2" ? "Qwen2ForCausalLM" : type == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM";
+  const std::string arch = type == "qwen2"     ? "Qwen2ForCausalLM"
+                           : type == "mistral" ? "MistralForCausalLM"
+                                               : "LlamaForCausalLM";
   j = {{"model_type", type},
        {"architectures", {arch}},
        {"num_hidden_layers", m.layers},

@@ -69,8 +69,7 @@ std::vector<HfPart> llama_parts(const ModelConfig& m, const std::string& unit, c
 
 std::vector<HfPart> hf_parts(const ModelConfig& m, const std::string& unit, const TensorSlot& slot,
                              const std::string& gpt_prefix) {
-  std::vector<HfPart> parts =
-      m.is_gpt() ? gpt2_parts(m, unit, slot.role, gpt_prefix) : llama_parts(m, unit, slot.role);
+  std::vector<HfPart> parts = m.is_gpt() ? gpt2_parts(m, unit, slot.role, gpt_prefix) : llama_parts(m, unit, slot.role);
   if (parts.empty()) throw std::logic_error("hf_parts: no checkpoint name for " + unit + " " + slot.role);
   return parts;
 }

@@ -23,9 +23,9 @@
 namespace gpuledger {
 
 struct HfPart {
-  std::string name;        // the checkpoint tensor
-  int64_t first_row = 0;   // the first row of our full tensor it holds
-  int64_t rows = 0;        // how many
+  std::string name;         // the checkpoint tensor
+  int64_t first_row = 0;    // the first row of our full tensor it holds
+  int64_t rows = 0;         // how many
   bool transposed = false;  // stored (cols × rows): GPT-2's Conv1D
 };
 

@@ -45,8 +45,8 @@ void CheckpointWeights::validate() const {
     for (const TensorSlot& t : u.tensors)
       for (const HfPart& p : hf_parts(m_, u.name, t, gpt_prefix_)) {
         if (!ck_.has(p.name))
-          throw ConfigError("init_from", ck_.path() + ": the checkpoint has no tensor " + p.name + " (the model's " +
-                                             t.name + ")");
+          throw ConfigError("init_from",
+                            ck_.path() + ": the checkpoint has no tensor " + p.name + " (the model's " + t.name + ")");
         const std::vector<int64_t> want = part_shape(p, t), got = ck_.info(p.name).shape;
         if (got != want)
           throw ConfigError("init_from", ck_.path() + ": tensor " + p.name + " has shape " + shape_text(got) +

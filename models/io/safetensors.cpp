@@ -24,7 +24,8 @@ DType dtype_from_safetensors(const std::string& s, const std::string& path, cons
   if (s == "F32") return DType::kFP32;
   if (s == "BF16") return DType::kBF16;
   if (s == "F16") return DType::kFP16;
-  throw ConfigError("safetensors", path + ": tensor " + name + " has dtype " + s + "; gpuledger reads F32, BF16 and F16");
+  throw ConfigError("safetensors",
+                    path + ": tensor " + name + " has dtype " + s + "; gpuledger reads F32, BF16 and F16");
 }
 
 const char* safetensors_dtype(DType t) {
@@ -45,10 +46,12 @@ SafetensorInfo parse_entry(const json& e, const std::string& path, const std::st
   SafetensorInfo t;
   t.dtype = dtype_from_safetensors(e.at("dtype").get<std::string>(), path, name);
   for (const json& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) bad(path, "tensor " + name + ": a negative or non-integer dimension");
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      bad(path, "tensor " + name + ": a negative or non-integer dimension");
     t.shape.push_back(d.get<int64_t>());
   }
-  if (!off[0].is_number_integer() || !off[1].is_number_integer()) bad(path, "tensor " + name + ": offsets not integers");
+  if (!off[0].is_number_integer() || !off[1].is_number_integer())
+    bad(path, "tensor " + name + ": offsets not integers");
   t.begin_bytes = off[0].get<int64_t>();
   t.end_bytes = off[1].get<int64_t>();
   if (t.begin_bytes < 0 || t.end_bytes < t.begin_bytes || t.end_bytes > data_bytes)

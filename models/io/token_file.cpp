@@ -33,7 +33,8 @@ void TokenFile::parse_llmc() {
   if (header[0] != kLlmcMagic)
     bad(path_, "neither a .npy file nor an llm.c token file (magic " + std::to_string(header[0]) + ", llm.c's is " +
                    std::to_string(kLlmcMagic) + ")");
-  if (header[1] != 1) bad(path_, "llm.c token file version " + std::to_string(header[1]) + ": gpuledger reads version 1 (uint16 tokens)");
+  if (header[1] != 1)
+    bad(path_, "llm.c token file version " + std::to_string(header[1]) + ": gpuledger reads version 1 (uint16 tokens)");
   count_ = header[2];
   if (count_ <= 0 || file_.size_bytes() != kHeaderBytes + 2 * count_)
     bad(path_, "the header counts " + std::to_string(count_) + " tokens (" + std::to_string(kHeaderBytes + 2 * count_) +
@@ -124,12 +125,29 @@ void TokenFile::check_for(int64_t seq, int64_t vocab) const {
                    std::to_string(seq + 1) + " (inputs and the next-token targets)");
   if (row_length_ == 0 && count_ < seq + 1)
     bad(path_, std::to_string(count_) + " tokens, fewer than one sequence of --seq " + std::to_string(seq) + " + 1");
+  check_vocab(vocab);
+}
+
+void TokenFile::check_vocab(int64_t vocab) const {
   for (int64_t i = 0; i < count_; ++i) {
     const int64_t t = token(i);
     if (t < 0 || t >= vocab)
       bad(path_, "token " + std::to_string(i) + " is " + std::to_string(t) + ", outside the model's vocabulary [0, " +
                      std::to_string(vocab) + ")");
   }
+}
+
+void TokenFile::check_prompts(int64_t len, int64_t vocab) const {
+  if (row_length_ > 0 && len > row_length_)
+    bad(path_, "rows of " + std::to_string(row_length_) + " tokens, shorter than a prompt of " + std::to_string(len));
+  if (row_length_ == 0 && len > count_)
+    bad(path_, std::to_string(count_) + " tokens, fewer than a prompt of " + std::to_string(len));
+  check_vocab(vocab);
+}
+
+void TokenFile::prompt(int64_t i, int64_t len, int32_t* out) const {
+  const int64_t start = row_length_ > 0 ? (i % (count_ / row_length_)) * row_length_ : (i % (count_ / len)) * len;
+  for (int64_t k = 0; k < len; ++k) out[k] = static_cast<int32_t>(token(start + k));
 }
 
 void TokenFile::sequence(int64_t q, int64_t seq, int32_t* out) const {

@@ -36,6 +36,13 @@ class TokenFile final : public TokenSource {
   // rows of seq + 1; 1-D: at least seq + 1 tokens) with every token < vocab.
   void check_for(int64_t seq, int64_t vocab) const;
 
+  // As prompts of `len` tokens: throws ConfigError unless every prompt fits
+  // (2-D: len <= row length; 1-D: len <= the tokens) and every token < vocab.
+  void check_prompts(int64_t len, int64_t vocab) const;
+  // Prompt i: the first len tokens of row i mod n (2-D), or tokens
+  // [k·len, k·len + len) with k = i mod ⌊N/len⌋ (1-D).
+  void prompt(int64_t i, int64_t len, int32_t* out) const;
+
   // Tokens of sequence q (seq + 1 of them).
   void sequence(int64_t q, int64_t seq, int32_t* out) const;
   void batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* inputs,
@@ -44,6 +51,7 @@ class TokenFile final : public TokenSource {
  private:
   enum class Elem { kU16, kI32, kI64 };
   int64_t token(int64_t i) const;
+  void check_vocab(int64_t vocab) const;
   void parse_llmc();
   void parse_npy();
 

@@ -42,7 +42,6 @@ struct Diff {
   double max_abs = 0, ref_max = 0;
 };
 
-
 Diff compare(const std::vector<float>& ours, const std::vector<float>& ref) {
   Diff d;
   for (size_t i = 0; i < ref.size(); ++i) {
