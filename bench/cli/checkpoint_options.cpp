@@ -35,8 +35,8 @@ ResolvedConfig resolve_with_checkpoint(const ConfigOptions& config, const Checkp
     const Checkpoint probe(o.init_from);
     if (!probe.config_path().empty()) {
       if (o.app != nullptr && o.app->count("--model") > 0)
-        throw ConfigError("model", "--init-from " + o.init_from +
-                                       " takes the model from its config.json: leave --model out");
+        throw ConfigError("model",
+                          "--init-from " + o.init_from + " takes the model from its config.json: leave --model out");
       from_file = load_hf_config(probe.config_path());
     } else if (o.app != nullptr && o.app->count("--model") == 0) {
       throw ConfigError("model", "--init-from " + o.init_from + " has no config.json: name the model with --model");

@@ -16,9 +16,9 @@ class App;
 namespace gpuledger::cli {
 
 struct CheckpointOptions {
-  std::string init_from;     // a checkpoint folder (config.json + safetensors) or one .safetensors file
-  std::string tokens;        // llm.c .bin or NumPy .npy
-  std::string save_weights;  // train: a folder for model.safetensors + config.json
+  std::string init_from;          // a checkpoint folder (config.json + safetensors) or one .safetensors file
+  std::string tokens;             // llm.c .bin or NumPy .npy
+  std::string save_weights;       // train: a folder for model.safetensors + config.json
   const CLI::App* app = nullptr;  // to tell whether --model was given
 };
 

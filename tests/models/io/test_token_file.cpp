@@ -113,13 +113,21 @@ TEST(TokenFile, BadFilesSayWhatIsWrong) {
   EXPECT_TRUE(has(error_of([] { TokenFile f(write_llmc("m.bin", iota16(4), 1234)); }), "magic 1234"));
   EXPECT_TRUE(has(error_of([] { TokenFile f(write_llmc("v.bin", iota16(4), 20240520, 7)); }), "version 7"));
   EXPECT_TRUE(has(error_of([] { TokenFile f(write_llmc("c.bin", iota16(4), 20240520, 1, 9)); }), "counts 9 tokens"));
-  EXPECT_TRUE(has(error_of([] { TokenFile f(write_npy("f.npy", "<f4", "(2,)", std::vector<float>{1, 2})); }),
+  EXPECT_TRUE(has(error_of([] {
+                    TokenFile f(write_npy("f.npy", "<f4", "(2,)", std::vector<float>{1, 2}));
+                  }),
                   "dtype '<f4'"));
-  EXPECT_TRUE(has(error_of([] { TokenFile f(write_npy("o.npy", "<i4", "(2,)", std::vector<int32_t>{1, 2}, "True")); }),
+  EXPECT_TRUE(has(error_of([] {
+                    TokenFile f(write_npy("o.npy", "<i4", "(2,)", std::vector<int32_t>{1, 2}, "True"));
+                  }),
                   "Fortran order"));
-  EXPECT_TRUE(has(error_of([] { TokenFile f(write_npy("d.npy", "<i4", "(1, 1, 2)", std::vector<int32_t>{1, 2})); }),
+  EXPECT_TRUE(has(error_of([] {
+                    TokenFile f(write_npy("d.npy", "<i4", "(1, 1, 2)", std::vector<int32_t>{1, 2}));
+                  }),
                   "3 dimensions"));
-  EXPECT_TRUE(has(error_of([] { TokenFile f(write_npy("n.npy", "<i4", "(3,)", std::vector<int32_t>{1, 2})); }),
+  EXPECT_TRUE(has(error_of([] {
+                    TokenFile f(write_npy("n.npy", "<i4", "(3,)", std::vector<int32_t>{1, 2}));
+                  }),
                   "needs 12 bytes"));
   const TokenFile rows(write_npy("r.npy", "<i4", "(1, 4)", std::vector<int32_t>{1, 2, 3, 40}));
   EXPECT_TRUE(has(error_of([&] { rows.check_for(4, 50); }), "--seq 4 needs rows of 5"));
