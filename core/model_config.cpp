@@ -78,9 +78,9 @@ std::string get_string(const json& v, const std::string& field, const std::strin
 }
 
 const std::vector<std::string>& known_fields() {
-  static const std::vector<std::string> k = {"name",    "source",          "flavour",  "layers",        "hidden",
-                                             "heads",   "kv_heads",        "head_dim", "ffn",           "vocab",
-                                             "max_seq", "tied_embeddings", "qkv_bias", "sliding_window"};
+  static const std::vector<std::string> k = {
+      "name", "source", "flavour", "layers",          "hidden",   "heads",          "kv_heads", "head_dim",
+      "ffn",  "vocab",  "max_seq", "tied_embeddings", "qkv_bias", "sliding_window", "norm_eps", "rope_theta"};
   return k;
 }
 
@@ -117,6 +117,10 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   if (m.heads % m.kv_heads != 0)
     fail("kv_heads", origin,
          "heads " + std::to_string(m.heads) + " is not a multiple of kv_heads " + std::to_string(m.kv_heads));
+  if (!(m.norm_eps > 0 && m.norm_eps < 1))
+    fail("norm_eps", origin, "must be in (0, 1), got " + std::to_string(m.norm_eps));
+  if (!(m.rope_theta > 1 && m.rope_theta < 1e12))
+    fail("rope_theta", origin, "must be in (1, 1e12), got " + std::to_string(m.rope_theta));
   if (m.sliding_window && *m.sliding_window <= 0)
     fail("sliding_window", origin, "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
   if (m.is_gpt()) {
@@ -212,6 +216,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin) : m.is_gpt();
   if (j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = get_int(j.at("sliding_window"), "sliding_window", origin);
+  for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta}})
+    if (j.contains(field)) {
+      if (!j.at(field).is_number())
+        fail(field, origin, std::string("expected a number, got ") + json_type_name(j.at(field)));
+      *value = j.at(field).get<double>();
+    }
 
   validate_with_origin(m, origin);
   return m;

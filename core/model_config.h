@@ -27,6 +27,8 @@ struct ModelConfig {
   bool tied_embeddings = false;           // head shares the word embedding
   bool qkv_bias = false;                  // llama flavour only (Qwen2.5); gpt has every bias
   std::optional<int64_t> sliding_window;  // Mistral: attention window in tokens
+  double norm_eps = 1e-5;                 // LayerNorm / RMSNorm ε (GPT-2, Llama 2: 1e-5; HF rms_norm_eps)
+  double rope_theta = 10000.0;            // llama: RoPE base θ (Su et al. 2021; Llama 3: 500000)
 
   bool is_gpt() const { return flavour == Flavour::kGpt; }
   int64_t q_dim() const { return heads * head_dim; }      // a·d

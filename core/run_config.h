@@ -38,6 +38,8 @@ struct RunConfig {
   double lr = 1e-3;                 // AdamW
   double weight_decay = 0.0;
   double grad_clip = 1.0;  // global gradient-norm clipping (0 = off)
+  std::string init_from;   // --init-from: a Hugging Face checkpoint (folder or .safetensors); "": from seed
+  std::string tokens;      // --tokens: a token file (llm.c .bin or .npy); "": the synthetic chain
 
   // Mixed precision: fp32 master weights exist only when dtype is 16-bit.
   bool has_master() const { return dtype != DType::kFP32; }

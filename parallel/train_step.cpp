@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/io/hf_weights.h"
 #include "models/transformer/model.h"
 #include "models/transformer/params.h"
 #include "parallel/dp/grad_sync.h"
@@ -88,8 +89,13 @@ struct Trainer::Impl {
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank,
                                                    std::make_unique<AdamW>(d, r.lr, r.weight_decay));
-    params->initialise(r.seed, model.layers,
-                       [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); });
+    auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
+    if (r.init_from.empty()) {
+      params->initialise(r.seed, model.layers, load_master);
+    } else {  // each unit read from the rank's part of the checkpoint (hf_weights.h)
+      const CheckpointWeights ckpt(r.init_from, model);
+      params->initialise_from([&](const UnitLayout& unit) { return ckpt.unit_values(unit); }, load_master);
+    }
     if (n > 1 && l.zero <= 1)
       dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero));
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
@@ -183,6 +189,22 @@ std::vector<float> Trainer::parameters_fp32() const {
       I.dev.copy_to_host(tmp.data(), p.weights(u).data(), static_cast<int64_t>(tmp.size()));
       convert_to_fp32(tmp.data(), p.weight_type(), dst, n);
     }
+  }
+  return out;
+}
+
+std::vector<float> Trainer::gradients_fp32() const {
+  const Params& p = *impl_->params;
+  if (p.grads_sharded()) throw std::logic_error("Trainer::gradients_fp32: the rank holds gradient shards (ZeRO 2/3)");
+  std::vector<float> out;
+  std::vector<char> tmp;
+  for (size_t u = 0; u < p.units(); ++u) {
+    const int64_t n = p.layout().units[u].elems;
+    tmp.resize(static_cast<size_t>(n * dtype_bytes(p.grad_type())));
+    impl_->dev.copy_to_host(tmp.data(), p.grads(u).data(), static_cast<int64_t>(tmp.size()));
+    const size_t pos = out.size();
+    out.resize(pos + static_cast<size_t>(n));
+    convert_to_fp32(tmp.data(), p.grad_type(), out.data() + pos, n);
   }
   return out;
 }

@@ -27,7 +27,8 @@ class Trainer {
  public:
   // Allocates the rank's parameters (weights, grads), master weights and
   // optimizer state through `device`, initialised deterministically from
-  // run.seed (the same values on every layout). Throws OutOfMemory.
+  // run.seed (the same values on every layout), or read from the checkpoint
+  // run.init_from (each rank its own part). Throws OutOfMemory.
   Trainer(Device& device, const ModelConfig& model, const RunConfig& run, RankContext ctx);
   ~Trainer();
 
@@ -39,6 +40,10 @@ class Trainer {
   // Under ZeRO 3 with dp > 1 the rank holds shards: each unit's elements
   // [r·⌈P_u/n⌉, …) inside the unit (parallel/zero/shard.h), unit by unit.
   std::vector<float> parameters_fp32() const;
+  // The gradients of the last step, the same way (dp = 1 or ZeRO 0/1: the
+  // rank's whole gradient buffers; ZeRO 2/3 with dp > 1 hold shards and
+  // throw std::logic_error): for tests against an outside reference.
+  std::vector<float> gradients_fp32() const;
   // The names and element counts of those tensors, same order.
   std::vector<std::pair<std::string, int64_t>> parameter_tensors() const;
 

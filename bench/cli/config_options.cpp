@@ -288,9 +288,9 @@ int64_t parse_size(const std::string& text) {
   return static_cast<int64_t>(bytes);
 }
 
-ResolvedConfig resolve_config(const ConfigOptions& o) {
+ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) {
   ResolvedConfig r;
-  r.model = load_model(o.model);
+  r.model = model ? *model : load_model(o.model);
   if (o.layers > 0) r.model = with_layers(r.model, o.layers);
   r.layout = o.layout;
   r.run = o.run;

@@ -108,10 +108,11 @@ std::ostream& table_stream(const OutputOptions& o);
 // Throws std::invalid_argument naming the text.
 int64_t parse_size(const std::string& text);
 
-// Loads the model, applies --layers, parses enums, derives microbatches from
-// --gbs (gbs must be a multiple of mbs·dp), validates the layout. Throws
-// ConfigError / LayoutError (exit 2) saying what is wrong.
-ResolvedConfig resolve_config(const ConfigOptions& o);
+// Loads the model (or takes `model`, e.g. a checkpoint's config.json), applies
+// --layers, parses enums, derives microbatches from --gbs (gbs must be a
+// multiple of mbs·dp), validates the layout. Throws ConfigError / LayoutError
+// (exit 2) saying what is wrong.
+ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model = nullptr);
 analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfig& m);
 
 // --ranks: "roles" (one per pipeline stage), "all", or a comma list of ranks < world.

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "bench/checks.h"
+#include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
 #include "bench/report/infer_json.h"
@@ -19,6 +20,7 @@
 #include "bench/run/infer_run.h"
 #include "core/checked_math.h"
 #include "core/limits.h"
+#include "models/io/token_file.h"
 
 namespace gpuledger::cli {
 
@@ -34,6 +36,7 @@ class InferCommand : public RunCommand {
   run::InferRequest request() const;
 
   ConfigOptions config_;
+  CheckpointOptions checkpoint_;
   KvCacheOptions cache_;
   std::string backend_ = "cpu";
   int64_t prompt_len_ = 128, gen_len_ = 32, max_batch_ = 256, prefill_chunk_ = 2048, prefix_len_ = 0;
@@ -79,12 +82,13 @@ void InferCommand::bind(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->group(g);
   finite_in(app.add_option("--peak-flops", peak_flops_, "peak FLOP/s for the MFU"), 1.0, 1e21)->group(g);
+  add_checkpoint_options(app, checkpoint_, /*training=*/false);
   add_output_options(app, output_);
 }
 
 run::InferRequest InferCommand::request() const {
   run::InferRequest q;
-  q.config = resolve_config(config_);
+  q.config = resolve_with_checkpoint(config_, checkpoint_, backend_, /*training=*/false);
   const ModelConfig& m = q.config.model;
   if (!q.config.device_memory_bytes)
     throw ConfigError("device", "infer sizes its KV pool from device memory: give --device or --device-memory");
@@ -117,6 +121,11 @@ run::InferRequest InferCommand::request() const {
   if (prefix_len_ > 0)
     for (const auto& s : q.shapes)
       if (s.prompt_len < prefix_len_) throw ConfigError("prefix-len", "--prefix-len is longer than a prompt");
+  if (!checkpoint_.tokens.empty()) {
+    int64_t longest_prompt = 0;
+    for (const auto& s : q.shapes) longest_prompt = std::max(longest_prompt, s.prompt_len);
+    TokenFile(checkpoint_.tokens).check_prompts(longest_prompt, m.vocab);
+  }
   q.prompt_len = prompt_len_;
   q.gen_len = gen_len_;
   q.trace = trace_;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/checks.h"
+#include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
@@ -33,6 +34,7 @@ class TrainCommand : public RunCommand {
   ConfigOptions with_world() const;
 
   ConfigOptions config_;
+  CheckpointOptions checkpoint_;
   std::string backend_ = "cpu";
   int64_t world_ = 0;  // meta: the simulated world (0: dp·tp·pp)
   int64_t steps_ = 10;
@@ -74,6 +76,7 @@ void TrainCommand::bind(CLI::App& app) {
       ->group(g);
   app.add_flag("--timeline", timeline_, "record memory at every phase marker in the report")->group(g);
   app.add_flag("--profile", profile_, "time every op (synchronised): where the time goes, op by op")->group(g);
+  add_checkpoint_options(app, checkpoint_, /*training=*/true);
   add_output_options(app, output_);
 }
 
@@ -95,7 +98,8 @@ ConfigOptions TrainCommand::with_world() const {
 
 int TrainCommand::run() const {
   run::TrainRequest q;
-  q.config = resolve_config(with_world());
+  q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
+  q.save_weights = checkpoint_.save_weights;
   const Layout& l = q.config.layout;
   if (backend_ == "meta" && l.world() > 1) q.simulated_ranks = select_ranks(config_.ranks, l, l.world());
   q.backend = backend_;

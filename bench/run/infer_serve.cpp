@@ -6,6 +6,8 @@
 #include "analytic/params.h"
 #include "bench/checks.h"
 #include "kernels/registry/registry.h"
+#include "models/io/hf_weights.h"
+#include "models/io/token_file.h"
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_setup.h"
@@ -18,6 +20,18 @@ namespace gpuledger::run {
 using nlohmann::json;
 
 namespace {
+
+// --tokens: request i's prompt is the token file's prompt i (token_file.h),
+// the first prefix_len tokens those of request 0 (the shared prefix).
+void prompts_from_file(std::vector<gpuledger::InferRequest>& requests, const std::string& path, int64_t prefix_len) {
+  const TokenFile file(path);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto& p = requests[i].prompt;
+    file.prompt(static_cast<int64_t>(i), static_cast<int64_t>(p.size()), p.data());
+    for (size_t t = 0; i > 0 && t < std::min(p.size(), static_cast<size_t>(prefix_len)); ++t)
+      p[t] = requests[0].prompt[t];
+  }
+}
 
 // What serving measured, before it is written into the report.
 struct Served {
@@ -46,7 +60,11 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   const auto& l = q.config.layout;
   const int64_t dev_bytes = *q.config.device_memory_bytes;
   Served out;
-  InferenceModel model(s.device, s.tp, m, q.config.run.dtype, q.config.run.seed);
+  std::unique_ptr<CheckpointWeights> ckpt;  // --init-from: each rank reads its slice
+  if (!q.config.run.init_from.empty()) ckpt = std::make_unique<CheckpointWeights>(q.config.run.init_from, m);
+  InferWeights::UnitValues values;
+  if (ckpt) values = [&](const UnitLayout& unit) { return ckpt->unit_values(unit); };
+  InferenceModel model(s.device, s.tp, m, q.config.run.dtype, q.config.run.seed, values);
   out.geometry = kv::kv_geometry(m, l, q.kv.dtype, q.kv.scales);
   const auto& g = out.geometry;
   out.weights = model.weights().bytes();
@@ -75,7 +93,8 @@ Served serve(const InferRequest& q, const ServingRank& s) {
 
   auto cache = make_kv_cache(s.device, g, out.pool, spec);
   InferenceEngine engine(model, *cache, {q.max_batch, q.prefill_chunk, q.prefix_len});
-  const auto requests = make_requests(q.shapes, m.vocab, q.config.run.seed, q.prefix_len);
+  auto requests = make_requests(q.shapes, m.vocab, q.config.run.seed, q.prefix_len);
+  if (!q.config.run.tokens.empty()) prompts_from_file(requests, q.config.run.tokens, q.prefix_len);
   const auto results = engine.run(requests);
   out.stats = engine.stats();
   for (size_t i = 0; i < results.size(); ++i)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/median.h"
+#include "models/io/hf_weights.h"
 
 namespace gpuledger::bench {
 
@@ -63,6 +64,12 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
   } catch (const std::exception& e) {
     fail("error", e.what());
     run.failed_in_step = true;
+  }
+  try {
+    if (trainer && rec.status == "ok" && !o.save_weights.empty() && ctx.rank == 0)
+      save_hf_checkpoint(o.save_weights, r.model, trainer->parameters_fp32());
+  } catch (const std::exception& e) {
+    fail("error", std::string("--save-weights: ") + e.what());
   }
   trainer.reset();
   rec.measured = ledger_record(ledger, o.timeline);

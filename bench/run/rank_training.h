@@ -27,6 +27,9 @@ struct RankRunOptions {
   int64_t steps = 1;
   int64_t warmup = 0;
   bool timeline = false;
+  // After the last step, rank 0 writes its parameters (the whole model at tp =
+  // pp = 1) as a Hugging Face checkpoint into this folder ("" none).
+  std::string save_weights;
   // Called after every step on the rank that prints (rank 0 / the first simulated rank).
   std::function<void(int64_t step, const StepResult&, const Ledger&)> on_step;
   // Called by every rank after building its Trainer (ok or not), before the first

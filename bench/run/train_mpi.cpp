@@ -93,6 +93,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   ro.steps = q.steps;
   ro.warmup = q.warmup;
   ro.timeline = q.timeline;
+  ro.save_weights = q.save_weights;
   ro.agree_after_setup = [](bool ok, const std::string& error) {
     const auto a = agree_status(ok, error);
     return a.all_ok ? std::string() : fmt::format("rank {} failed: {}", a.first_failed_rank, a.error);

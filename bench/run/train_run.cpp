@@ -72,6 +72,7 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
     ro.steps = q.steps;
     ro.warmup = q.warmup;
     ro.timeline = q.timeline;
+    ro.save_weights = q.save_weights;
     if (i == 0 && progress.os)
       ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {
         report::print_train_step(*progress.os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model,

@@ -36,6 +36,7 @@ struct TrainRequest {
   std::optional<double> peak_flops;  // per device; default: datasheet, or measured (cpu)
   bool timeline = false;
   bool profile = false;
+  std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step
 };
 
 struct TrainPeak {

@@ -41,8 +41,8 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
   qkv_rows.reset();
   if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021), positions 0 … T − 1
-    dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, kRopeTheta);
-    dev_.rope_forward(k, c.e, c.b, c.k_t, c.s, c.d, 0, kRopeTheta);
+    dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
+    dev_.rope_forward(k, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
   }
 
   // core -> context (B, a_t, T, d)
@@ -292,8 +292,8 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   s.ctx.reset();
   s.qkv.reset();
   if (!c.gpt) {  // RoPE is a rotation: its transpose rotates back
-    dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, kRopeTheta);
-    dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, kRopeTheta);
+    dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
+    dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
   }
   Buffer dqkv_rows = ws(e * n * c.qkv_dim(), "dqkv.rows");
   dev_.merge_qkv_grad(dqkv_rows.data(), dq, dk, dv, c.e, sh);

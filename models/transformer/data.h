@@ -25,7 +25,19 @@
 
 namespace gpuledger {
 
-class BigramData {
+// Where a training step's tokens come from: the synthetic chain below, or a
+// token file (models/io/token_file.h). Sequence g of the global batch (gbs
+// sequences) of step `step` is the same on every layout.
+class TokenSource {
+ public:
+  virtual ~TokenSource() = default;
+  // Inputs (count × seq) and targets (count × seq, the next tokens) of
+  // sequences first … first + count − 1 of the global batch of step `step`.
+  virtual void batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* inputs,
+                     int32_t* targets) const = 0;
+};
+
+class BigramData final : public TokenSource {
  public:
   static constexpr double kFollowProb = 0.75;
   static constexpr uint64_t kDataSeedSalt = 0xD1B54A32D192ED03ull;  // keeps data draws apart from dropout's
@@ -41,7 +53,7 @@ class BigramData {
   void sequences(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* out) const;
   // The same split into inputs (count × seq) and targets (count × seq).
   void batch(int64_t step, int64_t gbs, int64_t first, int64_t count, int64_t seq, int32_t* inputs,
-             int32_t* targets) const;
+             int32_t* targets) const override;
 
  private:
   int64_t vocab_;

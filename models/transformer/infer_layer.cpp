@@ -59,8 +59,8 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
                    c.e, sh);
     if (!c.gpt) {  // RoPE (Su et al. 2021) at the sequence's own positions len − n_new …
       const int64_t pos = cache.length(s.id) - s.n_new;
-      dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, kRopeTheta);
-      dev_.rope_forward(ks, c.e, 1, c.k_t, s.n_new, c.d, pos, kRopeTheta);
+      dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, c.rope_theta);
+      dev_.rope_forward(ks, c.e, 1, c.k_t, s.n_new, c.d, pos, c.rope_theta);
     }
     r0 += s.n_new;
   }

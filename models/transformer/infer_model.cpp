@@ -20,10 +20,14 @@ InferWeights::InferWeights(Device& device, ParamLayout layout, DType weight_type
 }
 
 void InferWeights::initialise(uint64_t seed, int64_t total_layers) {
+  initialise_from([&](const UnitLayout& unit) { return init_unit_values(unit, seed, total_layers); });
+}
+
+void InferWeights::initialise_from(const UnitValues& values) {
   if (!device_.touches_memory()) return;
   std::vector<char> host;
   for (size_t u = 0; u < layout_.units.size(); ++u) {
-    const std::vector<float> v = init_unit_values(layout_.units[u], seed, total_layers);
+    const std::vector<float> v = values(layout_.units[u]);
     const auto n = static_cast<int64_t>(v.size());
     if (type_ == DType::kFP32) {
       device_.copy_from_host(units_[u].data(), v.data(), 4 * n);
@@ -97,14 +101,18 @@ LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp) 
 }
 }  // namespace
 
-InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed)
+InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed,
+                               const InferWeights::UnitValues& values)
     : dev_(device),
       tp_(tp),
       model_(model),
       lcfg_(serving_layer_config(model, dtype, tp.size())),
       weights_(device, make_param_layout(model, tp_layout(tp.size()), tp_coords(tp.rank())), dtype) {
   vocab_begin_ = tp.rank() * weights_.layout().vocab_rows;
-  weights_.initialise(seed, model.layers);
+  if (values)
+    weights_.initialise_from(values);
+  else
+    weights_.initialise(seed, model.layers);
   const ParamLayout& pl = weights_.layout();
   for (int64_t i = 0; i < pl.layers; ++i)
     layers_.push_back(std::make_unique<InferenceLayer>(
@@ -191,9 +199,10 @@ Buffer InferenceModel::head_logits(const std::vector<kv::SeqStep>& batch, Buffer
   float* st = stats.as<float>();
   if (lcfg_.gpt)
     dev_.layernorm_forward(normed.data(), st, st ? st + B : nullptr, last.data(), weights_.weight(hu, "norm.weight"),
-                           weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, kNormEps);
+                           weights_.weight_or_null(hu, "norm.bias"), lcfg_.e, B, h, lcfg_.norm_eps);
   else
-    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h, kNormEps);
+    dev_.rmsnorm_forward(normed.data(), st, last.data(), weights_.weight(hu, "norm.weight"), lcfg_.e, B, h,
+                         lcfg_.norm_eps);
   stats.reset();
   last.reset();
   const void* w_out = pl.head_uses_embedding

@@ -18,6 +18,7 @@
 // all-gathered; padded columns never count).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,9 @@ class InferWeights {
   InferWeights(Device& device, ParamLayout layout, DType weight_type);
   // The values init_unit_values gives (Params' initialisation); a no-op on meta.
   void initialise(uint64_t seed, int64_t total_layers);
+  // Each unit's fp32 values from `values` (e.g. a checkpoint's, models/io/hf_weights.h).
+  using UnitValues = std::function<std::vector<float>(const UnitLayout&)>;
+  void initialise_from(const UnitValues& values);
 
   const ParamLayout& layout() const { return layout_; }
   DType type() const { return type_; }
@@ -53,8 +57,10 @@ class InferWeights {
 
 class InferenceModel {
  public:
-  // One stage, tp = tp.size() (1: the one-rank model); weights in `dtype`, initialised from `seed`.
-  InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed);
+  // One stage, tp = tp.size() (1: the one-rank model); weights in `dtype`,
+  // initialised from `seed`, or from `values` when given.
+  InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed,
+                 const InferWeights::UnitValues& values = {});
 
   // One engine step: each sequence of `batch` brings n_new tokens (host ids,
   // packed in batch order, Σ n_new of them); the cache already counts them.

@@ -31,6 +31,8 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.d = m.head_dim;
   c.f_t = m.ffn / tp;
   c.window = m.sliding_window;
+  c.norm_eps = static_cast<float>(m.norm_eps);
+  c.rope_theta = static_cast<float>(m.rope_theta);
   c.e = r.dtype;
   c.g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;  // exact-budget.md: g = 4 under fp32
   c.dropout = static_cast<float>(r.dropout);
@@ -157,9 +159,9 @@ void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, con
   const int64_t n = cfg_.tokens_local();
   float* st = stats.as<float>();
   if (cfg_.gpt)  // LayerNorm (Ba et al. 2016): mean then rstd, fp32
-    dev_.layernorm_forward(out, st, st ? st + n : nullptr, x, w, b, cfg_.e, n, cfg_.h, kNormEps);
+    dev_.layernorm_forward(out, st, st ? st + n : nullptr, x, w, b, cfg_.e, n, cfg_.h, cfg_.norm_eps);
   else  // RMSNorm (Zhang & Sennrich 2019): rstd, fp32
-    dev_.rmsnorm_forward(out, st, x, w, cfg_.e, n, cfg_.h, kNormEps);
+    dev_.rmsnorm_forward(out, st, x, w, cfg_.e, n, cfg_.h, cfg_.norm_eps);
 }
 
 void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w,

@@ -58,21 +58,16 @@
 
 namespace gpuledger {
 
-// Norm epsilon: 1e-5 for both flavours (GPT-2's LayerNorm; Llama 2/3's rms_norm_eps).
-inline constexpr float kNormEps = 1e-5f;
-// RoPE base θ. The model file has no rope_theta field, so every llama-flavour
-// model uses 10000 (Su et al. 2021; Llama 2). Llama 3 uses 500000: its
-// attention scores differ slightly, its shapes, bytes and FLOPs not at all.
-inline constexpr float kRopeTheta = 10000.0f;
-
 struct LayerConfig {
   bool gpt = true;  // gpt flavour (else llama)
   bool qkv_bias = true;
   int64_t b = 1, s = 1;                             // microbatch, sequence
   int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
   std::optional<int64_t> window;
-  DType e = DType::kBF16;  // compute / activation dtype
-  DType g = DType::kBF16;  // gradient dtype
+  float norm_eps = 1e-5f;       // the model's norm ε (ModelConfig::norm_eps)
+  float rope_theta = 10000.0f;  // the model's RoPE base θ (ModelConfig::rope_theta)
+  DType e = DType::kBF16;       // compute / activation dtype
+  DType g = DType::kBF16;       // gradient dtype
   float dropout = 0.0f;
   AttentionKind attention = AttentionKind::kMaterialized;
   Recompute recompute = Recompute::kNone;

@@ -86,9 +86,9 @@ RngKey StageModel::hidden_key(RngKey k) const {
 void StageModel::norm_forward(void* out, float* stats, const void* x, const void* w, const void* b) {
   const int64_t n = lcfg_.tokens_local();
   if (lcfg_.gpt)
-    dev_.layernorm_forward(out, stats, stats ? stats + n : nullptr, x, w, b, lcfg_.e, n, lcfg_.h, kNormEps);
+    dev_.layernorm_forward(out, stats, stats ? stats + n : nullptr, x, w, b, lcfg_.e, n, lcfg_.h, lcfg_.norm_eps);
   else
-    dev_.rmsnorm_forward(out, stats, x, w, lcfg_.e, n, lcfg_.h, kNormEps);
+    dev_.rmsnorm_forward(out, stats, x, w, lcfg_.e, n, lcfg_.h, lcfg_.norm_eps);
 }
 
 double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, const int32_t* host_ids,

@@ -105,10 +105,15 @@ Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad
 
 void Params::initialise(uint64_t seed, int64_t total_layers,
                         const std::function<void(size_t, const std::vector<float>&)>& each_unit) {
+  initialise_from([&](const UnitLayout& unit) { return init_unit_values(unit, seed, total_layers); }, each_unit);
+}
+
+void Params::initialise_from(const UnitValues& values,
+                             const std::function<void(size_t, const std::vector<float>&)>& each_unit) {
   if (!device_.touches_memory()) return;
   std::vector<char> host;
   for (size_t u = 0; u < layout_.units.size(); ++u) {
-    const std::vector<float> v = init_unit_values(layout_.units[u], seed, total_layers);
+    const std::vector<float> v = values(layout_.units[u]);
     if (sharding_.weights) {  // the rank's shard of the unit, padding 0
       const int64_t shard = (layout_.units[u].elems + sharding_.n - 1) / sharding_.n;
       const int64_t begin = std::min<int64_t>(sharding_.rank * shard, static_cast<int64_t>(v.size()));

@@ -59,6 +59,11 @@ class Params {
   // unit's fp32 values (e.g. to fill the fp32 master copy). A no-op on meta.
   void initialise(uint64_t seed, int64_t total_layers,
                   const std::function<void(size_t, const std::vector<float>&)>& each_unit = {});
+  // The same with each unit's fp32 values (layout order) from `values`, e.g.
+  // a checkpoint's (models/io/hf_weights.h); asked for one unit at a time.
+  using UnitValues = std::function<std::vector<float>(const UnitLayout&)>;
+  void initialise_from(const UnitValues& values,
+                       const std::function<void(size_t, const std::vector<float>&)>& each_unit = {});
 
   const ParamLayout& layout() const { return layout_; }
   size_t units() const { return weights_.size(); }

@@ -1,13 +1,23 @@
 // PipelineExecutor (see pipeline_executor.h).
 #include "parallel/pp/pipeline_executor.h"
 
+#include <memory>
+
+#include "models/io/token_file.h"
 #include "parallel/pp/p2p.h"
 #include "parallel/pp/schedule.h"
 
 namespace gpuledger {
 
 PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const ModelConfig& model, const RunConfig& run)
-    : dev_(dev), ctx_(ctx), run_(run), e_(run.dtype), data_(model.vocab, run.seed) {
+    : dev_(dev), ctx_(ctx), run_(run), e_(run.dtype) {
+  if (run.tokens.empty()) {
+    data_ = std::make_unique<BigramData>(model.vocab, run.seed);
+  } else {
+    auto file = std::make_unique<TokenFile>(run.tokens);
+    file->check_for(run.seq, model.vocab);
+    data_ = std::move(file);
+  }
   const Layout& l = ctx.layout;
   if (l.pp < 2) return;
   const int64_t s_l = l.sp ? run.seq / l.tp : run.seq;
@@ -51,7 +61,7 @@ double PipelineExecutor::run_table(StageModel& stage, int64_t step_index, PipeCh
       if (!first) chan.recv(recv_act_.data(), msg_elems_, e_, me - 1);
       chan.flush();  // the forward rewrites the send buffer
       if (dev_.touches_memory() && (first || last))
-        data_.batch(step_index, gbs, offset, b, s, ids.data(), targets.data());
+        data_->batch(step_index, gbs, offset, b, s, ids.data(), targets.data());
       loss_sum += stage.forward(op.microbatch, step_index, offset, ids.data(), targets.data(),
                                 first ? nullptr : recv_act_.data(), last ? nullptr : send_act_.data());
       if (!last) chan.send(send_act_.data(), msg_elems_, e_, me + 1);

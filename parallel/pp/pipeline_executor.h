@@ -6,8 +6,9 @@
 // middle all four ("pp.send_act", "pp.recv_grad", "pp.recv_act",
 // "pp.send_grad").
 //   Forward j  -> (not first stage) receive the activation from stage − 1
-//                 into the recv buffer; synthetic data of microbatch j
-//                 (models/transformer/data.h: global sample offset
+//                 into the recv buffer; the tokens of microbatch j — the
+//                 run's token file (models/io/token_file.h) or the
+//                 synthetic chain (models/transformer/data.h) — (global sample offset
 //                 dp_rank·m·b + j·b); StageModel::forward; (not last) send
 //                 the output to stage + 1.
 //   Backward j -> (not last) receive the output gradient from stage + 1;
@@ -18,6 +19,7 @@
 // Sends are paired with receives (p2p.h).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/model_config.h"
@@ -51,7 +53,7 @@ class PipelineExecutor {
   int64_t msg_elems_ = 0;  // b·s_l·h per message
   DType e_;
   Buffer send_act_, recv_act_, send_grad_, recv_grad_;
-  BigramData data_;
+  std::unique_ptr<TokenSource> data_;  // run.tokens' file, or the synthetic chain
 };
 
 }  // namespace gpuledger

@@ -43,9 +43,10 @@ inline std::vector<float> reference_logits(Env& env, InferenceModel& m, const st
   Buffer st = dev.alloc(8, Account::kWorkspace);
   if (mc.is_gpt())
     dev.layernorm_forward(normed.data(), st.as<float>(), st.as<float>() + 1, last.data(), w.weight(hu, "norm.weight"),
-                          w.weight_or_null(hu, "norm.bias"), lc.e, 1, h, kNormEps);
+                          w.weight_or_null(hu, "norm.bias"), lc.e, 1, h, lc.norm_eps);
   else
-    dev.rmsnorm_forward(normed.data(), st.as<float>(), last.data(), w.weight(hu, "norm.weight"), lc.e, 1, h, kNormEps);
+    dev.rmsnorm_forward(normed.data(), st.as<float>(), last.data(), w.weight(hu, "norm.weight"), lc.e, 1, h,
+                        lc.norm_eps);
   const void* w_out = pl.head_uses_embedding ? w.weight(eu, "word.weight")
                                              : w.weight(hu, mc.tied_embeddings ? "word_copy.weight" : "output.weight");
   Buffer lg = dev.alloc(4 * pl.vocab_rows, Account::kWorkspace);
