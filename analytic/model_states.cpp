@@ -141,9 +141,11 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   AccountBytes b;
   // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
   // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
-  b[Account::kWeights] = z >= 3 ? e * s_r + zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
-                                                                      m.tied_embeddings && l.pp == 1 && l.dp > 1)
-                                : e * p_r;
+  // With n = 1 a ZeRO 3 shard is the whole unit: there is no other rank to
+  // gather from, so no unit is gathered and the weights are e·S_r = e·P_r.
+  const int64_t gathered =
+      z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
+  b[Account::kWeights] = z >= 3 ? e * s_r + gathered : e * p_r;
   b[Account::kGrads] = g * (z >= 2 ? s_r : p_r);
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? 4 * (z >= 1 ? s_r : p_r) : 0;

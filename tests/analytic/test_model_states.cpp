@@ -101,6 +101,32 @@ TEST(ModelStates, Zero3GatheredUnitsWithPrefetch) {
   EXPECT_EQ(t.bytes()[Account::kWeights], 2 * kS3 + 12420 + 92418 + 92418 + 12546);
 }
 
+TEST(ModelStates, Zero3OverOneRankGathersNothing) {
+  // n = 1: the shard of every unit is the whole unit and there is no other rank
+  // to gather from: weights e·P_r, as under ZeRO 0, whatever --prefetch says.
+  for (int64_t prefetch : {0, 2, 9}) {
+    Tiny t(1, 3);
+    t.r.prefetch = prefetch;
+    const auto b = t.bytes();
+    EXPECT_EQ(b[Account::kWeights], 2 * kP) << prefetch;
+    EXPECT_EQ(b[Account::kGrads], 2 * kP);
+    EXPECT_EQ(b[Account::kMaster], 4 * kP);
+    EXPECT_EQ(b[Account::kOptim], 8 * kP);
+  }
+  // The same on a tensor- and pipeline-parallel layout with dp = 1.
+  ModelConfig m = load_model("tiny-llama");
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  RunConfig r;
+  for (int64_t rank = 0; rank < l.world(); ++rank) {
+    l.zero = 3;
+    const int64_t z3 = model_state_bytes(m, l, r, rank)[Account::kWeights];
+    l.zero = 0;
+    EXPECT_EQ(z3, model_state_bytes(m, l, r, rank)[Account::kWeights]) << rank;
+  }
+}
+
 TEST(ModelStates, Fp32HasNoMasterAndFp32Grads) {
   Tiny t(2, 0);
   t.r.dtype = DType::kFP32;
