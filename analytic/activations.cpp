@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "analytic/megatron.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
 #include "core/checked_math.h"
@@ -217,6 +218,21 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
                  "korthikanti_stage + §4.3 extras × in flight: embedding dropout sbh (first "
                  "stage); output norm input 2sbh, output layer input 2sbh, fp32 logits 4sbv/t "
                  "(last stage); hidden terms /t under SP"});
+
+  // Megatron-LM's own figure, as report_theoretical_memory chooses it
+  // (analytic/megatron.h); it describes the first pipeline stage only.
+  if (stage == 0) {
+    const MegatronActivationArgs ma = megatron_activation_args(l, r);
+    const bool sp_selective = ma.sequence_parallel && ma.selective_recompute;
+    out.push_back(
+        {"megatron_activation", megatron_activation_bytes(m, l, r, ma),
+         std::string("Megatron-LM megatron/training/theoretical_memory_usage.py report_theoretical_memory @") +
+             kMegatronCommit +
+             (sp_selective ? ": compute_activation_memory (SP + selective): sbh(18 + 4f/h)·L + embedding terms, "
+                             "× min(1, m/p) when p > 1, + output layer when p = 1, all /t"
+                           : ": compute_activation_memory_without_sp: sbh(10 + 24/t)·L + embedding terms, "
+                             "× min(1, m/p) when p > 1, + 2(sbV'/t + sbh) when p = 1, × 1.05")});
+  }
 
   for (const auto& row_i : kRows) {
     out.push_back(

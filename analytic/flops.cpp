@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "analytic/megatron.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 
@@ -167,13 +168,22 @@ std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& 
   out.push_back({"korthikanti_per_layer", 3.0 * (L * layer_fwd + logits_fwd) * replicas_x_micro,
                  "Korthikanti et al. 2022, §6: 3 × (L·(24bsh² + 4bs²h) + 2bshV) per microbatch"});
   // Narayanan et al. 2021 §5.1 (App.): 96·B·s·L·h²·(1 + s/6h + V/16Lh), with
-  // full recomputation (4 × the layers' forward, 3 × the logits').
-  out.push_back({"megatron_2021_96", 96.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h)),
-                 "Narayanan et al. 2021, §5.1: 96·B·s·L·h²·(1 + s/6h + V/16Lh), incl. the recompute forward"});
+  // full recomputation (4 × the layers' forward, 3 × the logits'): it
+  // describes a run with full recompute only.
+  if (r.recompute == Recompute::kFull)
+    out.push_back({"megatron_2021_96", 96.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h)),
+                   "Narayanan et al. 2021, §5.1: 96·B·s·L·h²·(1 + s/6h + V/16Lh), incl. the recompute forward"});
   // Korthikanti et al. 2022 §6: the model FLOPs without recompute,
   // 72·B·s·L·h²·(1 + s/6h + V/12Lh).
   out.push_back({"megatron_72", 72.0 * seqs * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h)),
                  "Korthikanti et al. 2022, §6: 72·B·s·L·h²·(1 + s/6h + V/12Lh), no recompute"});
+  // Megatron-LM's current code (analytic/megatron.h): GQA and SwiGLU aware,
+  // the core attention halved for the causal mask, the padded vocabulary.
+  out.push_back({"megatron_num_floating_point_operations", megatron_step_flops(m, l, r),
+                 std::string("Megatron-LM megatron/training/training.py num_floating_point_operations @") +
+                     kMegatronCommit +
+                     ": 3·2·B·s·(L·(h·f·(3 if SwiGLU else 2) + h·(q + 2·kv) + q·h) + h·V') + 3·2·B·s²·q·L/2·2 "
+                     "(q = a·d, kv = k·d, V' padded to 128·t)"});
   return out;
 }
 

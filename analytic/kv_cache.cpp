@@ -6,6 +6,7 @@
 #include "analytic/kv_cache.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -136,6 +137,53 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
   cap.sequences = blocks / ceil_div(kv_tokens_kept(m, context), o.block);
   cap.tokens = checked_mul(blocks, o.block, "KV pool tokens");
   return cap;
+}
+
+// ---- vLLM's own figures ----
+
+VllmKvLog vllm_kv_log(const ModelConfig& m, const Layout& l, KvOptions o, const VllmKvInputs& in) {
+  if (m.sliding_window)
+    throw std::invalid_argument("vLLM's log for a sliding-window model sizes requests by the window: not modelled");
+  if (o.layout != KvLayout::kPaged) throw std::invalid_argument("vLLM's cache is paged");
+  check_block(o);
+  if (in.max_model_len < 1) throw std::invalid_argument("max_model_len must be >= 1");
+  VllmKvLog v;
+  // vllm/v1/worker/gpu_worker.py (determine_available_memory, commit
+  // 002f10e0): requested_memory = init_snapshot.total_memory ×
+  // gpu_memory_utilization; non_kv_cache_memory = weights_memory +
+  // torch_peak_increase + non_torch_increase (memory_profiling);
+  // available = requested − non_kv_cache_memory − cudagraph_memory_estimate_applied,
+  // returned as int().
+  const double requested = static_cast<double>(in.total_memory_bytes) * in.gpu_memory_utilization;
+  v.requested_bytes = static_cast<int64_t>(requested);
+  const double non_kv = static_cast<double>(in.weight_bytes + in.torch_peak_increase_bytes +
+                                            in.non_torch_increase_bytes + in.cuda_graph_estimate_bytes);
+  v.available_bytes = static_cast<int64_t>(requested - non_kv);
+  if (v.available_bytes <= 0) return v;  // vLLM raises "No available memory for the cache blocks"
+  // vllm/v1/core/kv_cache_utils.py (commit 002f10e0), one group holding the
+  // stage's L_i layers: get_num_blocks = available // page_size // L_i, the
+  // page of one layer = block · 2 · k_t · d · bytes (+ per-token scales). The
+  // same as available // (block bytes of all L_i layers) for integers.
+  v.num_blocks = v.available_bytes / kv_block_bytes(m, l, o);
+  // get_max_concurrency_for_kv_cache_config: num_blocks / cdiv(max_memory_usage_bytes,
+  // page_size_bytes) = num_blocks / ⌈max_model_len / block⌉ for full attention
+  // (the null block, held back by BlockPool, is still counted);
+  // get_kv_cache_capacity: tokens = int(max_concurrency × max_model_len).
+  const int64_t blocks_per_request = ceil_div(in.max_model_len, o.block);
+  v.max_concurrency = static_cast<double>(v.num_blocks) / static_cast<double>(blocks_per_request);
+  v.tokens = static_cast<int64_t>(v.max_concurrency * static_cast<double>(in.max_model_len));
+  return v;
+}
+
+int64_t vllm_default_max_num_batched_tokens(int64_t device_memory_bytes, const std::string& device_name,
+                                            bool api_server) {
+  // vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: the A100 is left
+  // out of the large defaults (larger batches lowered its throughput).
+  std::string lower = device_name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const bool large = device_memory_bytes >= 70LL * (1LL << 30) && lower.find("a100") == std::string::npos;
+  if (large) return api_server ? 8192 : 16384;
+  return api_server ? 2048 : 8192;
 }
 
 // ---- decode roofline ----

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/kv_types.h"
@@ -46,6 +47,45 @@ struct KvCapacity {
 };
 KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64_t device_bytes, double utilization,
                        int64_t weight_bytes, int64_t activation_peak_bytes, int64_t overhead_bytes, int64_t context);
+
+// vLLM's own sizing of the pool and the two lines it logs, as its current code
+// computes them (vllm-project/vllm; files, functions and commits in
+// kv_cache.cpp). Full-attention models, one KV cache group (every layer of the
+// rank's stage), paged:
+//   requested  = total memory × gpu_memory_utilization (the CUDA context, made
+//                before the baseline snapshot, is not subtracted: it lives
+//                outside the KV budget, in the 1 − utilization headroom);
+//   available  = int(requested − (weights + torch peak increase + non-torch
+//                increase after the baseline snapshot) − CUDA-graph estimate);
+//   num_blocks = available // page bytes // layers (the null block included);
+//   "GPU KV cache size: int(concurrency × max_model_len) tokens";
+//   "Maximum concurrency for max_model_len tokens per request:
+//    num_blocks / ⌈max_model_len / block⌉" (a float, printed %.2f).
+struct VllmKvInputs {
+  int64_t total_memory_bytes = 0;
+  double gpu_memory_utilization = 0.92;   // CacheConfig default
+  int64_t weight_bytes = 0;               // model_memory_usage
+  int64_t torch_peak_increase_bytes = 0;  // the profiling run's activation peak
+  int64_t non_torch_increase_bytes = 0;   // NCCL buffers, custom all-reduce, … after the baseline snapshot
+  int64_t cuda_graph_estimate_bytes = 0;  // applied only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+  int64_t max_model_len = 0;
+};
+struct VllmKvLog {
+  int64_t requested_bytes = 0;
+  int64_t available_bytes = 0;  // "Available KV cache memory"
+  int64_t num_blocks = 0;       // num_gpu_blocks, the null block included
+  int64_t tokens = 0;           // "GPU KV cache size: N tokens"
+  double max_concurrency = 0;   // "Maximum concurrency for L tokens per request: X.XXx"
+};
+// Throws std::invalid_argument for a sliding-window model (vLLM sizes its
+// per-request need by the window there) or a contiguous cache.
+VllmKvLog vllm_kv_log(const ModelConfig& m, const Layout& l, KvOptions o, const VllmKvInputs& in);
+
+// vLLM's default max_num_batched_tokens (EngineArgs.get_batch_defaults): with
+// at least 70 GiB of device memory and not an A100, 16384 (LLM class) / 8192
+// (OpenAI API server); otherwise 8192 / 2048.
+int64_t vllm_default_max_num_batched_tokens(int64_t device_memory_bytes, const std::string& device_name,
+                                            bool api_server);
 
 // Decode roofline: one decode step reads every weight once and the KV of every
 // sequence in the batch; tokens/s ≤ batch / ((weights + batch·kv(context)) / bandwidth).

@@ -1,6 +1,6 @@
 // Model-state bytes per rank: the exact weights/grads/master/optim accounts of
 // docs/exact-budget.md "Model states", and the published figures beside them
-// (ZeRO paper §3.1 and §5, Megatron-LM's theoretical_memory_usage.py,
+// (ZeRO paper §3.1 and §5, Megatron-LM's theoretical_memory_usage.py (megatron.h),
 // DeepSpeed's estimate_zero{2,3}_model_states_mem_needs), each cited where it
 // is computed.
 #include "analytic/model_states.h"
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "analytic/megatron.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
@@ -74,47 +75,6 @@ int64_t largest_module_elems(const std::vector<ParamUnit>& units) {
   return best;
 }
 
-// Megatron-LM megatron/training/theoretical_memory_usage.py,
-// compute_weight_and_optimizer_memory (NVIDIA/Megatron-LM, commit 00caa53),
-// dense layers, no MTP/MLA. Parameter counts use Megatron's own conventions:
-//   per layer: 2·h·(f·(3/2 if swiglu else 1) + norm_size)      MLP + 2 norms
-//            + 2·h·h·(1 + k/a)·(a·d/h)                         QKV + attention-out
-//   (no linear biases; norm_size 1 for RMSNorm, 2 for LayerNorm),
-//   block = L·layer + norm_size·h (final norm),
-//   embedding = h·padded_vocab, padded_vocab a multiple of 128·t for every t
-//   (Megatron's _vocab_size_with_padding, make-vocab-size-divisible-by 128).
-// Most loaded shard (first stage): (block/p + embedding)/t, + embedding/t when
-// untied and p = 1. Other stages: block/(p·t). Bytes per parameter: 18, or
-// 6 + 12/DP with the distributed optimizer. Learned positions are not counted.
-struct MegatronShard {
-  double params = 0;
-  bool most_loaded = false;
-};
-
-MegatronShard megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage) {
-  const double h = static_cast<double>(m.hidden);
-  const double a = static_cast<double>(m.heads), k = static_cast<double>(m.kv_heads);
-  const double norm_size = m.is_gpt() ? 2.0 : 1.0;
-  const double gated = m.is_gpt() ? 1.0 : 1.5;
-  const double q_ratio = static_cast<double>(m.q_dim()) / h;
-  const double self_attn = 2.0 * h * h * ((1.0 + k / a) * q_ratio);
-  const double layer = 2.0 * h * (static_cast<double>(m.ffn) * gated + norm_size) + self_attn;
-  const double block = layer * static_cast<double>(m.layers) + norm_size * h;
-  const int64_t multiple = 128 * l.tp;
-  const double padded_vocab = static_cast<double>(ceil_div(m.vocab, multiple) * multiple);
-  const double embedding = h * padded_vocab;
-  const double t = static_cast<double>(l.tp), p = static_cast<double>(l.pp);
-  MegatronShard s;
-  if (stage == 0) {
-    s.most_loaded = true;
-    s.params = (block / p + embedding) / t;
-    if (!m.tied_embeddings && l.pp == 1) s.params += embedding / t;
-  } else {
-    s.params = block / (p * t);
-  }
-  return s;
-}
-
 }  // namespace
 
 double zero_paper_bytes(double psi, int zero_stage, int64_t nd) {
@@ -144,11 +104,12 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   AccountBytes b;
   // docs/exact-budget.md "Model states": weights sharded only by ZeRO 3 (plus
   // the gathered units), grads from ZeRO 2, master and optim from ZeRO 1.
-  b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"),
-                                              zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch,
-                                                                        m.tied_embeddings && l.pp == 1 && l.dp > 1),
-                                              "weight bytes")
-                                : checked_mul(e, p_r, "weight bytes");
+  // With n = 1 a ZeRO 3 shard is the whole unit: there is no other rank to
+  // gather from, so no unit is gathered and the weights are e·S_r = e·P_r.
+  const int64_t gathered =
+      z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
+  b[Account::kWeights] =
+      z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes") : checked_mul(e, p_r, "weight bytes");
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
@@ -176,22 +137,25 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
                        ", K = 12, Nd = dp = " + std::to_string(l.dp)});
   }
 
-  const MegatronShard ms = megatron_shard_params(m, l, l.coords(rank).pp);
-  const std::string shard = ms.most_loaded ? "most loaded shard (first stage: (L/p layers + "
-                                             "embedding)/t)"
-                                           : "other shards ((L/p layers)/t)";
-  if (l.zero == 0) {
-    out.push_back({"megatron_18", 18.0 * ms.params,
-                   "Megatron-LM megatron/training/theoretical_memory_usage.py, "
-                   "compute_weight_and_optimizer_memory: 18 bytes/param (bf16 weights, fp32 main "
-                   "grads, fp32 master, Adam m, v), " +
-                       shard + ", vocab padded to 128·t"});
-  } else {
-    out.push_back({"megatron_distributed_optimizer", (6.0 + 12.0 / n) * ms.params,
-                   "Megatron-LM megatron/training/theoretical_memory_usage.py, "
-                   "compute_weight_and_optimizer_memory: 6 + 12/DP bytes/param with "
-                   "--use-distributed-optimizer, " +
-                       shard + ", vocab padded to 128·t"});
+  // Megatron-LM's weight+optimizer figure (analytic/megatron.h): 18 bytes per
+  // parameter describes ZeRO 0 (no sharding, fp32 main grads); the
+  // distributed optimizer (6 + 12/DP) shards the fp32 master and Adam states
+  // over DP like ZeRO 1. Neither describes ZeRO 2 or 3, so neither is printed there.
+  if (l.zero <= 1) {
+    const MegatronShardParams ms = megatron_shard_params(m, l, l.coords(rank).pp);
+    const bool distributed = l.zero == 1;
+    const std::string shard = l.coords(rank).pp == 0
+                                  ? "most loaded shard: ((L/p layers' TP-sharded params + embedding)/t + "
+                                    "replicated norms/p)"
+                                  : "other shards: (L/p layers' TP-sharded params)/t + replicated norms/p";
+    out.push_back({distributed ? "megatron_distributed_optimizer" : "megatron_18",
+                   ms.total() * megatron_bytes_per_param(distributed, l.dp),
+                   std::string("Megatron-LM megatron/training/theoretical_memory_usage.py "
+                               "compute_weight_and_optimizer_memory @") +
+                       kMegatronCommit + ": " +
+                       (distributed ? "6 + 12/DP bytes/param (--use-distributed-optimizer), "
+                                    : "18 bytes/param (bf16 weights, fp32 main grads, fp32 master, Adam m, v), ") +
+                       shard + "; vocab padded to 128·t"});
   }
 
   // DeepSpeed (deepspeedai/DeepSpeed), GPU figure with cpu_offload=False (the

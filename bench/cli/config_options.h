@@ -90,8 +90,8 @@ void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<C
 struct KvCacheOptions {
   int64_t context = 0, max_model_len = 0, block = 16, requests = 1;
   std::string kv_layout = "paged", kv_dtype = "bf16", kv_scales = "token-head";
-  double memory_utilization = 0.9;
-  std::string overhead = "0";  // BYTES outside the ledger
+  double memory_utilization = 0.92;  // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
+  std::string overhead = "0";        // BYTES outside the ledger
 };
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o);
 inline constexpr const char* kKvCacheGroup = "KV cache";

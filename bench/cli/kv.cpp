@@ -27,9 +27,15 @@ class KvCommand : public RunCommand {
         ->check(CLI::Range(int64_t{1}, limits::kMaxBatch))
         ->group(kKvCacheGroup);
     app.add_option("--prefill-chunk", prefill_chunk_,
-                   "tokens per prefill forward: sizes the activation peak (vLLM max_num_batched_tokens)")
-        ->capture_default_str()
+                   "tokens per prefill forward: sizes the activation peak (vLLM max_num_batched_tokens; "
+                   "default: vLLM's for the device, 8192 at >= 70 GiB but A100, else 2048)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+        ->group(kKvCacheGroup);
+    app.add_option("--non-torch", non_torch_, "vLLM: BYTES allocated outside torch after its baseline snapshot")
+        ->capture_default_str()
+        ->group(kKvCacheGroup);
+    app.add_option("--cuda-graph", cuda_graph_, "vLLM: BYTES of its CUDA-graph memory estimate, when applied")
+        ->capture_default_str()
         ->group(kKvCacheGroup);
     add_output_options(app, output_);
   }
@@ -45,6 +51,8 @@ class KvCommand : public RunCommand {
     q.overhead_bytes = parse_size(cache_.overhead);
     if (batch_ > 0) q.batch = batch_;
     q.prefill_chunk = prefill_chunk_;
+    q.non_torch_bytes = parse_size(non_torch_);
+    q.cuda_graph_bytes = parse_size(cuda_graph_);
     q.ranks = select_ranks(config_.ranks, q.config.layout, q.config.layout.world());
     const auto doc = report::kv_report_json(run::run_kv(q));
     if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
@@ -55,8 +63,9 @@ class KvCommand : public RunCommand {
  private:
   ConfigOptions config_;
   KvCacheOptions cache_;
-  int64_t batch_ = 0;  // 0: the capacity
-  int64_t prefill_chunk_ = 2048;
+  int64_t batch_ = 0;          // 0: the capacity
+  int64_t prefill_chunk_ = 0;  // 0: vLLM's default for the device
+  std::string non_torch_ = "0", cuda_graph_ = "0";
   OutputOptions output_;
 };
 

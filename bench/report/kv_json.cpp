@@ -27,6 +27,12 @@ json kv_rank_json(const run::KvRankRecord& r) {
   if (r.capacity)
     j["capacity"] = {
         {"pool_bytes", r.capacity->pool_bytes}, {"sequences", r.capacity->sequences}, {"tokens", r.capacity->tokens}};
+  if (const auto& v = r.vllm)
+    j["vllm"] = {{"requested_bytes", v->requested_bytes},
+                 {"available_kv_bytes", v->available_bytes},
+                 {"num_gpu_blocks", v->num_blocks},
+                 {"kv_cache_size_tokens", v->tokens},
+                 {"max_concurrency", v->max_concurrency}};
   if (const auto& d = r.decode_roofline)
     j["decode_roofline"] = {{"batch", d->batch},
                             {"bytes_per_step", d->roofline.bytes_per_step},
@@ -47,6 +53,7 @@ json kv_summary_json(const run::KvRecord& record, const json& first) {
     s["capacity_tokens"] = first["capacity"]["tokens"];
     s["pool_bytes"] = first["capacity"]["pool_bytes"];
   }
+  if (first.contains("vllm")) s["vllm"] = first["vllm"];
   if (first.contains("decode_roofline")) s["decode_roofline"] = first["decode_roofline"];
   const auto& device = record.request.config.device;
   s["bandwidth_source"] = device ? device->source : "no --device: bandwidth unknown";
@@ -71,7 +78,13 @@ json kv_report_json(const run::KvRecord& record) {
                          {"context", q.context},
                          {"requests", q.requests},
                          {"memory_utilization", q.memory_utilization},
-                         {"prefill_chunk", q.prefill_chunk}};
+                         {"prefill_chunk", run::effective_prefill_chunk(q)},
+                         {"prefill_chunk_source", q.prefill_chunk > 0 ? "--prefill-chunk"
+                                                  : c.device          ? "vLLM max_num_batched_tokens default for the "
+                                                                        "device (vllm serve)"
+                                                                      : "no --device: 2048"},
+                         {"non_torch_bytes", q.non_torch_bytes},
+                         {"cuda_graph_bytes", q.cuda_graph_bytes}};
   doc["params"] = {{"total", record.params}, {"padded_vocab", record.padded_vocab}};
   doc["ranks"] = json::array();
   for (const auto& r : record.ranks) doc["ranks"].push_back(kv_rank_json(r));

@@ -32,6 +32,28 @@ void print_capacity(std::ostream& os, const json& doc) {
   os << "\n" << c.render();
 }
 
+// The two lines vLLM logs for this pool, computed as its current code does
+// (analytic/kv_cache.h vllm_kv_log), beside the usable figures above.
+void print_vllm(std::ostream& os, const json& doc) {
+  const json& kv = doc["config"]["kv"];
+  Table v(fmt::format(
+      "vLLM's own figures: utilization {} × device memory − weights − profiled peak at {} tokens − "
+      "non-torch {} − CUDA graphs {} (CUDA context outside)",
+      kv["memory_utilization"].get<double>(), kv["prefill_chunk"].get<int64_t>(),
+      format_bytes(kv["non_torch_bytes"].get<double>()), format_bytes(kv["cuda_graph_bytes"].get<double>())));
+  v.columns({"rank", "available KV memory", "blocks (null incl.)", "vLLM log"});
+  for (const auto& rj : doc["ranks"]) {
+    if (!rj.contains("vllm")) continue;
+    const auto& x = rj["vllm"];
+    v.row({fmt::format("r{}", rj["rank"].get<int64_t>()), format_bytes(x["available_kv_bytes"].get<double>()),
+           format_count(x["num_gpu_blocks"].get<int64_t>()),
+           fmt::format("GPU KV cache size: {} tokens; Maximum concurrency for {} tokens per request: {:.2f}x",
+                       format_count(x["kv_cache_size_tokens"].get<int64_t>()),
+                       format_count(kv["max_model_len"].get<int64_t>()), x["max_concurrency"].get<double>())});
+  }
+  os << "\n" << v.render();
+}
+
 }  // namespace
 
 void print_kv(std::ostream& os, const json& doc) {
@@ -54,6 +76,7 @@ void print_kv(std::ostream& os, const json& doc) {
            format_bytes(rj["analytic"]["exact"]["activations"].get<double>())});
   os << t.render();
   if (doc["summary"].contains("capacity_sequences")) print_capacity(os, doc);
+  if (doc["summary"].contains("vllm")) print_vllm(os, doc);
 }
 
 }  // namespace gpuledger::report

@@ -40,7 +40,7 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   r.kv_scale_bytes_per_token = analytic::kv_scale_bytes_per_token(m, l, kv);
   r.reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, q.requests, q.context);
   r.weight_bytes = analytic::rank_params(m, l, rank) * dtype_bytes(q.config.run.dtype);
-  r.activation_bytes = inference_activation_bytes(q.config, std::min(q.context, q.prefill_chunk));
+  r.activation_bytes = inference_activation_bytes(q.config, std::min(q.context, effective_prefill_chunk(q)));
   r.tokens_kept = analytic::kv_tokens_kept(m, q.context);
   r.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, 1, q.context) -
                               (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
@@ -49,6 +49,19 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   if (!q.config.device_memory_bytes) return r;
   r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
                                      r.activation_bytes, q.overhead_bytes, q.context);
+  // vLLM's own figures: its profiling run covers max_num_batched_tokens tokens
+  // (not the context), and what it logs counts max_model_len per request.
+  if (kv.layout == KvLayout::kPaged && !m.sliding_window) {
+    analytic::VllmKvInputs in;
+    in.total_memory_bytes = *q.config.device_memory_bytes;
+    in.gpu_memory_utilization = q.memory_utilization;
+    in.weight_bytes = r.weight_bytes;
+    in.torch_peak_increase_bytes = inference_activation_bytes(q.config, effective_prefill_chunk(q));
+    in.non_torch_increase_bytes = q.non_torch_bytes;
+    in.cuda_graph_estimate_bytes = q.cuda_graph_bytes;
+    in.max_model_len = kv.max_model_len;
+    r.vllm = analytic::vllm_kv_log(m, l, kv, in);
+  }
   if (device && device->bandwidth_bytes_per_s) {
     KvRoofline roof;
     roof.batch = q.batch.value_or(std::max<int64_t>(r.capacity->sequences, 1));
@@ -61,6 +74,14 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
 }
 
 }  // namespace
+
+int64_t effective_prefill_chunk(const KvRequest& q) {
+  if (q.prefill_chunk > 0) return q.prefill_chunk;
+  const auto& d = q.config.device;
+  if (d && q.config.device_memory_bytes)
+    return analytic::vllm_default_max_num_batched_tokens(*q.config.device_memory_bytes, d->name, /*api_server=*/true);
+  return 2048;
+}
 
 KvRecord run_kv(const KvRequest& q) {
   if (q.kv.layout == KvLayout::kContiguous && q.context > q.kv.max_model_len)

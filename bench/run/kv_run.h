@@ -17,13 +17,21 @@ struct KvRequest {
   ResolvedConfig config;
   std::vector<int64_t> ranks;  // the ranks reported
   analytic::KvOptions kv;
-  int64_t context = 0;   // tokens per sequence
-  int64_t requests = 1;  // concurrent sequences
-  double memory_utilization = 0.9;
-  int64_t overhead_bytes = 0;    // outside the ledger
-  std::optional<int64_t> batch;  // decode batch of the roofline (default: the capacity)
-  int64_t prefill_chunk = 2048;  // sizes the activation peak
+  int64_t context = 0;               // tokens per sequence
+  int64_t requests = 1;              // concurrent sequences
+  double memory_utilization = 0.92;  // vLLM's gpu_memory_utilization default
+  int64_t overhead_bytes = 0;        // outside the ledger
+  std::optional<int64_t> batch;      // decode batch of the roofline (default: the capacity)
+  int64_t prefill_chunk = 0;         // sizes the activation peak; 0: vLLM's max_num_batched_tokens for the device
+  // vLLM's memory terms beside the weights and the activation peak: what grew
+  // outside torch after its baseline snapshot, and the CUDA-graph estimate.
+  int64_t non_torch_bytes = 0;
+  int64_t cuda_graph_bytes = 0;
 };
+
+// The prefill chunk a request runs with: --prefill-chunk, else vLLM's default
+// max_num_batched_tokens for the device (`vllm serve`), else 2048.
+int64_t effective_prefill_chunk(const KvRequest& q);
 
 struct KvRoofline {
   int64_t batch = 0;
@@ -40,6 +48,7 @@ struct KvRankRecord {
   int64_t tokens_kept = 0, sequence_reserved_bytes = 0, sequence_token_bytes = 0;
   std::optional<analytic::KvCapacity> capacity;  // with device memory
   std::optional<KvRoofline> decode_roofline;     // with device memory and bandwidth
+  std::optional<analytic::VllmKvLog> vllm;       // with device memory, paged, full attention
 };
 
 struct KvRecord {

@@ -179,6 +179,47 @@ TEST(KvCache, CapacityByHand) {
   EXPECT_THROW(kv_capacity(m, layout(), c, device, 1.5, weights, acts, overhead, 10), std::invalid_argument);
 }
 
+// vLLM's own figures, computed as its current code does (kv_cache.cpp names
+// the files and commit): Llama-3-8B, one rank of 80 GiB, bf16, block 16.
+TEST(VllmKvLog, TheTwoLinesVllmLogs) {
+  const auto m = llama3_8b();
+  VllmKvInputs in;
+  in.total_memory_bytes = 80 * GiB;  // 85,899,345,920
+  in.gpu_memory_utilization = 0.92;
+  in.weight_bytes = 16'060'522'496;
+  in.torch_peak_increase_bytes = 1 * GiB;
+  in.non_torch_increase_bytes = 512 * 1024 * 1024;
+  in.max_model_len = 8192;
+  const auto v = vllm_kv_log(m, layout(), opts(KvLayout::kPaged), in);
+  // requested = 85,899,345,920 × 0.92 = 79,027,398,246.4 (a float in vLLM);
+  // available = int(79,027,398,246.4 − (16,060,522,496 + 1,073,741,824 +
+  // 536,870,912)) = int(61,356,263,014.4) = 61,356,263,014.
+  EXPECT_EQ(v.requested_bytes, 79'027'398'246);
+  EXPECT_EQ(v.available_bytes, 61'356'263'014);
+  // num_blocks = available // page (16 · 2 · 8 · 128 · 2 = 65,536) // 32 layers
+  // = available // 2,097,152 = 29,256 (the null block among them).
+  EXPECT_EQ(v.num_blocks, 29'256);
+  // Maximum concurrency = 29,256 / ⌈8192/16⌉ = 57.140625 ("57.14x");
+  // GPU KV cache size = int(57.140625 × 8192) = 468,096 tokens.
+  EXPECT_DOUBLE_EQ(v.max_concurrency, 57.140625);
+  EXPECT_EQ(v.tokens, 468'096);
+  // Our usable figure for the same pool leaves the null block out: 29,255 blocks.
+  // The CUDA-graph estimate, when vLLM applies it, comes off the same budget.
+  in.cuda_graph_estimate_bytes = 2'097'152;
+  EXPECT_EQ(vllm_kv_log(m, layout(), opts(KvLayout::kPaged), in).num_blocks, 29'255);
+  // A windowed model is sized by its window in vLLM: refused, not guessed.
+  EXPECT_THROW(vllm_kv_log(mistral_7b(), layout(), opts(KvLayout::kPaged), in), std::invalid_argument);
+}
+
+TEST(VllmKvLog, DefaultMaxNumBatchedTokensByDevice) {
+  // vllm/engine/arg_utils.py get_batch_defaults: >= 70 GiB and not an A100.
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(80 * GiB, "h100-sxm", true), 8192);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(80 * GiB, "h100-sxm", false), 16384);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(80 * GiB, "a100-80gb", true), 2048);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(24 * GiB, "l4", true), 2048);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(24 * GiB, "l4", false), 8192);
+}
+
 TEST(KvCache, DecodeRoofline) {
   // 16e9 B of weights + 4 sequences × 1 GiB of KV at 3.35 TB/s:
   // 20,294,967,296 B per step → 6.0582 ms, 660.3 tokens/s.

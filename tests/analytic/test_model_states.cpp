@@ -101,6 +101,32 @@ TEST(ModelStates, Zero3GatheredUnitsWithPrefetch) {
   EXPECT_EQ(t.bytes()[Account::kWeights], 2 * kS3 + 12420 + 92418 + 92418 + 12546);
 }
 
+TEST(ModelStates, Zero3OverOneRankGathersNothing) {
+  // n = 1: the shard of every unit is the whole unit and there is no other rank
+  // to gather from: weights e·P_r, as under ZeRO 0, whatever --prefetch says.
+  for (int64_t prefetch : {0, 2, 9}) {
+    Tiny t(1, 3);
+    t.r.prefetch = prefetch;
+    const auto b = t.bytes();
+    EXPECT_EQ(b[Account::kWeights], 2 * kP) << prefetch;
+    EXPECT_EQ(b[Account::kGrads], 2 * kP);
+    EXPECT_EQ(b[Account::kMaster], 4 * kP);
+    EXPECT_EQ(b[Account::kOptim], 8 * kP);
+  }
+  // The same on a tensor- and pipeline-parallel layout with dp = 1.
+  ModelConfig m = load_model("tiny-llama");
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  RunConfig r;
+  for (int64_t rank = 0; rank < l.world(); ++rank) {
+    l.zero = 3;
+    const int64_t z3 = model_state_bytes(m, l, r, rank)[Account::kWeights];
+    l.zero = 0;
+    EXPECT_EQ(z3, model_state_bytes(m, l, r, rank)[Account::kWeights]) << rank;
+  }
+}
+
 TEST(ModelStates, Fp32HasNoMasterAndFp32Grads) {
   Tiny t(2, 0);
   t.r.dtype = DType::kFP32;
@@ -187,17 +213,31 @@ TEST(PublishedModelStates, MegatronCountsItsOwnWay) {
   auto p = by_name(published_model_states(g, Layout{}, r, 0));
   EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 123'606'528);
 
-  // Llama-2-7B, tp 2, pp 2: V' = 32000 (a multiple of 256).
-  // Block = 32·202,383,360 + 4096 = 6,476,271,616; embedding 131,072,000.
-  // First stage: (block/2 + embedding)/2 = 1,684,603,904; others: block/4.
+  // Llama-2-7B, tp 2, pp 2: V' = 32000 (a multiple of 256). Megatron's current
+  // code splits the block: TP-sharded (attention 2h²·2 + MLP 2h·f·3/2) per layer
+  // = 202,375,168, × 32 = 6,476,005,376; replicated (2 RMSNorms 2h per layer,
+  // + final norm h) = 32·8192 + 4096 = 266,240, divided by p but not by t.
+  // First stage: (6,476,005,376/2 + 131,072,000)/2 + 266,240/2 = 1,684,670,464;
+  // other stage: 6,476,005,376/4 + 133,120 = 1,619,134,464.
   const ModelConfig m = load_model("llama2-7b");
   Layout l;
   l.tp = 2;
   l.pp = 2;
   p = by_name(published_model_states(m, l, r, 0));
-  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'684'603'904);
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'684'670'464);
   p = by_name(published_model_states(m, l, r, 2));  // stage 1
-  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'619'067'904);
+  EXPECT_DOUBLE_EQ(p.at("megatron_18"), 18.0 * 1'619'134'464);
+}
+
+TEST(PublishedModelStates, MegatronRowOnlyWhereItDescribesTheRun) {
+  // ZeRO 0: 18 bytes/param; ZeRO 1: the distributed optimizer (shards like
+  // ZeRO 1); ZeRO 2 and 3 shard more than either, so neither row is printed.
+  for (int zero = 0; zero <= 3; ++zero) {
+    Tiny t(2, zero);
+    auto p = by_name(published_model_states(t.m, t.l, t.r, 0));
+    EXPECT_EQ(p.count("megatron_18"), zero == 0 ? 1u : 0u) << zero;
+    EXPECT_EQ(p.count("megatron_distributed_optimizer"), zero == 1 ? 1u : 0u) << zero;
+  }
 }
 
 TEST(PublishedModelStates, DeepSpeedZero3TinyLargestModule) {

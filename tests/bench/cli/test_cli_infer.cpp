@@ -71,7 +71,9 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   // Pin the pool to 12 blocks (11 usable: 176 tokens) with --overhead; six
   // sequences of 59 tokens need 4 blocks each.
   const auto& m = b["ranks"][0]["measured"];
-  const int64_t usable = static_cast<int64_t>(0.9 * 64 * 1024 * 1024);
+  // vLLM's default gpu_memory_utilization, 0.92 (vllm/config/cache.py).
+  ASSERT_EQ(b["config"]["infer"]["memory_utilization"].get<double>(), 0.92);
+  const int64_t usable = static_cast<int64_t>(0.92 * 64 * 1024 * 1024);
   const int64_t overhead = usable - m["peak_by_account"]["weights"].get<int64_t>() -
                            m["activation_peak_bytes"].get<int64_t>() - 12 * kBlockBytes;
   auto args = base;

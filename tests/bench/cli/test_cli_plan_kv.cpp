@@ -3,6 +3,7 @@
 // Expected figures are published ones or computed here by hand.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "run_cli.h"
@@ -155,6 +156,18 @@ TEST(CliKv, TensorParallelSplitsAndReplicatesKvHeads) {
   EXPECT_EQ(r16.json()["summary"]["kv_bytes_per_token"].get<int64_t>(), 2 * 32 * 1 * 128 * 2);
 }
 
+// "GPU KV cache size: N tokens; Maximum concurrency for 8,192 tokens per request: X.XXx"
+std::string fmt_line(int64_t blocks) {
+  char conc[32];
+  std::snprintf(conc, sizeof conc, "%.2fx", static_cast<double>(blocks) / 512);
+  const int64_t tokens = blocks * 16;  // below a million here: one thousands separator
+  char count[32];
+  std::snprintf(count, sizeof count, "%lld,%03lld", static_cast<long long>(tokens / 1000),
+                static_cast<long long>(tokens % 1000));
+  return std::string("GPU KV cache size: ") + count +
+         " tokens; Maximum concurrency for 8,192 tokens per request: " + conc;
+}
+
 TEST(CliKv, CapacityUnderTheMemoryRule) {
   auto r = run_cli(
       {"kv", "--model", "llama3-8b", "--device", "h100-sxm", "--context", "8192", "--kv", "paged", "--json", "-"});
@@ -169,6 +182,23 @@ TEST(CliKv, CapacityUnderTheMemoryRule) {
   EXPECT_EQ(seqs, (pool / block_bytes - 1) / blocks_per_seq);
   EXPECT_GT(seqs, 0);
   EXPECT_GT(doc["summary"]["decode_roofline"]["tokens_per_s"].get<double>(), 0.0);
+  // vLLM's current defaults: gpu_memory_utilization 0.92; max_num_batched_tokens
+  // 8192 for `vllm serve` on an 80 GiB H100.
+  EXPECT_EQ(doc["config"]["kv"]["memory_utilization"].get<double>(), 0.92);
+  EXPECT_EQ(doc["config"]["kv"]["prefill_chunk"].get<int64_t>(), 8192);
+  // What vLLM logs: the null block counted, max_model_len (8192) per request.
+  const auto& v = rank["vllm"];
+  const int64_t blocks = v["num_gpu_blocks"];
+  EXPECT_EQ(blocks, v["available_kv_bytes"].get<int64_t>() / block_bytes);
+  EXPECT_DOUBLE_EQ(v["max_concurrency"].get<double>(), static_cast<double>(blocks) / blocks_per_seq);
+  EXPECT_EQ(v["kv_cache_size_tokens"].get<int64_t>(), blocks * 16);
+  // With no overhead given, vLLM's pool is ours: one block more (the null block).
+  EXPECT_EQ(v["available_kv_bytes"].get<int64_t>(), pool);
+  EXPECT_EQ(rank["capacity"]["tokens"].get<int64_t>(), (blocks - 1) * 16);
+  // The CLI prints vLLM's own line.
+  auto t = run_cli({"kv", "--model", "llama3-8b", "--device", "h100-sxm", "--context", "8192"});
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find(fmt_line(blocks)), std::string::npos) << t.out;
 }
 
 }  // namespace
