@@ -27,6 +27,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
+  void validate() const override { resolve_config(with_world()); }
 
  private:
   ConfigOptions with_world() const;
@@ -38,6 +39,7 @@ class TrainCommand : public RunCommand {
   int64_t warmup_ = 1;
   std::string memory_limit_;  // BYTES (K/M/G/Ki/Mi/Gi)
   std::optional<double> peak_flops_;
+  std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
   OutputOptions output_;
@@ -63,6 +65,9 @@ void TrainCommand::bind(CLI::App& app) {
       ->group(g);
   app.add_option("--memory-limit", memory_limit_, "behave as a device of BYTES (K/M/G/Ki/Mi/Gi)")->group(g);
   app.add_option("--peak-flops", peak_flops_, "the per-device peak MFU is taken against (FLOP/s)")->group(g);
+  // Hidden: a sweep measures the CPU peak once and hands it to every point
+  // (bench/cli/sweep.cpp), so that all points share one MFU denominator.
+  app.add_option("--cpu-peak-flops", cpu_peak_flops_, "the CPU peak measured by the sweep")->group("");
   app.add_option("--lr", config_.run.lr, "AdamW learning rate")->capture_default_str()->group(g);
   app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str()
@@ -101,6 +106,7 @@ int TrainCommand::run() const {
   q.warmup = warmup_;
   q.memory_limit_bytes = memory_limit_.empty() ? q.config.device_memory_bytes : parse_size(memory_limit_);
   q.peak_flops = peak_flops_;
+  q.cpu_peak_flops = cpu_peak_flops_;
   q.timeline = timeline_;
   q.profile = profile_;
 
