@@ -86,13 +86,20 @@ struct SweepRun {
 };
 
 // train on the cpu without --peak-flops or a --device datasheet: every point
-// takes MFU against one CPU peak, measured here once (bench/peak.h).
+// takes MFU against one CPU peak, measured here once (bench/peak.h) and kept in
+// DIR/sweep.peak.json, which a --resume or a job array's --point reuses, so
+// that a sweep finished in several runs still has one denominator.
 std::vector<std::string> peak_args(SweepRun& r) {
   if (r.o.sub != "train" || option_text(*r.s.app, "--backend") != "cpu") return {};
   if (r.s.app->get_option("--peak-flops")->count() > 0 || !option_text(*r.s.app, "--device").empty()) return {};
-  if (!r.cpu_peak_flops) {
+  const std::string kept = (fs::path(r.o.out) / "sweep.peak.json").string();
+  if (!r.cpu_peak_flops && (r.o.resume || r.o.point || std::getenv("SLURM_ARRAY_TASK_ID")) && fs::exists(kept))
+    r.cpu_peak_flops = report::read_report(kept).value("cpu_peak_flops", 0.0);
+  if (!r.cpu_peak_flops || *r.cpu_peak_flops <= 0) {
     std::cerr << "measuring the CPU peak once for every point ... " << std::flush;
-    r.cpu_peak_flops = bench::measure_cpu_session_peak().flops_per_s;
+    const auto peak = bench::measure_cpu_session_peak();
+    r.cpu_peak_flops = peak.flops_per_s;
+    report::write_report({{"cpu_peak_flops", peak.flops_per_s}, {"source", peak.source}}, kept);
     std::cerr << fmt::format("{:.3g} FLOP/s\n", *r.cpu_peak_flops);
   }
   return {"--cpu-peak-flops", fmt::format("{:.17g}", *r.cpu_peak_flops)};

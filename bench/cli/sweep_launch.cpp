@@ -33,12 +33,18 @@ volatile std::sig_atomic_t g_interrupt = 0;
 
 void on_interrupt(int sig) { g_interrupt = sig; }
 
-std::string last_non_empty_line(const std::string& path) {
+// Why the child failed: the last line gpuledger itself wrote ("gpuledger train:
+// error: ..."), else the last non-empty line that is not a launcher's banner
+// rule (mpirun closes its messages with a line of dashes).
+std::string why_from_log(const std::string& path) {
   std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last;
+  std::string line, last, ours;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r-") == std::string::npos) continue;
+    last = line;
+    if (line.rfind("gpuledger", 0) == 0) ours = line;
+  }
+  return ours.empty() ? last : ours;
 }
 
 // In the child, between fork and exec: every CPU of the machine the kernel lets
@@ -153,7 +159,7 @@ ChildExit run_child(const std::vector<std::string>& argv, const std::string& log
   }
   if (g_interrupt) out.interrupted = true;
   out.exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  out.last_line = last_non_empty_line(log_path);
+  out.last_line = why_from_log(log_path);
   return out;
 }
 

@@ -34,9 +34,9 @@ std::vector<std::string> child_command(const std::string& launcher, int64_t rank
 std::string self_exe();
 
 struct ChildExit {
-  int exit = 0;           // the exit status, or 128 + the signal that ended it
+  int exit = 0;              // the exit status, or 128 + the signal that ended it
   bool interrupted = false;  // the sweep itself got SIGINT/SIGTERM (passed on to the child)
-  std::string last_line;  // the last non-empty line of its output (why it failed)
+  std::string last_line;     // why it failed: the last line gpuledger wrote, else the log's last line
 };
 
 // Runs `argv` with the launcher's variables dropped, its CPU affinity widened

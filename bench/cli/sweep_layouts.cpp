@@ -42,11 +42,13 @@ AutoLayouts auto_layout_axis(int64_t world, const std::map<std::string, std::vec
       continue;
     }
     out.axis.values.push_back(fmt::format("dp{}_tp{}_pp{}", c.dp, c.tp, c.pp));
-    out.axis.settings.push_back({{"dp", std::to_string(c.dp)}, {"tp", std::to_string(c.tp)}, {"pp", std::to_string(c.pp)}});
+    out.axis.settings.push_back(
+        {{"dp", std::to_string(c.dp)}, {"tp", std::to_string(c.tp)}, {"pp", std::to_string(c.pp)}});
   }
   if (out.axis.values.empty()) {
     std::string why;
-    for (const auto& [c, reason] : out.refused) why += fmt::format("\n  dp {} tp {} pp {}: {}", c.dp, c.tp, c.pp, reason);
+    for (const auto& [c, reason] : out.refused)
+      why += fmt::format("\n  dp {} tp {} pp {}: {}", c.dp, c.tp, c.pp, reason);
     throw SweepUsage(fmt::format("--grid layout=auto: no dp·tp·pp factorisation of world {} is left{}", world,
                                  why.empty() ? " after the filters" : ": the model refuses every one" + why));
   }

@@ -24,7 +24,7 @@ std::vector<LayoutChoice> factorisations(int64_t world);
 using LayoutRefusal = std::function<std::optional<std::string>(const LayoutChoice&)>;
 
 struct AutoLayouts {
-  GridAxis axis;  // key "layout"; each value sets dp, tp and pp
+  GridAxis axis;                                              // key "layout"; each value sets dp, tp and pp
   std::vector<std::pair<LayoutChoice, std::string>> refused;  // factorisations the model refuses, and why
 };
 

@@ -55,7 +55,8 @@ std::vector<GridAxis> with_auto_layout(SweepPlan& s, const SweepOptions& o, std:
     if (is_layout_key(a.key)) filters[a.key] = a.values;
   const int64_t world = auto_world(s, o);
   AutoLayouts layouts = auto_layout_axis(world, filters, [&](const LayoutChoice& c) {
-    apply_point(*s.app, {"", {}, {{"dp", std::to_string(c.dp)}, {"tp", std::to_string(c.tp)}, {"pp", std::to_string(c.pp)}}});
+    apply_point(*s.app,
+                {"", {}, {{"dp", std::to_string(c.dp)}, {"tp", std::to_string(c.tp)}, {"pp", std::to_string(c.pp)}}});
     return refusal(*s.command);
   });
   s.refused_layouts = layouts.refused;

@@ -57,7 +57,8 @@ json plan_document(const SweepOptions& o, const std::vector<std::string>& fixed,
   plan["world"] = s.world;
   plan["out"] = o.out;
   plan["points"] = json::array();
-  for (size_t i = 0; i < s.points.size(); ++i) plan["points"].push_back(base_entry(s.points[i], static_cast<int64_t>(i)));
+  for (size_t i = 0; i < s.points.size(); ++i)
+    plan["points"].push_back(base_entry(s.points[i], static_cast<int64_t>(i)));
   return plan;
 }
 
@@ -78,10 +79,14 @@ json ran_entry(const std::string& sub, const Point& p, int64_t index, const json
   e["exit"] = exit;
   e["seconds"] = seconds;
   e["headline"] = report::headline(sub, doc);
-  if (status != "ok") {
-    std::string why = doc.value("error", error);
-    if (why.empty()) why = std::to_string(e["headline"]["checks_failed"].get<int64_t>()) + " check(s) failed";
-    e["error"] = why;
+  if (status == "check_failed") {
+    std::string names;
+    for (const auto& c : doc.value("checks", json::array()))
+      if (!c.value("ok", true) && names.find(c.value("name", std::string())) == std::string::npos)
+        names += (names.empty() ? "" : ", ") + c.value("name", std::string());
+    e["error"] = std::to_string(e["headline"]["checks_failed"].get<int64_t>()) + " check(s) failed: " + names;
+  } else if (status != "ok") {
+    e["error"] = doc.value("error", error);
   }
   return e;
 }
@@ -111,9 +116,9 @@ json build_index(const std::string& dir, const json& plan) {
     index["points"].push_back(e);
   }
   const int64_t n = static_cast<int64_t>(plan["points"].size());
-  index["summary"] = {{"points", n},       {"done", n - missing}, {"ok", ok},
-                      {"skipped", skipped}, {"failed", failed},    {"missing", missing},
-                      {"complete", missing == 0}};
+  index["summary"] = {
+      {"points", n},        {"done", n - missing},     {"ok", ok}, {"skipped", skipped}, {"failed", failed},
+      {"missing", missing}, {"complete", missing == 0}};
   return index;
 }
 

@@ -29,8 +29,8 @@ nlohmann::json resumable_entry(const std::string& dir, const Point& p);
 
 // The index entry of a point that ran: its report's status ("check_failed" when
 // ok but the run exited 1) and headline figures.
-nlohmann::json ran_entry(const std::string& sub, const Point& p, int64_t index, const nlohmann::json& report,
-                         int exit, double seconds, const std::string& error);
+nlohmann::json ran_entry(const std::string& sub, const Point& p, int64_t index, const nlohmann::json& report, int exit,
+                         double seconds, const std::string& error);
 nlohmann::json skipped_entry(const Point& p, int64_t index, const std::string& reason);
 
 // The index from the plan and the entries in the folder (a point without one is

@@ -56,7 +56,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::vector<std::string> ran(const std::string& err) {
   std::vector<std::string> out;
   for (const auto& l : lines(err))
-    if (l.rfind("[", 0) == 0 && contains(l, "] ")) out.push_back(l.substr(l.find("] ") + 2, l.find(" ...") - l.find("] ") - 2));
+    if (l.rfind("[", 0) == 0 && contains(l, "] "))
+      out.push_back(l.substr(l.find("] ") + 2, l.find(" ...") - l.find("] ") - 2));
   return out;
 }
 
@@ -64,9 +65,9 @@ std::vector<std::string> ran(const std::string& err) {
 std::string fmt_line(size_t i, const std::string& name) { return fmt::format("{:>4}  {:<40} runs", i, name); }
 
 // tiny-llama: 2 layers, 4 heads, 2 KV heads, ffn 176, vocab 97; one step on the meta backend.
-const std::vector<std::string> kMetaTrain = {"--model", "tiny-llama", "--backend", "meta", "--steps", "1", "--warmup",
-                                             "0",       "--seq",      "16",        "--mbs", "1",    "--microbatches",
-                                             "2"};
+const std::vector<std::string> kMetaTrain = {"--model",        "tiny-llama", "--backend", "meta", "--steps", "1",
+                                             "--warmup",       "0",          "--seq",     "16",   "--mbs",   "1",
+                                             "--microbatches", "2"};
 
 TEST(SweepCluster, LayoutAutoIsEveryFactorisationTheModelAllows) {
   // World 4: (dp, tp, pp) = (4,1,1) (2,1,2) (1,1,4) (2,2,1) (1,2,2) (1,4,1), tp slowest;
@@ -81,8 +82,8 @@ TEST(SweepCluster, LayoutAutoIsEveryFactorisationTheModelAllows) {
   EXPECT_TRUE(contains(r.out, "5 points, 5 run, 0 skipped")) << r.out;
 
   // A filter beside it, the product with another axis, and --np for the world on a real backend.
-  auto f = run_cli({"sweep", "train", "--model", "tiny-llama", "--np", "4", "--grid", "layout=auto", "--grid",
-                    "tp=1,2", "--grid", "zero=0,3", "--list"});
+  auto f = run_cli({"sweep", "train", "--model", "tiny-llama", "--np", "4", "--grid", "layout=auto", "--grid", "tp=1,2",
+                    "--grid", "zero=0,3", "--list"});
   ASSERT_EQ(f.status, 0) << f.err;
   const std::vector<std::string> filtered = {"dp4_tp1_pp1_zero0", "dp4_tp1_pp1_zero3", "dp2_tp1_pp2_zero0",
                                              "dp2_tp1_pp2_zero3", "dp2_tp2_pp1_zero0", "dp2_tp2_pp1_zero3",
@@ -93,16 +94,16 @@ TEST(SweepCluster, LayoutAutoIsEveryFactorisationTheModelAllows) {
 
   // layout=auto with no world to factorise, or with --tp fixed: usage errors.
   EXPECT_EQ(run_cli({"sweep", "train", "--model", "tiny-llama", "--grid", "layout=auto", "--list"}).status, 2);
-  EXPECT_EQ(run_cli({"sweep", "train", "--model", "tiny-llama", "--np", "4", "--tp", "2", "--grid", "layout=auto",
-                     "--list"})
-                .status,
-            2);
+  EXPECT_EQ(
+      run_cli({"sweep", "train", "--model", "tiny-llama", "--np", "4", "--tp", "2", "--grid", "layout=auto", "--list"})
+          .status,
+      2);
 }
 
 TEST(SweepCluster, ListPointAndArrayTaskThenMerge) {
   const std::string out = scratch_dir("sweep-array");
-  const auto base = cat(cat({"sweep", "train"}, kMetaTrain), {"--world", "2", "--grid", "layout=auto", "--grid",
-                                                               "recompute=none,full", "--out", out});
+  const auto base = cat(cat({"sweep", "train"}, kMetaTrain),
+                        {"--world", "2", "--grid", "layout=auto", "--grid", "recompute=none,full", "--out", out});
   // World 2 on 2 layers: dp2_tp1_pp1, dp1_tp1_pp2, dp1_tp2_pp1, times two recompute values.
   auto l = run_cli(cat(base, {"--list"}));
   ASSERT_EQ(l.status, 0) << l.err;
@@ -144,8 +145,9 @@ TEST(SweepCluster, ListPointAndArrayTaskThenMerge) {
 
 TEST(SweepCluster, ResumeRerunsOnlyTheMissingPoints) {
   const std::string out = scratch_dir("sweep-resume");
-  const std::vector<std::string> args = {"sweep", "plan", "--model", "llama2-7b", "--seq", "4096", "--microbatches",
-                                         "8", "--grid", "tp=1,2,4", "--grid", "pp=1,2", "--out", out};
+  const std::vector<std::string> args = {"sweep",  "plan",           "--model", "llama2-7b", "--seq",
+                                         "4096",   "--microbatches", "8",       "--grid",    "tp=1,2,4",
+                                         "--grid", "pp=1,2",         "--out",   out};
   auto first = run_cli(args);
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_EQ(ran(first.err).size(), 6u) << first.err;
@@ -168,7 +170,7 @@ TEST(SweepCluster, ResumeRerunsOnlyTheMissingPoints) {
 TEST(SweepCluster, CsvHasOneTypedRowPerPoint) {
   const std::string out = scratch_dir("sweep-csv");
   auto r = run_cli(cat(cat({"sweep", "train"}, kMetaTrain), {"--world", "2", "--ranks", "all", "--grid", "layout=auto",
-                                                              "--grid", "recompute=none,full", "--out", out}));
+                                                             "--grid", "recompute=none,full", "--out", out}));
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream in(out + "/sweep.csv");
   std::stringstream ss;
@@ -221,13 +223,13 @@ TEST(SweepCluster, AChildLaunchIsAJobOfItsOwn) {
   using gpuledger::cli::child_command;
   using gpuledger::cli::is_launcher_variable;
   // The parent job's description of this process goes; the user's settings stay.
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess",
-                        "OMPI_MCA_pmix", "OMPI_FILE_LOCATION", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD",
-                        "SLURM_PROCID", "SLURM_LOCALID"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess", "OMPI_MCA_pmix",
+        "OMPI_FILE_LOCATION", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD", "SLURM_PROCID", "SLURM_LOCALID"})
     EXPECT_TRUE(is_launcher_variable(v)) << v;
-  for (const char* v : {"OMPI_MCA_rmaps_base_oversubscribe", "OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT",
-                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "PMIX_MCA_gds", "SLURM_JOB_ID", "SLURM_NTASKS", "PATH",
-                        "CUDA_VISIBLE_DEVICES"})
+  for (const char* v :
+       {"OMPI_MCA_rmaps_base_oversubscribe", "OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+        "PMIX_MCA_gds", "SLURM_JOB_ID", "SLURM_NTASKS", "PATH", "CUDA_VISIBLE_DEVICES"})
     EXPECT_FALSE(is_launcher_variable(v)) << v;
   EXPECT_EQ(child_command("mpirun -np {ranks}", 4, "/bin/g", {"train", "--dp", "4"}),
             (std::vector<std::string>{"mpirun", "-np", "4", "/bin/g", "train", "--dp", "4"}));
@@ -268,14 +270,24 @@ TEST(SweepOomMpi, AnOutOfMemoryMidStepOnOneRankEndsThatPointOnly) {
   ASSERT_EQ(doc["ranks"].size(), 1u);
   EXPECT_EQ(doc["ranks"][0]["rank"], 0);
   const int64_t peak = doc["ranks"][0]["measured"]["peak_bytes"];
-  EXPECT_GT(peak, 864000);    // more than set-up holds: the step had begun
-  EXPECT_LE(peak, 1100000);   // and the ledger never passed the limit
+  EXPECT_GT(peak, 864000);   // more than set-up holds: the step had begun
+  EXPECT_LE(peak, 1100000);  // and the ledger never passed the limit
   EXPECT_FALSE(fs::exists(out + "/memory-limit1100000.json.failed-rank"));
   // The next point ran, as a job of its own, and passed.
   EXPECT_EQ(index["points"][1]["status"], "ok") << index["points"][1].dump();
   const json ok = read_json(out + "/memory-limit1Gi.json");
   EXPECT_EQ(ok["summary"]["loss"].size(), 2u);
   EXPECT_EQ(ok["ranks"].size(), 2u);
+  // The CPU peak was measured once, by the sweep, and is what the point's MFU is taken against.
+  std::ifstream log(out + "/stdout.txt");
+  std::stringstream text;
+  text << log.rdbuf();
+  const std::string all = text.str();
+  const auto first = all.find("measuring the CPU peak once");
+  ASSERT_NE(first, std::string::npos) << all;
+  EXPECT_EQ(all.find("measuring the CPU peak once", first + 1), std::string::npos) << all;
+  EXPECT_EQ(ok["summary"]["peak_flops"], read_json(out + "/sweep.peak.json")["cpu_peak_flops"]);
+  EXPECT_TRUE(contains(ok["summary"]["peak_source"].get<std::string>(), "measured once for the sweep"));
 }
 
 }  // namespace
