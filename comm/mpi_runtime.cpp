@@ -6,6 +6,7 @@
 
 #include "comm/mpi_check.h"
 #include "core/check.h"
+#include "core/local_rank.h"
 
 namespace gpuledger {
 
@@ -27,6 +28,18 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Every error this process reports from now on names its world rank (check.h).
   error_origin().rank = rank;
   hostname_ = error_origin().host;
+}
+
+int64_t MpiRuntime::local_rank() {
+  if (local_rank_ >= 0) return local_rank_;
+  if (const auto env = local_rank_from_env()) return local_rank_ = *env;
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "splitting the world by node to find the local rank");
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(node, &rank), "reading the rank on this node");
+  MPI_CHECK(MPI_Comm_free(&node), "freeing the node communicator");
+  return local_rank_ = rank;
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -31,11 +31,16 @@ class MpiRuntime {
   int64_t world_rank() const { return world_rank_; }
   int64_t world_size() const { return world_size_; }
   const std::string& hostname() const { return hostname_; }
+  // The rank among this node's ranks (core/local_rank.h): the launcher's
+  // variable, else the rank in MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) —
+  // collective over the world the first time, so every rank calls it together.
+  int64_t local_rank();
   bool initialised_here() const { return initialised_here_; }
 
  private:
   bool initialised_here_ = false;
   int64_t world_rank_ = 0, world_size_ = 1;
+  int64_t local_rank_ = -1;  // -1: not looked up yet
   std::string hostname_;
 };
 

@@ -30,6 +30,9 @@ class RunCommand {
   virtual void bind(CLI::App& app) = 0;
   virtual OutputOptions& output() = 0;
   virtual int run() const = 0;  // the exit status; usage errors throw (ConfigError, LayoutError)
+  // Throws what run() would throw for these options before it runs anything
+  // (ConfigError, LayoutError): sweep skips such a point without running it.
+  virtual void validate() const {}
 };
 
 std::unique_ptr<RunCommand> make_plan_command();

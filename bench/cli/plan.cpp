@@ -28,6 +28,7 @@ class PlanCommand : public RunCommand {
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
+  void validate() const override { resolve_config(config_); }
 
   int run() const override {
     run::PlanRequest q;

@@ -1,176 +1,63 @@
-// `gpuledger sweep`: a grid of points in one launch, one report per point
-// (docs/architecture.md "Command line"; docs/sweep.md).
+// `gpuledger sweep`: a grid of points, one report per point (docs/sweep.md;
+// on a cluster, docs/cluster.md).
 //
-//   gpuledger sweep plan --model llama3-70b --seq 8192 --device h100-sxm
-//                        --grid tp=2,4,8 --grid pp=1,2,4 --out results/sweep-70b
+//   mpirun -np 4 gpuledger sweep train --model tiny-llama --steps 3
+//       --grid layout=auto --grid zero=0,1,2,3 --grid recompute=none,selective,full --out DIR
 //
-// runs the cartesian product of the grids (the first --grid varies slowest)
-// one point after another in this process, each point by the very run
-// `gpuledger <subcommand>` runs (commands.h RunCommand): the subcommand's
-// options are parsed once from the fixed arguments, each point sets its grid
-// values on them by name (through each option's own conversion and checks),
-// and the command runs with --json DIR/<name>.json.
-// So a point's report is exactly what that subcommand alone writes.
+// The subcommand's options are parsed once from the fixed arguments and every
+// point's grid values are set on them by name, through each option's own
+// conversion and checks (sweep_plan.h): usage errors end the sweep (exit 2)
+// before anything runs, and a point the subcommand refuses — a layout that
+// does not divide, a refused combination, more ranks than the sweep has — is
+// "skipped" with the reason, never run and never a failure.
 //
-// Under mpirun every rank runs the same points in the same order (a train
-// point is then one MPI job); MPI is initialised once for the whole sweep (a
-// point's own MpiRuntime sees it initialised and leaves it so), rank 0 writes
-// the reports, the index and the table.
+// Each point that runs is a child process: `gpuledger <subcommand> <point's
+// options> --json DIR/<point>.json`, a fresh MPI job of its own under the
+// launcher when it has more than one rank (sweep_launch.h). An out-of-memory
+// on one rank, an abort or a crash ends that job only: the point keeps the
+// report its failing rank wrote (or the sweep writes a minimal one) and the
+// sweep goes on; the next point's job has communicators of its own. Under
+// `mpirun -np N` (or srun) only rank 0 is the sweep: the other ranks leave at
+// once, so that the points' jobs have the cores, and N is the world
+// layout=auto factorises and the most ranks a point may have.
 //
-// A failed point (out of memory, a layout that does not divide, an error) is a
-// report too — the subcommand's own failure report, or, when it stopped before
-// writing one, a minimal {"status": "error", "error": ...} report — and the
-// sweep goes on. DIR/sweep.json indexes the points (schema gpuledger.sweep/1)
-// with their status and headline figures. Exit 0 when every point is ok, 1
-// when one failed (or its checks did), 2 on usage errors, found before any
-// point runs: a bad --grid, a key that is not an option of the subcommand, a
-// value the subcommand's option refuses.
+// Only rank 0 writes, every file whole (a temporary name, then rename). A
+// point's index entry is written last (sweep_store.h), so --resume reruns
+// exactly the points a kill cut short; --point N (or SLURM_ARRAY_TASK_ID) runs
+// one point of a job array into the shared folder, and --merge DIR builds the
+// index from it. Exit 0 when every point is ok or skipped, 1 when one failed
+// (or its checks did) or is missing, 2 on usage errors.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <set>
-#include <streambuf>
 #include <string>
 #include <vector>
 
 #include "bench/cli/commands.h"
-#include "bench/cli/guarded_run.h"
-#include "bench/cli/sweep_grid.h"
+#include "bench/cli/sweep_launch.h"
+#include "bench/cli/sweep_plan.h"
+#include "bench/cli/sweep_store.h"
 #include "bench/exit_codes.h"
+#include "bench/peak.h"
 #include "bench/report/report.h"
 #include "bench/report/report_reader.h"
 #include "bench/report/sweep_index.h"
-#include "bench/run/launcher.h"
-#if GPULEDGER_HAVE_MPI
-#include "comm/mpi_runtime.h"
-#endif
 
 namespace gpuledger::cli {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
-// Copies everything written to std::cerr through, and keeps the tail: a
-// subcommand that fails without throwing (an MPI job whose ranks agreed on a
-// failure) says why on stderr, and that line becomes the point's error.
-class StderrTail : public std::streambuf {
- public:
-  StderrTail() : through_(std::cerr.rdbuf()) { std::cerr.rdbuf(this); }
-  ~StderrTail() override { std::cerr.rdbuf(through_); }
-  // The last non-empty line written.
-  std::string last_line() const {
-    auto end = tail_.find_last_not_of("\n ");
-    if (end == std::string::npos) return {};
-    auto begin = tail_.rfind('\n', end);
-    return tail_.substr(begin == std::string::npos ? 0 : begin + 1,
-                        end + 1 - (begin == std::string::npos ? 0 : begin + 1));
-  }
-
- protected:
-  int_type overflow(int_type ch) override {
-    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
-    keep(std::string(1, traits_type::to_char_type(ch)));
-    return through_->sputc(traits_type::to_char_type(ch));
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    keep(std::string(s, static_cast<size_t>(n)));
-    return through_->sputn(s, n);
-  }
-  int sync() override { return through_->pubsync(); }
-
- private:
-  void keep(const std::string& s) {
-    tail_ += s;
-    if (tail_.size() > 8192) tail_.erase(0, tail_.size() - 4096);
-  }
-  std::streambuf* through_;
-  std::string tail_;
-};
-
-struct SweepOptions {
-  std::string sub;
-  std::vector<std::string> grids;
-  std::string out;
-  bool tables = false;
-};
-
-// The subcommand's options, parsed from the fixed arguments, and the grid.
-struct SweepPlan {
-  std::unique_ptr<RunCommand> command;
-  CLI::App root;
-  CLI::App* app = nullptr;
-  std::vector<GridAxis> axes;
-  std::vector<Point> points;
-};
-
-// Everything a usage error can come from, checked before the first point runs.
-void prepare(SweepPlan& s, const SweepOptions& o, const std::vector<std::string>& fixed) {
-  for (const auto& a : fixed)
-    if (a == "--json" || a.rfind("--json=", 0) == 0)
-      throw SweepUsage("--json: the sweep writes each point's report to --out DIR/<point>.json");
-  s.command = make_run_command(o.sub);
-  if (!s.command) throw SweepUsage("cannot sweep '" + o.sub + "' (plan, kv, train or infer)");
-  s.app = s.root.add_subcommand(o.sub);
-  s.command->bind(*s.app);
-  try {
-    std::vector<std::string> args{fixed.rbegin(), fixed.rend()};  // CLI11 takes the arguments last-first
-    args.push_back(o.sub);
-    s.root.parse(args);
-  } catch (const CLI::ParseError& e) {
-    throw SweepUsage(o.sub + ": " + e.what());
-  }
-  std::set<std::string> keys;
-  std::set<const CLI::Option*> swept;  // two names of one option (--sp, --no-overlap-grad-reduce) are one key
-  for (const auto& g : o.grids) {
-    s.axes.push_back(parse_axis(g, *s.app));
-    const auto& k = s.axes.back().key;
-    if (!keys.insert(k).second || !swept.insert(s.app->get_option("--" + k)).second)
-      throw SweepUsage("--grid " + k + " is given twice");
-    if (s.app->get_option("--" + k)->count() > 0)  // given among the fixed options, by any of its names
-      throw SweepUsage("--" + k + " is both a fixed option and a --grid key");
-  }
-  for (const auto& a : s.axes)  // e.g. --gbs swept with --microbatches given: they exclude each other
-    for (const CLI::Option* ex : s.app->get_option("--" + a.key)->get_excludes())
-      if (ex->count() > 0 || swept.count(ex) > 0)
-        throw SweepUsage("--grid " + a.key + ": --" + a.key + " excludes " + ex->get_name());
-  s.points = make_points(s.axes, fixed);
-  for (const auto& p : s.points) {
-    try {
-      apply_point(*s.app, s.axes, p);
-    } catch (const CLI::ParseError& e) {
-      throw SweepUsage("point " + p.name + ": " + e.what());
-    }
-  }
-}
-
-#if GPULEDGER_HAVE_MPI
-int64_t parsed_int(CLI::App& app, const std::string& name, int64_t fallback) {
-  const CLI::Option* o = app.get_option_no_throw(name);
-  return o && o->count() > 0 ? o->as<int64_t>() : fallback;
-}
-
-// Whether some point of a train sweep outside mpirun would start MPI itself
-// (more than one rank, not simulated): MPI is then started once for the sweep,
-// since MPI cannot be initialised again after a point finalised it.
-bool some_point_starts_mpi(SweepPlan& s, const std::string& sub) {
-  if (sub != "train") return false;
-  for (const auto& p : s.points) {
-    apply_point(*s.app, s.axes, p);
-    CLI::App& app = *s.app;
-    const int64_t world = parsed_int(app, "--dp", 1) * parsed_int(app, "--tp", 1) * parsed_int(app, "--pp", 1);
-    const CLI::Option* b = app.get_option_no_throw("--backend");
-    const std::string backend = b && b->count() > 0 ? b->as<std::string>() : "cpu";
-    if (world > 1 && backend != "meta") return true;
-  }
-  return false;
-}
-#endif
+using Clock = std::chrono::steady_clock;
 
 std::string describe(const Point& p) {
   std::string s;
@@ -178,137 +65,225 @@ std::string describe(const Point& p) {
   return s;
 }
 
-json index_skeleton(const SweepOptions& o, const std::vector<std::string>& fixed, const std::vector<GridAxis>& axes,
-                    int64_t ranks) {
-  json index;
-  index["schema"] = report::kSweepSchema;
-  index["kind"] = o.sub;
-  json command = {"gpuledger", "sweep", o.sub};
-  for (const auto& a : fixed) command.push_back(a);
-  for (const auto& g : o.grids) command.insert(command.end(), {"--grid", g});
-  command.insert(command.end(), {"--out", o.out});
-  index["command"] = command;
-  index["fixed_args"] = fixed;
-  index["grid"] = json::array();
-  for (const auto& a : axes) index["grid"].push_back({{"key", a.key}, {"values", a.values}});
-  index["out"] = o.out;
-  index["tool"] = {{"version", GPULEDGER_VERSION}, {"git", report::git_commit()}};
-  index["env"] = {{"host", report::host_name()}, {"mpi_ranks", ranks}};
-  index["points"] = json::array();
-  return index;
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
-// The point's report as written, or — when the subcommand stopped before
-// writing one (a bad layout, an error in set-up) — a minimal one, written now.
-json point_report(const SweepOptions& o, const Point& p, const std::string& path, const GuardedRun& g) {
-  namespace fs = std::filesystem;
-  if (fs::exists(path)) return report::read_report(path);
-  json doc = report::make_report(o.sub);
-  doc["status"] = "error";
-  doc["error"] = g.error.empty() ? fmt::format("exited {} without a report", g.exit) : g.error;
-  doc["exit"] = g.exit;
-  doc["config"] = {{"args", p.args}};
-  report::write_report(doc, path);
-  return doc;
-}
+// What one run of the sweep does and has done.
+struct SweepRun {
+  SweepRun(const SweepOptions& options, SweepPlan& plan_) : o(options), s(plan_) {}
+  const SweepOptions& o;
+  SweepPlan& s;
+  json plan;                                     // DIR/sweep.plan.json
+  std::vector<size_t> selected;                  // the points this run handles
+  std::vector<std::optional<std::string>> skip;  // per point of the plan
+  std::optional<double> cpu_peak_flops;          // measured once, at the first train point on the cpu
+  Clock::time_point start = Clock::now();
+  double ran_seconds = 0;
+  int64_t ran = 0, to_run = 0, failed = 0;
+};
 
-json index_entry(const SweepOptions& o, const Point& p, const std::string& file, const json& doc, const GuardedRun& g,
-                 double seconds) {
-  std::string status = doc.value("status", std::string("error"));
-  if (status == "ok" && g.exit != kExitOk) status = "check_failed";
-  json entry = {{"name", p.name},
-                {"args", p.args},
-                {"report", file},
-                {"status", status},
-                {"exit", g.exit},
-                {"seconds", seconds},
-                {"headline", report::headline(o.sub, doc)}};
-  entry["values"] = json::object();
-  for (const auto& [k, v] : p.values) entry["values"][k] = v;
-  if (status != "ok") {
-    std::string why = doc.value("error", g.error);
-    if (why.empty()) why = fmt::format("{} check(s) failed", entry["headline"]["checks_failed"].get<int64_t>());
-    entry["error"] = why;
+// train on the cpu without --peak-flops or a --device datasheet: every point
+// takes MFU against one CPU peak, measured here once (bench/peak.h) and kept in
+// DIR/sweep.peak.json, which a --resume or a job array's --point reuses, so
+// that a sweep finished in several runs still has one denominator.
+std::vector<std::string> peak_args(SweepRun& r) {
+  if (r.o.sub != "train" || option_text(*r.s.app, "--backend") != "cpu") return {};
+  if (r.s.app->get_option("--peak-flops")->count() > 0 || !option_text(*r.s.app, "--device").empty()) return {};
+  const std::string kept = (fs::path(r.o.out) / "sweep.peak.json").string();
+  if (!r.cpu_peak_flops && (r.o.resume || r.o.point || std::getenv("SLURM_ARRAY_TASK_ID")) && fs::exists(kept))
+    r.cpu_peak_flops = report::read_report(kept).value("cpu_peak_flops", 0.0);
+  if (!r.cpu_peak_flops || *r.cpu_peak_flops <= 0) {
+    std::cerr << "measuring the CPU peak once for every point ... " << std::flush;
+    const auto peak = bench::measure_cpu_session_peak();
+    r.cpu_peak_flops = peak.flops_per_s;
+    report::write_report({{"cpu_peak_flops", peak.flops_per_s}, {"source", peak.source}}, kept);
+    std::cerr << fmt::format("{:.3g} FLOP/s\n", *r.cpu_peak_flops);
   }
+  return {"--cpu-peak-flops", fmt::format("{:.17g}", *r.cpu_peak_flops)};
+}
+
+// Runs point i as a child job and writes its report (when the child wrote none)
+// and its entry; returns the entry.
+json run_one(SweepRun& r, size_t i) {
+  const Point& p = r.s.points[i];
+  const std::string report_path = point_file(r.o.out, p.name, ".json");
+  const std::string log_path = point_file(r.o.out, p.name, ".log");
+  apply_point(*r.s.app, p);
+  std::vector<std::string> args = {r.o.sub};
+  args.insert(args.end(), p.args.begin(), p.args.end());
+  for (const auto& a : peak_args(r)) args.push_back(a);
+  args.insert(args.end(), {"--json", report_path});
+  if (!r.o.tables) args.push_back("--quiet");
+  const auto argv = child_command(r.o.launcher.empty() ? default_launcher() : r.o.launcher, point_ranks(r.s, r.o.sub),
+                                  self_exe(), args);
+  const auto t0 = Clock::now();
+  const ChildExit c = run_child(argv, log_path);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  fs::remove(report_path + ".failed-rank");  // train's marker of which rank wrote the report (train_mpi.cpp)
+  if (r.o.tables) std::cout << std::ifstream(log_path).rdbuf() << std::flush;
+  if (c.interrupted) return nullptr;
+  json entry;
+  if (c.exit == kExitUsage && !fs::exists(report_path)) {
+    entry = skipped_entry(p, static_cast<int64_t>(i), c.last_line);  // refused by the subcommand itself
+  } else {
+    json doc;
+    if (fs::exists(report_path)) {
+      doc = report::read_report(report_path);
+    } else {  // the job ended before any rank wrote (a crash, a kill): the sweep says what it saw
+      doc = report::make_report(r.o.sub);
+      doc["status"] = "error";
+      doc["error"] = fmt::format("exited {} without a report{}", c.exit, c.last_line.empty() ? "" : ": " + c.last_line);
+      doc["exit"] = c.exit;
+      doc["config"] = {{"args", p.args}};
+      report::write_report(doc, report_path);
+    }
+    entry = ran_entry(r.o.sub, p, static_cast<int64_t>(i), doc, c.exit, seconds, c.last_line);
+  }
+  report::write_report(entry, point_file(r.o.out, p.name, ".point.json"));
   return entry;
 }
 
-// Runs one point as `gpuledger <sub>` alone would; a failure without an
-// exception (an MPI job whose ranks agreed on a failure) says why on stderr.
-GuardedRun run_point(SweepPlan& s, const Point& p, const std::string& json_path, bool quiet) {
-  StderrTail tail;
-  GuardedRun g = run_guarded([&] {
-    apply_point(*s.app, s.axes, p);
-    s.command->output().json_path = json_path;
-    s.command->output().quiet = quiet;
-    return s.command->run();
-  });
-  if (g.exit != kExitOk && g.error.empty()) g.error = tail.last_line();
-  return g;
+void print_progress(SweepRun& r, size_t k, const Point& p, const json& entry, double seconds) {
+  const std::string status = entry["status"];
+  const double elapsed = std::chrono::duration<double>(Clock::now() - r.start).count();
+  const int64_t left = r.to_run - r.ran;
+  const std::string eta = r.ran > 0 ? format_duration(r.ran_seconds / static_cast<double>(r.ran) * left) : "?";
+  std::string why;
+  if (status == "skipped") why = ": " + entry["reason"].get<std::string>();
+  if (status != "ok" && status != "skipped") why = ": " + entry.value("error", std::string());
+  std::cerr << fmt::format("[{}/{}] {} ... {} ({:.1f} s){} | elapsed {}, {} to run, ETA {}\n", k + 1, r.selected.size(),
+                           describe(p), status, seconds, why, format_duration(elapsed), left, eta)
+            << std::flush;
+}
+
+// Returns false when the sweep was interrupted.
+bool run_points(SweepRun& r) {
+  const bool whole = r.selected.size() == r.s.points.size();
+  for (size_t k = 0; k < r.selected.size(); ++k) {
+    const size_t i = r.selected[k];
+    const Point& p = r.s.points[i];
+    if (r.o.resume && !resumable_entry(r.o.out, p).is_null()) continue;
+    for (const char* suffix : {".point.json", ".json", ".log"}) fs::remove(point_file(r.o.out, p.name, suffix));
+    if (r.skip[i]) {
+      report::write_report(skipped_entry(p, static_cast<int64_t>(i), *r.skip[i]),
+                           point_file(r.o.out, p.name, ".point.json"));
+      continue;  // counted in the summary line before the first point
+    }
+    const auto t0 = Clock::now();
+    const json entry = run_one(r, i);
+    if (entry.is_null()) return false;
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ++r.ran;
+    r.ran_seconds += seconds;
+    if (entry["status"] != "ok" && entry["status"] != "skipped") ++r.failed;
+    print_progress(r, k, p, entry, seconds);
+    // Rewritten after every point: a stopped sweep leaves an index of what it finished.
+    if (whole) write_index(r.o.out, build_index(r.o.out, r.plan));
+  }
+  return true;
+}
+
+// --point N, else SLURM_ARRAY_TASK_ID (one point per task of a job array), else all.
+std::vector<size_t> select_points(const SweepOptions& o, size_t n) {
+  std::optional<int64_t> one = o.point;
+  if (!one && !o.list)
+    if (const char* task = std::getenv("SLURM_ARRAY_TASK_ID")) {
+      const std::string t(task);
+      if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
+        throw SweepUsage("SLURM_ARRAY_TASK_ID=" + t + " is not a point index");
+      one = std::stoll(t);
+    }
+  std::vector<size_t> all;
+  if (one) {
+    if (*one < 0 || *one >= static_cast<int64_t>(n))
+      throw SweepUsage(fmt::format("point {} does not exist: the sweep has points 0 to {} (--list)", *one, n - 1));
+    return {static_cast<size_t>(*one)};
+  }
+  for (size_t i = 0; i < n; ++i) all.push_back(i);
+  return all;
+}
+
+void print_list(const SweepRun& r) {
+  int64_t runnable = 0;
+  for (size_t i = 0; i < r.s.points.size(); ++i) {
+    const auto& why = r.skip[i];
+    runnable += why ? 0 : 1;
+    std::cout << fmt::format("{:>4}  {:<40} {}\n", i, r.s.points[i].name, why ? "skipped: " + *why : "runs");
+  }
+  for (const auto& [c, why] : r.s.refused_layouts)
+    std::cout << fmt::format("layout=auto leaves out dp {} tp {} pp {}: {}\n", c.dp, c.tp, c.pp, why);
+  std::cout << fmt::format("{} points, {} run, {} skipped (a job array: --array=0-{})\n", r.s.points.size(), runnable,
+                           r.s.points.size() - static_cast<size_t>(runnable), r.s.points.size() - 1);
+}
+
+int merge_folder(const std::string& dir) {
+  const std::string plan_path = (fs::path(dir) / "sweep.plan.json").string();
+  if (!fs::exists(plan_path)) {
+    std::cerr << "gpuledger sweep: error: --merge " << dir << ": no sweep.plan.json (not a sweep's folder)\n";
+    return kExitUsage;
+  }
+  const json plan = report::read_report(plan_path);
+  const json index = build_index(dir, plan);
+  write_index(dir, index);
+  report::print_sweep_table(std::cout, plan["kind"].get<std::string>(), index);
+  return index_exit_status(index);
 }
 
 int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
-  namespace fs = std::filesystem;
+  if (!o.merge.empty()) return merge_folder(o.merge);
+  // Under a launcher only rank 0 is the sweep; the others leave the cores to the points' jobs.
+  if (launcher_rank() > 0) return kExitOk;
   SweepPlan s;
+  SweepRun r(o, s);
   try {
+    if (o.sub.empty() || o.grids.empty() || (o.out.empty() && !o.list))
+      throw SweepUsage("give the subcommand, at least one --grid and --out DIR (or --merge DIR)");
     prepare(s, o, fixed);
+    r.selected = select_points(o, s.points.size());
+    r.skip.resize(s.points.size());
+    for (size_t i = 0; i < s.points.size(); ++i) r.skip[i] = skip_reason(s, o.sub, s.points[i]);
   } catch (const SweepUsage& e) {
     std::cerr << "gpuledger sweep: error: " << e.what() << "\n";
     return kExitUsage;
   }
-#if GPULEDGER_HAVE_MPI
-  std::optional<MpiRuntime> mpi;
-  if (run::launched_by_mpi_launcher() || some_point_starts_mpi(s, o.sub)) mpi.emplace();
-  const int64_t rank = mpi ? mpi->world_rank() : 0;
-  const int64_t ranks = mpi ? mpi->world_size() : 1;
-#else
-  const int64_t rank = 0, ranks = 1;
-#endif
-  // plan and kv compute the same thing on every rank: only rank 0 writes.
-  // train and infer points are MPI jobs: every rank gets the path, their rank 0
-  // writes (and a rank failing inside a step writes its own view before aborting).
-  const bool every_rank_gets_json = o.sub == "train" || o.sub == "infer";
-  if (rank == 0) fs::create_directories(o.out);
-  json index = index_skeleton(o, fixed, s.axes, ranks);
-  const auto& points = s.points;
-  int64_t failed = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const Point& p = points[i];
-    const std::string file = p.name + ".json";
-    const std::string path = (fs::path(o.out) / file).string();
-    if (rank == 0) {
-      fs::remove(path);  // a report left by an earlier sweep must not pass for this one's
-      // One line per point; its own output (--tables) starts on a line of its own.
-      std::cerr << fmt::format("[{}/{}] {} ...{}", i + 1, points.size(), describe(p), o.tables ? "\n" : " ")
-                << std::flush;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const GuardedRun g = run_point(s, p, rank == 0 || every_rank_gets_json ? path : "", !o.tables || rank != 0);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (g.exit != kExitOk) ++failed;
-    if (rank != 0) continue;
-    const json entry = index_entry(o, p, file, point_report(o, p, path, g), g, seconds);
-    const std::string status = entry["status"];
-    if (o.tables) std::cerr << fmt::format("[{}/{}] {} ... ", i + 1, points.size(), p.name);
-    std::cerr << fmt::format("{} ({:.2f} s){}\n", status, seconds,
-                             status == "ok" ? "" : ": " + entry["error"].get<std::string>())
-              << std::flush;
-    index["points"].push_back(entry);
-    // Rewritten after every point: a sweep that is stopped (an MPI job aborted by
-    // a point, a time limit) leaves an index of what it finished.
-    const int64_t done = static_cast<int64_t>(i) + 1;
-    index["summary"] = {{"points", points.size()},
-                        {"done", done},
-                        {"ok", done - failed},
-                        {"failed", failed},
-                        {"complete", done == static_cast<int64_t>(points.size())}};
-    report::write_report(index, (fs::path(o.out) / "sweep.json").string());
+  if (o.list) {
+    print_list(r);
+    return kExitOk;
   }
-  if (rank == 0) {
-    std::cout << "\n";
-    report::print_sweep_table(std::cout, o.sub, index);
+  fs::create_directories(o.out);
+  r.plan = plan_document(o, fixed, s);
+  report::write_report(r.plan, (fs::path(o.out) / "sweep.plan.json").string());
+  int64_t skipped = 0, done = 0;
+  for (size_t i : r.selected) {
+    if (o.resume && !resumable_entry(o.out, s.points[i]).is_null())
+      ++done;
+    else if (r.skip[i])
+      ++skipped;
   }
-  return failed > 0 ? kExitFailed : kExitOk;
+  r.to_run = static_cast<int64_t>(r.selected.size()) - skipped - done;
+  std::cerr << fmt::format("sweep: {} points: {} to run, {} skipped (the subcommand refuses them){}\n",
+                           r.selected.size(), r.to_run, skipped,
+                           o.resume ? fmt::format(", {} done already (--resume)", done) : std::string());
+  forward_interrupts_to_children();
+  const bool finished = run_points(r);
+  if (r.selected.size() < s.points.size()) {  // one point of a job array: --merge builds the index
+    if (!finished) return kExitFailed;
+    const json e = report::read_report(point_file(o.out, s.points[r.selected[0]].name, ".point.json"));
+    return e["status"] == "ok" || e["status"] == "skipped" ? kExitOk : kExitFailed;
+  }
+  const json index = build_index(o.out, r.plan);
+  write_index(o.out, index);
+  if (!finished) {
+    std::cerr << "sweep: interrupted; --resume reruns only the points not done\n";
+    return kExitFailed;
+  }
+  std::cout << "\n";
+  report::print_sweep_table(std::cout, o.sub, index);
+  return index_exit_status(index);
 }
 
 }  // namespace
@@ -316,34 +291,44 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
 void add_sweep_command(CLI::App& root, std::vector<Command>& out) {
   auto o = std::make_shared<SweepOptions>();
   auto* app = root.add_subcommand(
-      "sweep", "run a grid of points of plan, kv, train or infer in one launch, one report per point");
+      "sweep", "run a grid of points of plan, kv, train or infer, each its own job, one report per point");
   app->add_option("subcommand", o->sub, "the subcommand each point runs")
-      ->required()
       ->check(CLI::IsMember({"plan", "kv", "train", "infer"}));
   app->add_option("--grid", o->grids,
-                  "KEY=V1,V2,...: an option of the subcommand and its values (repeatable; "
-                  "the points are the cartesian product, the first --grid slowest)")
-      ->required()
+                  "KEY=V1,V2,...: an option of the subcommand and its values (repeatable; the points are the "
+                  "cartesian product, the first --grid slowest); layout=auto: every dp·tp·pp of the world the "
+                  "model allows")
       ->allow_extra_args(false)
       ->type_name("KEY=V1,V2,...");
   app->add_option("--out", o->out, "folder for the reports: DIR/<point>.json and the index DIR/sweep.json")
-      ->required()
       ->check(CLI::Validator([](std::string& dir) { return report::output_dir_problem(dir); }, "DIR"))
       ->type_name("DIR");
   app->add_flag("--tables", o->tables, "print each point's own tables too (default: progress and one summary table)");
+  app->add_flag("--resume", o->resume, "skip the points whose report is complete and ran with the same options");
+  app->add_flag("--list", o->list, "print the points with their index (and which are skipped), run nothing");
+  app->add_option("--point", o->point, "run point N only (default: SLURM_ARRAY_TASK_ID when set)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--merge", o->merge, "build DIR/sweep.json and sweep.csv from the points' files, run nothing")
+      ->type_name("DIR");
+  app->add_option("--np", o->np, "the ranks the sweep has (default: the launcher's world, mpirun -np / srun -n)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--launcher", o->launcher,
+                  "how a point of more than one rank starts, {ranks} its rank count (default: srun --ntasks={ranks} "
+                  "in a Slurm job, else mpirun -np {ranks})");
   // Every other argument is the subcommand's own, passed to every point as given.
   app->allow_extras();
   app->footer(
       "Every option not listed above is the subcommand's own (see gpuledger plan|kv|train|infer --help)\n"
       "and is passed unchanged to every point. A --grid KEY is that subcommand's option without the dashes;\n"
       "a flag (sp) takes 1/0. A point's report is DIR/<name>.json, the name made of the grid keys and\n"
-      "values (tp2_pp4_zero1, recompute-full); DIR/sweep.json indexes them (docs/sweep.md).\n"
-      "Exit 0: every point ok; 1: a point failed (its report says why) or its checks did; 2: usage.\n\n"
+      "values (tp2_pp4_zero1, recompute-full); DIR/sweep.json and DIR/sweep.csv index them (docs/sweep.md).\n"
+      "Each point runs as its own job (docs/cluster.md): one that fails or runs out of memory ends alone.\n"
+      "Exit 0: every point ok or skipped; 1: a point failed (its report says why) or its checks did; 2: usage.\n\n"
       "Examples:\n"
       "  gpuledger sweep plan --model llama3-70b --seq 8192 --microbatches 32 --device h100-sxm \\\n"
       "      --grid tp=4,8 --grid pp=2,4,8 --grid zero=0,1 --out results/sweep-70b\n"
-      "  mpirun -np 4 gpuledger sweep train --model tiny-llama --backend cpu --steps 3 --dp 4 \\\n"
-      "      --grid zero=0,1,2,3 --out results/sweep-zero\n"
+      "  mpirun -np 4 gpuledger sweep train --model tiny-llama --steps 3 --grid layout=auto \\\n"
+      "      --grid zero=0,1,2,3 --grid recompute=none,selective,full --out results/sweep-tiny [--resume]\n"
       "  /usr/bin/python3 scripts/plot.py results/sweep-70b");
   out.push_back({app, [o, app]() { return run_sweep(*o, app->remaining()); }});
 }

@@ -92,16 +92,19 @@ std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vec
     p.args = fixed;
     for (size_t i = 0; i < axes.size(); ++i) {
       const auto& a = axes[i];
-      const auto& v = a.values[idx[i]];
-      p.values.emplace_back(a.key, v);
-      if (i > 0) p.name += '_';
-      p.name += name_piece(a.key, v);
-      if (a.flag) {
-        // --sp=0 / --sp=1: CLI11 reads a flag's value, so a flag on by default can be switched off too.
-        p.args.push_back("--" + a.key + "=" + (*flag_value(v) ? "true" : "false"));
-      } else {
-        p.args.push_back("--" + a.key);
-        p.args.push_back(v);
+      const std::vector<Setting> sets =
+          a.settings.empty() ? std::vector<Setting>{{a.key, a.values[idx[i]]}} : a.settings[idx[i]];
+      for (const auto& [key, v] : sets) {
+        p.values.emplace_back(key, v);
+        if (!p.name.empty()) p.name += '_';
+        p.name += name_piece(key, v);
+        if (a.flag) {
+          // --sp=0 / --sp=1: CLI11 reads a flag's value, so a flag on by default can be switched off too.
+          p.args.push_back("--" + key + "=" + (*flag_value(v) ? "true" : "false"));
+        } else {
+          p.args.push_back("--" + key);
+          p.args.push_back(v);
+        }
       }
     }
     // Two values that sanitise alike ("a/b", "a-b") still get files of their own.
@@ -114,16 +117,21 @@ std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vec
   return points;
 }
 
-void apply_point(CLI::App& sub, const std::vector<GridAxis>& axes, const Point& p) {
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const GridAxis& a = axes[i];
-    CLI::Option* opt = sub.get_option("--" + a.key);
+void apply_point(CLI::App& sub, const Point& p) {
+  for (const auto& [key, value] : p.values) {
+    CLI::Option* opt = sub.get_option("--" + key);
+    const bool flag = opt->get_expected_max() == 0;
     opt->clear();
     // A flag's value as its own parser reads it: --no-overlap-grad-reduce=true is "false".
-    opt->add_result(a.flag ? opt->get_flag_value(a.key, *flag_value(p.values[i].second) ? "true" : "false")
-                           : p.values[i].second);
+    opt->add_result(flag ? opt->get_flag_value(key, *flag_value(value) ? "true" : "false") : value);
     opt->run_callback();
   }
+}
+
+std::string point_value(const Point& p, const std::string& key) {
+  for (const auto& [k, v] : p.values)
+    if (k == key) return v;
+  return "";
 }
 
 }  // namespace gpuledger::cli

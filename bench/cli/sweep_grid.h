@@ -13,16 +13,22 @@ class App;
 
 namespace gpuledger::cli {
 
+// One (option without dashes, value as typed) a point sets.
+using Setting = std::pair<std::string, std::string>;
+
 struct GridAxis {
-  std::string key;                  // an option of the subcommand, without the dashes
+  std::string key;                  // an option of the subcommand, without the dashes ("layout": several)
   std::vector<std::string> values;  // as typed
   bool flag = false;                // a flag option: values are true/false, 1/0, yes/no, on/off
+  // What each value sets, when a value sets more than its own key (layout=auto:
+  // dp, tp and pp); empty for an ordinary axis, whose value sets `key`.
+  std::vector<std::vector<Setting>> settings;
 };
 
 struct Point {
-  std::string name;                                         // file name stem, e.g. tp2_pp4_zero1
-  std::vector<std::string> args;                            // the point's options as a command line (fixed, then grid)
-  std::vector<std::pair<std::string, std::string>> values;  // (key, value) per axis, grid order
+  std::string name;               // file name stem, e.g. tp2_pp4_zero1
+  std::vector<std::string> args;  // the point's options as a command line (fixed, then grid)
+  std::vector<Setting> values;    // (option, value) per option the grid sets, grid order
 };
 
 // A usage error found while building the grid (exit 2).
@@ -40,6 +46,8 @@ std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vec
 // Sets the point's values on the options `sub` is bound to, through each
 // option's own conversion and checks (throws CLI::ParseError on a value the
 // option refuses). Options the point does not name keep their values.
-void apply_point(CLI::App& sub, const std::vector<GridAxis>& axes, const Point& p);
+void apply_point(CLI::App& sub, const Point& p);
+// The value of `key` a point sets, or "" when the grid does not set it.
+std::string point_value(const Point& p, const std::string& key);
 
 }  // namespace gpuledger::cli

@@ -29,6 +29,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
+  void validate() const override { resolve_config(with_world()); }
 
  private:
   ConfigOptions with_world() const;
@@ -41,6 +42,7 @@ class TrainCommand : public RunCommand {
   int64_t warmup_ = 1;
   std::string memory_limit_;  // BYTES (K/M/G/Ki/Mi/Gi)
   std::optional<double> peak_flops_;
+  std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
   OutputOptions output_;
@@ -67,6 +69,10 @@ void TrainCommand::bind(CLI::App& app) {
   app.add_option("--memory-limit", memory_limit_, "behave as a device of BYTES (K/M/G/Ki/Mi/Gi)")->group(g);
   finite_in(app.add_option("--peak-flops", peak_flops_, "the per-device peak MFU is taken against (FLOP/s)"), 1.0, 1e21)
       ->group(g);
+  // Hidden: a sweep measures the CPU peak once and hands it to every point
+  // (bench/cli/sweep.cpp), so that all points share one MFU denominator.
+  finite_in(app.add_option("--cpu-peak-flops", cpu_peak_flops_, "the CPU peak measured by the sweep"), 1.0, 1e21)
+      ->group("");
   finite_in(app.add_option("--lr", config_.run.lr, "AdamW learning rate"), 0.0, 100.0)->capture_default_str()->group(g);
   finite_in(app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay"), 0.0, 100.0)
       ->capture_default_str()
@@ -107,6 +113,7 @@ int TrainCommand::run() const {
   q.warmup = warmup_;
   q.memory_limit_bytes = memory_limit_.empty() ? q.config.device_memory_bytes : parse_size(memory_limit_);
   q.peak_flops = peak_flops_;
+  q.cpu_peak_flops = cpu_peak_flops_;
   q.timeline = timeline_;
   q.profile = profile_;
 

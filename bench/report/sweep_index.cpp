@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <map>
 
 #include "bench/report/format.h"
 #include "bench/report/table.h"
@@ -26,6 +27,22 @@ json max_over_ranks(const json& doc, const std::vector<std::string>& path) {
       v = &(*v)[k];
     }
     if (v && v->is_number() && (best.is_null() || v->get<double>() > best.get<double>())) best = *v;
+  }
+  return best;
+}
+
+// The largest measured peak over the ranks of one pipeline-stage class: the
+// first stage (embedding), the middle ones, the last (head and loss); with one
+// stage every rank is both first and last.
+json stage_peak(const json& doc, const std::string& which) {
+  json best = nullptr;
+  for (const auto& r : doc.value("ranks", json::array())) {
+    if (!r.contains("coords") || !r.contains("measured")) continue;
+    const int64_t pp = r["coords"].value("pp", int64_t{0});
+    const int64_t stages = doc.value("config", json::object()).value("layout", json::object()).value("pp", int64_t{1});
+    const bool in = which == "first" ? pp == 0 : which == "last" ? pp == stages - 1 : pp > 0 && pp < stages - 1;
+    const json v = r["measured"].value("peak_bytes", json());
+    if (in && v.is_number() && (best.is_null() || v.get<double>() > best.get<double>())) best = v;
   }
   return best;
 }
@@ -69,6 +86,8 @@ json headline(const std::string& kind, const json& doc) {
     h["tokens_per_s"] = summary_value(doc, {"decode_roofline", "tokens_per_s"});
   } else {
     h["peak_bytes"] = max_over_ranks(doc, {"measured", "peak_bytes"});
+    for (const char* c : {"first", "middle", "last"})
+      h[std::string("peak_bytes_") + c + (std::string(c) == "middle" ? "_stages" : "_stage")] = stage_peak(doc, c);
     h["tokens_per_s"] = summary_value(doc, {"tokens_per_s"});
     h["mfu"] = summary_value(doc, {"mfu"});
     if (kind == "train") {
@@ -113,21 +132,37 @@ void print_sweep_table(std::ostream& os, const std::string& kind, const json& in
             {"tokens/s", "tokens_per_s", ""},
             {"MFU", "mfu", "percent"}};
   const auto& pts = index["points"];
+  const auto summary = index.value("summary", json::object());
   Table t(fmt::format("sweep: {} points of `{}`, reports in {}", pts.size(), kind, index["out"].get<std::string>()));
   std::vector<std::string> names = {"point", "status"};
   for (const auto& c : cols) names.push_back(c[0]);
   t.columns(names);
-  int64_t failed = 0;
+  std::map<std::string, int64_t> skipped;  // reason → points: one line, not one row each
   for (const auto& p : pts) {
-    std::vector<std::string> row = {p["name"], p["status"]};
-    for (const auto& c : cols) row.push_back(cell(p["headline"].value(c[1], json(nullptr)), c[2]));
-    t.row(row);
-    if (p["status"] != "ok") {
-      ++failed;
-      t.note(fmt::format("{}: {}", p["name"].get<std::string>(), p.value("error", std::string("failed"))));
+    if (p["status"] == "skipped") {
+      ++skipped[p.value("reason", std::string("skipped"))];
+      continue;
     }
+    std::vector<std::string> row = {p["name"], p["status"]};
+    const json h = p.value("headline", json::object());
+    for (const auto& c : cols) row.push_back(cell(h.value(c[1], json(nullptr)), c[2]));
+    t.row(row);
+    if (p["status"] != "ok" && p["status"] != "missing")
+      t.note(fmt::format("{}: {}", p["name"].get<std::string>(), p.value("error", std::string("failed"))));
   }
-  t.note(fmt::format("{} of {} points ok", static_cast<int64_t>(pts.size()) - failed, pts.size()));
+  int64_t n_skipped = 0;
+  for (const auto& [why, n] : skipped) n_skipped += n;
+  if (n_skipped > 0) {
+    std::string why = skipped.size() == 1 ? skipped.begin()->first : fmt::format("{} reasons", skipped.size());
+    if (skipped.size() > 1)
+      for (const auto& [w, n] : skipped) why += fmt::format("; {} × {}", n, w);
+    t.note(fmt::format("{} points skipped (the subcommand refuses them, nothing ran): {}", n_skipped, why));
+  }
+  t.note(fmt::format("{} of {} points ok, {} skipped, {} failed{}", summary.value("ok", int64_t{0}), pts.size(),
+                     n_skipped, summary.value("failed", int64_t{0}),
+                     summary.value("missing", int64_t{0}) > 0
+                         ? fmt::format(", {} not run yet", summary["missing"].get<int64_t>())
+                         : std::string()));
   os << t.render();
 }
 

@@ -92,16 +92,17 @@ InferRecord serve_rank(const InferRequest& q, MpiRuntime* mpi) {
   const auto& c = q.config;
 #if GPULEDGER_HAVE_MPI
   const int64_t rank_id = mpi ? mpi->world_rank() : 0;
+  const int64_t local_rank = mpi ? mpi->local_rank() : 0;  // picks the GPU (core/local_rank.h)
 #else
   (void)mpi;
-  const int64_t rank_id = 0;
+  const int64_t rank_id = 0, local_rank = 0;
 #endif
   InferRecord rec;
   rec.request = q;
   rec.peaks = resolve_peaks(q);
 
   Ledger ledger(*c.device_memory_bytes);
-  auto dev = make_device(q.backend, ledger, static_cast<int>(rank_id));
+  auto dev = make_device(q.backend, ledger, static_cast<int>(local_rank));
   rec.device_description = dev->description();
   CommCounters counters;
   std::unique_ptr<Comm> self;

@@ -4,6 +4,11 @@
 #if GPULEDGER_HAVE_MPI
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -45,6 +50,25 @@ std::vector<bench::RankRun> gather_runs(const bench::RankRun& mine) {
   return runs;
 }
 
+// Ranks that fail inside a step cannot agree (their peers wait in a
+// collective), yet only one may write the report: the first to create
+// PATH.failed-rank (O_EXCL: one creator) writes it, and the marker names it.
+// Rank 0 removes a marker left by an earlier run before the first collective.
+std::string failed_rank_marker(const std::string& report_path) {
+  return report_path.empty() || report_path == "-" ? std::string() : report_path + ".failed-rank";
+}
+
+bool first_to_fail(const std::string& report_path, int64_t rank) {
+  const std::string marker = failed_rank_marker(report_path);
+  if (marker.empty()) return true;
+  const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno != EEXIST;  // another rank was first; any other error: write anyway
+  const std::string text = std::to_string(rank) + "\n";
+  (void)!write(fd, text.data(), text.size());
+  close(fd);
+  return true;
+}
+
 }  // namespace
 
 TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progress) {
@@ -55,9 +79,14 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   TrainRecord rec;
   rec.request = q;
   Ledger ledger(q.memory_limit_bytes);
-  auto dev = make_train_device(q, ledger, static_cast<int>(rank));
+  // The GPU by the rank's place on its node, not its world rank (core/local_rank.h).
+  auto dev = make_train_device(q, ledger, static_cast<int>(mpi.local_rank()));
   rec.device_description = dev->description();
-  rec.peak = shared_peak(q, rank);
+  if (rank == 0 && !failed_rank_marker(progress.report_path).empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(failed_rank_marker(progress.report_path), ignored);
+  }
+  rec.peak = shared_peak(q, rank);  // a collective: no rank fails in a step before the stale marker is gone
   // Devices whose peaks add up: every rank on a GPU; every node on the CPU.
   rec.hosts = gather_strings(mpi.hostname());
   int64_t nodes = std::set<std::string>(rec.hosts.begin(), rec.hosts.end()).size();
@@ -114,7 +143,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
         "(its report: {})\n",
         rank, run.losses.size(), run.record.error,
         progress.report_path.empty() ? "not requested" : progress.report_path);
-    if (progress.write_before_abort) progress.write_before_abort(rec);
+    if (progress.write_before_abort && first_to_fail(progress.report_path, rank)) progress.write_before_abort(rec);
     MPI_Abort(MPI_COMM_WORLD, cli::kExitFailed);
   }
   // Everyone reached here: failures (if any) happened before the first collective

@@ -33,7 +33,8 @@ struct TrainRequest {
   int64_t steps = 10;
   int64_t warmup = 1;  // first steps left out of the medians
   std::optional<int64_t> memory_limit_bytes;
-  std::optional<double> peak_flops;  // per device; default: datasheet, or measured (cpu)
+  std::optional<double> peak_flops;      // per device; default: datasheet, or measured (cpu)
+  std::optional<double> cpu_peak_flops;  // cpu, per node: measured once by a sweep for all its points
   bool timeline = false;
   bool profile = false;
   std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/local_rank.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/make_cuda_device.h"
 
@@ -178,7 +179,7 @@ std::unique_ptr<Device> make_cuda_device(Ledger& ledger, int local_rank) {
     throw std::invalid_argument(std::string("cuda: no GPU found (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")");
   }
   if (count <= 0) throw std::invalid_argument("cuda: no GPU found (cudaGetDeviceCount: 0 devices)");
-  return std::make_unique<CudaDevice>(ledger, (local_rank < 0 ? 0 : local_rank) % count);
+  return std::make_unique<CudaDevice>(ledger, gpu_for_local_rank(local_rank, count));
 }
 
 void* cuda_device_stream(Device& device) {
