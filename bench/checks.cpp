@@ -32,15 +32,16 @@ json make_bound_check(const std::string& name, int64_t rank, double measured, do
           {"ok", measured <= bound}};
 }
 
-json rank_checks(const json& r) {
+json rank_checks(const report::JsonView& r) {
   json checks = json::array();
-  const int64_t rank = r["rank"].get<int64_t>();
-  const auto& measured = r["measured"]["peak_by_account"];
-  const auto& exact = r["analytic"]["exact"];
+  const int64_t rank = r.at("rank").integer();
+  const report::JsonView measured = r.at("measured").at("peak_by_account");
+  const report::JsonView analytic = r.at("analytic");
+  const report::JsonView exact = analytic.at("exact");
   for (auto name : kAccountNames) {
     const std::string a(name);
-    const double m = measured.value(a, 0.0);
-    const double e = exact.value(a, 0.0);
+    const double m = measured.number_or(a, 0.0);
+    const double e = exact.number_or(a, 0.0);
     if (a == "workspace")
       checks.push_back(make_bound_check("bytes.workspace<=bound", rank, m, e));
     else
@@ -49,27 +50,26 @@ json rank_checks(const json& r) {
   // Communication: every collective@group the budget or the measurement names,
   // calls and bytes per step (the measurement covers the whole run: divided by
   // its steps), to the byte.
-  if (r.contains("comm") && r["analytic"].contains("comm") && r.contains("time")) {
-    const double steps = static_cast<double>(r["time"]["step_ms"].size());
+  const auto comm = r.find("comm"), analytic_comm = analytic.find("comm"), time = r.find("time");
+  if (comm && analytic_comm && time) {
+    const double steps = static_cast<double>(time->at("step_ms").size());
     if (steps > 0) {
       std::set<std::string> keys;
-      for (const auto& [k, v] : r["comm"].items()) keys.insert(k);
-      for (const auto& [k, v] : r["analytic"]["comm"].items()) keys.insert(k);
+      for (const auto& [k, v] : comm->members()) keys.insert(k);
+      for (const auto& [k, v] : analytic_comm->members()) keys.insert(k);
       for (const auto& k : keys) {
-        const json zero = {{"calls", 0}, {"bytes", 0}};
-        const json& m = r["comm"].contains(k) ? r["comm"][k] : zero;
-        const json& a = r["analytic"]["comm"].contains(k) ? r["analytic"]["comm"][k] : zero;
-        checks.push_back(
-            make_check("comm." + k + ".calls", rank, m["calls"].get<double>() / steps, a["calls"].get<double>(), 0.0));
-        checks.push_back(
-            make_check("comm." + k + ".bytes", rank, m["bytes"].get<double>() / steps, a["bytes"].get<double>(), 0.0));
+        const auto m = comm->find(k), a = analytic_comm->find(k);
+        for (const char* what : {"calls", "bytes"}) {
+          const double measured_per_step = m ? m->at(what).number() / steps : 0.0;
+          const double expected = a ? a->at(what).number() : 0.0;
+          checks.push_back(make_check("comm." + k + "." + what, rank, measured_per_step, expected, 0.0));
+        }
       }
     }
   }
-  if (r.contains("flops") && r["flops"].contains("executed_per_step"))
-    checks.push_back(make_check("flops.executed==analytic_hardware", rank,
-                                r["flops"]["executed_per_step"].get<double>(),
-                                r["flops"]["analytic_hardware"].get<double>(), 0.0));
+  if (const auto flops = r.find("flops"); flops && flops->has("executed_per_step"))
+    checks.push_back(make_check("flops.executed==analytic_hardware", rank, flops->at("executed_per_step").number(),
+                                flops->at("analytic_hardware").number(), 0.0));
   return checks;
 }
 

@@ -138,14 +138,15 @@ def figure_width(n, per_item=0.45, least=7.0, most=30.0):
     return min(most, max(least, per_item * n + 3.5))
 
 
-def set_names(ax, names, width_in, axis="x"):
-    """Tick labels, every k-th when they would not fit side by side (rotated 90 degrees, LABEL_PT each)."""
+def set_names(ax, names, width_in, axis="x", offset=0.0):
+    """Tick labels, every k-th when they would not fit side by side (rotated 90 degrees, LABEL_PT each),
+    name i at i + offset."""
     fits = max(1, int(width_in * 72 / LABEL_PT))
     step = max(1, math.ceil(len(names) / fits))
     ticks = list(range(0, len(names), step))
     rotate = len(names) > 4 or max((len(n) for n in names), default=0) > 12
     if axis == "x":
-        ax.set_xticks(ticks)
+        ax.set_xticks([t + offset for t in ticks])
         ax.set_xticklabels([names[i] for i in ticks], rotation=90 if rotate else 0, fontsize=7 if rotate else 9)
     else:
         ax.set_yticks(ticks)
@@ -255,7 +256,7 @@ def plot_ranks(name, report, out_dir, written):
     draw_budget_vs_measured(ax, [(report, r, r.get("status", "ok") != "ok") for r in ranks], measured,
                             f"{name}: bytes by account per rank" + (", budget (hatched) beside measured"
                                                                     if measured else ", exact budget"),
-                            "{unit}")
+                            "{unit} on the rank")
     labels = []
     for r in ranks:
         c = r.get("coords", {})
@@ -271,21 +272,28 @@ def plot_timeline(name, report, out_dir, written):
     samples = (rank or {}).get("measured", {}).get("timeline") or []
     if not samples:
         return
+    # The timeline runs through every step; the last one is drawn (it ends at its optimizer marker).
+    ends = [i for i, s in enumerate(samples) if s["phase"].startswith("optimizer")]
+    steps = len(ends)
+    if steps >= 2:
+        samples = samples[ends[-2] + 1:ends[-1] + 1]
     top = max([s.get("live_total", 0) for s in samples] + [s.get("peak_since_prev", 0) for s in samples] + [1])
     div, unit = byte_unit(top)
-    xs = range(len(samples))
-    series = [[float(s["live"].get(a, 0) or 0) / div for s in samples] for a in ACCOUNTS]
+    # Each marker's bytes hold until the next marker: a step drawn over [i, i + 1), labelled at its middle.
+    xs = range(len(samples) + 1)
+    series = [[float(s["live"].get(a, 0) or 0) / div for s in samples + samples[-1:]] for a in ACCOUNTS]
     width = figure_width(len(samples), 0.16, 8, 30)
     fig, ax = plt.subplots(figsize=(width, 5))
     kept = [(a, v) for a, v in zip(ACCOUNTS, series) if any(v)]
     ax.stackplot(xs, *[v for _, v in kept], labels=[a for a, _ in kept], colors=[COLORS[a] for a, _ in kept],
                  step="post")
-    ax.step(xs, [s.get("peak_since_prev", 0) / div for s in samples], where="post", color="black", linewidth=0.8,
-            label="peak since the previous marker")
-    ax.set_xlim(0, len(samples) - 1)
+    ax.step(xs, [s.get("peak_since_prev", 0) / div for s in samples + samples[-1:]], where="post", color="black",
+            linewidth=0.8, label="peak since the previous marker")
+    ax.set_xlim(0, len(samples))
     ax.set_ylabel(f"{unit} live on rank {rank.get('rank')}")
-    ax.set_title(f"{name}: memory through the step, by account (phase markers)")
-    set_names(ax, [s["phase"] for s in samples], width)
+    which = f"step {steps} of {steps}" if steps >= 2 else "the run"
+    ax.set_title(f"{name}: memory through {which}, by account, at each phase marker")
+    set_names(ax, [s["phase"] for s in samples], width, offset=0.5)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save(fig, os.path.join(out_dir, f"{name}_timeline.png"), written)
 
@@ -460,7 +468,7 @@ def plot_history(path, out_dir, written):
     fig, axes = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
     for ax, metric, scale, ylabel in ((axes[0], "mfu", 100, "MFU % (median of repetitions)"),
                                       (axes[1], "tokens_per_s", 1, "tokens/s (median of repetitions)")):
-        drawn = False
+        drawn = marked = False
         for name in names:
             pts = []
             for r in runs:
@@ -471,10 +479,12 @@ def plot_history(path, out_dir, written):
             if not pts:
                 continue
             drawn = True
-            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=name)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=name)
             bad = [p for p in pts if p[2]]
-            ax.scatter([p[0] for p in bad], [p[1] for p in bad], marker="x", s=60, color="firebrick", zorder=3,
-                       label="regressed" if name == names[0] else None)
+            if bad:
+                ax.scatter([p[0] for p in bad], [p[1] for p in bad], marker="x", s=60, color="firebrick", zorder=3,
+                           label=None if marked else "gate failed")
+                marked = True
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         if drawn:

@@ -38,9 +38,10 @@ fi
 # Every point is deterministic in bytes, FLOPs and loss.
 META_POINT="train-llama2-7b-meta|bytes|train --model llama2-7b --backend meta --seq 4096 --mbs 1 --steps 1 --warmup 0 --attention flash --dp 8 --zero 1 --world 8"
 case "$SUITE" in
+  # cpu: small enough to run on a shared build machine in a few minutes; gpu: the performance suite.
   cpu) POINTS=(
-      "train-small-gpt-cpu|timed|train --model small-gpt --backend cpu --seq 128 --mbs 4 --microbatches 2 --steps 4 --warmup 1"
-      "train-small-llama-cpu-flash-selective|timed|train --model small-llama --backend cpu --seq 128 --mbs 4 --steps 4 --warmup 1 --attention flash --recompute selective"
+      "train-tiny-gpt-cpu|timed|train --model tiny-gpt --backend cpu --seq 64 --mbs 2 --microbatches 2 --steps 4 --warmup 1"
+      "train-tiny-llama-cpu-flash-selective|timed|train --model tiny-llama --backend cpu --seq 64 --mbs 2 --steps 4 --warmup 1 --attention flash --recompute selective"
       "$META_POINT") ;;
   gpu) POINTS=(
       "train-llama2-7b-4l-cuda-bf16|timed|train --model llama2-7b --layers 4 --backend cuda --dtype bf16 --seq 2048 --mbs 2 --steps 6 --warmup 2 --attention flash"

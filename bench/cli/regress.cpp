@@ -19,6 +19,7 @@
 #include "bench/report/regress_gate.h"
 #include "bench/report/regress_history.h"
 #include "bench/report/report.h"
+#include "bench/report/report_reader.h"
 #include "bench/report/train_tables.h"
 #include "core/model_config.h"
 
@@ -35,23 +36,18 @@ struct RegressOptions {
   OutputOptions out;
 };
 
-std::vector<json> read_all(const std::vector<std::string>& paths) {
-  std::vector<json> docs;
-  for (const auto& p : paths) {
-    try {
-      docs.push_back(report::read_report(p));
-    } catch (const std::runtime_error& e) {
-      throw ConfigError("report", e.what());  // unreadable or malformed input: exit 2
-    }
-  }
-  return docs;
+std::vector<report::ReportFile> read_all(const std::vector<std::string>& paths) {
+  std::vector<report::ReportFile> files;
+  for (const auto& p : paths) files.push_back(report::read_report_file(p));  // malformed: exit 2
+  return files;
 }
 
 int run_regress(const RegressOptions& o) {
-  const std::vector<json> cur = read_all(o.reports), base = read_all(o.baselines);
+  const std::vector<report::ReportFile> cur = read_all(o.reports), base = read_all(o.baselines);
   const report::GateResult g = report::run_gate(cur, base, o.gate);
   json result = report::make_report("regress");
-  result["status"] = g.ok() ? "ok" : "regressed";  // agrees with the exit status
+  result["status"] = g.ok() ? "ok" : "failed";  // agrees with the exit status
+  result["run_status"] = cur.front().root().string_or("status", "ok");
   result["env"]["reports"] = o.reports;
   result["env"]["baselines"] = o.baselines;
   result["checks"] = g.checks;
@@ -59,7 +55,7 @@ int run_regress(const RegressOptions& o) {
   result["notes"] = g.notes;
   result["metrics"] = g.metrics;
   const std::string point = o.point.empty() ? std::filesystem::path(o.reports.front()).stem().string() : o.point;
-  if (!o.history.empty()) report::append_history(o.history, report::history_line(point, cur.front(), g));
+  if (!o.history.empty()) report::append_history(o.history, report::history_line(point, cur.front().doc, g));
   if (!o.out.json_path.empty()) report::write_report(result, o.out.json_path);
   if (!o.out.quiet) {
     auto& os = table_stream(o.out);

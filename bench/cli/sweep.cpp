@@ -43,6 +43,7 @@
 #include "bench/cli/sweep_grid.h"
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
+#include "bench/report/report_reader.h"
 #include "bench/report/sweep_index.h"
 #include "bench/run/launcher.h"
 #if GPULEDGER_HAVE_MPI

@@ -1,4 +1,7 @@
 // The regression gate (see regress_gate.h; the rules in docs/regress.md).
+// Every figure is read through the checked reader (report_reader.h), so a
+// report with a field missing or of the wrong type is named, file and JSON
+// path, as bad input.
 #include "bench/report/regress_gate.h"
 
 #include <fmt/format.h>
@@ -18,26 +21,12 @@ using nlohmann::json;
 
 namespace {
 
-// A required node of a report by its JSON path; a report without it is not one
-// this gate can read (bad input: exit 2).
-const json& need(const json& doc, std::initializer_list<const char*> path, const std::string& which) {
-  const json* node = &doc;
-  std::string where;
-  for (const char* key : path) {
-    where += where.empty() ? key : std::string(".") + key;
-    if (!node->is_object() || !node->contains(key))
-      throw ConfigError("report", fmt::format("{}: {} is missing (not a gpuledger train report?)", which, where));
-    node = &(*node)[key];
-  }
-  return *node;
-}
-
 std::string side_name(const char* side, size_t i, size_t n) {
   return n == 1 ? std::string(side) : fmt::format("{} {}", side, i + 1);
 }
 
 // Every setting of config.{model,layout,run,train} that differs, "section.key: a vs b".
-std::string config_differences(const json& a, const json& b, const char* a_name, const char* b_name) {
+std::string config_differences(const json& a, const json& b, const std::string& a_name, const std::string& b_name) {
   std::string differ;
   for (const char* section : {"model", "layout", "run", "train"}) {
     const json c = a.value(section, json());
@@ -59,20 +48,27 @@ std::string config_differences(const json& a, const json& b, const char* a_name,
   return differ;
 }
 
+json fingerprint_of(const ReportFile& r) {
+  const auto env = r.root().find("env");
+  const auto f = env ? env->find("fingerprint") : std::nullopt;
+  return f ? f->raw() : json();
+}
+
 // The two sides are one point, or ConfigError says why not; false when the
 // machines differ and that is allowed.
-bool require_same_point(const std::vector<json>& cur, const std::vector<json>& base, const GateOptions& o,
+bool require_same_point(const std::vector<ReportFile>& cur, const std::vector<ReportFile>& base, const GateOptions& o,
                         GateResult& g) {
   if (cur.empty() || base.empty()) throw ConfigError("report", "regress needs at least one report and one baseline");
   for (const auto* side : {&cur, &base})
     for (size_t i = 0; i < side->size(); ++i) {
-      const std::string which = side_name(side == &cur ? "report" : "baseline", i, side->size());
-      if (need((*side)[i], {"kind"}, which) != "train")
-        throw ConfigError("report",
-                          which + " is a " + (*side)[i]["kind"].dump() + " report; regress gates train reports");
-      need((*side)[i], {"config"}, which);
-      const std::string d = config_differences(cur[0]["config"], (*side)[i]["config"], "report", which.c_str());
-      if (!d.empty() && side == &cur)
+      const bool is_cur = side == &cur;
+      const ReportFile& r = (*side)[i];
+      if (r.kind() != "train")
+        throw ConfigError("report", r.file + " is a " + r.kind() + " report; regress gates train reports");
+      const std::string which = side_name(is_cur ? "report" : "baseline", i, side->size());
+      const std::string d =
+          config_differences(cur[0].root().at("config").raw(), r.root().at("config").raw(), "report", which);
+      if (!d.empty() && is_cur)
         throw ConfigError("report", "the reports are not repetitions of one configuration:" + d);
       if (!d.empty())
         throw ConfigError("baseline",
@@ -80,9 +76,8 @@ bool require_same_point(const std::vector<json>& cur, const std::vector<json>& b
                           "(scripts/regress_nightly.sh --update) if the change is intended:" +
                               d);
     }
-  const json fc = cur[0].value("env", json::object()).value("fingerprint", json());
-  const json fb = base[0].value("env", json::object()).value("fingerprint", json());
-  std::vector<std::string> diff =
+  const json fc = fingerprint_of(cur[0]), fb = fingerprint_of(base[0]);
+  const std::vector<std::string> diff =
       fb.is_null() ? std::vector<std::string>{"the baseline has no fingerprint"} : fingerprint_differences(fb, fc);
   if (diff.empty()) return true;
   std::string list;
@@ -101,23 +96,25 @@ void add(GateResult& g, json check, const std::string& what_changed) {
 }
 
 // The new reports passed their own checks (the measured ledger equals the exact budget).
-void gate_own_status(const std::vector<json>& cur, GateResult& g) {
+void gate_own_status(const std::vector<ReportFile>& cur, GateResult& g) {
   for (size_t i = 0; i < cur.size(); ++i) {
     const std::string which = side_name("report", i, cur.size());
-    const std::string status = cur[i].value("status", "?");
-    json c = bench::make_check("report.status", -1, status == "ok" ? 1 : 0, 1, 0);
-    add(g, c, fmt::format("{} failed: status {} ({})", which, status, cur[i].value("error", "")));
+    const JsonView root = cur[i].root();
+    const std::string status = root.string_or("status", "ok");
+    add(g, bench::make_check("report.status", -1, status == "ok" ? 1 : 0, 1, 0),
+        fmt::format("{} failed: status {} ({})", which, status, root.string_or("error", "")));
     size_t failed = 0;
-    for (const auto& chk : cur[i].value("checks", json::array())) failed += chk.value("ok", false) ? 0 : 1;
+    if (const auto checks = root.find("checks"))
+      for (const auto& c : checks->elements()) failed += c.at("ok").boolean() ? 0 : 1;
     add(g, bench::make_check("report.checks_failed", -1, static_cast<double>(failed), 0, 0),
         fmt::format("{}: {} of its own checks failed", which, failed));
   }
 }
 
-void gate_loss(const json& cur, const json& base, const GateOptions& o, GateResult& g) {
-  const json& lc = need(cur, {"summary", "loss"}, "report");
-  const json& lb = need(base, {"summary", "loss"}, "baseline");
-  const std::string dtype = base["config"].value("run", json::object()).value("dtype", "fp32");
+void gate_loss(const ReportFile& cur, const ReportFile& base, const GateOptions& o, GateResult& g) {
+  const std::vector<JsonView> lc = cur.root().at("summary").at("loss").elements();
+  const std::vector<JsonView> lb = base.root().at("summary").at("loss").elements();
+  const std::string dtype = base.root().at("config").at("run").string_or("dtype", "fp32");
   const double tol = o.loss_tol.value_or(loss_tolerance(dtype));
   if (lc.size() != lb.size()) {
     add(g, bench::make_check("loss.steps", -1, static_cast<double>(lc.size()), static_cast<double>(lb.size()), 0),
@@ -128,10 +125,10 @@ void gate_loss(const json& cur, const json& base, const GateOptions& o, GateResu
     const std::string name = fmt::format("loss[step {}]", i);
     if (lb[i].is_null() || lc[i].is_null()) {  // not a number (written as null): equal only to itself
       add(g, bench::make_check(name, -1, lc[i].is_null() ? 1 : 0, lb[i].is_null() ? 1 : 0, 0),
-          fmt::format("loss at step {}: {} vs baseline {}", i, lc[i].dump(), lb[i].dump()));
+          fmt::format("loss at step {}: {} vs baseline {}", i, lc[i].raw().dump(), lb[i].raw().dump()));
       continue;
     }
-    const double c = lc[i].get<double>(), b = lb[i].get<double>();
+    const double c = lc[i].number(), b = lb[i].number();
     json chk = bench::make_check(name, -1, c, b, tol);
     chk["ok"] = std::fabs(c - b) <= tol * std::max(1.0, std::fabs(b));
     chk["note"] = fmt::format("{} tolerance {:g} × max(1, |baseline|)", dtype, tol);
@@ -141,57 +138,63 @@ void gate_loss(const json& cur, const json& base, const GateOptions& o, GateResu
   }
 }
 
-void exact(GateResult& g, const std::string& name, int64_t rank, const json& c, const json& b) {
-  const double cv = c.is_number() ? c.get<double>() : -1, bv = b.is_number() ? b.get<double>() : -1;
-  json chk = bench::make_check(name, rank, cv, bv, 0);
+void exact(GateResult& g, const std::string& name, int64_t rank, std::optional<int64_t> c, std::optional<int64_t> b) {
+  const auto show = [](std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("(absent)"); };
+  json chk = bench::make_check(name, rank, static_cast<double>(c.value_or(-1)), static_cast<double>(b.value_or(-1)), 0);
   chk["ok"] = c == b;
   add(g, chk,
-      fmt::format("{} on rank {}: {} vs baseline {} ({:+} bytes)", name, rank, c.is_null() ? "(absent)" : c.dump(),
-                  b.is_null() ? "(absent)" : b.dump(), c.is_number() && b.is_number() ? cv - bv : 0.0));
+      fmt::format("{} on rank {}: {} vs baseline {} ({:+} bytes)", name, rank, show(c), show(b), c && b ? *c - *b : 0));
+}
+
+std::optional<int64_t> integer_at(const std::optional<JsonView>& object, std::string_view key) {
+  if (!object) return std::nullopt;
+  const auto v = object->find(key);
+  return v ? std::optional<int64_t>(v->integer()) : std::nullopt;
 }
 
 // Each rank's peak bytes per account and in total, and comm bytes per collective: exact.
-void gate_bytes(const json& cur, const json& base, GateResult& g) {
-  const json& rb = need(base, {"ranks"}, "baseline");
-  const json& rc = need(cur, {"ranks"}, "report");
-  for (const auto& b : rb) {
-    const int64_t rank = b.value("rank", -1);
-    const json* c = nullptr;
-    for (const auto& r : rc)
-      if (r.value("rank", -2) == rank) c = &r;
+void gate_bytes(const ReportFile& cur, const ReportFile& base, GateResult& g) {
+  const JsonView rb = base.root().at("ranks"), rc = cur.root().at("ranks");
+  if (rb.size() == 0) rb.fail("no ranks: nothing to compare");
+  if (rc.size() == 0) rc.fail("no ranks: nothing to compare");
+  for (const auto& b : rb.elements()) {
+    const int64_t rank = b.at("rank").integer();
+    std::optional<JsonView> c;
+    for (const auto& r : rc.elements())
+      if (r.at("rank").integer() == rank) c = r;
     if (!c) {
       add(g, bench::make_check("ranks", rank, 0, 1, 0), fmt::format("rank {} is not in the report", rank));
       continue;
     }
-    const json& mb = need(b, {"measured", "peak_by_account"}, "baseline");
-    const json& mc = need(*c, {"measured", "peak_by_account"}, "report");
-    for (auto account : kAccountNames) {
-      const std::string a(account);
-      exact(g, "peak_bytes." + a, rank, mc.value(a, json()), mb.value(a, json()));
-    }
-    exact(g, "peak_bytes", rank, (*c)["measured"].value("peak_bytes", json()),
-          b["measured"].value("peak_bytes", json()));
-    const json cb = c->value("comm", json::object()), bb = b.value("comm", json::object());
+    const JsonView mb = b.at("measured"), mc = c->at("measured");
+    const auto ab = mb.at("peak_by_account"), ac = mc.at("peak_by_account");
+    for (auto account : kAccountNames)
+      exact(g, "peak_bytes." + std::string(account), rank, integer_at(ac, account), integer_at(ab, account));
+    exact(g, "peak_bytes", rank, mc.at("peak_bytes").integer(), mb.at("peak_bytes").integer());
+    const auto cb = c->find("comm"), bb = b.find("comm");
     std::set<std::string> keys;
-    for (const auto& [k, v] : cb.items()) keys.insert(k);
-    for (const auto& [k, v] : bb.items()) keys.insert(k);
-    for (const auto& k : keys)
-      exact(g, "comm_bytes." + k, rank, cb.contains(k) ? cb[k].value("bytes", json()) : json(),
-            bb.contains(k) ? bb[k].value("bytes", json()) : json());
+    for (const auto* side : {&cb, &bb})
+      if (*side)
+        for (const auto& [k, v] : (*side)->members()) keys.insert(k);
+    for (const auto& k : keys) {
+      const auto ck = cb ? cb->find(k) : std::nullopt, bk = bb ? bb->find(k) : std::nullopt;
+      exact(g, "comm_bytes." + k, rank, integer_at(ck, "bytes"), integer_at(bk, "bytes"));
+    }
   }
 }
 
 // MFU and tokens/s: higher is better; the rule of docs/regress.md "Timing".
-void gate_timing(const std::vector<json>& cur, const std::vector<json>& base, const GateOptions& o, GateResult& g) {
+void gate_timing(const std::vector<ReportFile>& cur, const std::vector<ReportFile>& base, const GateOptions& o,
+                 GateResult& g) {
   for (const char* name : {"mfu", "tokens_per_s"}) {
     const auto c = figure_samples(cur, name), b = figure_samples(base, name);
     if (c.empty() || b.empty()) {
-      g.notes.push_back(fmt::format("{} not gated: {} has none", name, c.empty() ? "the report" : "baseline"));
+      g.notes.push_back(fmt::format("{} not gated: {} has none", name, c.empty() ? "the report" : "the baseline"));
       continue;
     }
-    const double mc = median_of(c), mb = median_of(b);
+    const double mc = median_of(c), mb = median_of(b), spread = relative_spread(b);
     const double drop = mb > 0 ? 1.0 - mc / mb : 0.0;
-    const double allowed = std::max(o.perf_tol, relative_spread(b));
+    const double allowed = std::max(o.perf_tol, spread);
     const bool utest = static_cast<int64_t>(c.size()) >= kUTestMinRepetitions &&
                        static_cast<int64_t>(b.size()) >= kUTestMinRepetitions;
     const double p = utest ? mann_whitney_p_lower(c, b) : 1.0;
@@ -203,7 +206,7 @@ void gate_timing(const std::vector<json>& cur, const std::vector<json>& base, co
     chk["baseline_samples"] = b;
     chk["u_test_p"] = utest ? json(p) : json(nullptr);
     chk["note"] = fmt::format("median of {} vs {} repetitions; allowed drop max(tol {:g}, baseline spread {:.3g}){}",
-                              c.size(), b.size(), o.perf_tol, relative_spread(b),
+                              c.size(), b.size(), o.perf_tol, spread,
                               utest ? fmt::format("; U test p {:.3g}", p) : std::string("; too few for a U test"));
     add(g, chk,
         fmt::format("{}: median {:.4g} vs baseline {:.4g} ({:+.1f}%, allowed −{:.1f}%{})", name, mc, mb, -drop * 100,
@@ -211,18 +214,18 @@ void gate_timing(const std::vector<json>& cur, const std::vector<json>& base, co
   }
 }
 
-json side_metrics(const std::vector<json>& cur) {
+json side_metrics(const std::vector<ReportFile>& cur) {
   json m;
   for (const char* name : {"mfu", "tokens_per_s"}) {
     const auto s = figure_samples(cur, name);
     m[name] = s.empty() ? json(nullptr) : json({{"median", median_of(s)}, {"samples", s}});
   }
   int64_t peak = 0;
-  for (const auto& r : cur[0].value("ranks", json::array()))
-    peak = std::max<int64_t>(peak, r.contains("measured") ? r["measured"].value("peak_bytes", int64_t{0}) : 0);
+  for (const auto& r : cur[0].root().at("ranks").elements())
+    peak = std::max(peak, r.at("measured").at("peak_bytes").integer());
   m["peak_bytes"] = peak;
-  const json loss = cur[0].contains("summary") ? cur[0]["summary"].value("loss", json::array()) : json::array();
-  m["final_loss"] = loss.empty() ? json(nullptr) : loss.back();
+  const auto loss = cur[0].root().at("summary").at("loss").elements();
+  m["final_loss"] = loss.empty() ? json(nullptr) : loss.back().raw();
   return m;
 }
 
@@ -234,29 +237,30 @@ double loss_tolerance(const std::string& dtype) {
   return 1e-5;
 }
 
-std::vector<double> figure_samples(const std::vector<json>& side, const std::string& name) {
+std::vector<double> figure_samples(const std::vector<ReportFile>& side, const std::string& name) {
   std::vector<double> v;
-  for (const auto& doc : side) {
-    if (!doc.contains("summary")) continue;
-    const json& s = doc["summary"];
-    if (s.contains("repeats") && s["repeats"].is_array()) {
-      for (const auto& r : s["repeats"])
-        if (r.contains(name) && r[name].is_number()) v.push_back(r[name].get<double>());
-    } else if (s.contains(name) && s[name].is_number()) {
-      v.push_back(s[name].get<double>());
+  for (const auto& r : side) {
+    const auto s = r.root().find("summary");
+    if (!s) continue;
+    if (const auto repeats = s->find("repeats")) {
+      for (const auto& rep : repeats->elements())
+        if (const auto x = rep.find(name)) v.push_back(x->number());
+    } else if (const auto x = s->find(name)) {
+      v.push_back(x->number());
     }
   }
   return v;
 }
 
-GateResult run_gate(const std::vector<json>& current, const std::vector<json>& baseline, const GateOptions& o) {
+GateResult run_gate(const std::vector<ReportFile>& current, const std::vector<ReportFile>& baseline,
+                    const GateOptions& o) {
   GateResult g;
   const bool same_machine = require_same_point(current, baseline, o, g);
   gate_own_status(current, g);
   gate_loss(current[0], baseline[0], o, g);
   gate_bytes(current[0], baseline[0], g);
-  const bool meta = current[0].value("env", json::object()).value("backend", "") == "meta";
-  if (meta)
+  const auto env = current[0].root().find("env");
+  if (env && env->string_or("backend", "") == "meta")
     g.notes.push_back("meta backend: MFU and tokens/s not gated (its step time is bookkeeping, not a measurement)");
   else if (same_machine)
     gate_timing(current, baseline, o, g);

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/report/report_reader.h"
+
 namespace gpuledger::report {
 
 struct GateOptions {
@@ -34,13 +36,15 @@ struct GateResult {
 
 // Throws ConfigError (bad input, exit 2) when the sides are not one point:
 // kinds or configurations differ, reports within a side differ, or the
-// fingerprints differ and other machines are not allowed.
-GateResult run_gate(const std::vector<nlohmann::json>& current, const std::vector<nlohmann::json>& baseline,
+// fingerprints differ and other machines are not allowed; ReportFormatError
+// (a ConfigError) naming the file and the JSON path of a figure that is
+// missing or of the wrong type.
+GateResult run_gate(const std::vector<ReportFile>& current, const std::vector<ReportFile>& baseline,
                     const GateOptions& o);
 
 // The samples of a higher-is-better figure ("mfu", "tokens_per_s") over the
 // reports of a side: each report's summary.repeats[*].<name> when it has
 // repetitions, else its summary.<name>; nulls left out.
-std::vector<double> figure_samples(const std::vector<nlohmann::json>& side, const std::string& name);
+std::vector<double> figure_samples(const std::vector<ReportFile>& side, const std::string& name);
 
 }  // namespace gpuledger::report

@@ -19,7 +19,7 @@ json history_line(const std::string& point, const json& report, const GateResult
           {"host", env.value("host", "")},
           {"job_id", env.value("job_id", json())},
           {"fingerprint", env.value("fingerprint", json())},
-          {"status", g.ok() ? "ok" : "regressed"},
+          {"status", g.ok() ? "ok" : "failed"},
           {"metrics", g.metrics},
           {"regressions", g.regressions}};
 }

@@ -11,7 +11,7 @@
 
 namespace gpuledger::report {
 
-// {"when_utc", "point", "commit", "host", "job_id", "fingerprint", "status": "ok" | "regressed",
+// {"when_utc", "point", "commit", "host", "job_id", "fingerprint", "status": "ok" | "failed",
 //  "metrics": {...}, "regressions": [...]} — `report` is the first new report.
 nlohmann::json history_line(const std::string& point, const nlohmann::json& report, const GateResult& g);
 // Appends one line (the JSON on one line, then '\n'); throws std::runtime_error naming the file.

@@ -100,27 +100,4 @@ void write_report(const json& doc, const std::string& path) {
   }
 }
 
-json read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read report " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                             ": malformed JSON: " + e.what());
-  }
-}
-
 }  // namespace gpuledger::report

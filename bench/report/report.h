@@ -23,8 +23,7 @@ nlohmann::json config_json(const ResolvedConfig& r);
 // Writes `doc` to `path` atomically (temporary file in the same folder, then
 // rename), creating the folder; "-" writes to stdout. Throws std::runtime_error.
 void write_report(const nlohmann::json& doc, const std::string& path);
-// Reads a report; throws std::runtime_error naming the path (and line:column for bad JSON).
-nlohmann::json read_report(const std::string& path);
+// Reading reports back: report_reader.h.
 
 std::string host_name();
 std::string git_commit();  // the commit the binary was built from, or "unknown"

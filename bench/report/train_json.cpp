@@ -109,7 +109,8 @@ json assemble_report(const run::TrainRecord& rec) {
     json rank_json = train_rank_json(r);
     rank_json["comm_bandwidth"] = comm_bandwidth_json(r.comm, l);
     doc["ranks"].push_back(rank_json);
-    for (auto& c : bench::rank_checks(rank_json)) checks.push_back(c);
+    for (auto& c : bench::rank_checks(JsonView(rank_json, "this run", fmt::format("ranks[{}]", rank))))
+      checks.push_back(c);
     if (!r.executed_same_every_step) checks.push_back(bench::make_check("flops.same_every_step", rank, 0, 1, 0));
     // The report's status is the first failure's own ("oom" on the rank that ran out),
     // not that of a rank that merely did not run because of it ("not run: rank N failed").

@@ -22,6 +22,6 @@ for injection, needle in (("loss", "train-llama2-7b-meta: 1 regression(s): loss 
     print(f"ok: {injection} fails the night")
 with open(os.path.join(out, "history.jsonl"), encoding="utf-8") as f:
     lines = [json.loads(line) for line in f]
-assert [line["status"] for line in lines] == ["ok", "ok", "regressed", "regressed"], lines
+assert [line["status"] for line in lines] == ["ok", "ok", "failed", "failed"], lines
 assert lines[0]["point"] == "train-llama2-7b-meta" and lines[0]["fingerprint"]["cpu_model"], lines[0]
 print("ok: history has 4 lines")

@@ -64,7 +64,7 @@ history = os.path.join(d, "history.jsonl")
 with open(history, "w", encoding="utf-8") as f:
     for night, mfu in enumerate([0.30, 0.31, 0.27]):
         f.write(json.dumps({"when_utc": f"2026-11-0{night + 1}T02:17:00Z", "point": "p", "status":
-                            "ok" if mfu > 0.28 else "regressed",
+                            "ok" if mfu > 0.28 else "failed",
                             "metrics": {"mfu": {"median": mfu}, "tokens_per_s": {"median": 1e4 * mfu}}}) + "\n")
 run([PY, plot, "--history", history, "--out", os.path.join(d, "h")], expect=0)
 expect_pngs(os.path.join(d, "h"), ["history.png"])

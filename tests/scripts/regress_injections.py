@@ -35,7 +35,7 @@ def gate(name, injection, needle):
                        expect=1 if injection else 0)
     with open(verdict, encoding="utf-8") as f:
         result = json.load(f)
-    want = "regressed" if injection else "ok"
+    want = "failed" if injection else "ok"
     if result["status"] != want:
         raise SystemExit(f"FAIL: {name}: regress --json status {result['status']!r} with exit {status}")
     if needle:

@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 // A train report as the schema has it, with the parts the gate reads.
-json synthetic(std::vector<double> mfu_repeats, const std::string& backend = "cpu") {
+json synthetic_doc(std::vector<double> mfu_repeats, const std::string& backend = "cpu") {
   json doc = {{"schema", "gpuledger.report/1"}, {"kind", "train"}, {"status", "ok"}, {"checks", json::array()}};
   doc["env"] = {{"backend", backend}, {"fingerprint", {{"cpu_model", "X"}, {"blas", {{"corename", "Haswell"}}}}}};
   doc["config"] = {{"model", {{"name", "tiny-gpt"}}}, {"layout", {{"dp", 2}}}, {"run", {{"dtype", "fp32"}}}};
@@ -32,6 +32,11 @@ json synthetic(std::vector<double> mfu_repeats, const std::string& backend = "cp
   }
   return doc;
 }
+
+ReportFile synthetic(std::vector<double> mfu_repeats, const std::string& backend = "cpu") {
+  return {synthetic_doc(std::move(mfu_repeats), backend), "synthetic.json"};
+}
+ReportFile file(json doc) { return {std::move(doc), "edited.json"}; }
 
 const std::vector<double> kBase = {0.300, 0.305, 0.310, 0.302, 0.308};
 
@@ -91,30 +96,30 @@ TEST(RegressGate, AMedianDropTheUTestCannotTellFromNoisePasses) {
 }
 
 TEST(RegressGate, AChangedLossFailsAtItsStep) {
-  json cur = synthetic(kBase);
+  json cur = synthetic_doc(kBase);
   cur["summary"]["loss"][1] = 10.25 * 1.02;
-  const GateResult g = run_gate({cur}, {synthetic(kBase)}, {});
+  const GateResult g = run_gate({file(cur)}, {synthetic(kBase)}, {});
   ASSERT_EQ(g.regressions.size(), 1u);
   EXPECT_TRUE(names(g, "loss at step 1: 10.455000 vs baseline 10.250000")) << g.regressions[0];
   // Within fp32's tolerance (1e-5 relative) it passes; bf16's is wider.
   cur["summary"]["loss"][1] = 10.25 + 5e-5;
-  EXPECT_TRUE(run_gate({cur}, {synthetic(kBase)}, {}).ok());
+  EXPECT_TRUE(run_gate({file(cur)}, {synthetic(kBase)}, {}).ok());
   EXPECT_DOUBLE_EQ(loss_tolerance("bf16"), 1e-2);
 }
 
 TEST(RegressGate, OneExtraKibOnOneAccountFails) {
-  json cur = synthetic(kBase);
+  json cur = synthetic_doc(kBase);
   cur["ranks"][1]["measured"]["peak_by_account"]["activations"] = 65537 + 1024;
-  const GateResult g = run_gate({cur}, {synthetic(kBase)}, {});
+  const GateResult g = run_gate({file(cur)}, {synthetic(kBase)}, {});
   ASSERT_EQ(g.regressions.size(), 1u);
   EXPECT_EQ(g.regressions[0], "peak_bytes.activations on rank 1: 66561 vs baseline 65537 (+1024 bytes)");
 }
 
 TEST(RegressGate, CommBytesPerCollectiveAreExact) {
-  json cur = synthetic(kBase);
+  json cur = synthetic_doc(kBase);
   cur["ranks"][0]["comm"]["all_gather@dp"] = {{"calls", 1}, {"bytes", 64}};
   cur["ranks"][1]["comm"]["all_reduce@dp"]["bytes"] = 8200;
-  const GateResult g = run_gate({cur}, {synthetic(kBase)}, {});
+  const GateResult g = run_gate({file(cur)}, {synthetic(kBase)}, {});
   EXPECT_TRUE(names(g, "comm_bytes.all_gather@dp on rank 0: 64 vs baseline (absent)"));
   EXPECT_TRUE(names(g, "comm_bytes.all_reduce@dp on rank 1: 8200 vs baseline 8192 (+8 bytes)"));
 }
@@ -126,16 +131,16 @@ TEST(RegressGate, TheMetaBackendIsGatedOnBytesAndChecksOnly) {
   EXPECT_TRUE(g.ok());
   ASSERT_FALSE(g.notes.empty());
   EXPECT_NE(g.notes[0].find("meta backend"), std::string::npos);
-  json failed = synthetic(kBase, "meta");
+  json failed = synthetic_doc(kBase, "meta");
   failed["checks"] = json::array({{{"name", "bytes.weights"}, {"ok", false}}});
-  EXPECT_FALSE(run_gate({failed}, {synthetic(kBase, "meta")}, {}).ok());
+  EXPECT_FALSE(run_gate({file(failed)}, {synthetic(kBase, "meta")}, {}).ok());
 }
 
 TEST(RegressGate, AnotherMachineIsRefusedOrFlagged) {
-  json other = synthetic(kBase);
+  json other = synthetic_doc(kBase);
   other["env"]["fingerprint"]["blas"]["corename"] = "SkylakeX";
   try {
-    run_gate({synthetic(kBase)}, {other}, {});
+    run_gate({synthetic(kBase)}, {file(other)}, {});
     FAIL() << "another machine's baseline was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("blas.corename: \"SkylakeX\" vs \"Haswell\""), std::string::npos) << e.what();
@@ -144,25 +149,36 @@ TEST(RegressGate, AnotherMachineIsRefusedOrFlagged) {
   o.allow_other_machine = true;
   std::vector<double> slower;
   for (double m : kBase) slower.push_back(m * 0.5);
-  const GateResult g = run_gate({synthetic(slower)}, {other}, o);
+  const GateResult g = run_gate({synthetic(slower)}, {file(other)}, o);
   EXPECT_TRUE(g.ok());  // timing not gated across machines; bytes and loss are
   EXPECT_NE(g.notes.at(0).find("other machine"), std::string::npos);
 }
 
 TEST(RegressGate, AnotherConfigurationOrAnotherKindIsRefused) {
-  json other = synthetic(kBase);
+  json other = synthetic_doc(kBase);
   other["config"]["layout"]["dp"] = 4;
-  EXPECT_THROW(run_gate({synthetic(kBase)}, {other}, {}), ConfigError);
-  json plan = synthetic(kBase);
+  EXPECT_THROW(run_gate({synthetic(kBase)}, {file(other)}, {}), ConfigError);
+  json plan = synthetic_doc(kBase);
   plan["kind"] = "plan";
-  EXPECT_THROW(run_gate({plan}, {synthetic(kBase)}, {}), ConfigError);
-  json broken = synthetic(kBase);
+  EXPECT_THROW(run_gate({file(plan)}, {synthetic(kBase)}, {}), ConfigError);
+  // A figure of the wrong type is named by file and JSON path.
+  json typed = synthetic_doc(kBase);
+  typed["ranks"][1]["measured"]["peak_bytes"] = "many";
+  try {
+    run_gate({file(typed)}, {synthetic(kBase)}, {});
+    FAIL() << "a string peak was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("edited.json: ranks[1].measured.peak_bytes: expected a number"),
+              std::string::npos)
+        << e.what();
+  }
+  json broken = synthetic_doc(kBase);
   broken["summary"].erase("loss");
-  EXPECT_THROW(run_gate({broken}, {synthetic(kBase)}, {}), ConfigError);
+  EXPECT_THROW(run_gate({file(broken)}, {synthetic(kBase)}, {}), ConfigError);
 }
 
 TEST(RegressGate, NReportsAreNRepetitions) {
-  json a = synthetic({0.30}), b = synthetic({0.31}), c = synthetic({0.32});
+  const ReportFile a = synthetic({0.30}), b = synthetic({0.31}), c = synthetic({0.32});
   EXPECT_EQ(figure_samples({a, b, c}, "mfu"), (std::vector<double>{0.30, 0.31, 0.32}));
 }
 
@@ -181,7 +197,7 @@ TEST(GateStats, ExactMannWhitneyMatchesItsDistribution) {
 TEST(TrainRepeats, TheMedianRepetitionCarriesEveryRepetitionsFigures) {
   std::vector<json> docs;
   for (double ms : {12.0, 10.0, 11.0}) {
-    json d = synthetic({0.3});
+    json d = synthetic_doc({0.3});
     d["summary"].erase("repeats");
     d["summary"]["median_step_ms"] = ms;
     d["summary"]["mfu"] = 1.0 / ms;
