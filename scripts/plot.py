@@ -464,35 +464,31 @@ def plot_history(path, out_dir, written):
                     raise SystemExit(f"plot.py: {path}:{number}: not a JSON line: {e}")
     if not runs:
         raise SystemExit(f"plot.py: {path}: no runs")
+    # One row per point (their scales differ by orders of magnitude), MFU beside tokens/s.
     names = sorted({r["point"] for r in runs})
-    fig, axes = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
-    for ax, metric, scale, ylabel in ((axes[0], "mfu", 100, "MFU % (median of repetitions)"),
-                                      (axes[1], "tokens_per_s", 1, "tokens/s (median of repetitions)")):
-        drawn = marked = False
-        for name in names:
+    fig, axes = plt.subplots(len(names), 2, figsize=(11, 1.2 + 2.0 * len(names)), sharex=True, squeeze=False)
+    for row, name in enumerate(names):
+        for col, (metric, scale, unit) in enumerate((("mfu", 100, "MFU %"), ("tokens_per_s", 1, "tokens/s"))):
+            ax = axes[row][col]
             pts = []
             for r in runs:
                 m = (r.get("metrics") or {}).get(metric)
                 if r["point"] == name and m:
                     when = datetime.datetime.strptime(r["when_utc"], "%Y-%m-%dT%H:%M:%SZ")
                     pts.append((when, scale * m["median"], r.get("status") != "ok"))
+            ax.set_title(f"{name}: {unit} (median of repetitions)", fontsize=8)
+            ax.grid(alpha=0.3)
             if not pts:
+                ax.text(0.5, 0.5, "not timed (meta: bytes only)", ha="center", va="center", transform=ax.transAxes,
+                        fontsize=8, color="gray")
                 continue
-            drawn = True
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=name)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, color="tab:blue")
             bad = [p for p in pts if p[2]]
+            ax.scatter([p[0] for p in bad], [p[1] for p in bad], marker="x", s=60, color="firebrick", zorder=3,
+                       label="the gate failed this run" if bad else None)
             if bad:
-                ax.scatter([p[0] for p in bad], [p[1] for p in bad], marker="x", s=60, color="firebrick", zorder=3,
-                           label=None if marked else "gate failed")
-                marked = True
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        else:
-            ax.text(0.5, 0.5, "no timed points (meta points are gated on bytes only)", ha="center",
-                    transform=ax.transAxes)
-    axes[0].set_title(f"nightly: {len(runs)} runs of {len(names)} points ({os.path.basename(path)})")
+                ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"nightly: {len(runs)} runs of {len(names)} points ({os.path.basename(path)})", fontsize=10)
     fig.autofmt_xdate()
     save(fig, os.path.join(out_dir, "history.png"), written)
 

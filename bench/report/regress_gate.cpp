@@ -260,11 +260,13 @@ GateResult run_gate(const std::vector<ReportFile>& current, const std::vector<Re
   gate_loss(current[0], baseline[0], o, g);
   gate_bytes(current[0], baseline[0], g);
   const auto env = current[0].root().find("env");
-  if (env && env->string_or("backend", "") == "meta")
+  const bool meta = env && env->string_or("backend", "") == "meta";
+  if (meta)
     g.notes.push_back("meta backend: MFU and tokens/s not gated (its step time is bookkeeping, not a measurement)");
   else if (same_machine)
     gate_timing(current, baseline, o, g);
   g.metrics = side_metrics(current);
+  if (meta) g.metrics["mfu"] = g.metrics["tokens_per_s"] = nullptr;  // not measurements: not in the history
   return g;
 }
 

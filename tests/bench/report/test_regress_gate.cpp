@@ -131,6 +131,8 @@ TEST(RegressGate, TheMetaBackendIsGatedOnBytesAndChecksOnly) {
   EXPECT_TRUE(g.ok());
   ASSERT_FALSE(g.notes.empty());
   EXPECT_NE(g.notes[0].find("meta backend"), std::string::npos);
+  EXPECT_TRUE(g.metrics["mfu"].is_null());  // the history records no timing for it
+  EXPECT_EQ(g.metrics["peak_bytes"], 75265);
   json failed = synthetic_doc(kBase, "meta");
   failed["checks"] = json::array({{{"name", "bytes.weights"}, {"ok", false}}});
   EXPECT_FALSE(run_gate({file(failed)}, {synthetic(kBase, "meta")}, {}).ok());
