@@ -43,7 +43,7 @@ mpi() { local name=$1; shift; echo "================ mpirun -np 4 gpuledger $* =
         mpirun -np 4 --oversubscribe "$GL" "$@" --json "$OUT/$name.json"; echo; }
 mpi train-gpt2-4l-dp4 train $GPT2 --dp 4
 mpi train-gpt2-4l-tp2-dp2-sp train $GPT2 --tp 2 --dp 2 --sp
-mpi train-gpt2-4l-pp2-dp2-1f1b train $GPT2 --pp 2 --dp 2 --schedule 1f1b
+mpi train-gpt2-4l-pp2-dp2-1f1b train $GPT2 --pp 2 --dp 2 --schedule 1f1b --timeline
 # ZeRO 1: the gradients reduce-scattered into each rank's shard, then the updated weights all-gathered.
 mpi train-gpt2-4l-dp4-zero1 train $GPT2 --dp 4 --zero 1
 # ZeRO 3 on the tied gpt2 (one stage: the head's word gradient waits in a side buffer for the embedding's).
@@ -52,4 +52,9 @@ mpi train-gpt2-4l-dp4-zero3 train $GPT2 --dp 4 --zero 3
 # Inference on the CPU: a paged KV cache, the pool, capacity and bandwidth beside the kv budget.
 run infer-small-llama-paged infer --model small-llama --device-memory 2Gi --requests 16 --prompt-len 64 \
     --gen-len 32 --max-batch 8 --kv paged
+# Figures (scripts/plot.py, matplotlib): the train points' bytes and MFU, and for each report its
+# ranks (the pipeline's two stages differ) and, for the run with --timeline, its step's memory.
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 "$ROOT/scripts/plot.py" "$OUT"/train-*.json --out "$OUT/plots"
+fi
 echo "reports written under $OUT"

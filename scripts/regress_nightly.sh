@@ -1,59 +1,104 @@
 #!/usr/bin/env bash
-# Nightly regression: runs fixed points and compares each with its baseline in
-# results/baselines/ (gpuledger regress: peak bytes may not grow at all; MFU and
-# tokens/s may not fall by more than MFU_TOL, default 25% — CPU timings on a
-# shared machine are noisy). Exit 1 on any regression or failed check.
-#   scripts/regress_nightly.sh            compare
-#   scripts/regress_nightly.sh --update   write new baselines (commit them with the machine noted)
+# The nightly regression gate (docs/regress.md): runs a fixed suite of points,
+# each timed point --repeat times, gates every point on its baseline with
+# `gpuledger regress` (loss per step, peak bytes per account per rank and comm
+# bytes per collective exact, MFU and tokens/s by the median of the repetitions
+# against the baseline's spread), appends one history line per point, and
+# exits 1 naming every point that regressed and what changed.
+#
+#   scripts/regress_nightly.sh OUT_DIR            gate (reports in OUT_DIR/reports/<UTC time>/,
+#                                                 history in OUT_DIR/history.jsonl, plots in OUT_DIR/plots/)
+#   scripts/regress_nightly.sh OUT_DIR --update   record the baselines from tonight's run instead
+#
+# Environment:
+#   GPULEDGER=PATH   a prebuilt binary (default: build one with scripts/build.sh into $BUILD_DIR)
+#   SUITE=cpu|gpu|meta   which points (default cpu); meta is the bytes-only point alone (quick)
+#   BASELINES=DIR    the baselines (default results/baselines/$SUITE)
+#   REPEAT=N         repetitions of each timed point (default 5: the least for a U test is 4)
+#   PERF_TOL=F       MFU and tokens/s may fall by this fraction, or the baseline's spread (default 0.05)
+#   NIGHTLY_INJECT=mfu|loss|bytes   test hook: edit tonight's reports as that regression would
+#                    (scripts/regress_inject.py) before gating them; the gate must then fail
+#   PLOT=0           no plots (default: plot the history when /usr/bin/python3 has matplotlib)
+# Exit: 0 no regression; 1 a regression or a point that failed its own checks; 2 bad setup.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
-GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
-BASE="$ROOT/results/baselines"
-NOW="$(mktemp -d)"
-MFU_TOL="${MFU_TOL:-0.25}"
-mkdir -p "$BASE"
+OUT="${1:?usage: scripts/regress_nightly.sh OUT_DIR [--update]}"
+MODE="${2:-gate}"
+SUITE="${SUITE:-cpu}"
+BASE="${BASELINES:-$ROOT/results/baselines/$SUITE}"
+REPEAT="${REPEAT:-5}"
+PERF_TOL="${PERF_TOL:-0.05}"
+if [ -z "${GPULEDGER:-}" ]; then
+  BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
+  GPULEDGER="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+fi
+[ -x "$GPULEDGER" ] || { echo "regress_nightly: GPULEDGER=$GPULEDGER is not an executable" >&2; exit 2; }
 
-# name | arguments (each point must be deterministic in bytes and FLOPs)
-POINTS=(
-  "train-small-gpt-cpu|train --model small-gpt --backend cpu --seq 128 --mbs 4 --microbatches 2 --steps 4 --warmup 1"
-  "train-small-llama-cpu-flash-selective|train --model small-llama --backend cpu --seq 128 --mbs 4 --steps 4 --warmup 1 --attention flash --recompute selective"
-  "train-llama2-7b-meta|train --model llama2-7b --backend meta --seq 4096 --mbs 1 --steps 1 --warmup 0 --attention flash"
-)
+# name | timed (repeat) or bytes (one run: the meta backend's time is bookkeeping) | arguments.
+# Every point is deterministic in bytes, FLOPs and loss.
+META_POINT="train-llama2-7b-meta|bytes|train --model llama2-7b --backend meta --seq 4096 --mbs 1 --steps 1 --warmup 0 --attention flash --dp 8 --zero 1 --world 8"
+case "$SUITE" in
+  # cpu: small enough to run on a shared build machine in a few minutes; gpu: the performance suite.
+  cpu) POINTS=(
+      "train-tiny-gpt-cpu|timed|train --model tiny-gpt --backend cpu --seq 64 --mbs 2 --microbatches 2 --steps 4 --warmup 1"
+      "train-tiny-llama-cpu-flash-selective|timed|train --model tiny-llama --backend cpu --seq 64 --mbs 2 --steps 4 --warmup 1 --attention flash --recompute selective"
+      "$META_POINT") ;;
+  gpu) POINTS=(
+      "train-llama2-7b-4l-cuda-bf16|timed|train --model llama2-7b --layers 4 --backend cuda --dtype bf16 --seq 2048 --mbs 2 --steps 6 --warmup 2 --attention flash"
+      "train-small-llama-cuda-fp32-selective|timed|train --model small-llama --backend cuda --seq 512 --mbs 4 --steps 6 --warmup 2 --attention flash --recompute selective"
+      "$META_POINT") ;;
+  meta) POINTS=("$META_POINT") ;;
+  *) echo "regress_nightly: SUITE=$SUITE: cpu, gpu or meta" >&2; exit 2 ;;
+esac
 
-status=0
+NIGHT="$(date -u +%Y%m%dT%H%M%SZ)"
+REPORTS="$OUT/reports/$NIGHT"
+mkdir -p "$REPORTS" "$BASE"
+HISTORY="$OUT/history.jsonl"
+failed=()
 for p in "${POINTS[@]}"; do
-  name="${p%%|*}"; args="${p#*|}"
+  IFS='|' read -r name how args <<<"$p"
+  reps=1
+  [ "$how" = timed ] && reps="$REPEAT"
+  report="$REPORTS/$name.json"
   # shellcheck disable=SC2086
-  "$GL" $args --quiet --json "$NOW/$name.json" || { echo "FAIL: $name did not pass its own checks"; status=1; continue; }
-  if [ "${1:-}" = "--update" ]; then
-    cp "$NOW/$name.json" "$BASE/$name.json"; echo "baseline written: $BASE/$name.json"
-  elif [ -f "$BASE/$name.json" ]; then
-    "$GL" regress "$NOW/$name.json" --baseline "$BASE/$name.json" --mfu-tol "$MFU_TOL" --bytes-tol 0 \
-      || { echo "REGRESSION: $name"; status=1; }
-  else
-    echo "no baseline for $name (run with --update)"; status=1
+  if ! "$GPULEDGER" $args --repeat "$reps" --quiet --json "$report"; then
+    failed+=("$name: the run failed or failed its own checks (see $report)")
+    continue
   fi
+  if [ "$MODE" = --update ]; then
+    cp "$report" "$BASE/$name.json"
+    echo "baseline written: $BASE/$name.json"
+    continue
+  fi
+  if [ -n "${NIGHTLY_INJECT:-}" ]; then
+    python3 "$ROOT/scripts/regress_inject.py" "$NIGHTLY_INJECT" "$report"
+  fi
+  if [ ! -f "$BASE/$name.json" ]; then
+    failed+=("$name: no baseline in $BASE (record with: scripts/regress_nightly.sh OUT_DIR --update)")
+    continue
+  fi
+  set +e
+  "$GPULEDGER" regress "$report" --baseline "$BASE/$name.json" --perf-tol "$PERF_TOL" --point "$name" \
+    --history "$HISTORY" --json "$REPORTS/$name.regress.json" >"$REPORTS/$name.regress.txt" 2>&1
+  rc=$?
+  set -e
+  grep -E '^(REGRESSED|# note)' "$REPORTS/$name.regress.txt" || true
+  case $rc in
+    0) echo "ok: $name" ;;
+    1) failed+=("$name: $(grep -c '^REGRESSED' "$REPORTS/$name.regress.txt") regression(s): $(grep '^REGRESSED' "$REPORTS/$name.regress.txt" | sed "s/^REGRESSED $name: //" | paste -sd ';' -)") ;;
+    *) failed+=("$name: regress could not compare (exit $rc): $(tail -3 "$REPORTS/$name.regress.txt" | paste -sd ' ' -)") ;;
+  esac
 done
 
-# Microbenchmarks: a small fixed subset (gpt2 layer shapes at seq 1024, fp32; 5
-# repetitions). Each night's JSON is kept in results/micro/history/ and compared
-# with the previous one by scripts/micro_compare.py (Mann-Whitney U on the
-# repetitions). Reported only, unless MICRO_FAIL=1: timings here are noisy.
-MICRO="${BUILD_DIR:-$ROOT/build}/bench/micro/gpl_micro"
-if [ -x "$MICRO" ]; then
-  HIST="$ROOT/results/micro/history"
-  mkdir -p "$HIST"
-  prev="$(ls "$HIST"/*.json 2>/dev/null | tail -1 || true)"
-  cur="$HIST/$(date -u +%Y%m%dT%H%M%SZ).json"
-  "$MICRO" --gpl_backends=cpu --gpl_presets=gpt2 --gpl_seqs=1024 --gpl_dtypes=fp32 --gpl_adamw_params=10M \
-    --gpl_peak=none '--benchmark_filter=^(gemm/cpu/gpt2/(qkv|up)/fwd|attention/cpu/gpt2/flash/fwd|norm/cpu/gpt2/layernorm/fwd|adamw/cpu/fp32)/' \
-    --benchmark_repetitions=5 --benchmark_min_time=0.1 --benchmark_out="$cur" --benchmark_out_format=json >/dev/null
-  if [ -n "$prev" ]; then
-    python3 "$ROOT/scripts/micro_compare.py" "$prev" "$cur" ${MICRO_FAIL:+--fail-on-slower} \
-      || { echo "MICRO: slower than $prev"; status=1; }
-  fi
+if [ "$MODE" != --update ] && [ "${PLOT:-1}" != 0 ] && [ -s "$HISTORY" ] && /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 "$ROOT/scripts/plot.py" --history "$HISTORY" --out "$OUT/plots" >/dev/null ||
+    echo "regress_nightly: plotting the history failed (the gate's verdict stands)" >&2
 fi
 
-rm -rf "$NOW"
-exit $status
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "NIGHTLY FAILED ($NIGHT, reports in $REPORTS):"
+  printf '  %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "nightly ok ($NIGHT): ${#POINTS[@]} points, reports in $REPORTS"

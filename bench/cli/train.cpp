@@ -14,6 +14,7 @@
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
 #include "bench/report/train_json.h"
+#include "bench/report/train_repeats.h"
 #include "bench/report/train_tables.h"
 #include "bench/run/train_run.h"
 #include "core/limits.h"
@@ -45,6 +46,7 @@ class TrainCommand : public RunCommand {
   std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
+  int64_t repeat_ = 1;  // --repeat: runs of the point in one report (train_repeats.h)
   OutputOptions output_;
 };
 
@@ -83,6 +85,11 @@ void TrainCommand::bind(CLI::App& app) {
   app.add_flag("--timeline", timeline_, "record memory at every phase marker in the report")->group(g);
   app.add_flag("--profile", profile_, "time every op (synchronised): where the time goes, op by op")->group(g);
   add_checkpoint_options(app, checkpoint_, /*training=*/true);
+  // The regression gate's repetitions (docs/regress.md).
+  app.add_option("--repeat", repeat_, "run the point N times; the report keeps every run's MFU and tokens/s")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->group(g);
   add_output_options(app, output_);
 }
 
@@ -125,9 +132,21 @@ int TrainCommand::run() const {
     if (!path.empty() && !report::is_stdout_path(path))
       report::write_report(report::train_abort_report_json(rec), path);
   };
-  const run::TrainRecord rec = run::run_train(q, progress);
-  if (rec.exit_without_report) return *rec.exit_without_report;
-  const json doc = report::train_report_json(rec);
+  // Every MPI rank runs every repetition; ranks other than 0 write no report.
+  std::vector<json> runs;
+  std::optional<int> quiet_exit;
+  for (int64_t i = 0; i < repeat_; ++i) {
+    const run::TrainRecord rec = run::run_train(q, progress);
+    if (rec.exit_without_report) {
+      quiet_exit = *rec.exit_without_report;
+      if (*quiet_exit != kExitOk) return *quiet_exit;
+      continue;
+    }
+    runs.push_back(report::train_report_json(rec));
+    if (runs.back()["status"] != "ok") break;
+  }
+  if (quiet_exit) return *quiet_exit;
+  const json doc = report::combine_repeats(runs);
   if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
   if (!output_.quiet) report::print_train_summary(table_stream(output_), doc);
   if (doc["status"] != "ok") return kExitFailed;

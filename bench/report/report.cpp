@@ -16,6 +16,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "bench/report/fingerprint.h"
 #include "core/dtype.h"
 
 #ifndef GPULEDGER_GIT
@@ -40,7 +41,7 @@ json make_report(std::string_view kind) {
   r["kind"] = kind;
   r["status"] = "ok";
   r["tool"] = {{"version", GPULEDGER_VERSION}, {"git", git_commit()}};
-  r["env"] = {{"host", host_name()}};
+  r["env"] = environment_json();  // host, hosts, when_utc, job_id, fingerprint (fingerprint.h)
   r["checks"] = json::array();
   return r;
 }

@@ -14,7 +14,8 @@ namespace gpuledger::report {
 
 inline constexpr std::string_view kSchema = "gpuledger.report/1";
 
-// {"schema", "kind", "status": "ok", "tool": {...}, "env": {"host", ...}, "checks": []}
+// {"schema", "kind", "status": "ok", "tool": {...}, "env": {"host", "hosts", "when_utc", "job_id",
+// "fingerprint"} (fingerprint.h), "checks": []}
 nlohmann::json make_report(std::string_view kind);
 nlohmann::json model_json(const ModelConfig& m);
 nlohmann::json config_json(const ResolvedConfig& r);

@@ -10,9 +10,11 @@
 #include "analytic/pipeline.h"
 #include "bench/checks.h"
 #include "bench/oom_advice.h"
+#include "bench/report/comm_bandwidth.h"
 #include "bench/report/ledger_json.h"
 #include "bench/report/plan_json.h"
 #include "bench/report/report.h"
+#include "bench/report/train_steps_json.h"
 
 namespace gpuledger::report {
 
@@ -40,6 +42,7 @@ json train_rank_json(const bench::TrainRankRecord& r) {
   j["measured"] = ledger_json(r.measured);
   j["comm"] = comm_json(r.comm);
   j["time"] = {{"step_ms", r.step_ms},
+               {"step_peak_bytes", r.step_peak_bytes},
                {"median_step_ms", r.median_step_ms},
                {"median_compute_ms", r.median_compute_ms},
                {"median_comm_ms", r.median_comm_ms}};
@@ -58,6 +61,7 @@ bench::TrainRankRecord train_rank_from_json(const json& j) {
   r.comm = comm_from_json(j.at("comm"));
   const json& t = j.at("time");
   r.step_ms = t.at("step_ms").get<std::vector<double>>();
+  r.step_peak_bytes = t.value("step_peak_bytes", std::vector<int64_t>{});
   r.median_step_ms = t.at("median_step_ms").get<double>();
   r.median_compute_ms = t.at("median_compute_ms").get<double>();
   r.median_comm_ms = t.at("median_comm_ms").get<double>();
@@ -102,7 +106,8 @@ json assemble_report(const run::TrainRecord& rec) {
   for (const auto& run : runs) {
     const bench::TrainRankRecord& r = run.record;
     const int64_t rank = r.analytic.budget.rank;
-    const json rank_json = train_rank_json(r);
+    json rank_json = train_rank_json(r);
+    rank_json["comm_bandwidth"] = comm_bandwidth_json(r.comm, l);
     doc["ranks"].push_back(rank_json);
     for (auto& c : bench::rank_checks(JsonView(rank_json, "this run", fmt::format("ranks[{}]", rank))))
       checks.push_back(c);
@@ -149,6 +154,8 @@ json assemble_report(const run::TrainRecord& rec) {
   // HFU over the reported ranks' executed FLOPs, scaled to the job when only some were reported.
   const double executed_job = runs.empty() ? 0.0 : static_cast<double>(executed_sum) * l.world() / runs.size();
   sum["hfu"] = peak.flops && s > 0 ? json(executed_job / s / peak_total) : json(nullptr);
+  sum["steps"] = train_steps_json(runs, {tokens, static_cast<double>(job.model), executed_job,
+                                         peak.flops ? std::optional<double>(peak_total) : std::nullopt, o.warmup});
   doc["summary"] = sum;
   if (status != "ok") {
     doc["status"] = status;

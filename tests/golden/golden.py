@@ -3,7 +3,7 @@
 with the recorded report in reports/<line number>.json.
 
 What is compared: the whole report except what names the build or the host
-(tool, env.host) — the exact budgets, the published rows, the analytic
+(tool, env.host, env.hosts, env.when_utc, env.job_id, env.fingerprint) — the exact budgets, the published rows, the analytic
 communication, the FLOPs and the checks. A restructuring of the code must leave
 every byte of these unchanged; a change that is meant to move a figure
 re-records them (--update) and the diff of reports/ shows what moved.
@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-VOLATILE = [("tool",), ("env", "host")]
+VOLATILE = [("tool",), ("env", "host"), ("env", "hosts"), ("env", "when_utc"), ("env", "job_id"), ("env", "fingerprint")]
 
 
 def commands():

@@ -60,7 +60,7 @@ TEST_F(CheckRegress, RegressFailsWhenTokensPerSecondFallOrBytesGrow) {
   write_file(smaller, small.dump());
   auto r = run_cli({"regress", report_, "--baseline", smaller, "--mfu-tol", "1"});
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("regress.peak_bytes"), std::string::npos);
+  EXPECT_NE(r.out.find("REGRESSED train: peak_bytes on rank 0:"), std::string::npos) << r.out;
 }
 
 // A baseline of another configuration is a usage error naming each setting
