@@ -6,6 +6,7 @@
 
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
+#include "bench/report/report_reader.h"
 #include "bench/report/sweep_csv.h"
 #include "bench/report/sweep_index.h"
 
