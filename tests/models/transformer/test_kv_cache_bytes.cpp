@@ -194,8 +194,8 @@ TEST(ContiguousKvCache, OneGibPerSequenceAndTheLengthLimit) {
 // ---- capacity under vLLM's rule, measured by filling the pool ----
 
 TEST(KvCapacity, FillingThePoolMatchesTheFormula) {
-  // docs/formulas/kv.md's worked example: Llama-3-8B on an 80 GiB H100 at 0.9,
-  // 16,060,522,496 B of weights, 1 GiB activation peak, 512 MiB overhead:
+  // Llama-3-8B on an 80 GiB H100 at utilization 0.9 (docs/formulas/kv.md's
+  // rule), 16,060,522,496 B of weights, 1 GiB activation peak, 512 MiB overhead:
   // pool 59,638,276,096 B, 28,437 blocks, 55 sequences of 8192 tokens.
   const ModelConfig m = load_model("llama3-8b");
   const KvGeometry g = kv_geometry(m, Layout{}, KvFormat::kBF16);
