@@ -24,9 +24,29 @@ const std::string kData = std::string(GPULEDGER_SOURCE_DIR) + "/tests/data";
 
 TEST(CliInitFrom, TrainsFromTheCheckpointAndSavesWhatTransformersWrote) {
   const std::string out = scratch_dir("saved-llama");
-  auto r = run_cli({"train", "--init-from", kData + "/llama", "--tokens", kData + "/llama/tokens.npy", "--seq", "8",
-                    "--mbs", "2", "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--grad-clip", "0",
-                    "--weight-decay", "0.1", "--save-weights", out, "--json", "-"});
+  auto r = run_cli({"train",
+                    "--init-from",
+                    kData + "/llama",
+                    "--tokens",
+                    kData + "/llama/tokens.npy",
+                    "--seq",
+                    "8",
+                    "--mbs",
+                    "2",
+                    "--dtype",
+                    "fp32",
+                    "--steps",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "--grad-clip",
+                    "0",
+                    "--weight-decay",
+                    "0.1",
+                    "--save-weights",
+                    out,
+                    "--json",
+                    "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = r.json();
   const SafetensorsFile ref(kData + "/llama/reference.safetensors");
@@ -49,9 +69,9 @@ TEST(CliInitFrom, TrainsFromTheCheckpointAndSavesWhatTransformersWrote) {
 }
 
 TEST(CliInitFrom, InferServesPromptsFromTheTokenFile) {
-  auto r = run_cli({"infer", "--init-from", kData + "/gpt2", "--tokens", kData + "/gpt2/tokens.bin", "--prompt-len",
-                    "8", "--gen-len", "4", "--requests", "2", "--device-memory", "1G", "--dtype", "fp32", "--json",
-                    "-"});
+  auto r =
+      run_cli({"infer", "--init-from", kData + "/gpt2", "--tokens", kData + "/gpt2/tokens.bin", "--prompt-len", "8",
+               "--gen-len", "4", "--requests", "2", "--device-memory", "1G", "--dtype", "fp32", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.json()["status"], "ok");
 }
@@ -66,8 +86,7 @@ TEST(CliInitFrom, BadFilesAndContradictionsAreUsageErrors) {
   const std::string llama = kData + "/llama", npy = kData + "/llama/tokens.npy";
   expect_usage_error({"train", "--init-from", llama, "--model", "tiny-llama"}, "leave --model out");
   expect_usage_error({"train", "--init-from", llama + "/model.safetensors"}, "name the model with --model");
-  expect_usage_error({"train", "--init-from", llama + "/model.safetensors", "--model", "tiny-llama"},
-                     "has shape");
+  expect_usage_error({"train", "--init-from", llama + "/model.safetensors", "--model", "tiny-llama"}, "has shape");
   expect_usage_error({"train", "--init-from", scratch_dir("nothing")}, "neither model.safetensors");
   expect_usage_error({"train", "--init-from", llama, "--tokens", npy, "--seq", "16"}, "--seq 16 needs rows of 17");
   expect_usage_error({"train", "--init-from", llama, "--tokens", llama + "/config.json", "--seq", "8"},
