@@ -108,8 +108,8 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   // gather from, so no unit is gathered and the weights are e·S_r = e·P_r.
   const int64_t gathered =
       z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
-  b[Account::kWeights] =
-      z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes") : checked_mul(e, p_r, "weight bytes");
+  b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes")
+                                : checked_mul(e, p_r, "weight bytes");
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
