@@ -59,4 +59,9 @@ CliResult run_cli(const std::vector<std::string>& args) {
   return r;
 }
 
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
 }  // namespace gpuledger::testing

@@ -19,5 +19,7 @@ CliResult run_cli(const std::vector<std::string>& args);
 std::string scratch_dir(const std::string& name);
 // Writes `text` to `path`.
 void write_file(const std::string& path, const std::string& text);
+// Parses the JSON file at `path` (a report the binary wrote).
+nlohmann::json read_json(const std::string& path);
 
 }  // namespace gpuledger::testing

@@ -10,16 +10,13 @@
 
 #include "run_cli.h"
 
+using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
 using gpuledger::testing::write_file;
 
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
 
 class CheckRederive : public ::testing::Test {
  protected:

@@ -16,6 +16,7 @@
 
 #include "run_cli.h"
 
+using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
 using nlohmann::json;
@@ -25,10 +26,6 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
 
 // The fixed options of the plan sweeps: llama2-7b (32 heads, 32 layers) on an H100.
 const std::vector<std::string> kPlanFixed = {"--model", "llama2-7b",      "--seq", "4096",     "--mbs",

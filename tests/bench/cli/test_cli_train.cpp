@@ -8,15 +8,12 @@
 
 #include "run_cli.h"
 
+using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
 
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
 
 TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
   auto r = run_cli({"train", "--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--microbatches", "2", "--steps",

@@ -35,6 +35,7 @@
 #include "run_cli.h"
 
 using gpuledger::testing::CliResult;
+using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
 using nlohmann::json;
@@ -44,10 +45,6 @@ namespace {
 #if GPULEDGER_HAVE_MPI && defined(GPULEDGER_MPIEXEC)
 constexpr int kRunTimeoutS = 120;  // one mpiexec run; a 2-rank tiny run takes a few seconds
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
