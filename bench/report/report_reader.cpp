@@ -52,7 +52,8 @@ std::string library_reason(const std::string& what) {
   if (reason.rfind("[json.exception.", 0) == 0 && reason.find("] ") != std::string::npos)
     reason = reason.substr(reason.find("] ") + 2);
   const auto column = reason.find(", column ");
-  if (reason.rfind("parse error", 0) == 0 && column != std::string::npos && reason.find(": ", column) != std::string::npos)
+  if (reason.rfind("parse error", 0) == 0 && column != std::string::npos &&
+      reason.find(": ", column) != std::string::npos)
     reason = reason.substr(reason.find(": ", column) + 2);
   return reason;
 }
@@ -64,8 +65,8 @@ std::string read_file_text(const std::string& path) {
   if (!S_ISREG(st.st_mode)) throw ReportFormatError(path, "", "not a regular file");
   if (st.st_size > kMaxReportFileBytes)
     throw ReportFormatError(path, "",
-                            fmt::format("{} bytes: larger than the {} MiB a report may have", static_cast<int64_t>(st.st_size),
-                                        kMaxReportFileBytes >> 20));
+                            fmt::format("{} bytes: larger than the {} MiB a report may have",
+                                        static_cast<int64_t>(st.st_size), kMaxReportFileBytes >> 20));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportFormatError(path, "", "cannot open for reading");
   std::stringstream ss;
@@ -84,7 +85,9 @@ JsonView::JsonView(const json& value, std::string file, std::string json_path)
 JsonView::JsonView(const json& value, std::shared_ptr<const std::string> file, std::string json_path)
     : value_(&value), file_(std::move(file)), path_(std::move(json_path)) {}
 
-void JsonView::fail(const std::string& what) const { throw ReportFormatError(*file_, path_.empty() ? "(top level)" : path_, what); }
+void JsonView::fail(const std::string& what) const {
+  throw ReportFormatError(*file_, path_.empty() ? "(top level)" : path_, what);
+}
 
 void JsonView::require(bool ok, const char* expected) const {
   if (!ok) fail(fmt::format("expected {}, found {}", expected, type_name(*value_)));
@@ -117,8 +120,7 @@ std::vector<std::pair<std::string, JsonView>> JsonView::members() const {
 
 JsonView JsonView::at(size_t index) const {
   require(value_->is_array(), "an array");
-  if (index >= value_->size())
-    fail(fmt::format("has {} elements; element {} is missing", value_->size(), index));
+  if (index >= value_->size()) fail(fmt::format("has {} elements; element {} is missing", value_->size(), index));
   return JsonView((*value_)[index], file_, fmt::format("{}[{}]", path_, index));
 }
 

@@ -50,8 +50,8 @@ class JsonView {
   bool is_array() const { return value_->is_array(); }
   bool is_null() const { return value_->is_null(); }
 
-  double number() const;     // a finite number
-  int64_t integer() const;   // an integral number that fits int64
+  double number() const;    // a finite number
+  int64_t integer() const;  // an integral number that fits int64
   std::string string() const;
   bool boolean() const;
 
