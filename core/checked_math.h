@@ -15,7 +15,8 @@ namespace gpuledger {
 class OverflowError : public std::overflow_error {
  public:
   explicit OverflowError(std::string_view quantity)
-      : std::overflow_error(std::string(quantity) + " does not fit in a 64-bit integer (the configuration is too large)"),
+      : std::overflow_error(std::string(quantity) +
+                            " does not fit in a 64-bit integer (the configuration is too large)"),
         quantity_(quantity) {}
   const std::string& quantity() const { return quantity_; }
 

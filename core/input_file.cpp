@@ -28,8 +28,7 @@ std::string read_input_file(const std::string& path, int64_t max_bytes, std::str
   const std::string w(what);
   check_printable_name(w, path);
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw ConfigError(w, w + " '" + path + "': cannot open: " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) throw ConfigError(w, w + " '" + path + "': cannot open: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw ConfigError(w, w + " '" + path + "' is a directory");
   if (!S_ISREG(st.st_mode))
     throw ConfigError(w, w + " '" + path + "' is not a regular file (a device, FIFO or socket is not read)");

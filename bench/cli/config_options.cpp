@@ -25,12 +25,12 @@ std::string finite_range_text(double min, double max) {
 }  // namespace
 
 CLI::Option* finite_in(CLI::Option* opt, double min, double max) {
-  const std::string name = opt->get_name();
+  // CLI11 puts the option's name in front of the message.
   opt->check(CLI::Validator(
-      [name, min, max](std::string& text) -> std::string {
+      [min, max](std::string& text) -> std::string {
         double v = 0;
-        if (!CLI::detail::lexical_cast(text, v)) return name + ": '" + text + "' is not a number";
-        return check_finite(name, v, min, max);
+        if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
+        return check_finite("", v, min, max);
       },
       finite_range_text(min, max)));
   return opt;
@@ -38,10 +38,11 @@ CLI::Option* finite_in(CLI::Option* opt, double min, double max) {
 
 std::string check_finite(const std::string& option, double v, double min, double max) {
   std::ostringstream os;
+  if (!option.empty() && (!std::isfinite(v) || v < min || v > max)) os << option << ": ";
   if (!std::isfinite(v))
-    os << option << ": " << v << " is not a finite number";
+    os << v << " is not a finite number";
   else if (v < min || v > max)
-    os << option << ": " << v << " is outside [" << min << ", " << max << "]";
+    os << v << " is outside [" << min << ", " << max << "]";
   return os.str();
 }
 
@@ -154,6 +155,13 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
     case ConfigOption::kSeed:
       return app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")
           ->capture_default_str()
+          // CLI11 would wrap -5 into 2^64 - 5.
+          ->check(CLI::Validator(
+              [](std::string& text) {
+                return !text.empty() && text.front() == '-' ? std::string("a seed is a non-negative integer")
+                                                            : std::string();
+              },
+              "UINT"))
           ->group(kRunGroup);
     case ConfigOption::kBucketMb:
       return finite_in(app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)"), 0.001, 1e6)
@@ -241,7 +249,7 @@ void add_output_options(CLI::App& app, OutputOptions& o) {
           [](std::string& path) {
             // Checked before the run starts, so an unwritable place is not found after it.
             const std::string problem = report::report_destination_problem(path);
-            return problem.empty() ? problem : "--json: cannot write the report there: " + problem;
+            return problem.empty() ? problem : "cannot write the report there: " + problem;
           },
           "PATH"))
       ->group("Output");

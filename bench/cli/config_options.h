@@ -80,7 +80,7 @@ inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
 // [min, max]. CLI11's Range alone lets NaN through (every comparison with NaN
 // is false) and takes "inf". Returns `opt` for chaining.
 CLI::Option* finite_in(CLI::Option* opt, double min, double max);
-// "" when v is finite and in [min, max]; else the message naming `option`.
+// "" when v is finite and in [min, max]; else the message, after "OPTION: " when `option` is given.
 std::string check_finite(const std::string& option, double v, double min, double max);
 
 // Registers `which` (in the order of ConfigOption, whatever the order of `which`).

@@ -62,9 +62,8 @@ void InferCommand::bind(CLI::App& app) {
       ->check(tokens)
       ->group(g);
   app.add_option("--gen-len", gen_len_, "tokens generated per request")->capture_default_str()->check(tokens)->group(g);
-  app.add_option("--trace", trace_, "JSONL requests: {\"prompt_len\", \"gen_len\", \"arrival\"} per line")
-      ->check(CLI::ExistingFile)
-      ->group(g);
+  // Checked when read (read_trace): a regular file under the size cap, no control characters in the name.
+  app.add_option("--trace", trace_, "JSONL requests: {\"prompt_len\", \"gen_len\", \"arrival\"} per line")->group(g);
   app.add_option("--max-batch", max_batch_, "running sequences at most (vLLM max_num_seqs)")
       ->capture_default_str()
       ->check(batch)

@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--no-memory-limit", action="store_true", help="sanitizer builds reserve terabytes of address space")
     ap.add_argument("--filter", default="")
     o = ap.parse_args()
+    o.bin = os.path.abspath(o.bin)
     files, cases = parse_cases(o.cases)
     if o.filter:
         cases = [c for c in cases if o.filter in c["args"]]

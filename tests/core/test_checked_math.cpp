@@ -12,6 +12,7 @@
 #include "core/layout.h"
 #include "core/limits.h"
 #include "core/model_config.h"
+#include "core/run_config.h"
 
 namespace gpuledger {
 namespace {

@@ -39,7 +39,8 @@ std::string slurp(const fs::path& p) {
 
 int temporaries_in(const fs::path& dir) {
   int n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp.") != std::string::npos;
+  for (const auto& e : fs::directory_iterator(dir))
+    n += e.path().filename().string().find(".tmp.") != std::string::npos;
   return n;
 }
 
