@@ -17,7 +17,6 @@ using gpuledger::testing::write_file;
 
 namespace {
 
-
 class CheckRederive : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -13,7 +13,6 @@ using gpuledger::testing::write_file;
 
 namespace {
 
-
 class CheckRegress : public ::testing::Test {
  protected:
   void SetUp() override {

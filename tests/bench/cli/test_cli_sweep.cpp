@@ -26,7 +26,6 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-
 // The fixed options of the plan sweeps: llama2-7b (32 heads, 32 layers) on an H100.
 const std::vector<std::string> kPlanFixed = {"--model", "llama2-7b",      "--seq", "4096",     "--mbs",
                                              "1",       "--microbatches", "8",     "--device", "h100-sxm"};

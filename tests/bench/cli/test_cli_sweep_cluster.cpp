@@ -27,7 +27,6 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-
 std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

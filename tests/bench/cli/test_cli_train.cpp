@@ -14,7 +14,6 @@ using gpuledger::testing::scratch_dir;
 
 namespace {
 
-
 TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
   auto r = run_cli({"train", "--model", "tiny-llama", "--seq", "32", "--mbs", "2", "--microbatches", "2", "--steps",
                     "4", "--recompute", "selective", "--attention", "flash", "--json", "-"});

@@ -45,7 +45,6 @@ namespace {
 #if GPULEDGER_HAVE_MPI && defined(GPULEDGER_MPIEXEC)
 constexpr int kRunTimeoutS = 120;  // one mpiexec run; a 2-rank tiny run takes a few seconds
 
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
