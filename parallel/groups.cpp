@@ -107,16 +107,19 @@ Groups make_single_groups(CommCounters& counters, Device& device) {
 
 #if GPULEDGER_HAVE_MPI
 
+void require_mpi_world(int64_t world_size, const Layout& l) {
+  if (world_size != l.world())
+    throw LayoutError("mpirun -np " + std::to_string(world_size) +
+                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" + std::to_string(l.tp) + "·" +
+                      std::to_string(l.pp) + " = " + std::to_string(l.world()));
+}
+
 Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device, bool tied_embeddings,
                        CommBackend backend) {
   int world_rank = 0, world_size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "reading the world rank");
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "reading the world size");
-  // Every rank sees the same sizes, so every rank throws here together: no hang.
-  if (world_size != l.world())
-    throw LayoutError("mpirun -np " + std::to_string(world_size) +
-                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" + std::to_string(l.tp) + "·" +
-                      std::to_string(l.pp) + " = " + std::to_string(l.world()));
+  require_mpi_world(world_size, l);
   Groups g;
   g.layout = l;
   g.rank = world_rank;

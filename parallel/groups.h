@@ -53,6 +53,9 @@ CommBackend comm_backend_for(const std::string& device_backend);
 // rank) when the world size differs, and std::logic_error when built without MPI.
 // With kNccl, `device` must be the cuda backend's; a build without NCCL throws
 // std::invalid_argument (on every rank) once a group has more than one rank.
+// Throws LayoutError unless the MPI world has exactly dp·tp·pp ranks. Every
+// rank sees the same sizes, so every rank throws together: no hang.
+void require_mpi_world(int64_t world_size, const Layout& l);
 Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device, bool tied_embeddings = false,
                        CommBackend backend = CommBackend::kMpi);
 

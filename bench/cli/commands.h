@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/cli/config_options.h"
 
 namespace CLI {
@@ -41,6 +43,11 @@ std::unique_ptr<RunCommand> make_train_command();
 std::unique_ptr<RunCommand> make_infer_command();
 // By subcommand name: plan, kv, train or infer; nullptr for any other.
 std::unique_ptr<RunCommand> make_run_command(const std::string& name);
+// The exit status of a train or infer report: 0 when its status is ok and
+// every check passed, else 1. A failed run (out of memory, an error) or a
+// failed check also says so on stderr, where scripts look, not only in the
+// printed tables.
+int run_report_exit_status(const nlohmann::json& doc, const std::string& command);
 // The one-line description `gpuledger --help` shows for a run command.
 std::string run_command_description(const std::string& name);
 

@@ -144,8 +144,7 @@ int InferCommand::run() const {
   const nlohmann::json doc = report::infer_report_json(rec);
   if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
   if (!output_.quiet) report::print_infer_summary(table_stream(output_), doc);
-  if (doc["status"] != "ok") return kExitFailed;
-  return bench::all_ok(doc["checks"]) ? kExitOk : kExitFailed;
+  return run_report_exit_status(doc, "infer");
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 
 #include "bench/cli/commands.h"
 
+#include <iostream>
+
+#include "bench/checks.h"
+#include "bench/exit_codes.h"
+
 namespace gpuledger::cli {
 
 std::unique_ptr<RunCommand> make_run_command(const std::string& name) {
@@ -11,6 +16,23 @@ std::unique_ptr<RunCommand> make_run_command(const std::string& name) {
   if (name == "train") return make_train_command();
   if (name == "infer") return make_infer_command();
   return nullptr;
+}
+
+int run_report_exit_status(const nlohmann::json& doc, const std::string& command) {
+  const std::string status = doc.value("status", "ok");
+  if (status != "ok") {
+    std::cerr << "gpuledger " << command << ": failed: " << status << ": " << doc.value("error", "(no reason recorded)")
+              << "\n";
+    return kExitFailed;
+  }
+  int failed_checks = 0;
+  if (const auto checks = doc.find("checks"); checks != doc.end() && checks->is_array())
+    for (const auto& c : *checks)
+      if (!c.is_object() || !c.value("ok", false)) ++failed_checks;
+  if (failed_checks == 0) return kExitOk;
+  std::cerr << "gpuledger " << command << ": failed: " << failed_checks
+            << " check(s) failed (see the table or the report)\n";
+  return kExitFailed;
 }
 
 std::string run_command_description(const std::string& name) {

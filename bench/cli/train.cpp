@@ -149,8 +149,7 @@ int TrainCommand::run() const {
   const json doc = report::combine_repeats(runs);
   if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
   if (!output_.quiet) report::print_train_summary(table_stream(output_), doc);
-  if (doc["status"] != "ok") return kExitFailed;
-  return bench::all_ok(doc["checks"]) ? kExitOk : kExitFailed;
+  return run_report_exit_status(doc, "train");
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   const auto& c = q.config;
   const auto& l = c.layout;
   const int64_t rank = mpi.world_rank();
+  // Before the peak measurement, which takes seconds: a world that does not
+  // match the layout is refused at once.
+  require_mpi_world(mpi.world_size(), l);
   TrainRecord rec;
   rec.request = q;
   Ledger ledger(q.memory_limit_bytes);

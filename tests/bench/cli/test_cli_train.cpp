@@ -57,6 +57,8 @@ TEST(CliTrain, OutOfMemoryIsAReportWithTheLedgerAndAdvice) {
   EXPECT_GT(m["at_failure"]["live_total"].get<int64_t>() + m["at_failure"]["refused_bytes"].get<int64_t>(), 1048576);
   EXPECT_TRUE(doc.contains("suggestions"));
   EXPECT_NE(r.out.find("FAILED (oom)"), std::string::npos);
+  // The reason is on stderr too, where scripts look.
+  EXPECT_NE(r.err.find("gpuledger train: failed: oom: "), std::string::npos) << r.err;
 }
 
 TEST(CliTrain, MidStepOutOfMemoryNamesWhatWouldFit) {
