@@ -88,7 +88,9 @@ TEST(ReportWrite, DeviceIsWrittenThroughAndAFullOneFails) {
   struct stat st {};
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode));
-  if (::access("/dev/full", W_OK) == 0) EXPECT_THROW(write_report(kDoc, "/dev/full"), std::runtime_error);
+  if (::access("/dev/full", W_OK) == 0) {
+    EXPECT_THROW(write_report(kDoc, "/dev/full"), std::runtime_error);
+  }
 }
 
 TEST(ReportWrite, AFailedWriteLeavesNoTemporaryFile) {
