@@ -95,7 +95,7 @@ std::vector<std::string> peak_args(SweepRun& r) {
   if (r.s.app->get_option("--peak-flops")->count() > 0 || !option_text(*r.s.app, "--device").empty()) return {};
   const std::string kept = (fs::path(r.o.out) / "sweep.peak.json").string();
   if (!r.cpu_peak_flops && (r.o.resume || r.o.point || std::getenv("SLURM_ARRAY_TASK_ID")) && fs::exists(kept))
-    r.cpu_peak_flops = report::read_report(kept).value("cpu_peak_flops", 0.0);
+    r.cpu_peak_flops = report::read_json_file(kept).value("cpu_peak_flops", 0.0);
   if (!r.cpu_peak_flops || *r.cpu_peak_flops <= 0) {
     std::cerr << "measuring the CPU peak once for every point ... " << std::flush;
     const auto peak = bench::measure_cpu_session_peak();
@@ -226,7 +226,7 @@ int merge_folder(const std::string& dir) {
     std::cerr << "gpuledger sweep: error: --merge " << dir << ": no sweep.plan.json (not a sweep's folder)\n";
     return kExitUsage;
   }
-  const json plan = report::read_report(plan_path);
+  const json plan = report::read_json_file(plan_path);
   const json index = build_index(dir, plan);
   write_index(dir, index);
   report::print_sweep_table(std::cout, plan["kind"].get<std::string>(), index);
@@ -272,7 +272,7 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
   const bool finished = run_points(r);
   if (r.selected.size() < s.points.size()) {  // one point of a job array: --merge builds the index
     if (!finished) return kExitFailed;
-    const json e = report::read_report(point_file(o.out, s.points[r.selected[0]].name, ".point.json"));
+    const json e = report::read_json_file(point_file(o.out, s.points[r.selected[0]].name, ".point.json"));
     return e["status"] == "ok" || e["status"] == "skipped" ? kExitOk : kExitFailed;
   }
   const json index = build_index(o.out, r.plan);

@@ -252,8 +252,26 @@ std::vector<double> figure_samples(const std::vector<ReportFile>& side, const st
   return v;
 }
 
+namespace {
+
+// The shape every gated report must have, checked before anything is
+// compared, so that a malformed file is named as such (exit 2, with its JSON
+// path) rather than reported as another machine or another configuration.
+void require_report_shape(const ReportFile& r) {
+  const JsonView ranks = r.root().at("ranks");
+  if (ranks.size() == 0) ranks.fail("no ranks: nothing to compare");
+  for (const auto& rank : ranks.elements()) {
+    rank.at("rank").integer();
+    if (const auto measured = rank.find("measured")) measured->at("peak_bytes").number();
+  }
+}
+
+}  // namespace
+
 GateResult run_gate(const std::vector<ReportFile>& current, const std::vector<ReportFile>& baseline,
                     const GateOptions& o) {
+  for (const auto& r : current) require_report_shape(r);
+  for (const auto& r : baseline) require_report_shape(r);
   GateResult g;
   const bool same_machine = require_same_point(current, baseline, o, g);
   gate_own_status(current, g);

@@ -180,17 +180,21 @@ std::string JsonView::string_or(std::string_view key, const std::string& fallbac
   return v ? v->string() : fallback;
 }
 
-ReportFile read_report_file(const std::string& path) {
-  ReportFile r;
-  r.file = path;
+json read_json_file(const std::string& path) {
   const std::string text = read_file_text(path);
   try {
-    r.doc = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw ReportFormatError(path + ":" + line_column(text, e.byte), "", "malformed JSON: " + library_reason(e.what()));
   } catch (const json::exception& e) {  // e.g. a number beyond double's range
     throw ReportFormatError(path, "", "malformed JSON: " + library_reason(e.what()));
   }
+}
+
+ReportFile read_report_file(const std::string& path) {
+  ReportFile r;
+  r.file = path;
+  r.doc = read_json_file(path);
   const JsonView root = r.root();
   if (!root.is_object()) root.fail(fmt::format("expected a report (a JSON object), found {}", type_name(r.doc)));
   const std::string schema = root.at("schema").string();

@@ -84,6 +84,10 @@ struct ReportFile {
   std::string kind() const { return root().at("kind").string(); }
 };
 
+// Reads `path` as JSON: a regular file no larger than kMaxReportFileBytes,
+// valid JSON (line:column on a syntax error); for the files beside reports
+// (a sweep's index and point files). Throws ReportFormatError.
+nlohmann::json read_json_file(const std::string& path);
 // Reads `path`: a regular file no larger than kMaxReportFileBytes, valid JSON
 // (line:column on a syntax error), the envelope above. Throws ReportFormatError.
 ReportFile read_report_file(const std::string& path);
