@@ -22,7 +22,7 @@ json read_or_null(const std::string& path) {
   try {
     // Index and point files are plain JSON; reports are checked as reports.
     return path.size() >= 11 && path.compare(path.size() - 11, 11, ".point.json") == 0 ? report::read_json_file(path)
-                                                                                        : report::read_report(path);
+                                                                                       : report::read_report(path);
   } catch (const std::exception&) {
     return nullptr;  // cut short by a kill: the point runs again
   }
