@@ -10,7 +10,7 @@ APT_PACKAGES=(g++ cmake ninja-build git
               libopenmpi-dev openmpi-bin libopenblas-dev
               nlohmann-json3-dev libcli11-dev libfmt-dev
               libgtest-dev libbenchmark-dev
-              python3 python3-matplotlib
+              python3 python3-matplotlib python3-yaml  # plots; the nightly workflow test parses its YAML
               clang-format
               clang libclang-rt-dev)  # the libFuzzer targets (scripts/fuzz.sh): clang and its fuzzer runtime
 OPTIONAL_PACKAGES=(ccache)
