@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench/report/report.h"
+#include "kernels/cpu/thread_policy.h"
 
 #if GPULEDGER_HAVE_BLAS
 // OpenBLAS's own queries (cblas.h is not included: the bench library does not
@@ -189,8 +190,11 @@ json machine_fingerprint() {
   f["cpu_model"] = cpu.model;
   f["isa"] = cpu.isa;
   f["logical_cpus"] = std::thread::hardware_concurrency();
+  // The policy first: it sets the BLAS's thread count that blas_json reads.
+  const CpuThreadPolicy& policy = apply_cpu_thread_policy();
   f["threads"] = {{"OMP_NUM_THREADS", env_or_null(env, "OMP_NUM_THREADS")},
-                  {"OPENBLAS_NUM_THREADS", env_or_null(env, "OPENBLAS_NUM_THREADS")}};
+                  {"OPENBLAS_NUM_THREADS", env_or_null(env, "OPENBLAS_NUM_THREADS")},
+                  {"policy", policy.describe()}};
   f["blas"] = blas_json();
   f["gpu"] = gpu_json();
   return f;

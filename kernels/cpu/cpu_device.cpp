@@ -3,6 +3,8 @@
 // AVX-512 load), copies and zero fills. The ops live in the ops_*.cpp files.
 #include "kernels/cpu/cpu_device.h"
 
+#include "kernels/cpu/thread_policy.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,7 +14,6 @@
 // OpenBLAS extensions; declared again here in case the cblas.h found is a
 // generic one (an identical redeclaration is harmless when it is OpenBLAS's).
 extern "C" char* openblas_get_config(void);
-extern "C" int openblas_get_num_threads(void);
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,7 +25,7 @@ namespace {
 constexpr int64_t kAlignBytes = 64;
 }
 
-CpuDevice::CpuDevice(Ledger& ledger) : Device(ledger) {}
+CpuDevice::CpuDevice(Ledger& ledger) : Device(ledger) { apply_cpu_thread_policy(); }
 
 std::string CpuDevice::description() const {
   std::string d = "CPU";
@@ -32,12 +33,11 @@ std::string CpuDevice::description() const {
   // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SapphireRapids MAX_THREADS=64"
   d += ", ";
   d += openblas_get_config();
-  d += ", " + std::to_string(openblas_get_num_threads()) + " BLAS threads";
 #else
   d += ", built-in GEMM (no BLAS)";
 #endif
 #ifdef _OPENMP
-  d += ", " + std::to_string(omp_get_max_threads()) + " OpenMP threads";
+  d += ", " + apply_cpu_thread_policy().describe();
 #else
   d += ", 1 thread (no OpenMP)";
 #endif

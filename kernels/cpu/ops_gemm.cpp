@@ -23,10 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "core/int_math.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/thread_policy.h"
 
 #if GPULEDGER_HAVE_BLAS
 #include <cblas.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
 #endif
 
 namespace gpuledger {
@@ -181,6 +186,49 @@ void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
 }
 #endif  // !GPULEDGER_HAVE_BLAS
 
+#if GPULEDGER_HAVE_BLAS
+void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+
+// The BLAS runs one thread per call (thread_policy.h: the OpenMP pool owns the
+// cores), so a large GEMM is cut here into one block of C per OpenMP thread —
+// along n when C is at least as wide as tall, else along m — each block one
+// BLAS call. Every element of C is still one call's full-k dot product, so the
+// result does not depend on the thread count. Blocks are multiples of 16
+// columns or rows (whole vector registers, whole cache lines of C).
+constexpr int64_t kSplitMinFlops = int64_t{1} << 22;  // below ~4 MFLOP the fork/join costs more
+constexpr int64_t kSplitAlign = 16;
+
+void blas_sgemm_split(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  int threads = 1;
+#ifdef _OPENMP
+  if (apply_cpu_thread_policy().applied && !omp_in_parallel() && 2 * m * n * k >= kSplitMinFlops)
+    threads = omp_get_max_threads();
+#endif
+  const bool split_n = n >= m;
+  const int64_t extent = split_n ? n : m;
+  const int64_t block = ceil_div(ceil_div(extent, threads), kSplitAlign) * kSplitAlign;
+  const int64_t blocks = ceil_div(extent, block);
+  if (blocks <= 1) {
+    blas_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast <int>(blocks)) schedule(static, 1)
+  for (int64_t t = 0; t < blocks; ++t) {
+    const int64_t lo = t * block, len = std::min(block, extent - lo);
+    if (split_n)  // columns lo..lo+len of op(B) and of C
+      blas_sgemm(ta, tb, m, len, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+    else  // rows lo..lo+len of op(A) and of C
+      blas_sgemm(ta, tb, len, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
+  }
+}
+#endif
+
 // One fp32 GEMM, row-major, cblas_sgemm's argument order and semantics.
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -190,9 +238,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     return;
   }
 #if GPULEDGER_HAVE_BLAS
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas_sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
   builtin_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif

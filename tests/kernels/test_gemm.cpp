@@ -17,10 +17,15 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_device.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace gpuledger {
 namespace {
@@ -199,6 +204,37 @@ TEST(Gemm, SizesThatCrossEveryBlockEdge) {
       c.ldc_pad = 3;
       run_case(c);
     }
+}
+
+TEST(Gemm, SplitAcrossThreadsAlongRowsAndAlongColumns) {
+  // With a BLAS, a GEMM of at least 4 MFLOP is cut into one block of C per
+  // OpenMP thread (ops_gemm.cpp): along m when C is taller than wide, else
+  // along n; three threads make a ragged last block. Both, with every
+  // transpose, padding and beta != 0 (C read back by each block).
+#ifdef _OPENMP
+  const int threads_before = omp_get_max_threads();
+  omp_set_num_threads(3);
+#endif
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{301, 70}, {40, 517}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " ta " << ta << " tb " << tb);
+        Case c;
+        c.ta = ta;
+        c.tb = tb;
+        c.m = m;
+        c.n = n;
+        c.k = 149;
+        c.lda_pad = 3;
+        c.ldb_pad = 1;
+        c.ldc_pad = 5;
+        c.alpha = 0.75f;
+        c.beta = 0.5f;
+        run_case(c);
+      }
+#ifdef _OPENMP
+  omp_set_num_threads(threads_before);
+#endif
 }
 
 TEST(Gemm, AlphaBetaAndBetaZeroIgnoresC) {
