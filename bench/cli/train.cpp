@@ -46,7 +46,8 @@ class TrainCommand : public RunCommand {
   std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
-  int64_t repeat_ = 1;  // --repeat: runs of the point in one report (train_repeats.h)
+  int64_t repeat_ = 1;         // --repeat: runs of the point in one report (train_repeats.h)
+  int64_t repeat_warmup_ = 0;  // --repeat-warmup: whole runs before them, not reported
   OutputOptions output_;
 };
 
@@ -89,6 +90,12 @@ void TrainCommand::bind(CLI::App& app) {
   app.add_option("--repeat", repeat_, "run the point N times; the report keeps every run's MFU and tokens/s")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->group(g);
+  app.add_option("--repeat-warmup", repeat_warmup_,
+                 "whole runs before the --repeat ones, left out of the report: a process's first run pays its page "
+                 "faults and cold caches")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10}))
       ->group(g);
   add_output_options(app, output_);
 }
@@ -135,15 +142,23 @@ int TrainCommand::run() const {
   // Every MPI rank runs every repetition; ranks other than 0 write no report.
   std::vector<json> runs;
   std::optional<int> quiet_exit;
-  for (int64_t i = 0; i < repeat_; ++i) {
+  for (int64_t i = 0; i < repeat_warmup_ + repeat_; ++i) {
     const run::TrainRecord rec = run::run_train(q, progress);
     if (rec.exit_without_report) {
       quiet_exit = *rec.exit_without_report;
       if (*quiet_exit != kExitOk) return *quiet_exit;
       continue;
     }
-    runs.push_back(report::train_report_json(rec));
-    if (runs.back()["status"] != "ok") break;
+    json doc = report::train_report_json(rec);
+    const bool failed = doc["status"] != "ok";
+    if (i >= repeat_warmup_ || failed) runs.push_back(std::move(doc));
+    if (failed) break;
+    // Later repetitions take the first one's measured CPU peak: a peak measured
+    // again each time would add its own noise to every repetition's MFU.
+    if (backend_ == "cpu" && !q.peak_flops && !q.cpu_peak_flops && rec.peak.flops) {
+      q.cpu_peak_flops = rec.peak.flops;
+      q.cpu_peak_source = rec.peak.source + " (measured once, for every repetition)";
+    }
   }
   if (quiet_exit) return *quiet_exit;
   const json doc = report::combine_repeats(runs);

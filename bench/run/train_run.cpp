@@ -35,8 +35,7 @@ TrainPeak resolve_train_peak(const TrainRequest& q) {
     auto p = device_peak_flops(*d, q.config.run.dtype);
     if (p) return {p, d->name + " datasheet (" + d->source + ")"};
   }
-  if (q.backend == "cpu" && q.cpu_peak_flops)
-    return {*q.cpu_peak_flops, "measured once for the sweep: best fp32 sgemm of 1024² and 2048² on the CPU"};
+  if (q.backend == "cpu" && q.cpu_peak_flops) return {*q.cpu_peak_flops, q.cpu_peak_source};
   if (q.backend == "cpu") {
     const auto p = bench::measure_cpu_session_peak();
     return {p.flops_per_s, p.source};

@@ -35,6 +35,7 @@ struct TrainRequest {
   std::optional<int64_t> memory_limit_bytes;
   std::optional<double> peak_flops;      // per device; default: datasheet, or measured (cpu)
   std::optional<double> cpu_peak_flops;  // cpu, per node: measured once by a sweep for all its points
+  std::string cpu_peak_source = "measured once for the sweep: best fp32 sgemm of 1024² and 2048² on the CPU";
   bool timeline = false;
   bool profile = false;
   std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step
