@@ -14,10 +14,13 @@ from gate_common import GPULEDGER, SOURCE, expect_in, run, scratch
 d = scratch("inject")
 base = os.path.join(d, "base.json")
 run([GPULEDGER, "train", "--model", "tiny-gpt", "--seq", "32", "--steps", "2", "--warmup", "0", "--repeat", "4",
-     "--quiet", "--json", base], expect=0)
+     "--repeat-warmup", "1", "--quiet", "--json", base], expect=0)
 with open(base, encoding="utf-8") as f:
     doc = json.load(f)
+# The warm-up run is left out; every reported repetition took the one peak the first run measured.
 assert len(doc["summary"]["repeats"]) == 4, doc["summary"]["repeats"]
+assert doc["summary"]["peak_source"].endswith("(measured once, for every repetition)"), doc["summary"]["peak_source"]
+assert sum(1 for c in doc["checks"] if c["name"] == "repeat.same_bytes_and_loss") == 3, doc["checks"]
 for i, r in enumerate(doc["summary"]["repeats"]):
     r["mfu"] = 0.100 + 0.001 * (i % 2)
     r["tokens_per_s"] = 1000.0 + 10.0 * (i % 2)

@@ -95,6 +95,37 @@ TEST(RegressGate, AMedianDropTheUTestCannotTellFromNoisePasses) {
   EXPECT_TRUE(g.ok()) << (g.regressions.empty() ? "" : g.regressions[0]);
 }
 
+// A report whose repetitions' MFU was taken against peak_flops; its tokens/s
+// are those of the kBase runs (the same speed) unless MFU and peak say otherwise.
+ReportFile with_peak(std::vector<double> mfu_repeats, double peak_flops) {
+  json doc = synthetic_doc(mfu_repeats);
+  doc["summary"]["peak_flops"] = peak_flops;
+  for (size_t i = 0; i < mfu_repeats.size(); ++i)
+    doc["summary"]["repeats"][i]["tokens_per_s"] = mfu_repeats[i] * peak_flops / 100e9 * 1e6;
+  return file(doc);
+}
+
+TEST(RegressGate, MfuIsComparedAgainstTheBaselinesPeak) {
+  // The same achieved FLOP/s measured against a peak 25% higher reads as an
+  // MFU 20% lower: not a regression (0.244 × 125 / 100 = 0.305).
+  std::vector<double> same_speed;
+  for (double m : kBase) same_speed.push_back(m * 100.0 / 125.0);
+  const GateResult same = run_gate({with_peak(same_speed, 125e9)}, {with_peak(kBase, 100e9)}, {});
+  EXPECT_TRUE(same.ok()) << (same.regressions.empty() ? "" : same.regressions[0]);
+  for (const auto& c : same.checks)
+    if (c["name"] == "median mfu") {
+      EXPECT_NEAR(c["measured"].get<double>(), 0.305, 1e-12);
+      EXPECT_NE(c["note"].get<std::string>().find("against the baseline's peak 1e+11 FLOP/s"), std::string::npos)
+          << c["note"];
+    }
+  // A real 10% drop hidden by a peak measured 10% lower (equal MFU figures) is caught.
+  std::vector<double> slower_same_mfu = kBase;
+  const GateResult slower = run_gate({with_peak(slower_same_mfu, 90e9)}, {with_peak(kBase, 100e9)}, {});
+  EXPECT_FALSE(slower.ok());
+  EXPECT_TRUE(names(slower, "mfu: median 0.2745 vs baseline 0.305 (-10.0%"))
+      << (slower.regressions.empty() ? "" : slower.regressions[0]);
+}
+
 TEST(RegressGate, AChangedLossFailsAtItsStep) {
   json cur = synthetic_doc(kBase);
   cur["summary"]["loss"][1] = 10.25 * 1.02;
