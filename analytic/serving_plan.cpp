@@ -113,8 +113,7 @@ ServingPoint serving_point(const ServingDemand& d, const ServingModel& m, const 
   if (p.stable) {
     p.concurrency = std::max(fixed_point(lambda, p.prefill_s + n * p.decode_fixed_s, n, p.decode_per_seq_s),
                              fixed_point(lambda, p.prefill_s, n, p.decode_flop_per_seq_s));
-    p.tpot_s = std::max(p.decode_fixed_s + p.decode_per_seq_s * p.concurrency,
-                        p.decode_flop_per_seq_s * p.concurrency);
+    p.tpot_s = std::max(p.decode_fixed_s + p.decode_per_seq_s * p.concurrency, p.decode_flop_per_seq_s * p.concurrency);
     p.time_in_system_s = p.prefill_s + n * p.tpot_s;
     p.sized_sequences = static_cast<int64_t>(std::ceil(p.concurrency * d.headroom - 1e-9));
   }

@@ -24,13 +24,13 @@ int64_t with_headroom(int64_t x, double headroom);
 
 // What the plan is asked to serve.
 struct ServingDemand {
-  double qps = 0;                  // arrivals per second (λ)
-  double prompt_tokens = 0;        // mean prompt length
-  double output_tokens = 0;        // mean generated length
-  int64_t kv_sizing_tokens = 0;    // tokens per sequence the KV is sized at (mean or a percentile total)
-  double headroom = 1.2;           // multiplies the concurrency the KV is sized for
-  std::optional<double> ttft_s;    // target time to first token
-  std::optional<double> tpot_s;    // target time per output token
+  double qps = 0;                // arrivals per second (λ)
+  double prompt_tokens = 0;      // mean prompt length
+  double output_tokens = 0;      // mean generated length
+  int64_t kv_sizing_tokens = 0;  // tokens per sequence the KV is sized at (mean or a percentile total)
+  double headroom = 1.2;         // multiplies the concurrency the KV is sized for
+  std::optional<double> ttft_s;  // target time to first token
+  std::optional<double> tpot_s;  // target time per output token
 };
 
 // The model, whole (not per rank): a TP degree divides weights and KV.
@@ -58,20 +58,20 @@ struct ServingDevice {
 // One configuration: t-way tensor parallelism in each of r replicas.
 struct ServingPoint {
   int64_t tp = 1, replicas = 1;
-  double replica_qps = 0;          // λ / r
-  double prefill_s = 0;            // one mean prompt's prefill: 2·P·prompt / (t · peak · mfu); 0 if peak unknown
-  double decode_fixed_s = 0;       // a: weights/t / (bw · mbu)
-  double decode_per_seq_s = 0;     // b: kv(prompt + output/2)/t / (bw · mbu), per sequence in the batch
+  double replica_qps = 0;            // λ / r
+  double prefill_s = 0;              // one mean prompt's prefill: 2·P·prompt / (t · peak · mfu); 0 if peak unknown
+  double decode_fixed_s = 0;         // a: weights/t / (bw · mbu)
+  double decode_per_seq_s = 0;       // b: kv(prompt + output/2)/t / (bw · mbu), per sequence in the batch
   double decode_flop_per_seq_s = 0;  // c: 2·P / (t · peak · mfu), per sequence (compute roof)
-  bool stable = false;             // λ_r · n_out · max(b, c) < 1: the decode keeps up at all
-  double concurrency = 0;          // L = λ_r · W (Little's law), solved with TPOT(L)
-  double tpot_s = 0;               // max(a + b·L, c·L)
-  double time_in_system_s = 0;     // W = prefill + n_out · TPOT
-  int64_t sized_sequences = 0;     // ceil(L · headroom)
-  int64_t kv_bytes = 0;            // per device: sized_sequences · kv_sizing_tokens · kv/token / t
-  int64_t need_bytes = 0;          // per device: weights/t + kv + workspace
-  int64_t usable_bytes = 0;        // per device: min(utilization · memory, memory − CUDA context)
-  bool fits = false;               // stable, need <= usable, and the targets met
+  bool stable = false;               // λ_r · n_out · max(b, c) < 1: the decode keeps up at all
+  double concurrency = 0;            // L = λ_r · W (Little's law), solved with TPOT(L)
+  double tpot_s = 0;                 // max(a + b·L, c·L)
+  double time_in_system_s = 0;       // W = prefill + n_out · TPOT
+  int64_t sized_sequences = 0;       // ceil(L · headroom)
+  int64_t kv_bytes = 0;              // per device: sized_sequences · kv_sizing_tokens · kv/token / t
+  int64_t need_bytes = 0;            // per device: weights/t + kv + workspace
+  int64_t usable_bytes = 0;          // per device: min(utilization · memory, memory − CUDA context)
+  bool fits = false;                 // stable, need <= usable, and the targets met
   bool meets_ttft = true, meets_tpot = true;
 };
 

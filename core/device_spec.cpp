@@ -126,6 +126,20 @@ std::optional<DeviceSpec> find_device(const std::string& name) {
   return std::nullopt;
 }
 
+int device_sm_major(const DeviceSpec& d) {
+  // From the architecture each datasheet names: Ampere (A100 8.0, A10/A10G
+  // 8.6), Ada (L40S, RTX 4090 8.9), Hopper (H100, H200 9.0), Blackwell (B200 10.0).
+  const std::string n = lower(d.name);
+  if (n.rfind("h100", 0) == 0 || n == "h200") return 9;
+  if (n == "b200") return 10;
+  return 8;
+}
+
+int64_t torch_cublas_workspace_bytes(int sm_major) {
+  if (sm_major == 9 || sm_major == 10 || sm_major == 12) return int64_t{4096} * 1024 * 8;
+  return int64_t{4096} * 1024 * 2 + int64_t{16} * 1024 * 8;
+}
+
 std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype) {
   switch (dtype) {
     case DType::kBF16: return d.peak_bf16_flops;
