@@ -18,10 +18,10 @@ TEST(TorchCachingAllocator, Rounding) {
   EXPECT_EQ(M::round_size(1), 512);
   EXPECT_EQ(M::round_size(512), 512);
   EXPECT_EQ(M::round_size(513), 1024);
-  EXPECT_EQ(M::segment_size(1 * MiB), 2 * MiB);           // small pool
-  EXPECT_EQ(M::segment_size(1 * MiB + 512), 20 * MiB);    // large, < 10 MiB
+  EXPECT_EQ(M::segment_size(1 * MiB), 2 * MiB);         // small pool
+  EXPECT_EQ(M::segment_size(1 * MiB + 512), 20 * MiB);  // large, < 10 MiB
   EXPECT_EQ(M::segment_size(10 * MiB - 512), 20 * MiB);
-  EXPECT_EQ(M::segment_size(10 * MiB), 10 * MiB);         // >= 10 MiB: rounded to 2 MiB
+  EXPECT_EQ(M::segment_size(10 * MiB), 10 * MiB);  // >= 10 MiB: rounded to 2 MiB
   EXPECT_EQ(M::segment_size(11 * MiB), 12 * MiB);
 }
 
