@@ -79,8 +79,8 @@ void check_inputs(const ServingDemand& d, const ServingModel& m, const ServingDe
   if (tp < 1 || replicas < 1 || m.kv_heads < 1) throw std::invalid_argument("tp, replicas and kv heads must be >= 1");
 }
 
-// A lower bound on L that is at least one request whenever any arrives is not
-// asked for: L is a mean, and fractional concurrency is what Little's law gives.
+// One branch's fixed point of L = λ(intercept + n·slope·L). L is a mean and may
+// be fractional, as Little's law gives it.
 double fixed_point(double lambda, double intercept_s, double n_out, double slope_s) {
   return lambda * intercept_s / (1.0 - lambda * n_out * slope_s);
 }

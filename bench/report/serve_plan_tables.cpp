@@ -22,9 +22,7 @@ std::string why_not(const json& p) {
   return "yes";
 }
 
-std::string step(const json& p) {
-  return p["stable"].get<bool>() ? format_seconds(p["tpot_s"].get<double>()) : "-";
-}
+std::string step(const json& p) { return p["stable"].get<bool>() ? format_seconds(p["tpot_s"].get<double>()) : "-"; }
 
 }  // namespace
 
@@ -35,23 +33,24 @@ void print_serve_plan(std::ostream& os, const json& doc) {
                     doc["config"]["model"]["name"].get<std::string>(), doc["config"]["run"]["dtype"].get<std::string>(),
                     format_count(m["params"].get<int64_t>()), format_bytes(m["weight_bytes"].get<double>()),
                     format_bytes(m["kv_bytes_per_token"].get<double>()));
-  os << fmt::format("# demand  {:g} requests/s, {:g} prompt + {:g} output tokens; KV sized at {} tokens ({}), "
-                    "headroom ×{:g}\n",
-                    s["qps"].get<double>(), s["prompt_tokens"].get<double>(), s["output_tokens"].get<double>(),
-                    s["kv_sizing_tokens"].get<int64_t>(), s["kv_sizing_basis"].get<std::string>(),
-                    s["headroom"].get<double>());
+  os << fmt::format(
+      "# demand  {:g} requests/s, {:g} prompt + {:g} output tokens; KV sized at {} tokens ({}), "
+      "headroom ×{:g}\n",
+      s["qps"].get<double>(), s["prompt_tokens"].get<double>(), s["output_tokens"].get<double>(),
+      s["kv_sizing_tokens"].get<int64_t>(), s["kv_sizing_basis"].get<std::string>(), s["headroom"].get<double>());
   os << fmt::format("# assumed MBU {:g} (decode), MFU {:g} (prefill), gpu_memory_utilization {:g}, CUDA context {}",
                     s["mbu"].get<double>(), s["mfu"].get<double>(), s["memory_utilization"].get<double>(),
                     format_bytes(s["cuda_context_bytes"].get<double>()));
   if (!s["ttft_ms"].is_null()) os << fmt::format("; target TTFT {:g} ms", s["ttft_ms"].get<double>());
   if (!s["tpot_ms"].is_null()) os << fmt::format("; target TPOT {:g} ms", s["tpot_ms"].get<double>());
   os << "\n\n";
-  Table one("one device: L = λ·W (Little's law), TPOT = max(a + b·L, c·L) (roofline), "
-            "need = weights + KV(⌈L·headroom⌉ sequences) + activations + cuBLAS workspace");
+  Table one(
+      "one device: L = λ·W (Little's law), TPOT = max(a + b·L, c·L) (roofline), "
+      "need = weights + KV(⌈L·headroom⌉ sequences) + activations + cuBLAS workspace");
   one.columns({"device", "memory", "bandwidth", "prefill", "TPOT", "concurrency L", "KV", "need", "usable", "serves?"});
   Table plan("fewest devices: t-way tensor parallel × r replicas, each replica at λ/r");
-  plan.columns({"device", "t", "replicas", "devices", "TPOT", "L per replica", "KV per device", "need per device",
-                "usable"});
+  plan.columns(
+      {"device", "t", "replicas", "devices", "TPOT", "L per replica", "KV per device", "need per device", "usable"});
   for (const auto& d : doc["devices"]) {
     const json& p = d["single"];
     const std::string name = d["name"].get<std::string>();
@@ -67,9 +66,9 @@ void print_serve_plan(std::ostream& os, const json& doc) {
       continue;
     }
     plan.row({name, std::to_string(c["tp"].get<int64_t>()), std::to_string(c["replicas"].get<int64_t>()),
-              std::to_string(c["devices"].get<int64_t>()), step(c), fmt::format("{:.2f}", c["concurrency"].get<double>()),
-              format_bytes(c["kv_bytes"].get<double>()), format_bytes(c["need_bytes"].get<double>()),
-              format_bytes(c["usable_bytes"].get<double>())});
+              std::to_string(c["devices"].get<int64_t>()), step(c),
+              fmt::format("{:.2f}", c["concurrency"].get<double>()), format_bytes(c["kv_bytes"].get<double>()),
+              format_bytes(c["need_bytes"].get<double>()), format_bytes(c["usable_bytes"].get<double>())});
   }
   os << one.render() << "\n" << plan.render();
 }

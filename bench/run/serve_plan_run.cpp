@@ -21,11 +21,13 @@ void check_request(const ServePlanRequest& q) {
     throw ConfigError("prompt-tokens", "prompt and output lengths must be >= 1 token");
   if (!(q.percentile > 0 && q.percentile <= 100))
     throw ConfigError("percentile", fmt::format("--percentile {} is outside (0, 100]", q.percentile));
-  if (!in(q.headroom, 1, 100)) throw ConfigError("headroom", fmt::format("--headroom {} is outside [1, 100]", q.headroom));
+  if (!in(q.headroom, 1, 100))
+    throw ConfigError("headroom", fmt::format("--headroom {} is outside [1, 100]", q.headroom));
   if (!(q.mbu > 0 && q.mbu <= 1)) throw ConfigError("mbu", fmt::format("--mbu {} is outside (0, 1]", q.mbu));
   if (!(q.mfu > 0 && q.mfu <= 1)) throw ConfigError("mfu", fmt::format("--mfu {} is outside (0, 1]", q.mfu));
   if (!(q.memory_utilization > 0 && q.memory_utilization <= 1))
-    throw ConfigError("memory-utilization", fmt::format("--memory-utilization {} is outside (0, 1]", q.memory_utilization));
+    throw ConfigError("memory-utilization",
+                      fmt::format("--memory-utilization {} is outside (0, 1]", q.memory_utilization));
   if (q.ttft_ms && !(*q.ttft_ms > 0)) throw ConfigError("ttft-ms", "--ttft-ms must be > 0");
   if (q.tpot_ms && !(*q.tpot_ms > 0)) throw ConfigError("tpot-ms", "--tpot-ms must be > 0");
   if (q.trace_totals && q.trace_totals->empty()) throw ConfigError("trace", q.trace_source + " holds no requests");

@@ -17,7 +17,7 @@ namespace gpuledger::run {
 struct ServePlanRequest {
   ResolvedConfig config;  // the model and dtype (tp = 1: the plan chooses t)
   double qps = 0;
-  double prompt_tokens = 0, output_tokens = 0;  // means (from the trace when one is given)
+  double prompt_tokens = 0, output_tokens = 0;       // means (from the trace when one is given)
   std::optional<std::vector<int64_t>> trace_totals;  // total lengths: the KV is sized at their percentile
   std::string trace_source;
   double percentile = 95;
@@ -25,9 +25,9 @@ struct ServePlanRequest {
   std::optional<double> ttft_ms, tpot_ms;
   std::vector<DeviceSpec> devices;
   double mbu = 0.6, mfu = 0.5;
-  double memory_utilization = 0.9;     // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
+  double memory_utilization = 0.9;  // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
   int64_t cuda_context_bytes = 0;
-  int64_t prefill_chunk = 2048;        // tokens of the activation peak
+  int64_t prefill_chunk = 2048;  // tokens of the activation peak
 };
 
 // The memory terms of one device beside the weights and KV.

@@ -44,8 +44,7 @@ TEST(CliKvTrace, PercentileAndHeadroom) {
   EXPECT_EQ(b[1]["tokens"].get<int64_t>(), 500);
   EXPECT_EQ(b[1]["sequence_reserved_bytes"].get<int64_t>(), 32 * 8 * MiB);
   // (8 · 32 + 1) · 8 MiB = 2,056 MiB; × 1.2 = 2,467.2 MiB, rounded up to the byte.
-  EXPECT_EQ(b[1]["requests_reserved_bytes"].get<int64_t>(),
-            static_cast<int64_t>(std::ceil(2056.0 * MiB * 1.2 - 1e-9)));
+  EXPECT_EQ(b[1]["requests_reserved_bytes"].get<int64_t>(), static_cast<int64_t>(std::ceil(2056.0 * MiB * 1.2 - 1e-9)));
   // The capacity counts pool / 1.2: ⌊(⌊pool/1.2⌋ / 8 MiB) − 1⌋ / 32 sequences at the p80 length.
   const int64_t pool = doc["summary"]["pool_bytes"].get<int64_t>();
   const auto planned = static_cast<int64_t>(std::floor(static_cast<double>(pool) / 1.2));
