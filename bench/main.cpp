@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   add_devices_command(app, commands);
   add_run_command(app, commands, "plan");
   add_run_command(app, commands, "kv");
+  add_serve_plan_command(app, commands);
   add_peak_command(app, commands);
   add_run_command(app, commands, "train");
   add_check_command(app, commands);

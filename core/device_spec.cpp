@@ -35,6 +35,22 @@ std::vector<DeviceSpec> make_presets() {
                19.5 * kT, 1555e9,
                "NVIDIA A100 datasheet: 312 TFLOPS bf16/fp16, 156 tf32, 19.5 fp32 (dense); 40GB, 1,555 GB/s",
                {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"}});
+  // NVIDIA A10 datasheet (nvidia-a10-datasheet): BF16/FP16 Tensor Core 125
+  // TFLOPS (250 sparse), TF32 62.5 (125 sparse), FP32 31.2; 24GB GDDR6, 600 GB/s.
+  v.push_back({"a10", "NVIDIA A10 24GB", 24 * kGiB, 125 * kT, 125 * kT, 62.5 * kT, 31.2 * kT, 600e9,
+               "NVIDIA A10 datasheet: 125 TFLOPS bf16/fp16, 62.5 tf32, 31.2 fp32 (dense); 24GB GDDR6, 600 GB/s",
+               {"NVIDIA A10"}});
+  // NVIDIA A10G (AWS EC2 G5 instances): AWS's G5 page gives 24 GB of GPU
+  // memory per A10G. Its bandwidth is taken as the A10's (the same GA102 chip
+  // with 24GB GDDR6 at 600 GB/s), a widely reported figure that no vendor
+  // datasheet prints for the A10G. Neither AWS nor NVIDIA publishes its
+  // tensor-core peak (its clocks differ from the A10's): unknown rather than
+  // borrowed from the A10.
+  v.push_back({"a10g", "NVIDIA A10G 24GB (AWS G5)", 24 * kGiB, std::nullopt, std::nullopt, std::nullopt,
+               std::nullopt, 600e9,
+               "AWS EC2 G5: 24 GB per NVIDIA A10G; 600 GB/s taken from the A10 datasheet (same GA102 "
+               "GDDR6); tensor peaks unpublished (unknown)",
+               {"NVIDIA A10G"}});
   v.push_back({"a100-80gb", "NVIDIA A100 80GB SXM4", 80 * kGiB, 312 * kT, 312 * kT, 156 * kT, 19.5 * kT,
                2039e9,
                "NVIDIA A100 datasheet: 312 TFLOPS bf16/fp16, 156 tf32, 19.5 fp32 (dense); 80GB SXM, 2,039 GB/s",
@@ -108,6 +124,20 @@ std::optional<DeviceSpec> find_device(const std::string& name) {
       if (lower(a) == key) return d;
   }
   return std::nullopt;
+}
+
+int device_sm_major(const DeviceSpec& d) {
+  // From the architecture each datasheet names: Ampere (A100 8.0, A10/A10G
+  // 8.6), Ada (L40S, RTX 4090 8.9), Hopper (H100, H200 9.0), Blackwell (B200 10.0).
+  const std::string n = lower(d.name);
+  if (n.rfind("h100", 0) == 0 || n == "h200") return 9;
+  if (n == "b200") return 10;
+  return 8;
+}
+
+int64_t torch_cublas_workspace_bytes(int sm_major) {
+  if (sm_major == 9 || sm_major == 10 || sm_major == 12) return int64_t{4096} * 1024 * 8;
+  return int64_t{4096} * 1024 * 2 + int64_t{16} * 1024 * 8;
 }
 
 std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype) {

@@ -27,6 +27,15 @@ struct DeviceSpec {
 const std::vector<DeviceSpec>& device_presets();
 // By preset name or alias (case-insensitive); nullopt if unknown.
 std::optional<DeviceSpec> find_device(const std::string& name);
+// The CUDA compute capability's major version (8: A100, A10, L40S, RTX 4090;
+// 9: H100, H200; 10: B200).
+int device_sm_major(const DeviceSpec& d);
+// PyTorch's default cuBLAS workspace per handle (aten/src/ATen/cuda/
+// CublasHandlePool.cpp, parseChosenWorkspaceSize, CUBLAS_WORKSPACE_CONFIG
+// unset): ":4096:2:16:8" = 4096 KiB · 2 + 16 KiB · 8 = 8,519,680 bytes, and
+// 4096 KiB · 8 = 32 MiB on Hopper and Blackwell (major 9, 10, 12). It is
+// allocated through the caching allocator, so it is part of "reserved".
+int64_t torch_cublas_workspace_bytes(int sm_major);
 // The dense peak for a compute dtype (fp32 maps to tf32 on GPUs with tensor cores).
 std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype);
 

@@ -42,6 +42,7 @@ void Ledger::book(Account account, int64_t bytes, const std::string& what) {
     at_peak_ = live_;
   }
   peak_since_mark_ = std::max(peak_since_mark_, live_total_);
+  if (events_on_) events_.push_back({account, bytes, true});
 }
 
 void Ledger::record_failure(Account account, int64_t bytes, const std::string& what) {
@@ -65,6 +66,7 @@ void Ledger::unbook(Account account, int64_t bytes) {
                            " live");
   live_[account] -= bytes;
   live_total_ -= bytes;
+  if (events_on_) events_.push_back({account, bytes, false});
 }
 
 void Ledger::reset_peaks() {

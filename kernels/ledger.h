@@ -48,6 +48,14 @@ struct LedgerFailure {
   std::string what;
 };
 
+// One booking or unbooking, in order (recorded when enabled): what a model
+// of another allocator replays (kernels/torch_caching_allocator.h).
+struct LedgerEvent {
+  Account account = Account::kWorkspace;
+  int64_t bytes = 0;
+  bool alloc = true;  // false: a free
+};
+
 class Ledger {
  public:
   explicit Ledger(std::optional<int64_t> limit_bytes = std::nullopt) : limit_(limit_bytes) {}
@@ -81,12 +89,19 @@ class Ledger {
   void mark_phase(const std::string& phase);
   const std::vector<PhaseSample>& timeline() const { return timeline_; }
 
+  // The ordered list of bookings and unbookings, off unless enabled.
+  void enable_events(bool on) { events_on_ = on; }
+  bool events_enabled() const { return events_on_; }
+  const std::vector<LedgerEvent>& events() const { return events_; }
+
  private:
   std::optional<int64_t> limit_;
   AccountBytes live_, peak_, count_, at_peak_;
   int64_t live_total_ = 0, peak_total_ = 0, peak_since_mark_ = 0;
   bool timeline_on_ = false;
   std::vector<PhaseSample> timeline_;
+  bool events_on_ = false;
+  std::vector<LedgerEvent> events_;
   std::optional<LedgerFailure> failure_;
 };
 

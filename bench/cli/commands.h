@@ -59,5 +59,7 @@ void add_check_command(CLI::App& root, std::vector<Command>& out);
 void add_regress_command(CLI::App& root, std::vector<Command>& out);
 // Runs plan, kv, train or infer over a grid of points (bench/cli/sweep.cpp).
 void add_sweep_command(CLI::App& root, std::vector<Command>& out);
+// Which device and how many serve a request rate (bench/cli/serve_plan.cpp).
+void add_serve_plan_command(CLI::App& root, std::vector<Command>& out);
 
 }  // namespace gpuledger::cli

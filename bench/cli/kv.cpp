@@ -9,7 +9,9 @@
 #include "bench/report/kv_tables.h"
 #include "bench/report/report.h"
 #include "bench/run/kv_run.h"
+#include "core/checked_math.h"
 #include "core/limits.h"
+#include "models/transformer/request_trace.h"
 
 namespace gpuledger::cli {
 
@@ -37,6 +39,7 @@ class KvCommand : public RunCommand {
     app.add_option("--cuda-graph", cuda_graph_, "vLLM: BYTES of its CUDA-graph memory estimate, when applied")
         ->capture_default_str()
         ->group(kKvCacheGroup);
+    add_length_options(app);
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
@@ -54,6 +57,7 @@ class KvCommand : public RunCommand {
     q.non_torch_bytes = parse_size(non_torch_);
     q.cuda_graph_bytes = parse_size(cuda_graph_);
     q.ranks = select_ranks(config_.ranks, q.config.layout, q.config.layout.world());
+    q.lengths = resolve_lengths();
     const auto doc = report::kv_report_json(run::run_kv(q));
     if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
     if (!output_.quiet) report::print_kv(table_stream(output_), doc);
@@ -61,11 +65,57 @@ class KvCommand : public RunCommand {
   }
 
  private:
+  // Capacity at a percentile of the requests' total lengths (docs/serving-plan.md).
+  void add_length_options(CLI::App& app) {
+    auto* trace = app.add_option("--trace", trace_,
+                                 "JSONL requests ({\"prompt_len\", \"gen_len\"} per line): size the cache at a "
+                                 "percentile of their total lengths, beside the mean")
+                      ->group(kKvCacheGroup);
+    auto* dist = app.add_option("--length-dist", length_dist_,
+                                "total lengths (prompt + generated) as a list, e.g. 700,900,1500: as --trace")
+                     ->delimiter(',')
+                     ->check(CLI::Range(int64_t{1}, limits::kMaxTokens))
+                     ->group(kKvCacheGroup);
+    trace->excludes(dist);
+    percentile_opt_ =
+        app.add_option("--percentile", percentile_, "with --trace/--length-dist: the percentile of the lengths")
+            ->capture_default_str()
+            ->group(kKvCacheGroup);
+    headroom_opt_ =
+        app.add_option("--headroom", headroom_, "with --trace/--length-dist: plan pool / HEADROOM (1.2: keep 20%)")
+            ->capture_default_str()
+            ->group(kKvCacheGroup);
+  }
+  std::optional<run::KvLengths> resolve_lengths() const {
+    if (trace_.empty() && length_dist_.empty()) {
+      if (percentile_opt_->count() > 0 || headroom_opt_->count() > 0)
+        throw ConfigError("percentile", "--percentile and --headroom apply to --trace or --length-dist: give one");
+      return std::nullopt;
+    }
+    run::KvLengths k;
+    k.percentile = percentile_;
+    k.headroom = headroom_;
+    if (!trace_.empty()) {
+      for (const auto& r : read_trace(trace_))
+        k.totals.push_back(checked_add(r.prompt_len, r.gen_len, "a request's total length"));
+      k.source = "trace " + trace_;
+    } else {
+      k.totals = length_dist_;
+      k.source = "--length-dist";
+    }
+    return k;
+  }
+
   ConfigOptions config_;
   KvCacheOptions cache_;
   int64_t batch_ = 0;          // 0: the capacity
   int64_t prefill_chunk_ = 0;  // 0: vLLM's default for the device
   std::string non_torch_ = "0", cuda_graph_ = "0";
+  std::string trace_;
+  std::vector<int64_t> length_dist_;
+  double percentile_ = 95, headroom_ = 1.2;
+  CLI::Option* percentile_opt_ = nullptr;
+  CLI::Option* headroom_opt_ = nullptr;
   OutputOptions output_;
 };
 

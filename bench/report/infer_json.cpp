@@ -98,6 +98,7 @@ json infer_rank_json(const run::InferRankRecord& r) {
                    {"peak_by_account", account_bytes_json(r.peak_by_account)},
                    {"activation_peak_bytes", r.activation_peak_bytes},
                    {"pool_rule_bytes", r.pool_rule_bytes}};
+  if (r.torch) measured["torch_caching_allocator"] = torch_replay_json(*r.torch);
   measured["kv"] = {{"pool_bytes", r.kv_booked_bytes},
                     {"peak_assigned_bytes", assigned},
                     {"peak_token_bytes", r.kv_peak_token_bytes}};
@@ -133,6 +134,7 @@ run::InferRankRecord infer_rank_from_json(const json& j) {
   r.peak_by_account = account_bytes_from_json(m.at("peak_by_account"));
   r.activation_peak_bytes = m.at("activation_peak_bytes").get<int64_t>();
   r.pool_rule_bytes = m.at("pool_rule_bytes").get<int64_t>();
+  if (m.contains("torch_caching_allocator")) r.torch = torch_replay_from_json(m["torch_caching_allocator"]);
   r.kv_booked_bytes = m.at("kv").at("pool_bytes").get<int64_t>();
   r.kv_peak_assigned_bytes = m.at("kv").at("peak_assigned_bytes").get<int64_t>();
   r.kv_peak_token_bytes = m.at("kv").at("peak_token_bytes").get<int64_t>();

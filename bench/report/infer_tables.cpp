@@ -48,6 +48,14 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   t.row(
       {"waste at peak", bytes(m["waste"]["bytes"]),
        m["waste"]["kind"].get<std::string>() + ", tokens hold " + pct(m["waste"]["token_fraction"]) + " of assigned"});
+  if (m.contains("torch_caching_allocator")) {
+    const json& tc = m["torch_caching_allocator"];
+    t.row({"allocated as PyTorch (peak)", bytes(tc["peak_allocated_bytes"]),
+           "max_memory_allocated: 512 B rounding, unsplit blocks (whole run)"});
+    t.row({"reserved as PyTorch (peak)", bytes(tc["peak_reserved_bytes"]),
+           fmt::format("max_memory_reserved: {} cached segments, cuBLAS workspace {} incl.; CUDA context on top",
+                       tc["segments"].get<int64_t>(), bytes(tc["cublas_workspace_bytes"]))});
+  }
   os << "\n" << t.render();
 
   const json& cap = rk["capacity"];

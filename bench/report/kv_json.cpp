@@ -33,6 +33,20 @@ json kv_rank_json(const run::KvRankRecord& r) {
                  {"num_gpu_blocks", v->num_blocks},
                  {"kv_cache_size_tokens", v->tokens},
                  {"max_concurrency", v->max_concurrency}};
+  if (!r.by_length.empty()) {
+    j["by_length"] = json::array();
+    for (const auto& b : r.by_length) {
+      json bj = {{"basis", b.basis},
+                 {"tokens", b.tokens},
+                 {"sequence_reserved_bytes", b.sequence_reserved_bytes},
+                 {"requests_reserved_bytes", b.requests_reserved_bytes}};
+      if (b.capacity)
+        bj["capacity"] = {{"pool_bytes", b.capacity->pool_bytes},
+                          {"sequences", b.capacity->sequences},
+                          {"tokens", b.capacity->tokens}};
+      j["by_length"].push_back(bj);
+    }
+  }
   if (const auto& d = r.decode_roofline)
     j["decode_roofline"] = {{"batch", d->batch},
                             {"bytes_per_step", d->roofline.bytes_per_step},
@@ -55,6 +69,7 @@ json kv_summary_json(const run::KvRecord& record, const json& first) {
   }
   if (first.contains("vllm")) s["vllm"] = first["vllm"];
   if (first.contains("decode_roofline")) s["decode_roofline"] = first["decode_roofline"];
+  if (first.contains("by_length")) s["by_length"] = first["by_length"];
   const auto& device = record.request.config.device;
   s["bandwidth_source"] = device ? device->source : "no --device: bandwidth unknown";
   return s;
@@ -85,6 +100,11 @@ json kv_report_json(const run::KvRecord& record) {
                                                                       : "no --device: 2048"},
                          {"non_torch_bytes", q.non_torch_bytes},
                          {"cuda_graph_bytes", q.cuda_graph_bytes}};
+  if (const auto& k = q.lengths)
+    doc["config"]["kv"]["lengths"] = {{"source", k->source},
+                                      {"requests", k->totals.size()},
+                                      {"percentile", k->percentile},
+                                      {"headroom", k->headroom}};
   doc["params"] = {{"total", record.params}, {"padded_vocab", record.padded_vocab}};
   doc["ranks"] = json::array();
   for (const auto& r : record.ranks) doc["ranks"].push_back(kv_rank_json(r));

@@ -54,6 +54,29 @@ void print_vllm(std::ostream& os, const json& doc) {
   os << "\n" << v.render();
 }
 
+// The cache at the trace's mean and percentile lengths (bench/run/kv_run.h
+// KvLengthBasis): what --requests of them reserve with the headroom, and how
+// many fit when only pool / headroom is planned for.
+void print_by_length(std::ostream& os, const json& doc) {
+  const json& k = doc["config"]["kv"]["lengths"];
+  const double h = k["headroom"].get<double>();
+  Table t(fmt::format(
+      "KV at the lengths of {} ({} requests, total = prompt + generated): mean and p{:g}; "
+      "headroom ×{:g} (requests × {:g}; capacity in pool / {:g})",
+      k["source"].get<std::string>(), k["requests"].get<int64_t>(), k["percentile"].get<double>(), h, h, h));
+  t.columns({"rank", "basis", "tokens/sequence", "per sequence",
+             fmt::format("{} requests × {:g}", doc["config"]["kv"]["requests"].get<int64_t>(), h),
+             "sequences that fit"});
+  for (const auto& rj : doc["ranks"])
+    for (const auto& b : rj["by_length"])
+      t.row({fmt::format("r{}", rj["rank"].get<int64_t>()), b["basis"].get<std::string>(),
+             format_count(b["tokens"].get<int64_t>()), format_bytes(b["sequence_reserved_bytes"].get<double>()),
+             format_bytes(b["requests_reserved_bytes"].get<double>()),
+             b.contains("capacity") ? format_count(b["capacity"]["sequences"].get<int64_t>())
+                                    : "unknown (no device memory)"});
+  os << "\n" << t.render();
+}
+
 }  // namespace
 
 void print_kv(std::ostream& os, const json& doc) {
@@ -77,6 +100,7 @@ void print_kv(std::ostream& os, const json& doc) {
   os << t.render();
   if (doc["summary"].contains("capacity_sequences")) print_capacity(os, doc);
   if (doc["summary"].contains("vllm")) print_vllm(os, doc);
+  if (doc["config"]["kv"].contains("lengths")) print_by_length(os, doc);
 }
 
 }  // namespace gpuledger::report

@@ -34,6 +34,7 @@ json ledger_json(const bench::LedgerRecord& l) {
                        {"refused_bytes", f.requested_bytes},
                        {"refused_what", f.what}};
   }
+  if (const auto& t = l.torch) j["torch_caching_allocator"] = torch_replay_json(*t);
   if (l.with_timeline) {
     j["timeline"] = json::array();
     for (const auto& s : l.timeline)
@@ -43,6 +44,24 @@ json ledger_json(const bench::LedgerRecord& l) {
                                {"peak_since_prev", s.peak_since_prev}});
   }
   return j;
+}
+
+json torch_replay_json(const TorchMemoryReplay& t) {
+  return {{"events", t.events},
+          {"cublas_workspace_bytes", t.cublas_workspace_bytes},
+          {"peak_requested_bytes", t.peak_requested_bytes},
+          {"peak_allocated_bytes", t.peak_allocated_bytes},
+          {"peak_reserved_bytes", t.peak_reserved_bytes},
+          {"segments", t.segments}};
+}
+
+TorchMemoryReplay torch_replay_from_json(const json& j) {
+  return TorchMemoryReplay{j.at("events").get<int64_t>(),
+                           j.at("cublas_workspace_bytes").get<int64_t>(),
+                           j.at("peak_requested_bytes").get<int64_t>(),
+                           j.at("peak_allocated_bytes").get<int64_t>(),
+                           j.at("peak_reserved_bytes").get<int64_t>(),
+                           j.at("segments").get<int64_t>()};
 }
 
 bench::LedgerRecord ledger_record_from_json(const json& j) {
@@ -60,6 +79,7 @@ bench::LedgerRecord ledger_record_from_json(const json& j) {
     l.failure = LedgerFailure{account_bytes_from_json(f.at("live")), *account, f.at("refused_bytes").get<int64_t>(),
                               f.at("refused_what").get<std::string>()};
   }
+  if (j.contains("torch_caching_allocator")) l.torch = torch_replay_from_json(j["torch_caching_allocator"]);
   l.with_timeline = j.contains("timeline");
   for (const auto& s : j.value("timeline", json::array()))
     l.timeline.push_back({s.at("phase").get<std::string>(), account_bytes_from_json(s.at("live")),

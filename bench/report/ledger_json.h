@@ -18,6 +18,10 @@ namespace gpuledger::report {
 nlohmann::json ledger_json(const bench::LedgerRecord& ledger);
 bench::LedgerRecord ledger_record_from_json(const nlohmann::json& j);
 nlohmann::json account_bytes_json(const AccountBytes& a);
+// {"events", "cublas_workspace_bytes", "peak_requested_bytes", "peak_allocated_bytes",
+//  "peak_reserved_bytes", "segments"}: a run's allocations through PyTorch's caching allocator.
+nlohmann::json torch_replay_json(const TorchMemoryReplay& t);
+TorchMemoryReplay torch_replay_from_json(const nlohmann::json& j);
 AccountBytes account_bytes_from_json(const nlohmann::json& j);
 // {"all_reduce@dp": {"calls", "bytes", "seconds"}, ...}
 nlohmann::json comm_json(const std::map<std::string, CommCount>& by_key);

@@ -69,6 +69,14 @@ void print_rank_accounts(std::ostream& os, const json& r) {
   t.row({"total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()),
          b(exact["total"].get<double>()), "", ""});
   t.note("measured peak = each account's own peak; at rank peak = the breakdown when the total peaked");
+  if (meas.contains("torch_caching_allocator")) {
+    const auto& tc = meas["torch_caching_allocator"];
+    t.note(
+        fmt::format("as PyTorch's caching allocator would hold it (whole run): allocated peak {}, reserved peak {} "
+                    "in {} segments, cuBLAS workspace {} included; the CUDA context comes on top",
+                    b(tc["peak_allocated_bytes"].get<double>()), b(tc["peak_reserved_bytes"].get<double>()),
+                    tc["segments"].get<int64_t>(), b(tc["cublas_workspace_bytes"].get<double>())));
+  }
   os << "\n" << t.render();
 }
 

@@ -102,6 +102,7 @@ InferRecord serve_rank(const InferRequest& q, MpiRuntime* mpi) {
   rec.peaks = resolve_peaks(q);
 
   Ledger ledger(*c.device_memory_bytes);
+  ledger.enable_events(true);  // replayed through PyTorch's caching allocator for the report
   auto dev = make_device(q.backend, ledger, static_cast<int>(local_rank));
   rec.device_description = dev->description();
   CommCounters counters;

@@ -30,6 +30,7 @@
 #include "analytic/kv_cache.h"
 #include "core/account.h"
 #include "core/resolved_config.h"
+#include "kernels/torch_caching_allocator.h"
 #include "models/transformer/infer_engine.h"
 
 namespace gpuledger::run {
@@ -76,6 +77,7 @@ struct InferRankRecord {
   analytic::KvCapacity predicted;
   int64_t analytic_weights_bytes = 0, analytic_kv_full_bytes = 0, analytic_kv_bytes_per_token = 0;
   int64_t executed_flops = 0;
+  std::optional<TorchMemoryReplay> torch;  // the rank's allocations through PyTorch's caching allocator
 };
 
 // The KV dtype's attention error against a bf16 cache (a side run of one decode step).

@@ -5,6 +5,7 @@
 
 #include "analytic/params.h"
 #include "bench/checks.h"
+#include "core/device_spec.h"
 #include "kernels/registry/registry.h"
 #include "models/io/hf_weights.h"
 #include "models/io/token_file.h"
@@ -113,6 +114,9 @@ InferRankRecord rank_record(const InferRequest& q, const ServingRank& s, const S
   r.rank = s.rank_id;
   r.served = true;
   r.peak_bytes = s.ledger.peak_total();
+  if (s.ledger.events_enabled())
+    r.torch = replay_torch_caching_allocator(
+        s.ledger.events(), torch_cublas_workspace_bytes(q.config.device ? device_sm_major(*q.config.device) : 8));
   r.at_peak = s.ledger.at_peak();
   r.peak_by_account = s.ledger.peak_by_account();
   r.activation_peak_bytes = v.act;

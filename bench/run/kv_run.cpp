@@ -4,19 +4,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "analytic/activations.h"
 #include "analytic/params.h"
+#include "analytic/serving_plan.h"
 #include "core/layout.h"
 
 namespace gpuledger::run {
 
-namespace {
-
-// The transient activation peak of one inference forward over `tokens` tokens
-// (what vLLM's profiling run measures before sizing the pool): one layer's
-// tensors without recompute or dropout at s = tokens, b = 1, plus the fp32
-// logits of those tokens. An estimate; `gpuledger infer` measures it.
+// One layer's tensors without recompute or dropout at s = tokens, b = 1, plus
+// the fp32 logits of those tokens. An estimate; `gpuledger infer` measures it.
 int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens) {
   RunConfig run = c.run;
   run.seq = tokens;
@@ -25,6 +24,31 @@ int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens) {
   run.recompute = Recompute::kNone;
   return analytic::activation_bytes_per_layer(c.model, c.layout, run) +
          4 * tokens * analytic::padded_vocab(c.model, c.layout.tp) / c.layout.tp;
+}
+
+namespace {
+
+// The cache at `tokens` per sequence: one sequence's reservation, the
+// requests' reservation times the headroom, and (with device memory) the
+// sequences that fit when only pool / headroom is planned for — the rest of
+// the pool is passed to kv_capacity as overhead, so its rule is used as is.
+KvLengthBasis length_basis(const KvRequest& q, const KvRankRecord& r, std::string basis, int64_t tokens) {
+  const auto& m = q.config.model;
+  const auto& l = q.config.layout;
+  const double h = q.lengths->headroom;
+  KvLengthBasis b;
+  b.basis = std::move(basis);
+  b.tokens = tokens;
+  b.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, q.kv, 1, tokens) -
+                              (q.kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, q.kv) : 0);
+  b.requests_reserved_bytes = analytic::with_headroom(analytic::kv_reserved_bytes(m, l, q.kv, q.requests, tokens), h);
+  if (r.capacity) {
+    const int64_t pool = r.capacity->pool_bytes;
+    const int64_t spare = pool > 0 ? pool - static_cast<int64_t>(std::floor(static_cast<double>(pool) / h)) : 0;
+    b.capacity = analytic::kv_capacity(m, l, q.kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
+                                       r.activation_bytes, q.overhead_bytes + spare, tokens);
+  }
+  return b;
 }
 
 KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
@@ -46,9 +70,16 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
                               (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
   r.sequence_token_bytes = r.tokens_kept * (r.kv_bytes_per_token + r.kv_scale_bytes_per_token);
   const auto& device = q.config.device;
+  if (q.config.device_memory_bytes)
+    r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
+                                       r.activation_bytes, q.overhead_bytes, q.context);
+  if (q.lengths) {
+    const auto mean = static_cast<int64_t>(std::ceil(analytic::mean_of(q.lengths->totals)));
+    r.by_length.push_back(length_basis(q, r, "mean", mean));
+    r.by_length.push_back(length_basis(q, r, fmt::format("p{:g}", q.lengths->percentile),
+                                       analytic::percentile_nearest_rank(q.lengths->totals, q.lengths->percentile)));
+  }
   if (!q.config.device_memory_bytes) return r;
-  r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
-                                     r.activation_bytes, q.overhead_bytes, q.context);
   // vLLM's own figures: its profiling run covers max_num_batched_tokens tokens
   // (not the context), and what it logs counts max_model_len per request.
   if (kv.layout == KvLayout::kPaged && !m.sliding_window) {
@@ -89,6 +120,13 @@ KvRecord run_kv(const KvRequest& q) {
         fmt::format("--context {} exceeds --max-model-len {}: a contiguous cache reserves "
                     "max-model-len tokens per sequence",
                     q.context, q.kv.max_model_len));
+  if (q.lengths) {
+    if (q.lengths->totals.empty()) throw ConfigError("trace", q.lengths->source + " holds no requests");
+    if (!(q.lengths->percentile > 0 && q.lengths->percentile <= 100))
+      throw ConfigError("percentile", fmt::format("--percentile {} is outside (0, 100]", q.lengths->percentile));
+    if (!(q.lengths->headroom >= 1 && q.lengths->headroom <= 100))
+      throw ConfigError("headroom", fmt::format("--headroom {} is outside [1, 100]", q.lengths->headroom));
+  }
   KvRecord rec;
   rec.request = q;
   rec.params = analytic::model_params(q.config.model);

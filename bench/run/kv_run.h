@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "analytic/kv_cache.h"
@@ -12,6 +13,17 @@
 #include "core/resolved_config.h"
 
 namespace gpuledger::run {
+
+// The lengths a cache is planned for (`kv --trace` or `--length-dist`): each
+// request's total length (prompt + generated), the percentile to size at and
+// the headroom factor (the pool planned is pool / headroom; the bytes
+// reserved for the requests are multiplied by it).
+struct KvLengths {
+  std::vector<int64_t> totals;
+  std::string source;  // "trace PATH" or "--length-dist"
+  double percentile = 95;
+  double headroom = 1.2;
+};
 
 struct KvRequest {
   ResolvedConfig config;
@@ -27,11 +39,26 @@ struct KvRequest {
   // outside torch after its baseline snapshot, and the CUDA-graph estimate.
   int64_t non_torch_bytes = 0;
   int64_t cuda_graph_bytes = 0;
+  std::optional<KvLengths> lengths;  // capacity at a percentile of a trace's lengths
 };
 
 // The prefill chunk a request runs with: --prefill-chunk, else vLLM's default
 // max_num_batched_tokens for the device (`vllm serve`), else 2048.
 int64_t effective_prefill_chunk(const KvRequest& q);
+
+// The transient activation peak of one inference forward over `tokens`
+// tokens (what vLLM's profiling run measures before sizing the pool), an
+// estimate on one rank of `c`'s layout.
+int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens);
+
+// The cache at one length of a trace: the mean (rounded up) or the percentile.
+struct KvLengthBasis {
+  std::string basis;  // "mean" or "p95"
+  int64_t tokens = 0;
+  int64_t sequence_reserved_bytes = 0;           // one sequence of `tokens`, reserved
+  int64_t requests_reserved_bytes = 0;           // --requests of them, × headroom (rounded up)
+  std::optional<analytic::KvCapacity> capacity;  // sequences of `tokens` in pool / headroom (with device memory)
+};
 
 struct KvRoofline {
   int64_t batch = 0;
@@ -49,6 +76,7 @@ struct KvRankRecord {
   std::optional<analytic::KvCapacity> capacity;  // with device memory
   std::optional<KvRoofline> decode_roofline;     // with device memory and bandwidth
   std::optional<analytic::VllmKvLog> vllm;       // with device memory, paged, full attention
+  std::vector<KvLengthBasis> by_length;          // with lengths: the mean, then the percentile
 };
 
 struct KvRecord {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/ledger.h"
+#include "kernels/torch_caching_allocator.h"
 
 namespace gpuledger::bench {
 
@@ -16,9 +17,14 @@ struct LedgerRecord {
   std::optional<LedgerFailure> failure;  // the first refused allocation
   bool with_timeline = false;
   std::vector<PhaseSample> timeline;  // one sample per phase marker, when recorded
+  // The run's allocations replayed through PyTorch's caching allocator, when
+  // the ledger recorded its events: what memory_reserved() would show.
+  std::optional<TorchMemoryReplay> torch;
 };
 
-inline LedgerRecord ledger_record(const Ledger& l, bool with_timeline) {
+// `cublas_workspace_bytes`: PyTorch's for the device (core/device_spec.h),
+// replayed first when the ledger recorded its events.
+inline LedgerRecord ledger_record(const Ledger& l, bool with_timeline, int64_t cublas_workspace_bytes = 0) {
   LedgerRecord r;
   r.peak_bytes = l.peak_total();
   r.at_peak = l.at_peak();
@@ -29,6 +35,7 @@ inline LedgerRecord ledger_record(const Ledger& l, bool with_timeline) {
   r.failure = l.failure();
   r.with_timeline = with_timeline;
   if (with_timeline) r.timeline = l.timeline();
+  if (l.events_enabled()) r.torch = replay_torch_caching_allocator(l.events(), cublas_workspace_bytes);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/median.h"
+#include "core/device_spec.h"
 #include "models/io/hf_weights.h"
 
 namespace gpuledger::bench {
@@ -20,6 +21,7 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
   std::vector<double> compute_ms, comm_ms;
   Ledger& ledger = device.ledger();
   ledger.enable_timeline(o.timeline);
+  ledger.enable_events(true);  // replayed through PyTorch's caching allocator for the report
   int64_t executed_per_step = -1;
   bool flops_constant = true;
   std::unique_ptr<Trainer> trainer;
@@ -73,7 +75,9 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
     fail("error", std::string("--save-weights: ") + e.what());
   }
   trainer.reset();
-  rec.measured = ledger_record(ledger, o.timeline);
+  // PyTorch's cuBLAS workspace for the device's architecture (a non-Hopper one when no preset is named).
+  rec.measured =
+      ledger_record(ledger, o.timeline, torch_cublas_workspace_bytes(r.device ? device_sm_major(*r.device) : 8));
   rec.comm = counters.by_key();
   // Medians leave the warm-up steps out (unless nothing else ran).
   auto timed = [&](const std::vector<double>& v) {
