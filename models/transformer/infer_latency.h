@@ -29,7 +29,7 @@ struct LatencyPercentiles {
 struct LatencySummary {
   LatencyPercentiles ttft_s, tpot_s, e2e_s;
   int64_t completed = 0;
-  double duration_s = 0;               // the engine clock at the end
+  double duration_s = 0;                // the engine clock at the end
   double request_throughput_per_s = 0;  // completed / duration (0 when the duration is 0)
 };
 
