@@ -45,6 +45,7 @@ class InferCommand : public RunCommand {
   std::optional<double> peak_flops_;
   std::optional<double> arrival_rate_;
   bool no_prefix_caching_ = false;
+  std::string preemption_ = "recompute";
   OutputOptions output_;
 };
 
@@ -78,6 +79,11 @@ void InferCommand::bind(CLI::App& app) {
   finite_in(app.add_option("--arrival-rate", arrival_rate_,
                            "Poisson arrivals, requests/s on the engine clock (seeded by --seed); default: all at 0"),
             1e-6, 1e9)
+      ->group(g);
+  app.add_option("--preemption", preemption_,
+                 "recompute (free the cache, recompute later) | swap (blocks to host memory and back; paged)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recompute", "swap"}))
       ->group(g);
   app.add_flag("--no-prefix-caching", no_prefix_caching_, "no prefix caching by block hash (on by default, as vLLM v1)")
       ->group(g);
@@ -148,6 +154,9 @@ run::InferRequest InferCommand::request() const {
   q.prefill_chunk = m.is_gpt() ? std::min(prefill_chunk_, m.max_seq) : prefill_chunk_;
   q.prefix_len = prefix_len_;
   q.prefix_caching = !no_prefix_caching_;
+  if (preemption_ == "swap" && q.kv.layout != KvLayout::kPaged)
+    throw ConfigError("preemption", "--preemption swap moves blocks: it needs --kv paged");
+  q.preemption = preemption_;
   q.arrival_rate = arrival_rate_;
   q.kv_outliers = kv_outliers_;
   q.memory_utilization = cache_.memory_utilization;

@@ -32,6 +32,7 @@ json infer_config_json(const run::InferRequest& q) {
                 {"max_num_batched_tokens", q.prefill_chunk},
                 {"prefix_len", q.prefix_len},
                 {"prefix_caching", q.prefix_caching},
+                {"preemption", q.preemption},
                 {"arrival_rate", optional_json(q.arrival_rate)},
                 {"memory_utilization", q.memory_utilization},
                 {"device_memory_bytes", *q.config.device_memory_bytes},
@@ -116,6 +117,12 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["preemptions"] = st.preemptions;
   j["prefix_tokens_shared"] = st.prefix_tokens_shared;
   j["prefix_cache"] = prefix_cache_json(st);
+  j["swap"] = {{"swap_outs", st.swap_outs},
+               {"swap_ins", st.swap_ins},
+               {"bytes_to_host", st.swap_out_bytes},
+               {"bytes_from_host", st.swap_in_bytes},
+               {"host_peak_bytes", v.host_swap_peak_bytes},
+               {"note", "--preemption swap: blocks × block bytes each way; host memory on its own ledger"}};
   j["latency"] = latency_json(v);
   j["peak_running"] = st.peak_running;
   j["kv_bytes_per_token"] = v.kv_bytes_per_token;

@@ -98,12 +98,15 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   tp.note(fmt::format("mixed steps (decodes beside prefill chunks, in the prefill row): {} carrying {} decode tokens",
                       s["mixed"]["steps"].get<int64_t>(), s["mixed"]["decode_tokens"].get<int64_t>()));
   const json& pc = s["prefix_cache"];
-  tp.note(
-      fmt::format("preemptions (recompute): {}; prefix cache: {} hit tokens in {} blocks of {} looked up ({}); "
-                  "peak running: {}",
-                  s["preemptions"].get<int64_t>(), format_count(pc["hit_tokens"].get<int64_t>()),
-                  format_count(pc["hit_blocks"].get<int64_t>()), format_count(pc["query_tokens"].get<int64_t>()),
-                  pct(pc["hit_rate"]), s["peak_running"].get<int64_t>()));
+  const json& sw = s["swap"];
+  tp.note(fmt::format("preemptions ({}): {}; swapped out {}, in {}: {} to host, {} back, host peak {}",
+                      c["preemption"].get<std::string>(), s["preemptions"].get<int64_t>(),
+                      sw["swap_outs"].get<int64_t>(), sw["swap_ins"].get<int64_t>(), bytes(sw["bytes_to_host"]),
+                      bytes(sw["bytes_from_host"]), bytes(sw["host_peak_bytes"])));
+  tp.note(fmt::format("prefix cache: {} hit tokens in {} blocks of {} looked up ({}); peak running: {}",
+                      format_count(pc["hit_tokens"].get<int64_t>()), format_count(pc["hit_blocks"].get<int64_t>()),
+                      format_count(pc["query_tokens"].get<int64_t>()), pct(pc["hit_rate"]),
+                      s["peak_running"].get<int64_t>()));
   if (!s.value("note", "").empty()) tp.note(s["note"].get<std::string>());
   os << "\n" << tp.render();
   print_latency(os, s["latency"]);

@@ -88,6 +88,7 @@ struct Served {
   std::optional<KvErrorRecord> kv_error;
   std::optional<LatencySummary> latency;
   std::string clock;
+  int64_t host_swap_peak = 0;
 };
 
 // The cost of the KV dtype: a side run of one decode step on a small cpu device.
@@ -143,6 +144,16 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   options.max_num_batched_tokens = q.prefill_chunk;
   options.prefix_caching = q.prefix_caching;
   options.step_seconds = clock.step_seconds;
+  // --preemption swap: host memory through a device of its own (cpu; meta
+  // when serving on meta), booked on a host ledger apart from the device's.
+  Ledger host_ledger;
+  std::unique_ptr<Device> host_device;
+  std::optional<kv::KvSwapSpace> swap;
+  if (q.preemption == "swap") {
+    host_device = make_device(q.backend == "meta" ? "meta" : "cpu", host_ledger);
+    swap.emplace(*host_device);
+    options.swap = &*swap;
+  }
   InferenceEngine engine(model, *cache, options);
   auto requests = make_requests(q.shapes, m.vocab, q.config.run.seed, q.prefix_len);
   if (!q.config.run.tokens.empty()) prompts_from_file(requests, q.config.run.tokens, q.prefix_len);
@@ -150,6 +161,7 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   out.stats = engine.stats();
   out.clock = clock.name;
   if (clock.known) out.latency = summarize_latency(results, out.stats.clock_s);
+  out.host_swap_peak = host_ledger.peak(Account::kKv);
   for (size_t i = 0; i < results.size(); ++i)
     out.completed += static_cast<int64_t>(results[i].tokens.size()) == q.shapes[i].gen_len ? 1 : 0;
   out.kv_error = kv_error(q, g);
@@ -209,6 +221,7 @@ InferServingRecord serving_record(const ServingRank& s, const Served& v) {
   r.kv_error = v.kv_error;
   r.computed = s.device.touches_memory();
   r.latency = v.latency;
+  r.host_swap_peak_bytes = v.host_swap_peak;
   r.clock = v.clock;
   return r;
 }

@@ -47,6 +47,8 @@ InferenceEngine::InferenceEngine(InferenceModel& model, kv::KvCache& cache, Engi
     : model_(model), cache_(cache), opt_(std::move(options)) {
   if (opt_.max_batch < 1) throw std::invalid_argument("max_batch must be >= 1");
   if (opt_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
+  if (opt_.swap && dynamic_cast<kv::PagedKvCache*>(&cache_) == nullptr)
+    throw std::invalid_argument("preemption by swap needs a paged KV cache");
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -63,6 +65,7 @@ std::vector<InferResult> InferenceEngine::run(const std::vector<InferRequest>& r
   results_.assign(requests.size(), InferResult{});
   waiting_.clear();
   running_.clear();
+  swapped_.clear();
   clock_s_ = 0;
   const auto* contiguous = dynamic_cast<const kv::ContiguousKvCache*>(&cache_);
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -93,8 +96,8 @@ std::vector<InferResult> InferenceEngine::run(const std::vector<InferRequest>& r
   size_t next_arrival = 0;
 
   int64_t step = 0;
-  while (next_arrival < pending.size() || !waiting_.empty() || !running_.empty()) {
-    if (running_.empty() && waiting_.empty()) {  // idle until the next arrival
+  while (next_arrival < pending.size() || !waiting_.empty() || !running_.empty() || !swapped_.empty()) {
+    if (running_.empty() && waiting_.empty() && swapped_.empty()) {  // idle until the next arrival
       step = std::max(step, pending[next_arrival]->arrival);
       clock_s_ = std::max(clock_s_, pending[next_arrival]->arrival_s);
     }
@@ -105,9 +108,12 @@ std::vector<InferResult> InferenceEngine::run(const std::vector<InferRequest>& r
       results_[s->req].arrival_s = s->arrival > 0 ? clock_s_ : s->arrival_s;
       waiting_.push_back(s);
     }
-    if (running_.empty() && waiting_.empty()) continue;
+    if (running_.empty() && waiting_.empty() && swapped_.empty()) continue;
     Batch batch = schedule(step);
     if (batch.steps.empty()) {
+      if (running_.empty() && !swapped_.empty())
+        throw std::runtime_error("request " + std::to_string(results_[swapped_.front()->req].id) +
+                                 " needs more KV than the whole cache");
       if (running_.empty())
         throw std::runtime_error("request " + std::to_string(results_[waiting_.front()->req].id) + " (" +
                                  std::to_string(waiting_.front()->tokens.size()) +
@@ -143,13 +149,41 @@ bool InferenceEngine::grow(size_t i, int64_t tokens, int64_t step) {
 
 void InferenceEngine::preempt(size_t i) {
   Seq* s = running_[i];
+  ++stats_.preemptions;
+  ++results_[s->req].preemptions;
+  if (opt_.swap) {  // its blocks to host memory; it resumes where it stopped
+    const int64_t before = opt_.swap->bytes_out();
+    opt_.swap->swap_out(static_cast<kv::PagedKvCache&>(cache_), s->kv_id);
+    stats_.swap_out_bytes += opt_.swap->bytes_out() - before;
+    ++stats_.swap_outs;
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    swapped_.push_back(s);
+    return;
+  }
   cache_.free_sequence(s->kv_id);
   s->kv_id = -1;
   s->computed = 0;  // recompute: prompt and generated tokens are the new prompt
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   waiting_.insert(waiting_.begin(), s);
-  ++stats_.preemptions;
-  ++results_[s->req].preemptions;
+}
+
+// Swapped sequences come back first, in the order they left, when their blocks and the
+// next token fit (vLLM v0 _schedule_swapped: can_swap_in with room to append).
+// A swapped sequence keeps its kv_id as the name of its host copy.
+void InferenceEngine::swap_in_waiting() {
+  auto& paged = static_cast<kv::PagedKvCache&>(cache_);
+  while (!swapped_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_batch) {
+    Seq* s = swapped_.front();
+    if (!opt_.swap->can_swap_in(paged, s->kv_id, 1)) break;
+    const kv::SeqId id = next_kv_id_++;
+    const int64_t before = opt_.swap->bytes_in();
+    if (!opt_.swap->swap_in(paged, s->kv_id, id)) break;
+    stats_.swap_in_bytes += opt_.swap->bytes_in() - before;
+    ++stats_.swap_ins;
+    s->kv_id = id;
+    swapped_.erase(swapped_.begin());
+    running_.push_back(s);
+  }
 }
 
 void InferenceEngine::finish(size_t i, int64_t step) {
@@ -213,6 +247,7 @@ bool InferenceEngine::admit(int64_t budget, int64_t step, Batch& batch) {
 // admissions — all under max_num_batched_tokens.
 InferenceEngine::Batch InferenceEngine::schedule(int64_t step) {
   Batch b;
+  if (opt_.swap) swap_in_waiting();
   int64_t budget = opt_.max_num_batched_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Seq* s = running_[i];
@@ -241,7 +276,10 @@ InferenceEngine::Batch InferenceEngine::schedule(int64_t step) {
     budget -= c;
     ++i;
   }
-  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_batch) {
+  // New admissions wait while a swapped sequence waits (vLLM v0 schedules
+  // prefills only when nothing is swapped out), so it is not starved.
+  while (budget > 0 && !waiting_.empty() && swapped_.empty() &&
+         static_cast<int64_t>(running_.size()) < opt_.max_batch) {
     const int64_t before = b.prefill_tokens;
     if (!admit(budget, step, b)) break;
     budget -= b.prefill_tokens - before;

@@ -15,8 +15,12 @@
 //     admitted running sequence not already scheduled in this step —
 //     recompute: its cache is freed and it goes back to the front of the queue
 //     with its prompt and the tokens generated so far as the new prompt
-//     (vLLM's preemption; v1 preempts by recompute only). Preemptions are
-//     counted.
+//     (vLLM's preemption; v1 preempts by recompute only). Or, with a swap
+//     space (EngineOptions::swap, paged caches), by swap: its blocks go to host
+//     memory (models/kv/kv_swap.h) and it waits in the swapped queue, which is
+//     served first at the start of every step — swapped back in, oldest first,
+//     when its blocks and one more token fit — and resumes where it stopped.
+//     Preemptions, swaps and the bytes moved each way are counted.
 //   - prefix caching (paged caches without a window): a waiting request's
 //     tokens are hashed block by block (models/kv/block_hash.h) and its
 //     leading full blocks found in the cache are taken by reference, however
@@ -40,6 +44,7 @@
 #include <vector>
 
 #include "models/kv/kv_cache.h"
+#include "models/kv/kv_swap.h"
 #include "models/transformer/infer_model.h"
 #include "models/transformer/request_trace.h"
 
@@ -70,7 +75,8 @@ struct EngineOptions {
   bool prefix_caching = true;             // by block hash, paged caches without a window (vLLM v1's default)
   // The engine clock's seconds for a step; empty: the measured seconds.
   std::function<double(const StepCost&)> step_seconds;
-  bool record_steps = false;  // keep EngineStats::step_log
+  bool record_steps = false;        // keep EngineStats::step_log
+  kv::KvSwapSpace* swap = nullptr;  // preemption by swap (paged caches); none: by recompute
 };
 
 // One step's composition (EngineOptions::record_steps).
@@ -99,9 +105,11 @@ struct EngineStats {
   int64_t decode_bytes_read = 0;                   // Σ over decode steps: weights + K/V of the batch
   int64_t decode_flops = 0, prefill_flops = 0;     // executed (Device counter), by kind of step
   int64_t preemptions = 0;
-  int64_t prefix_tokens_shared = 0;  // prefix-cache hit tokens at admission
-  int64_t prefix_hit_blocks = 0;     // … in blocks
-  int64_t prefix_query_tokens = 0;   // prompt tokens looked up at admission (vLLM's queries)
+  int64_t swap_outs = 0, swap_ins = 0;            // preemption by swap
+  int64_t swap_out_bytes = 0, swap_in_bytes = 0;  // device → host, host → device
+  int64_t prefix_tokens_shared = 0;               // prefix-cache hit tokens at admission
+  int64_t prefix_hit_blocks = 0;                  // … in blocks
+  int64_t prefix_query_tokens = 0;                // prompt tokens looked up at admission (vLLM's queries)
   int64_t peak_running = 0;
   int64_t max_decode_batch = 0;
   double clock_s = 0;  // the engine clock at the end
@@ -139,7 +147,8 @@ class InferenceEngine {
   kv::KvCache& cache_;
   EngineOptions opt_;
   EngineStats stats_;
-  std::vector<Seq*> waiting_, running_;
+  std::vector<Seq*> waiting_, running_, swapped_;
+  void swap_in_waiting();
   std::vector<Seq> seqs_;
   std::vector<InferResult> results_;
   int64_t next_kv_id_ = 0;

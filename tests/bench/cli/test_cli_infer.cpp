@@ -84,6 +84,26 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   EXPECT_EQ(s["ranks"][0]["measured"]["kv"]["pool_bytes"], 12 * kBlockBytes);
   EXPECT_GT(s["summary"]["preemptions"].get<int64_t>(), 0);
   for (const auto& c : s["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();  // requests.completed among them
+  EXPECT_EQ(s["summary"]["swap"]["swap_outs"], 0);
+
+  // The same by swap: every swapped block comes back, whole blocks each way,
+  // the host copy booked on its own ledger (at most the 11 usable blocks).
+  args.insert(args.end(), {"--preemption", "swap"});
+  auto swapped = run_cli(args);
+  ASSERT_EQ(swapped.status, 0) << swapped.err;
+  const auto w = swapped.json();
+  EXPECT_EQ(w["config"]["infer"]["preemption"], "swap");
+  const auto& sw = w["summary"]["swap"];
+  EXPECT_GT(sw["swap_outs"].get<int64_t>(), 0);
+  EXPECT_EQ(sw["swap_outs"], sw["swap_ins"]);
+  EXPECT_EQ(sw["swap_outs"], w["summary"]["preemptions"]);
+  EXPECT_EQ(sw["bytes_to_host"], sw["bytes_from_host"]);
+  EXPECT_EQ(sw["bytes_to_host"].get<int64_t>() % kBlockBytes, 0);
+  EXPECT_GT(sw["host_peak_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(sw["host_peak_bytes"].get<int64_t>(), 11 * kBlockBytes);
+  EXPECT_EQ(w["summary"]["decode"]["tokens"].get<int64_t>() + w["summary"]["mixed"]["decode_tokens"].get<int64_t>(),
+            6 * 39);  // nothing recomputed: every request decodes gen − 1 tokens once
+  for (const auto& c : w["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
 }
 
 TEST(CliInfer, PerTensorScalesFailOnOutlierKeyChannels) {
@@ -157,6 +177,10 @@ TEST(CliInfer, UsageErrorsExitTwo) {
   EXPECT_EQ(
       run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/negative.jsonl"}).status,
       2);
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv", "contiguous", "--preemption",
+                     "swap"})
+                .status,
+            2);
   // Arrival times from the trace and from --arrival-rate: one or the other.
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/timed.jsonl",
                      "--arrival-rate", "5"})

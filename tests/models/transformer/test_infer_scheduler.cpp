@@ -1,7 +1,8 @@
 // The serving engine's scheduler against hand-worked schedules: mixed batches
 // under max_num_batched_tokens (decodes first, then prefill chunks), prefix
 // hits between requests arriving together, latency figures on a modelled
-// (deterministic) step clock, timed arrivals and the Poisson generator.
+// (deterministic) step clock, timed arrivals, preemption by swap and the
+// Poisson generator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/registry/registry.h"
 #include "models/kv/kv_cache.h"
+#include "models/kv/kv_swap.h"
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_latency.h"
 #include "tests/models/transformer/harness.h"
@@ -182,6 +185,48 @@ TEST(InferScheduler, TimedArrivalsCountQueueingAndTheIdleClockJumpsToTheNextArri
   EXPECT_NEAR(l.ttft_s.mean, 0.35 / 3, tol);
   EXPECT_NEAR(l.tpot_s.mean, 0.1, tol);
   EXPECT_NEAR(l.request_throughput_per_s, 3 / 1.2, 1e-9);
+}
+
+// Preemption by swap, by hand: a pool of 4 usable blocks of 4 tokens, two
+// requests of 4 prompt tokens generating 6. Steps 0–4 take both to 8 tokens
+// (2 blocks each, the pool full); in step 5 r0 needs a third block, so r1 (the
+// newest) is swapped out — 2 blocks, 2 · 1024 bytes to the host — and r0
+// finishes. Step 6 swaps r1 back in (its 2 blocks and a third for the next
+// token fit) and it finishes, with the tokens of a run that never preempts.
+TEST(InferScheduler, PreemptionBySwapMovesBlocksToHostAndBack) {
+  const ModelConfig m = load_model("tiny-llama");
+  const auto reqs = same(2, 4, 6, m.vocab);
+  std::vector<std::vector<int32_t>> out[2];
+  for (int small = 0; small < 2; ++small) {
+    Env env;
+    InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 1);
+    kv::PagedKvCache cache(*env.dev, geometry(m), small ? 5 : 64, 4);
+    ASSERT_EQ(cache.block_bytes(), 4 * 256);
+    Ledger host_ledger;
+    auto host = make_device("cpu", host_ledger);
+    kv::KvSwapSpace swap(*host);
+    EngineOptions o(8, 64, false);
+    o.swap = &swap;
+    InferenceEngine engine(model, cache, o);
+    for (const auto& r : engine.run(reqs)) out[small].push_back(r.tokens);
+    const EngineStats& st = engine.stats();
+    if (!small) {
+      EXPECT_EQ(st.swap_outs, 0);
+      continue;
+    }
+    EXPECT_EQ(st.steps, 7);
+    EXPECT_EQ(st.preemptions, 1);
+    EXPECT_EQ(st.swap_outs, 1);
+    EXPECT_EQ(st.swap_ins, 1);
+    EXPECT_EQ(swap.blocks_out(), 2);
+    EXPECT_EQ(st.swap_out_bytes, 2 * cache.block_bytes());
+    EXPECT_EQ(st.swap_in_bytes, 2 * cache.block_bytes());
+    EXPECT_EQ(host_ledger.peak(Account::kKv), 2 * cache.block_bytes());  // the host copy, booked while swapped
+    EXPECT_EQ(host_ledger.live(Account::kKv), 0);
+    EXPECT_EQ(env.ledger.peak(Account::kKv), 5 * cache.block_bytes());  // the device pool, unchanged
+    EXPECT_EQ(cache.blocks().blocks_in_use(), 0);
+  }
+  EXPECT_EQ(out[0], out[1]);
 }
 
 TEST(InferLatency, PercentilesInterpolateLinearlyBetweenOrderStatistics) {
