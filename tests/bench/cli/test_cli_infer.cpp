@@ -177,10 +177,11 @@ TEST(CliInfer, UsageErrorsExitTwo) {
   EXPECT_EQ(
       run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/negative.jsonl"}).status,
       2);
-  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv", "contiguous", "--preemption",
-                     "swap"})
-                .status,
-            2);
+  const auto contiguous_swap = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv",
+                                        "contiguous", "--max-model-len", "256", "--preemption", "swap"});
+  EXPECT_EQ(contiguous_swap.status, 2);
+  EXPECT_NE(contiguous_swap.err.find("--preemption swap moves blocks: it needs --kv paged"), std::string::npos)
+      << contiguous_swap.err;
   // Arrival times from the trace and from --arrival-rate: one or the other.
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/timed.jsonl",
                      "--arrival-rate", "5"})
