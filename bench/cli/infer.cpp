@@ -43,6 +43,9 @@ class InferCommand : public RunCommand {
   int64_t kv_outliers_ = 0;
   std::string trace_;
   std::optional<double> peak_flops_;
+  std::optional<double> arrival_rate_;
+  bool no_prefix_caching_ = false;
+  std::string preemption_ = "recompute";
   OutputOptions output_;
 };
 
@@ -68,9 +71,21 @@ void InferCommand::bind(CLI::App& app) {
       ->capture_default_str()
       ->check(batch)
       ->group(g);
-  app.add_option("--prefill-chunk", prefill_chunk_, "new tokens per prefill step; also the profiling forward")
+  app.add_option("--max-num-batched-tokens,--prefill-chunk", prefill_chunk_,
+                 "new tokens per step, decodes and prefill chunks together (vLLM's name); also the profiling forward")
       ->capture_default_str()
       ->check(tokens)
+      ->group(g);
+  finite_in(app.add_option("--arrival-rate", arrival_rate_,
+                           "Poisson arrivals, requests/s on the engine clock (seeded by --seed); default: all at 0"),
+            1e-6, 1e9)
+      ->group(g);
+  app.add_option("--preemption", preemption_,
+                 "recompute (free the cache, recompute later) | swap (blocks to host memory and back; paged)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recompute", "swap"}))
+      ->group(g);
+  app.add_flag("--no-prefix-caching", no_prefix_caching_, "no prefix caching by block hash (on by default, as vLLM v1)")
       ->group(g);
   app.add_option("--prefix-len", prefix_len_, "prompt tokens every request shares (prefix sharing, paged)")
       ->capture_default_str()
@@ -97,6 +112,13 @@ run::InferRequest InferCommand::request() const {
     q.shapes = read_trace(trace_);
   else
     q.shapes.assign(static_cast<size_t>(cache_.requests), RequestShape{prompt_len_, gen_len_, 0});
+  if (arrival_rate_) {
+    for (const auto& s : q.shapes)
+      if (s.arrival_s > 0 || s.arrival > 0)
+        throw ConfigError("arrival-rate", "--arrival-rate and a trace with arrival times both give arrivals: use one");
+    const auto times = poisson_arrivals(static_cast<int64_t>(q.shapes.size()), *arrival_rate_, q.config.run.seed);
+    for (size_t i = 0; i < q.shapes.size(); ++i) q.shapes[i].arrival_s = times[i];
+  }
   // Refused from the lengths alone, before a weight is allocated or a prompt
   // made: a request whose KV cache cannot fit in utilization × device memory,
   // and prompts past the limit on tokens materialized at once.
@@ -131,6 +153,11 @@ run::InferRequest InferCommand::request() const {
   q.max_batch = max_batch_;
   q.prefill_chunk = m.is_gpt() ? std::min(prefill_chunk_, m.max_seq) : prefill_chunk_;
   q.prefix_len = prefix_len_;
+  q.prefix_caching = !no_prefix_caching_;
+  if (preemption_ == "swap" && q.kv.layout != KvLayout::kPaged)
+    throw ConfigError("preemption", "--preemption swap moves blocks: it needs --kv paged");
+  q.preemption = preemption_;
+  q.arrival_rate = arrival_rate_;
   q.kv_outliers = kv_outliers_;
   q.memory_utilization = cache_.memory_utilization;
   q.overhead_bytes = parse_size(cache_.overhead);

@@ -29,7 +29,11 @@ json infer_config_json(const run::InferRequest& q) {
                 {"trace", q.trace},
                 {"max_batch", q.max_batch},
                 {"prefill_chunk", q.prefill_chunk},
+                {"max_num_batched_tokens", q.prefill_chunk},
                 {"prefix_len", q.prefix_len},
+                {"prefix_caching", q.prefix_caching},
+                {"preemption", q.preemption},
+                {"arrival_rate", optional_json(q.arrival_rate)},
                 {"memory_utilization", q.memory_utilization},
                 {"device_memory_bytes", *q.config.device_memory_bytes},
                 {"overhead_bytes", q.overhead_bytes},
@@ -47,6 +51,36 @@ json kv_error_json(const std::optional<run::KvErrorRecord>& e) {
           {"note", "K, V, Q drawn N(0,1); the first --kv-outliers key channels of every head ×50, the query 0 there"}};
 }
 
+json percentiles_json(const LatencyPercentiles& p) {
+  return {{"count", p.count}, {"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
+
+json latency_json(const run::InferServingRecord& v) {
+  json j = {{"clock", v.clock}};
+  if (!v.latency) {
+    j["figures"] = nullptr;
+    return j;
+  }
+  const LatencySummary& l = *v.latency;
+  j["figures"] = {{"ttft_s", percentiles_json(l.ttft_s)}, {"tpot_s", percentiles_json(l.tpot_s)},
+                  {"e2e_s", percentiles_json(l.e2e_s)},   {"completed", l.completed},
+                  {"duration_s", l.duration_s},           {"request_throughput_per_s", l.request_throughput_per_s}};
+  j["note"] =
+      "from each request's arrival (queueing included): TTFT to the end of the step giving its first token, TPOT "
+      "(finish − first token) / (generated − 1) over requests generating more than one, E2E to its last; "
+      "percentiles interpolated linearly";
+  return j;
+}
+
+json prefix_cache_json(const EngineStats& st) {
+  return {{"hit_tokens", st.prefix_tokens_shared},
+          {"hit_blocks", st.prefix_hit_blocks},
+          {"query_tokens", st.prefix_query_tokens},
+          {"hit_rate", st.prefix_query_tokens > 0
+                           ? static_cast<double>(st.prefix_tokens_shared) / static_cast<double>(st.prefix_query_tokens)
+                           : 0.0}};
+}
+
 json serving_summary_json(const run::InferServingRecord& v, const run::InferPeaks& peaks) {
   const EngineStats& st = v.stats;
   json j;
@@ -60,7 +94,7 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
                   {"tokens_per_s", rate(static_cast<double>(st.prefill_tokens), st.prefill_seconds)},
                   {"flops", st.prefill_flops}};
   j["decode"] = {{"steps", st.decode_steps},
-                 {"tokens", st.decode_tokens},
+                 {"tokens", st.decode_step_tokens},
                  {"seconds", dsec},
                  {"tokens_per_s", rate(static_cast<double>(st.decode_tokens), dsec)},
                  {"bytes_read", st.decode_bytes_read},
@@ -70,6 +104,10 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
                  {"flops", st.decode_flops},
                  {"mfu", peaks.flops && dsec > 0 ? json(st.decode_flops / dsec / *peaks.flops) : json(nullptr)},
                  {"max_batch", st.max_decode_batch}};
+  j["mixed"] = {{"steps", st.mixed_steps},
+                {"decode_tokens", st.decode_tokens - st.decode_step_tokens},
+                {"note", "steps carrying decodes and prefill chunks together: counted as prefill steps"}};
+  j["steps"] = st.steps;
   j["tokens_per_s"] = j["decode"]["tokens_per_s"];
   j["peak_bandwidth"] = optional_json(peaks.bandwidth);
   j["bandwidth_source"] = peaks.bandwidth_source;
@@ -78,12 +116,23 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["mfu"] = j["decode"]["mfu"];
   j["preemptions"] = st.preemptions;
   j["prefix_tokens_shared"] = st.prefix_tokens_shared;
+  j["prefix_cache"] = prefix_cache_json(st);
+  j["swap"] = {{"swap_outs", st.swap_outs},
+               {"swap_ins", st.swap_ins},
+               {"bytes_to_host", st.swap_out_bytes},
+               {"bytes_from_host", st.swap_in_bytes},
+               {"host_peak_bytes", v.host_swap_peak_bytes},
+               {"note", "--preemption swap: blocks × block bytes each way; host memory on its own ledger"}};
+  j["latency"] = latency_json(v);
   j["peak_running"] = st.peak_running;
   j["kv_bytes_per_token"] = v.kv_bytes_per_token;
   j["capacity_sequences"] = v.capacity_sequences;
   j["capacity_predicted"] = v.capacity_predicted;
   j["kv_error"] = kv_error_json(v.kv_error);
-  j["note"] = v.computed ? "" : "meta backend: nothing computed, times and tokens are not meaningful";
+  j["note"] = v.computed ? ""
+              : v.latency
+                  ? "meta backend: nothing computed, the tokens are not meaningful; times are the modelled clock's"
+                  : "meta backend: nothing computed, times and tokens are not meaningful";
   return j;
 }
 

@@ -15,6 +15,27 @@ using nlohmann::json;
 namespace {
 std::string bytes(const json& v) { return v.is_number() ? format_bytes(v.get<double>()) : "-"; }
 std::string pct(const json& v) { return v.is_number() ? format_percent(v.get<double>()) : "unknown"; }
+void print_latency(std::ostream& os, const json& lat) {
+  if (!lat["figures"].is_object()) {
+    os << "\n# latency: " << lat["clock"].get<std::string>() << "\n";
+    return;
+  }
+  const json& f = lat["figures"];
+  Table t("latency per request (ms, engine clock, queueing included)");
+  t.columns({"figure", "requests", "mean", "P50", "P90", "P99"});
+  const auto row = [&](const char* name, const json& p) {
+    const auto ms = [&](const char* k) { return fmt::format("{:.3f}", 1e3 * p[k].get<double>()); };
+    t.row({name, format_count(p["count"].get<int64_t>()), ms("mean"), ms("p50"), ms("p90"), ms("p99")});
+  };
+  row("TTFT", f["ttft_s"]);
+  row("TPOT (mean ITL)", f["tpot_s"]);
+  row("end-to-end", f["e2e_s"]);
+  t.note(fmt::format("{} requests in {:.3f} s: {:.2f} requests/s", f["completed"].get<int64_t>(),
+                     f["duration_s"].get<double>(), f["request_throughput_per_s"].get<double>()));
+  t.note("clock: " + lat["clock"].get<std::string>());
+  os << "\n" << t.render();
+}
+
 }  // namespace
 
 void print_infer_summary(std::ostream& os, const json& doc) {
@@ -22,7 +43,7 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   const json& c = doc["config"]["infer"];
   os << fmt::format(
       "# infer   {} cache, {} (scales {}), block {}, max-model-len {}, {} requests, max-batch {}, "
-      "prefill-chunk {}, prefix {}\n",
+      "max-num-batched-tokens {}, prefix {}\n",
       c["kv"].get<std::string>(), c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(),
       c["block"].get<int64_t>(), c["max_model_len"].get<int64_t>(), c["requests"].get<int64_t>(),
       c["max_batch"].get<int64_t>(), c["prefill_chunk"].get<int64_t>(), c["prefix_len"].get<int64_t>());
@@ -82,11 +103,21 @@ void print_infer_summary(std::ostream& os, const json& doc) {
       pct(s["decode"]["bandwidth_utilization"]),
       s["peak_bandwidth"].is_number() ? bytes(s["peak_bandwidth"]) + "/s" : "unknown",
       s["bandwidth_source"].get<std::string>(), pct(s["decode"]["mfu"])));
-  tp.note(fmt::format("preemptions (recompute): {}; prefix tokens shared: {}; peak running: {}",
-                      s["preemptions"].get<int64_t>(), s["prefix_tokens_shared"].get<int64_t>(),
+  tp.note(fmt::format("mixed steps (decodes beside prefill chunks, in the prefill row): {} carrying {} decode tokens",
+                      s["mixed"]["steps"].get<int64_t>(), s["mixed"]["decode_tokens"].get<int64_t>()));
+  const json& pc = s["prefix_cache"];
+  const json& sw = s["swap"];
+  tp.note(fmt::format("preemptions ({}): {}; swapped out {}, in {}: {} to host, {} back, host peak {}",
+                      c["preemption"].get<std::string>(), s["preemptions"].get<int64_t>(),
+                      sw["swap_outs"].get<int64_t>(), sw["swap_ins"].get<int64_t>(), bytes(sw["bytes_to_host"]),
+                      bytes(sw["bytes_from_host"]), bytes(sw["host_peak_bytes"])));
+  tp.note(fmt::format("prefix cache: {} hit tokens in {} blocks of {} looked up ({}); peak running: {}",
+                      format_count(pc["hit_tokens"].get<int64_t>()), format_count(pc["hit_blocks"].get<int64_t>()),
+                      format_count(pc["query_tokens"].get<int64_t>()), pct(pc["hit_rate"]),
                       s["peak_running"].get<int64_t>()));
   if (!s.value("note", "").empty()) tp.note(s["note"].get<std::string>());
   os << "\n" << tp.render();
+  print_latency(os, s["latency"]);
   if (s.contains("kv_error") && s["kv_error"].is_object()) {
     const json& e = s["kv_error"];
     os << fmt::format(

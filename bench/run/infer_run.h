@@ -32,6 +32,7 @@
 #include "core/resolved_config.h"
 #include "kernels/torch_caching_allocator.h"
 #include "models/transformer/infer_engine.h"
+#include "models/transformer/infer_latency.h"
 
 namespace gpuledger::run {
 
@@ -44,8 +45,12 @@ struct InferRequest {
   std::string trace;                    // the trace file they came from, if any
   int64_t context = 0;                  // tokens per sequence of the capacity
   int64_t max_batch = 256;
-  int64_t prefill_chunk = 2048;  // for a gpt model, at most its max_seq
-  int64_t prefix_len = 0;
+  // max_num_batched_tokens, the step's token budget; for a gpt model at most its max_seq
+  int64_t prefill_chunk = 2048;
+  int64_t prefix_len = 0;                // prompt tokens every request shares (the prompts are made so)
+  bool prefix_caching = true;            // by block hash (paged, no window)
+  std::string preemption = "recompute";  // recompute | swap (paged: blocks to host memory and back)
+  std::optional<double> arrival_rate;  // Poisson arrivals (requests/s) given to the shapes, seeded with the run's seed
   int64_t kv_outliers = 0;
   double memory_utilization = 0.9;
   int64_t overhead_bytes = 0;
@@ -93,6 +98,9 @@ struct InferServingRecord {
   int64_t capacity_sequences = 0, capacity_predicted = 0;
   std::optional<KvErrorRecord> kv_error;  // none for a bf16 cache
   bool computed = true;                   // false on the meta backend: times and tokens mean nothing
+  std::optional<LatencySummary> latency;  // none when the engine had no clock (meta without device peaks)
+  int64_t host_swap_peak_bytes = 0;       // the host ledger's peak of swapped KV (--preemption swap)
+  std::string clock;                      // what the engine clock is
 };
 
 struct InferRecord {

@@ -2,6 +2,7 @@
 #include "bench/run/infer_serve.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "analytic/params.h"
 #include "bench/checks.h"
@@ -34,6 +35,48 @@ void prompts_from_file(std::vector<gpuledger::InferRequest>& requests, const std
   }
 }
 
+// The engine clock (docs/serving.md "Latency"): on the meta backend nothing
+// runs, so a step takes its roofline time, max(FLOPs / peak FLOP/s, bytes read /
+// peak bandwidth), from the device's datasheet — none without both peaks;
+// elsewhere the measured seconds of the step's forward, and under tensor
+// parallelism the slowest rank's (an all-reduce, so that every rank admits
+// timed arrivals at the same step).
+struct EngineClock {
+  std::function<double(const StepCost&)> step_seconds;
+  std::string name;
+  bool known = true;
+};
+
+EngineClock engine_clock(const InferRequest& q, const InferPeaks& peaks) {
+  EngineClock c;
+  if (q.backend == "meta") {
+    if (!peaks.flops || !peaks.bandwidth) {
+      c.known = false;
+      c.name = "none: the meta backend runs nothing and the device's peaks are unknown (give --device)";
+      c.step_seconds = [](const StepCost&) { return 0.0; };
+      return c;
+    }
+    const double flops = *peaks.flops, bw = *peaks.bandwidth;
+    c.name = "modelled (meta backend): per step max(FLOPs / peak FLOP/s, bytes read / peak bandwidth)";
+    c.step_seconds = [flops, bw](const StepCost& s) {
+      return std::max(static_cast<double>(s.flops) / flops, static_cast<double>(s.bytes_read) / bw);
+    };
+    return c;
+  }
+  c.name = "measured: each step's forward, synchronized, on the host's steady clock";
+#if GPULEDGER_HAVE_MPI
+  if (q.config.layout.world() > 1) {
+    c.name += "; the slowest rank's";
+    c.step_seconds = [](const StepCost& s) {
+      double t = s.measured_seconds;
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "agreeing a step's seconds");
+      return t;
+    };
+  }
+#endif
+  return c;
+}
+
 // What serving measured, before it is written into the report.
 struct Served {
   kv::KvGeometry geometry;
@@ -44,6 +87,9 @@ struct Served {
   int64_t completed = 0;
   int64_t peak_assigned = 0, peak_tokens = 0, null_block = 0;
   std::optional<KvErrorRecord> kv_error;
+  std::optional<LatencySummary> latency;
+  std::string clock;
+  int64_t host_swap_peak = 0;
 };
 
 // The cost of the KV dtype: a side run of one decode step on a small cpu device.
@@ -93,11 +139,30 @@ Served serve(const InferRequest& q, const ServingRank& s) {
                       0, s.ledger.live_total(), dev_bytes);
 
   auto cache = make_kv_cache(s.device, g, out.pool, spec);
-  InferenceEngine engine(model, *cache, {q.max_batch, q.prefill_chunk, q.prefix_len});
+  EngineClock clock = engine_clock(q, s.peaks);
+  EngineOptions options;
+  options.max_batch = q.max_batch;
+  options.max_num_batched_tokens = q.prefill_chunk;
+  options.prefix_caching = q.prefix_caching;
+  options.step_seconds = clock.step_seconds;
+  // --preemption swap: host memory through a device of its own (cpu; meta
+  // when serving on meta), booked on a host ledger apart from the device's.
+  Ledger host_ledger;
+  std::unique_ptr<Device> host_device;
+  std::optional<kv::KvSwapSpace> swap;
+  if (q.preemption == "swap") {
+    host_device = make_device(q.backend == "meta" ? "meta" : "cpu", host_ledger);
+    swap.emplace(*host_device);
+    options.swap = &*swap;
+  }
+  InferenceEngine engine(model, *cache, options);
   auto requests = make_requests(q.shapes, m.vocab, q.config.run.seed, q.prefix_len);
   if (!q.config.run.tokens.empty()) prompts_from_file(requests, q.config.run.tokens, q.prefix_len);
   const auto results = engine.run(requests);
   out.stats = engine.stats();
+  out.clock = clock.name;
+  if (clock.known) out.latency = summarize_latency(results, out.stats.clock_s);
+  out.host_swap_peak = host_ledger.peak(Account::kKv);
   for (size_t i = 0; i < results.size(); ++i)
     out.completed += static_cast<int64_t>(results[i].tokens.size()) == q.shapes[i].gen_len ? 1 : 0;
   out.kv_error = kv_error(q, g);
@@ -159,6 +224,9 @@ InferServingRecord serving_record(const ServingRank& s, const Served& v) {
   r.capacity_predicted = v.predicted.sequences;
   r.kv_error = v.kv_error;
   r.computed = s.device.touches_memory();
+  r.latency = v.latency;
+  r.host_swap_peak_bytes = v.host_swap_peak;
+  r.clock = v.clock;
   return r;
 }
 

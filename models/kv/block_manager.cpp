@@ -1,5 +1,6 @@
-// BlockManager (models/kv/block_manager.h): the free list, block tables,
-// reference counts and the in-use / stored counters of a paged KV cache.
+// BlockManager (models/kv/block_manager.h): the free queue with its cached
+// blocks, block tables, reference counts, block hashes and the in-use / stored
+// counters of a paged KV cache.
 #include "models/kv/block_manager.h"
 
 #include <algorithm>
@@ -17,10 +18,15 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_tokens, std::option
   if (block_tokens < 1)
     throw std::invalid_argument("a KV block must hold >= 1 token, got " + std::to_string(block_tokens));
   if (window && *window < 1) throw std::invalid_argument("window must be >= 1, got " + std::to_string(*window));
-  ref_.assign(static_cast<size_t>(num_blocks), 0);
-  filled_.assign(static_cast<size_t>(num_blocks), 0);
-  // Block 0 is the null block: never on the free list.
-  for (int64_t b = 1; b < num_blocks; ++b) free_.push_back(static_cast<int32_t>(b));
+  const auto n = static_cast<size_t>(num_blocks);
+  ref_.assign(n, 0);
+  filled_.assign(n, 0);
+  queue_pos_.resize(n);
+  hash_of_.assign(n, std::nullopt);
+  // Block 0 is the null block: never on the free queue.
+  for (int64_t b = 1; b < num_blocks; ++b) {
+    queue_pos_[static_cast<size_t>(b)] = free_.insert(free_.end(), static_cast<int32_t>(b));
+  }
 }
 
 int64_t BlockManager::kept(int64_t tokens) const { return window_ ? std::min(tokens, *window_) : tokens; }
@@ -40,12 +46,57 @@ int64_t BlockManager::length(SeqId id) const { return seq(id).len; }
 int64_t BlockManager::shared_tokens(SeqId id) const { return seq(id).shared; }
 const std::vector<int32_t>& BlockManager::block_table(SeqId id) const { return seq(id).table; }
 
+int64_t BlockManager::cached_prefix_blocks(const std::vector<BlockHash>& block_hashes, int64_t max_tokens) const {
+  if (window_) return 0;  // a rolling buffer shares nothing
+  const int64_t cap =
+      std::min(static_cast<int64_t>(block_hashes.size()), std::max<int64_t>(max_tokens, 0) / block_tokens_);
+  int64_t k = 0;
+  while (k < cap && cached_.count(block_hashes[static_cast<size_t>(k)]) != 0) ++k;
+  return k;
+}
+
+bool BlockManager::can_allocate(int64_t tokens, const std::vector<BlockHash>& block_hashes) const {
+  const int64_t hits = cached_prefix_blocks(block_hashes, tokens - 1);
+  int64_t hits_on_queue = 0;
+  for (int64_t k = 0; k < hits; ++k)
+    hits_on_queue += ref_[static_cast<size_t>(cached_.at(block_hashes[static_cast<size_t>(k)]))] == 0 ? 1 : 0;
+  return blocks_for(tokens) - hits <= free_blocks() - hits_on_queue;
+}
+
 int32_t BlockManager::take_block() {
   const int32_t b = free_.front();
   free_.pop_front();
-  ref_[static_cast<size_t>(b)] = 1;
-  filled_[static_cast<size_t>(b)] = 0;
+  const auto i = static_cast<size_t>(b);
+  if (hash_of_[i]) {  // the least recently used cached block: its hash goes
+    auto it = cached_.find(*hash_of_[i]);
+    if (it != cached_.end() && it->second == b) cached_.erase(it);
+    hash_of_[i].reset();
+    ++evictions_;
+  }
+  ref_[i] = 1;
+  filled_[i] = 0;
   return b;
+}
+
+void BlockManager::touch(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (ref_[i] == 0) {  // an eviction candidate: off the queue, its tokens stored again
+    free_.erase(queue_pos_[i]);
+    tokens_ += filled_[i];
+  }
+  ++ref_[i];
+}
+
+void BlockManager::cache_full_blocks(Seq& s) {
+  const auto full =
+      static_cast<size_t>(std::min<int64_t>(s.len / block_tokens_, static_cast<int64_t>(s.hashes.size())));
+  for (size_t k = 0; k < std::min(full, s.table.size()); ++k) {
+    const auto i = static_cast<size_t>(s.table[k]);
+    if (hash_of_[i]) continue;
+    // A block computed twice (two sequences filling the same content before
+    // either was cached) stays private: the first one cached is the hit.
+    if (cached_.emplace(s.hashes[k], s.table[k]).second) hash_of_[i] = s.hashes[k];
+  }
 }
 
 void BlockManager::refill(Seq& s, size_t from_block) {
@@ -66,30 +117,37 @@ void BlockManager::note_peaks() {
 bool BlockManager::add_sequence(SeqId id, int64_t tokens, std::optional<PrefixRef> prefix) {
   if (contains(id)) throw std::invalid_argument("KV sequence " + std::to_string(id) + " already exists");
   if (tokens < 1) throw std::invalid_argument("a sequence needs >= 1 token, got " + std::to_string(tokens));
-  int64_t shared_blocks = 0;
-  const Seq* src = nullptr;
-  if (prefix) {
-    if (window_) throw std::invalid_argument("prefix sharing needs a cache without a sliding window");
-    src = &seq(prefix->source);
-    if (prefix->tokens < 0 || prefix->tokens > src->len)
-      throw std::invalid_argument("prefix of " + std::to_string(prefix->tokens) + " tokens, but sequence " +
-                                  std::to_string(prefix->source) + " holds " + std::to_string(src->len));
-    // Full blocks only, and at least the last token left to compute.
-    shared_blocks = std::min(prefix->tokens, tokens - 1) / block_tokens_;
-  }
-  const int64_t need = blocks_for(tokens) - shared_blocks;
-  if (need > free_blocks()) return false;
-
+  std::vector<int32_t> shared;  // the leading blocks taken from the prefix
   Seq s;
+  if (prefix && !prefix->block_hashes.empty()) {
+    if (window_) throw std::invalid_argument("prefix caching needs a cache without a sliding window");
+    const int64_t hits = cached_prefix_blocks(prefix->block_hashes, tokens - 1);
+    for (int64_t k = 0; k < hits; ++k) shared.push_back(cached_.at(prefix->block_hashes[static_cast<size_t>(k)]));
+    s.hashes = prefix->block_hashes;
+  } else if (prefix) {
+    if (window_) throw std::invalid_argument("prefix sharing needs a cache without a sliding window");
+    const Seq& src = seq(prefix->source);
+    if (prefix->tokens < 0 || prefix->tokens > src.len)
+      throw std::invalid_argument("prefix of " + std::to_string(prefix->tokens) + " tokens, but sequence " +
+                                  std::to_string(prefix->source) + " holds " + std::to_string(src.len));
+    // Full blocks only, and at least the last token left to compute.
+    const int64_t n = std::min(prefix->tokens, tokens - 1) / block_tokens_;
+    shared.assign(src.table.begin(), src.table.begin() + n);
+  }
+  int64_t on_queue = 0;
+  for (int32_t b : shared) on_queue += ref_[static_cast<size_t>(b)] == 0 ? 1 : 0;
+  const int64_t need = blocks_for(tokens) - static_cast<int64_t>(shared.size());
+  if (need > free_blocks() - on_queue) return false;
+
   s.len = tokens;
-  s.shared = shared_blocks * block_tokens_;
-  for (int64_t k = 0; k < shared_blocks; ++k) {
-    const int32_t b = src->table[static_cast<size_t>(k)];
-    ++ref_[static_cast<size_t>(b)];
+  s.shared = static_cast<int64_t>(shared.size()) * block_tokens_;
+  for (int32_t b : shared) {
+    touch(b);
     s.table.push_back(b);
   }
   for (int64_t k = 0; k < need; ++k) s.table.push_back(take_block());
-  refill(s, static_cast<size_t>(shared_blocks));  // shared blocks are full: their tokens are counted already
+  refill(s, shared.size());  // shared blocks are full: their tokens are counted already
+  cache_full_blocks(s);
   seqs_.emplace(id, std::move(s));
   note_peaks();
   return true;
@@ -108,6 +166,7 @@ bool BlockManager::append(SeqId id, int64_t tokens) {
   for (int64_t k = 0; k < need; ++k) s.table.push_back(take_block());
   s.len += tokens;
   refill(s, std::max(from, static_cast<size_t>(s.shared / block_tokens_)));
+  cache_full_blocks(s);
   note_peaks();
   return true;
 }
@@ -115,11 +174,13 @@ bool BlockManager::append(SeqId id, int64_t tokens) {
 void BlockManager::free_sequence(SeqId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) throw std::out_of_range("no KV sequence " + std::to_string(id));
-  for (int32_t b : it->second.table) {
-    if (--ref_[static_cast<size_t>(b)] == 0) {
-      tokens_ -= filled_[static_cast<size_t>(b)];
-      filled_[static_cast<size_t>(b)] = 0;
-      free_.push_back(b);
+  const auto& table = it->second.table;
+  for (auto b = table.rbegin(); b != table.rend(); ++b) {  // tail first: evicted before the prefix
+    const auto i = static_cast<size_t>(*b);
+    if (--ref_[i] == 0) {
+      tokens_ -= filled_[i];
+      if (!hash_of_[i]) filled_[i] = 0;  // a cached block keeps its contents until evicted
+      queue_pos_[i] = free_.insert(free_.end(), *b);
     }
   }
   seqs_.erase(it);

@@ -1,7 +1,7 @@
-// InferenceEngine (see infer_engine.h): the scheduler loop, admission,
-// chunked prefill, continuous-batching decode, recompute preemption and
-// prefix sharing; the KV-dtype error side run (the trace reader is
-// request_trace.cpp).
+// InferenceEngine (see infer_engine.h): the scheduler loop, the step's
+// schedule (decodes, prefill chunks, admissions under the token budget),
+// recompute preemption, prefix caching by block hash and the engine clock; the
+// KV-dtype error side run (the trace reader is request_trace.cpp).
 #include "models/transformer/infer_engine.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/kv/block_hash.h"
 #include "models/transformer/data.h"
 
 namespace gpuledger {
@@ -23,20 +24,31 @@ struct InferenceEngine::Seq {
   int64_t prompt_len = 0;       // the request's own prompt
   int64_t gen_len = 1;
   int64_t arrival = 0;
-  kv::SeqId kv_id = -1;     // while running
-  int64_t computed = 0;     // tokens whose K/V are in the cache
-  int64_t prefill_len = 0;  // the prompt of this admission (recompute: prompt + generated)
+  double arrival_s = 0;
+  kv::SeqId kv_id = -1;         // while running
+  int64_t computed = 0;         // tokens whose K/V are in the cache
+  int64_t prefill_len = 0;      // the prompt of this admission (recompute: prompt + generated)
+  int64_t scheduled_step = -1;  // the last step that carries it
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   // Decode holds back the last generated token's K/V (the next step computes
   // it), so prefill is "computed < prefill_len", not "< tokens".
   bool prefilling() const { return computed < prefill_len; }
 };
 
+// One step's batch: the sequences it carries and their new tokens, in order.
+struct InferenceEngine::Batch {
+  std::vector<kv::SeqStep> steps;
+  std::vector<int32_t> tokens;
+  std::vector<Seq*> members;
+  int64_t decodes = 0, prefill_tokens = 0;
+};
+
 InferenceEngine::InferenceEngine(InferenceModel& model, kv::KvCache& cache, EngineOptions options)
-    : model_(model), cache_(cache), opt_(options) {
+    : model_(model), cache_(cache), opt_(std::move(options)) {
   if (opt_.max_batch < 1) throw std::invalid_argument("max_batch must be >= 1");
-  if (opt_.prefill_chunk < 1) throw std::invalid_argument("prefill_chunk must be >= 1");
-  if (opt_.prefix_len < 0) throw std::invalid_argument("prefix_len must be >= 0");
+  if (opt_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
+  if (opt_.swap && dynamic_cast<kv::PagedKvCache*>(&cache_) == nullptr)
+    throw std::invalid_argument("preemption by swap needs a paged KV cache");
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -53,11 +65,15 @@ std::vector<InferResult> InferenceEngine::run(const std::vector<InferRequest>& r
   results_.assign(requests.size(), InferResult{});
   waiting_.clear();
   running_.clear();
+  swapped_.clear();
+  clock_s_ = 0;
   const auto* contiguous = dynamic_cast<const kv::ContiguousKvCache*>(&cache_);
   for (size_t i = 0; i < requests.size(); ++i) {
     const InferRequest& r = requests[i];
     if (r.prompt.empty() || r.gen_len < 1)
       throw std::invalid_argument("request " + std::to_string(r.id) + ": needs a prompt and gen_len >= 1");
+    if (!(r.arrival_s >= 0) || !std::isfinite(r.arrival_s))
+      throw std::invalid_argument("request " + std::to_string(r.id) + ": arrival_s must be finite and >= 0");
     const int64_t longest = static_cast<int64_t>(r.prompt.size()) + r.gen_len - 1;  // K/V it ever holds
     if (contiguous && longest > contiguous->max_model_len())
       throw std::invalid_argument("request " + std::to_string(r.id) + " reaches " + std::to_string(longest) +
@@ -68,44 +84,57 @@ std::vector<InferResult> InferenceEngine::run(const std::vector<InferRequest>& r
     s.prompt_len = static_cast<int64_t>(r.prompt.size());
     s.gen_len = r.gen_len;
     s.arrival = r.arrival;
+    s.arrival_s = r.arrival_s;
     seqs_.push_back(std::move(s));
     results_[i].id = r.id;
   }
-  std::vector<Seq*> pending;  // not yet arrived, by arrival then order
+  std::vector<Seq*> pending;  // not yet arrived, by arrival step, then time, then order
   for (auto& s : seqs_) pending.push_back(&s);
-  std::stable_sort(pending.begin(), pending.end(), [](Seq* a, Seq* b) { return a->arrival < b->arrival; });
+  std::stable_sort(pending.begin(), pending.end(), [](Seq* a, Seq* b) {
+    return a->arrival != b->arrival ? a->arrival < b->arrival : a->arrival_s < b->arrival_s;
+  });
   size_t next_arrival = 0;
 
   int64_t step = 0;
-  while (next_arrival < pending.size() || !waiting_.empty() || !running_.empty()) {
-    while (next_arrival < pending.size() && pending[next_arrival]->arrival <= step)
-      waiting_.push_back(pending[next_arrival++]);
-    if (running_.empty() && waiting_.empty()) {  // idle until the next arrival
-      step = pending[next_arrival]->arrival;
-      continue;
+  while (next_arrival < pending.size() || !waiting_.empty() || !running_.empty() || !swapped_.empty()) {
+    if (running_.empty() && waiting_.empty() && swapped_.empty()) {  // idle until the next arrival
+      step = std::max(step, pending[next_arrival]->arrival);
+      clock_s_ = std::max(clock_s_, pending[next_arrival]->arrival_s);
     }
-    bool prefill = std::any_of(running_.begin(), running_.end(), [](Seq* s) { return s->prefilling(); });
-    if (!prefill && !waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_batch)
-      prefill = cache_.can_admit(static_cast<int64_t>(waiting_.front()->tokens.size()));
-    if (!prefill && running_.empty())
-      throw std::runtime_error("request " + std::to_string(results_[waiting_.front()->req].id) + " (" +
-                               std::to_string(waiting_.front()->tokens.size()) +
-                               " tokens) does not fit the KV cache even when it is empty");
-    if (prefill)
-      prefill_step(step);
-    else
-      decode_step(step);
+    while (next_arrival < pending.size() && pending[next_arrival]->arrival <= step &&
+           pending[next_arrival]->arrival_s <= clock_s_) {
+      Seq* s = pending[next_arrival++];
+      // A step arrival counts from the start of its step; a timed one from its time.
+      results_[s->req].arrival_s = s->arrival > 0 ? clock_s_ : s->arrival_s;
+      waiting_.push_back(s);
+    }
+    if (running_.empty() && waiting_.empty() && swapped_.empty()) continue;
+    Batch batch = schedule(step);
+    if (batch.steps.empty()) {
+      if (running_.empty() && !swapped_.empty())
+        throw std::runtime_error("request " + std::to_string(results_[swapped_.front()->req].id) +
+                                 " needs more KV than the whole cache");
+      if (running_.empty())
+        throw std::runtime_error("request " + std::to_string(results_[waiting_.front()->req].id) + " (" +
+                                 std::to_string(waiting_.front()->tokens.size()) +
+                                 " tokens) does not fit the KV cache even when it is empty");
+      throw std::logic_error("the scheduler made no progress with " + std::to_string(running_.size()) +
+                             " sequences running");
+    }
+    execute(batch, step);
     ++step;
     ++stats_.steps;
   }
+  stats_.clock_s = clock_s_;
   return results_;
 }
 
-bool InferenceEngine::grow(size_t i, int64_t tokens) {
+bool InferenceEngine::grow(size_t i, int64_t tokens, int64_t step) {
   Seq* s = running_[i];
   while (!cache_.append_tokens(s->kv_id, tokens)) {
     // No room: preempt the most recently admitted sequence (vLLM's victim), maybe this one.
     const size_t victim = running_.size() - 1;
+    if (running_[victim]->scheduled_step == step) return false;  // already in this step's batch
     if (victim == i) {
       if (running_.size() == 1)
         throw std::runtime_error("request " + std::to_string(results_[s->req].id) +
@@ -120,13 +149,41 @@ bool InferenceEngine::grow(size_t i, int64_t tokens) {
 
 void InferenceEngine::preempt(size_t i) {
   Seq* s = running_[i];
+  ++stats_.preemptions;
+  ++results_[s->req].preemptions;
+  if (opt_.swap) {  // its blocks to host memory; it resumes where it stopped
+    const int64_t before = opt_.swap->bytes_out();
+    opt_.swap->swap_out(static_cast<kv::PagedKvCache&>(cache_), s->kv_id);
+    stats_.swap_out_bytes += opt_.swap->bytes_out() - before;
+    ++stats_.swap_outs;
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    swapped_.push_back(s);
+    return;
+  }
   cache_.free_sequence(s->kv_id);
   s->kv_id = -1;
   s->computed = 0;  // recompute: prompt and generated tokens are the new prompt
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   waiting_.insert(waiting_.begin(), s);
-  ++stats_.preemptions;
-  ++results_[s->req].preemptions;
+}
+
+// Swapped sequences come back first, in the order they left, when their blocks and the
+// next token fit (vLLM v0 _schedule_swapped: can_swap_in with room to append).
+// A swapped sequence keeps its kv_id as the name of its host copy.
+void InferenceEngine::swap_in_waiting() {
+  auto& paged = static_cast<kv::PagedKvCache&>(cache_);
+  while (!swapped_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_batch) {
+    Seq* s = swapped_.front();
+    if (!opt_.swap->can_swap_in(paged, s->kv_id, 1)) break;
+    const kv::SeqId id = next_kv_id_++;
+    const int64_t before = opt_.swap->bytes_in();
+    if (!opt_.swap->swap_in(paged, s->kv_id, id)) break;
+    stats_.swap_in_bytes += opt_.swap->bytes_in() - before;
+    ++stats_.swap_ins;
+    s->kv_id = id;
+    swapped_.erase(swapped_.begin());
+    running_.push_back(s);
+  }
 }
 
 void InferenceEngine::finish(size_t i, int64_t step) {
@@ -136,136 +193,159 @@ void InferenceEngine::finish(size_t i, int64_t step) {
   InferResult& r = results_[s->req];
   r.tokens.assign(s->tokens.begin() + s->prompt_len, s->tokens.end());
   r.finish_step = step;
+  r.finish_s = clock_s_;
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
-bool InferenceEngine::admit(size_t w, int64_t budget, std::vector<kv::SeqStep>& batch, std::vector<int32_t>& toks) {
-  Seq* s = waiting_[w];
+void InferenceEngine::add(Batch& b, Seq* s, int64_t n) {
+  b.steps.push_back({s->kv_id, n});
+  b.tokens.insert(b.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
+  b.members.push_back(s);
+}
+
+bool InferenceEngine::admit(int64_t budget, int64_t step, Batch& batch) {
+  Seq* s = waiting_.front();
   const auto size = static_cast<int64_t>(s->tokens.size());
-  if (!cache_.can_admit(size)) return false;
-  int64_t chunk = std::min(size, budget);
-  if (cache_.window()) chunk = std::min(chunk, *cache_.window());  // a first step never wraps the rolling buffer
-  std::optional<kv::PrefixRef> prefix;
-  int64_t len = chunk;
   const auto* paged = dynamic_cast<const kv::PagedKvCache*>(&cache_);
-  if (paged && opt_.prefix_len > 0 && !cache_.window() && size > 1) {
-    for (Seq* src : running_)
-      if (src->computed >= opt_.prefix_len) {
-        prefix = kv::PrefixRef{src->kv_id, opt_.prefix_len};
-        break;
-      }
-    if (prefix) {
-      const int64_t B = paged->blocks().block_tokens();
-      const int64_t shared = std::min(opt_.prefix_len, size - 1) / B * B;
-      len = std::min(size, shared + chunk);
-    }
+  const bool caching = paged && opt_.prefix_caching && !cache_.window();
+  std::vector<kv::BlockHash> hashes;
+  if (caching) hashes = kv::block_hashes(s->tokens, paged->blocks().block_tokens());
+  int64_t hit = 0;
+  if (!hashes.empty()) {
+    if (!paged->blocks().can_allocate(size, hashes)) return false;
+    hit = paged->blocks().cached_prefix_blocks(hashes, size - 1) * paged->blocks().block_tokens();
+  } else if (!cache_.can_admit(size)) {
+    return false;
   }
+  int64_t chunk = std::min(size - hit, budget);
+  if (cache_.window()) chunk = std::min(chunk, *cache_.window());  // a first step never wraps the rolling buffer
+  const int64_t len = hit + chunk;
   const kv::SeqId id = next_kv_id_++;
-  if (!cache_.add_sequence(id, len, prefix)) return false;
+  std::optional<kv::PrefixRef> prefix;
+  if (!hashes.empty()) prefix = kv::PrefixRef(std::move(hashes));
+  if (!cache_.add_sequence(id, len, std::move(prefix))) return false;
   s->kv_id = id;
   s->prefill_len = size;
   s->computed = cache_.cached_tokens(id);
-  stats_.prefix_tokens_shared += s->computed;
-  batch.push_back({id, len - s->computed});
-  toks.insert(toks.end(), s->tokens.begin() + s->computed, s->tokens.begin() + len);
-  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+  if (s->computed != hit)
+    throw std::logic_error("prefix cache: " + std::to_string(s->computed) + " tokens hit, " + std::to_string(hit) +
+                           " looked up");
+  if (caching) stats_.prefix_query_tokens += size;
+  stats_.prefix_tokens_shared += hit;
+  if (paged) stats_.prefix_hit_blocks += hit / paged->blocks().block_tokens();
+  waiting_.erase(waiting_.begin());
   running_.push_back(s);
   stats_.peak_running = std::max<int64_t>(stats_.peak_running, static_cast<int64_t>(running_.size()));
+  add(batch, s, chunk);
+  s->scheduled_step = step;
+  batch.prefill_tokens += chunk;
   return true;
 }
 
-void InferenceEngine::prefill_step(int64_t step) {
-  int64_t budget = opt_.prefill_chunk;
-  std::vector<kv::SeqStep> batch;
-  std::vector<int32_t> toks;
-  std::vector<Seq*> members;
-  // 1. running prefills, oldest first (a preemption only takes newer ones, not yet in the batch)
+// vLLM v1's Scheduler.schedule, with decodes first: (1) one token for each
+// running sequence that decodes, (2) the running prefills' chunks, (3)
+// admissions — all under max_num_batched_tokens.
+InferenceEngine::Batch InferenceEngine::schedule(int64_t step) {
+  Batch b;
+  if (opt_.swap) swap_in_waiting();
+  int64_t budget = opt_.max_num_batched_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Seq* s = running_[i];
-    if (!s->prefilling()) {
+    if (s->prefilling()) {
+      ++i;
+      continue;
+    }
+    if (!grow(i, 1, step)) break;  // preempted itself: it was the newest
+    add(b, s, 1);                  // the K/V of the last generated token is computed now
+    s->scheduled_step = step;
+    ++b.decodes;
+    --budget;
+    ++i;
+  }
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Seq* s = running_[i];
+    if (!s->prefilling() || s->scheduled_step == step) {
       ++i;
       continue;
     }
     const int64_t c = std::min({s->prefill_len - s->computed, budget, cache_.max_step_tokens(s->kv_id)});
-    if (!grow(i, c)) break;  // it was the newest and preempted itself
-    batch.push_back({s->kv_id, c});
-    toks.insert(toks.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + c);
-    members.push_back(s);
+    if (!grow(i, c, step)) break;
+    add(b, s, c);
+    s->scheduled_step = step;
+    b.prefill_tokens += c;
     budget -= c;
     ++i;
   }
-  // 2. admissions, first come first served
-  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_batch) {
-    const size_t before = batch.size();
-    if (!admit(0, budget, batch, toks)) break;
-    members.push_back(running_.back());
-    budget -= batch[before].n_new;
+  // New admissions wait while a swapped sequence waits (vLLM v0 schedules
+  // prefills only when nothing is swapped out), so it is not starved.
+  while (budget > 0 && !waiting_.empty() && swapped_.empty() &&
+         static_cast<int64_t>(running_.size()) < opt_.max_batch) {
+    const int64_t before = b.prefill_tokens;
+    if (!admit(budget, step, b)) break;
+    budget -= b.prefill_tokens - before;
   }
-  if (batch.empty()) return;
-
-  Device& dev = model_.device();
-  const int64_t f0 = dev.executed_flops();
-  const double t0 = now_seconds();
-  const std::vector<int32_t> next = model_.forward(batch, toks, cache_);
-  dev.synchronize();
-  stats_.prefill_seconds += now_seconds() - t0;
-  stats_.prefill_flops += dev.executed_flops() - f0;
-  stats_.prefill_tokens += static_cast<int64_t>(toks.size());
-  ++stats_.prefill_steps;
-
-  for (size_t j = 0; j < members.size(); ++j) {
-    Seq* s = members[j];
-    s->computed += batch[j].n_new;
-    if (s->prefilling()) continue;
-    s->tokens.push_back(next[j]);  // the last prompt token's logits: the next token
-    InferResult& r = results_[s->req];
-    if (r.first_token_step < 0) r.first_token_step = step;
-    if (s->generated() == s->gen_len) {
-      finish(static_cast<size_t>(std::find(running_.begin(), running_.end(), s) - running_.begin()), step);
-    }
-  }
+  return b;
 }
 
-void InferenceEngine::decode_step(int64_t step) {
-  std::vector<kv::SeqStep> batch;
-  std::vector<int32_t> toks;
-  std::vector<Seq*> members;
-  for (size_t i = 0; i < running_.size();) {
-    Seq* s = running_[i];
-    if (!grow(i, 1)) break;  // preempted itself: it was the newest
-    // the K/V of the last generated token is computed now
-    batch.push_back({s->kv_id, 1});
-    toks.push_back(s->tokens.back());
-    members.push_back(s);
-    ++i;
-  }
-  if (batch.empty()) return;
+int64_t InferenceEngine::step_bytes(const Batch& b) const {
   const int64_t token_bytes = cache_.geometry().token_bytes();
   int64_t bytes = model_.weights().bytes();
-  for (const auto& b : batch) {
-    const int64_t len = cache_.length(b.id);
+  for (const auto& st : b.steps) {
+    const int64_t len = cache_.length(st.id);
     bytes += (cache_.window() ? std::min(len, *cache_.window()) : len) * token_bytes;
   }
+  return bytes;
+}
 
+void InferenceEngine::execute(Batch& b, int64_t step) {
+  StepCost cost;
+  cost.tokens = static_cast<int64_t>(b.tokens.size());
+  cost.bytes_read = step_bytes(b);
   Device& dev = model_.device();
   const int64_t f0 = dev.executed_flops();
   const double t0 = now_seconds();
-  const std::vector<int32_t> next = model_.forward(batch, toks, cache_);
+  const std::vector<int32_t> next = model_.forward(b.steps, b.tokens, cache_);
   dev.synchronize();
-  stats_.decode_seconds += now_seconds() - t0;
-  stats_.decode_flops += dev.executed_flops() - f0;
-  stats_.decode_tokens += static_cast<int64_t>(batch.size());
-  stats_.decode_bytes_read += bytes;
-  stats_.max_decode_batch = std::max<int64_t>(stats_.max_decode_batch, static_cast<int64_t>(batch.size()));
-  ++stats_.decode_steps;
+  cost.measured_seconds = now_seconds() - t0;
+  cost.flops = dev.executed_flops() - f0;
+  const double seconds = opt_.step_seconds ? opt_.step_seconds(cost) : cost.measured_seconds;
+  clock_s_ += seconds;
 
-  for (size_t j = 0; j < members.size(); ++j) {
-    Seq* s = members[j];
-    s->computed += 1;
-    s->tokens.push_back(next[j]);
+  stats_.prefill_tokens += b.prefill_tokens;
+  stats_.decode_tokens += b.decodes;
+  if (b.prefill_tokens > 0) {
+    ++stats_.prefill_steps;
+    stats_.mixed_steps += b.decodes > 0 ? 1 : 0;
+    stats_.prefill_seconds += seconds;
+    stats_.prefill_flops += cost.flops;
+  } else {
+    ++stats_.decode_steps;
+    stats_.decode_step_tokens += b.decodes;
+    stats_.decode_seconds += seconds;
+    stats_.decode_flops += cost.flops;
+    stats_.decode_bytes_read += cost.bytes_read;
+    stats_.max_decode_batch = std::max(stats_.max_decode_batch, b.decodes);
+  }
+  StepRecord rec;
+  rec.decode_tokens = b.decodes;
+  rec.end_s = clock_s_;
+
+  for (size_t j = 0; j < b.members.size(); ++j) {
+    Seq* s = b.members[j];
+    const bool was_prefill = s->prefilling();
+    s->computed += b.steps[j].n_new;
+    if (was_prefill && opt_.record_steps) rec.prefill_chunks.emplace_back(results_[s->req].id, b.steps[j].n_new);
+    if (s->prefilling()) continue;
+    s->tokens.push_back(next[j]);  // a decode's next token, or the last prompt token's: the first
+    InferResult& r = results_[s->req];
+    if (r.first_token_step < 0) {
+      r.first_token_step = step;
+      r.first_token_s = clock_s_;
+    }
     if (s->generated() == s->gen_len)
       finish(static_cast<size_t>(std::find(running_.begin(), running_.end(), s) - running_.begin()), step);
   }
+  if (opt_.record_steps) stats_.step_log.push_back(std::move(rec));
 }
 
 // ---- requests ----
@@ -286,6 +366,7 @@ std::vector<InferRequest> make_requests(const std::vector<RequestShape>& shapes,
     r.id = i;
     r.gen_len = s.gen_len;
     r.arrival = s.arrival;
+    r.arrival_s = s.arrival_s;
     r.prompt.resize(static_cast<size_t>(s.prompt_len + 1));
     data.sequences(0, gbs, i, 1, s.prompt_len, r.prompt.data());
     r.prompt.pop_back();

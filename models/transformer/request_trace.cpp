@@ -1,8 +1,11 @@
 // Trace parsing and reading (see request_trace.h).
 #include "models/transformer/request_trace.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -46,6 +49,12 @@ std::vector<RequestShape> parse_trace(const std::string& text, const std::string
     r.arrival = integer("arrival", int64_t{0});
     if (r.prompt_len < 1 || r.gen_len < 1 || r.arrival < 0)
       throw std::invalid_argument(where + ": prompt_len and gen_len must be >= 1, arrival >= 0");
+    if (j.contains("arrival_s")) {
+      const auto& v = j.at("arrival_s");
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > kMaxArrivalSeconds)
+        throw std::invalid_argument(where + ": \"arrival_s\" must be a number of seconds in [0, 1e9], got " + v.dump());
+      r.arrival_s = v.get<double>();
+    }
     if (r.prompt_len > limits::kMaxTokens || r.gen_len > limits::kMaxTokens || r.arrival > limits::kMaxTokens)
       throw std::invalid_argument(where + ": prompt_len, gen_len and arrival are at most " +
                                   std::to_string(limits::kMaxTokens) + " (the limit)");
@@ -55,6 +64,21 @@ std::vector<RequestShape> parse_trace(const std::string& text, const std::string
     out.push_back(r);
   }
   if (out.empty()) throw std::invalid_argument("trace '" + path + "' holds no request");
+  return out;
+}
+
+std::vector<double> poisson_arrivals(int64_t n, double rate_per_s, uint64_t seed) {
+  if (!(rate_per_s > 0) || !std::isfinite(rate_per_s))
+    throw std::invalid_argument("arrival rate must be a finite number > 0 requests/s");
+  std::mt19937_64 gen(seed);
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  double t = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53;  // [0, 1)
+    t += -std::log1p(-u) / rate_per_s;
+    out.push_back(t);
+  }
   return out;
 }
 

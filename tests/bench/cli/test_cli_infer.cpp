@@ -84,6 +84,26 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   EXPECT_EQ(s["ranks"][0]["measured"]["kv"]["pool_bytes"], 12 * kBlockBytes);
   EXPECT_GT(s["summary"]["preemptions"].get<int64_t>(), 0);
   for (const auto& c : s["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();  // requests.completed among them
+  EXPECT_EQ(s["summary"]["swap"]["swap_outs"], 0);
+
+  // The same by swap: every swapped block comes back, whole blocks each way,
+  // the host copy booked on its own ledger (at most the 11 usable blocks).
+  args.insert(args.end(), {"--preemption", "swap"});
+  auto swapped = run_cli(args);
+  ASSERT_EQ(swapped.status, 0) << swapped.err;
+  const auto w = swapped.json();
+  EXPECT_EQ(w["config"]["infer"]["preemption"], "swap");
+  const auto& sw = w["summary"]["swap"];
+  EXPECT_GT(sw["swap_outs"].get<int64_t>(), 0);
+  EXPECT_EQ(sw["swap_outs"], sw["swap_ins"]);
+  EXPECT_EQ(sw["swap_outs"], w["summary"]["preemptions"]);
+  EXPECT_EQ(sw["bytes_to_host"], sw["bytes_from_host"]);
+  EXPECT_EQ(sw["bytes_to_host"].get<int64_t>() % kBlockBytes, 0);
+  EXPECT_GT(sw["host_peak_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(sw["host_peak_bytes"].get<int64_t>(), 11 * kBlockBytes);
+  EXPECT_EQ(w["summary"]["decode"]["tokens"].get<int64_t>() + w["summary"]["mixed"]["decode_tokens"].get<int64_t>(),
+            6 * 39);  // nothing recomputed: every request decodes gen − 1 tokens once
+  for (const auto& c : w["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
 }
 
 TEST(CliInfer, PerTensorScalesFailOnOutlierKeyChannels) {
@@ -99,10 +119,74 @@ TEST(CliInfer, PerTensorScalesFailOnOutlierKeyChannels) {
   EXPECT_GT(rms[0], 2 * rms[1]) << "tensor " << rms[0] << " vs channel " << rms[1];
 }
 
+// Poisson arrivals on the meta backend: the modelled clock (the datasheet
+// roofline) gives every request a TTFT, TPOT and end-to-end latency; prompts
+// sharing 32 tokens (two blocks of 16) hit the prefix cache whatever the
+// timing, since nothing is evicted from a pool this large: 7 requests · 2 blocks.
+TEST(CliInfer, ArrivalsGiveLatencyPercentilesAndPrefixHits) {
+  const std::vector<std::string> args = {
+      "infer", "--model",      "tiny-llama", "--backend", "meta", "--device",     "h100-sxm", "--requests",
+      "8",     "--prompt-len", "48",         "--gen-len", "4",    "--prefix-len", "32",       "--arrival-rate",
+      "1000",  "--seed",       "3"};
+  auto withjson = args;
+  withjson.insert(withjson.end(), {"--json", "-", "--quiet"});
+  auto r = run_cli(withjson);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  EXPECT_EQ(doc["config"]["infer"]["arrival_rate"].get<double>(), 1000.0);
+  const auto& s = doc["summary"];
+  const auto& pc = s["prefix_cache"];
+  EXPECT_EQ(pc["hit_blocks"], 14);
+  EXPECT_EQ(pc["hit_tokens"], 14 * 16);
+  EXPECT_EQ(pc["query_tokens"], 8 * 48);
+  EXPECT_DOUBLE_EQ(pc["hit_rate"].get<double>(), 224.0 / 384.0);
+  const auto& lat = s["latency"];
+  EXPECT_EQ(lat["clock"].get<std::string>().rfind("modelled", 0), 0u) << lat["clock"];
+  const auto& f = lat["figures"];
+  ASSERT_TRUE(f.is_object());
+  EXPECT_EQ(f["completed"], 8);
+  for (const char* k : {"ttft_s", "tpot_s", "e2e_s"}) {
+    EXPECT_EQ(f[k]["count"], 8) << k;
+    EXPECT_GT(f[k]["p50"].get<double>(), 0) << k;
+    EXPECT_LE(f[k]["p50"].get<double>(), f[k]["p90"].get<double>()) << k;
+    EXPECT_LE(f[k]["p90"].get<double>(), f[k]["p99"].get<double>()) << k;
+  }
+  // E2E = TTFT + 3 · TPOT for each request, so their means add up too.
+  EXPECT_NEAR(f["e2e_s"]["mean"].get<double>(),
+              f["ttft_s"]["mean"].get<double>() + 3 * f["tpot_s"]["mean"].get<double>(), 1e-12);
+  EXPECT_NEAR(f["request_throughput_per_s"].get<double>(), 8 / f["duration_s"].get<double>(), 1e-9);
+  auto table = run_cli(args);
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("TTFT"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("P99"), std::string::npos);
+  EXPECT_NE(table.out.find("queueing included"), std::string::npos);
+}
+
 TEST(CliInfer, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama"}).status, 2);  // no device memory
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--tp", "2"}).status, 2);
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "fp4"}).status, 2);
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--arrival-rate", "0"}).status, 2);
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--arrival-rate", "-3"}).status, 2);
+  EXPECT_EQ(
+      run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--max-num-batched-tokens", "0"}).status,
+      2);
+  const std::string dir = scratch_dir("cli_infer_arrivals");
+  write_file(dir + "/timed.jsonl", "{\"prompt_len\": 4, \"gen_len\": 2, \"arrival_s\": 0.5}\n");
+  write_file(dir + "/negative.jsonl", "{\"prompt_len\": 4, \"gen_len\": 2, \"arrival_s\": -1}\n");
+  EXPECT_EQ(
+      run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/negative.jsonl"}).status,
+      2);
+  const auto contiguous_swap = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv",
+                                        "contiguous", "--max-model-len", "256", "--preemption", "swap"});
+  EXPECT_EQ(contiguous_swap.status, 2);
+  EXPECT_NE(contiguous_swap.err.find("--preemption swap moves blocks: it needs --kv paged"), std::string::npos)
+      << contiguous_swap.err;
+  // Arrival times from the trace and from --arrival-rate: one or the other.
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--trace", dir + "/timed.jsonl",
+                     "--arrival-rate", "5"})
+                .status,
+            2);
 }
 
 }  // namespace

@@ -95,8 +95,8 @@ TEST(InferEngine, PrefixSharingStoresSharedBlocksOnceAndGivesTheSameTokens) {
     Env env;
     InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 1);
     kv::PagedKvCache cache(*env.dev, geometry(m), 64, 4);
-    // one admission per prefill step (chunk = prompt), so later requests find the prefix computed
-    InferenceEngine engine(model, cache, {8, 12, share ? 8 : 0});
+    // prompts share their first 8 tokens either way (make_requests' prefix); caching on or off
+    InferenceEngine engine(model, cache, {8, 12, share == 1});
     for (const auto& r : engine.run(fixed(3, 12, 3, m.vocab, 8))) tokens[share].push_back(r.tokens);
     peak_blocks[share] = cache.blocks().peak_blocks_in_use();
     shared[share] = engine.stats().prefix_tokens_shared;
@@ -104,9 +104,14 @@ TEST(InferEngine, PrefixSharingStoresSharedBlocksOnceAndGivesTheSameTokens) {
   EXPECT_EQ(tokens[0], tokens[1]);
   EXPECT_EQ(shared[0], 0);
   EXPECT_EQ(shared[1], 2 * 8);  // requests 1 and 2 each take request 0's two full blocks
-  // At the peak all three hold 14 tokens (4 blocks each); with sharing the two
-  // prefix blocks are stored once: 12 − 2·2 = 8 blocks.
-  EXPECT_EQ(peak_blocks[0], 12);
+  // The schedule (budget 12 tokens a step, blocks of 4): step 0 admits r0
+  // (12 tokens, 3 blocks); step 1 decodes r0 (13 tokens: 4 blocks) and admits
+  // r1. Without caching r1 takes 11 tokens (3 blocks); step 2 grows r0 to 14,
+  // r1 to 12 and admits r2 with 10 (3 blocks): 4 + 3 + 3 = 10 at the peak.
+  // With caching r1 and r2 both come in at step 1, each hitting r0's two
+  // prefix blocks and computing 4 tokens (1 block each); step 2 grows every one
+  // by a token: r0 4 blocks, r1 and r2 2 private each — 4 + 2 + 2 = 8.
+  EXPECT_EQ(peak_blocks[0], 10);
   EXPECT_EQ(peak_blocks[1], 8);
 }
 

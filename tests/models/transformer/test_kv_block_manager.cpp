@@ -1,5 +1,5 @@
 // BlockManager (models/kv/block_manager.h): allocation, freeing and FIFO
-// reuse, the null block never handed out, growth by appends, admission exact
+// reuse (a sequence's blocks freed tail first), the null block never handed out, growth by appends, admission exact
 // at the boundary, prefix sharing by reference count (full blocks only, the
 // last token left to compute), sliding-window caps, and the in-use / stored
 // counters with their peaks — all against hand-worked block counts.
@@ -31,9 +31,10 @@ TEST(BlockManager, AllocateFreeAndReuseInFifoOrder) {
   EXPECT_EQ(bm.peak_blocks_in_use(), 4);
   EXPECT_EQ(bm.peak_tokens_stored(), 14);
 
-  // Free list after: 5 6 7 8 (never used) then 1 2 3 (freed): oldest first.
+  // Free list after: 5 6 7 8 (never used) then 3 2 1 (freed tail first, as
+  // vLLM's free): the head first.
   ASSERT_TRUE(bm.add_sequence(3, 20));  // 5 blocks
-  EXPECT_EQ(bm.block_table(3), (std::vector<int32_t>{5, 6, 7, 8, 1}));
+  EXPECT_EQ(bm.block_table(3), (std::vector<int32_t>{5, 6, 7, 8, 3}));
   EXPECT_EQ(bm.blocks_in_use(), 6);
   EXPECT_EQ(bm.peak_blocks_in_use(), 6);
   EXPECT_EQ(bm.peak_tokens_stored(), 24);
@@ -167,6 +168,93 @@ TEST(BlockManager, SlidingWindowCapsTheBlocksOfASequence) {
   EXPECT_EQ(bm.block_table(1).size(), 2u);
   EXPECT_EQ(bm.tokens_stored(), 12);
   EXPECT_TRUE(bm.can_allocate(1 << 20));  // any length fits in 2 blocks
+}
+
+}  // namespace
+}  // namespace gpuledger::kv
+
+namespace gpuledger::kv {
+namespace {
+
+// Prefix caching by block hash: blocks of 2 tokens, hashes by hand-made chains.
+std::vector<BlockHash> chain(std::initializer_list<BlockHash> h) { return h; }
+
+TEST(BlockManagerPrefixCache, HitsTakeCachedBlocksByReferenceAndCountThemOnce) {
+  BlockManager bm(9, 2);                                           // 8 usable blocks
+  ASSERT_TRUE(bm.add_sequence(1, 5, PrefixRef(chain({11, 12}))));  // 3 blocks, the first two full: cached
+  const auto a = bm.block_table(1);
+  EXPECT_TRUE(bm.is_cached(a[0]));
+  EXPECT_TRUE(bm.is_cached(a[1]));
+  EXPECT_FALSE(bm.is_cached(a[2]));  // partly filled
+  // Same first block, different second: one hit block, capped at tokens − 1.
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({11, 13}), 4), 1);
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({11, 12}), 4), 2);
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({11, 12}), 3), 1);  // ⌊3 / 2⌋
+  ASSERT_TRUE(bm.add_sequence(2, 5, PrefixRef(chain({11, 12}))));
+  const auto b = bm.block_table(2);
+  EXPECT_EQ(bm.shared_tokens(2), 4);
+  EXPECT_EQ(b[0], a[0]);
+  EXPECT_EQ(b[1], a[1]);
+  EXPECT_NE(b[2], a[2]);
+  EXPECT_EQ(bm.ref_count(a[0]), 2);
+  EXPECT_EQ(bm.ref_count(a[1]), 2);
+  EXPECT_EQ(bm.blocks_in_use(), 4);      // 3 + 1: the shared two once
+  EXPECT_EQ(bm.tokens_stored(), 5 + 1);  // the shared 4 tokens once
+
+  // Both leave: the blocks stay cached on the free queue, their tokens no longer stored.
+  bm.free_sequence(1);
+  EXPECT_EQ(bm.ref_count(a[0]), 1);
+  bm.free_sequence(2);
+  EXPECT_EQ(bm.ref_count(a[0]), 0);
+  EXPECT_EQ(bm.blocks_in_use(), 0);
+  EXPECT_EQ(bm.tokens_stored(), 0);
+  EXPECT_TRUE(bm.is_cached(a[0]));
+  // A later sequence hits them off the free queue: they leave it, their tokens count again.
+  ASSERT_TRUE(bm.add_sequence(3, 6, PrefixRef(chain({11, 12, 14}))));
+  EXPECT_EQ(bm.shared_tokens(3), 4);
+  EXPECT_EQ(bm.block_table(3)[0], a[0]);
+  EXPECT_EQ(bm.ref_count(a[0]), 1);
+  EXPECT_EQ(bm.blocks_in_use(), 3);
+  EXPECT_EQ(bm.tokens_stored(), 6);
+  EXPECT_EQ(bm.free_blocks(), 5);
+  EXPECT_EQ(bm.evictions(), 0);
+}
+
+TEST(BlockManagerPrefixCache, EvictsTheLeastRecentlyFreedCachedBlockFirstTailBeforeHead) {
+  BlockManager bm(7, 2);                                           // 6 usable blocks: 1 … 6
+  ASSERT_TRUE(bm.add_sequence(1, 4, PrefixRef(chain({21, 22}))));  // blocks 1, 2, both cached
+  ASSERT_TRUE(bm.add_sequence(2, 4, PrefixRef(chain({31, 32}))));  // blocks 3, 4, both cached
+  EXPECT_EQ(bm.block_table(1), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(bm.block_table(2), (std::vector<int32_t>{3, 4}));
+  bm.free_sequence(1);  // queue: 5 6 | 2 1
+  bm.free_sequence(2);  // queue: 5 6 | 2 1 | 4 3
+  EXPECT_EQ(bm.free_queue(), (std::vector<int32_t>{5, 6, 2, 1, 4, 3}));
+  // Three plain blocks: the never-used two, then block 2 (sequence 1's tail) is evicted.
+  ASSERT_TRUE(bm.add_sequence(3, 6));
+  EXPECT_EQ(bm.block_table(3), (std::vector<int32_t>{5, 6, 2}));
+  EXPECT_EQ(bm.evictions(), 1);
+  EXPECT_FALSE(bm.is_cached(2));
+  EXPECT_TRUE(bm.is_cached(1));
+  // Sequence 1's prefix now hits its first block only; sequence 2's both.
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({21, 22}), 100), 1);
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({31, 32}), 100), 2);
+  // A hit refreshes nothing on the queue order of the others: next evicted is block 1, then 4, then 3.
+  ASSERT_TRUE(bm.add_sequence(4, 2));
+  EXPECT_EQ(bm.block_table(4), (std::vector<int32_t>{1}));
+  EXPECT_EQ(bm.cached_prefix_blocks(chain({21, 22}), 100), 0);
+  EXPECT_EQ(bm.evictions(), 2);
+  EXPECT_EQ(bm.free_queue(), (std::vector<int32_t>{4, 3}));
+  // Admission counts a hit block sitting on the queue as taken off it: 5 tokens
+  // are 3 blocks of which 2 hit (blocks 3 and 4 leave the queue) and 1 is new —
+  // none is left for it. 4 tokens hit one block (the last token is left to
+  // compute) and need one new: block 4, evicted.
+  EXPECT_FALSE(bm.can_allocate(5, chain({31, 32})));
+  EXPECT_TRUE(bm.can_allocate(4, chain({31, 32})));
+  ASSERT_TRUE(bm.add_sequence(5, 4, PrefixRef(chain({31, 32}))));
+  EXPECT_EQ(bm.block_table(5), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(bm.shared_tokens(5), 2);
+  EXPECT_EQ(bm.evictions(), 3);
+  EXPECT_EQ(bm.free_blocks(), 0);
 }
 
 }  // namespace
