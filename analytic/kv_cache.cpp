@@ -42,16 +42,30 @@ void check_block(const KvOptions& o) {
 
 int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype) {
   // K and V (2) for each of the stage's layers, k_t heads of d values each
-  // (k_t = k/t, or 1 replicated head when t > k).
+  // (k_t = k/t, or 1 replicated head when t > k); d values are 2d bytes in
+  // bf16, d in fp8 and int8, d/2 in int4 (two 4-bit codes per byte).
+  if (dtype == KvFormat::kInt4 && m.head_dim % 2 != 0)
+    throw std::invalid_argument("int4 KV packs two values per byte: head dim " + std::to_string(m.head_dim) +
+                                " is odd");
   return checked_product(
-      {2, stage_layers(m, l), kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim, kv_format_bytes(dtype)},
+      {2, stage_layers(m, l), kv_heads_on_rank(m.kv_heads, l.tp), kv_values_bytes(dtype, m.head_dim)},
       "KV bytes per token");
 }
 
 int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOptions o) {
   // Per token-head: one fp32 scale for K and one for V, per KV head, per layer,
-  // per token. Unquantized caches and the other granularities add nothing per token.
-  if (!kv_quantized(o.dtype) || o.scales != KvScales::kPerTokenHead) return 0;
+  // per token. Per group (int4): for each G channels of a head, an fp16 scale
+  // and an fp16 zero point (4 bytes), for K and for V, per layer, per token.
+  // Unquantized caches and the other granularities add nothing per token.
+  if (!kv_quantized(o.dtype)) return 0;
+  if (o.scales == KvScales::kPerGroup) {
+    if (o.group < 1 || m.head_dim % o.group != 0)
+      throw std::invalid_argument("KV scale group " + std::to_string(o.group) + " does not divide the head dim " +
+                                  std::to_string(m.head_dim));
+    return checked_product({2, stage_layers(m, l), kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim / o.group, 4},
+                           "KV scale bytes per token");
+  }
+  if (o.scales != KvScales::kPerTokenHead) return 0;
   return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * kKvScaleBytes;
 }
 
@@ -63,7 +77,8 @@ int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o)
     case KvScales::kPerTensor: return 2 * stage_layers(m, l) * kKvScaleBytes;
     case KvScales::kPerChannel:
       return 2 * stage_layers(m, l) * kv_heads_on_rank(m.kv_heads, l.tp) * m.head_dim * kKvScaleBytes;
-    case KvScales::kPerTokenHead: return 0;
+    case KvScales::kPerTokenHead:
+    case KvScales::kPerGroup: return 0;
   }
   return 0;
 }

@@ -18,14 +18,17 @@ struct KvOptions {
   KvLayout layout = KvLayout::kPaged;
   KvFormat dtype = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;
-  int64_t block = 16;         // tokens per block (paged)
-  int64_t max_model_len = 0;  // contiguous reservation per sequence (0 = model max_seq)
+  int64_t group = kKvDefaultGroup;  // channels per scale group (int4, per-group scales)
+  int64_t block = 16;               // tokens per block (paged)
+  int64_t max_model_len = 0;        // contiguous reservation per sequence (0 = model max_seq)
 };
 
-// K and V bytes per token on one TP rank (layers on the rank's stage), values only.
+// K and V bytes per token on one TP rank (layers on the rank's stage), values only
+// (int4: d/2 bytes per head).
 int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype);
 // Scale bytes: fp32 scales — per tensor: 2 per layer (K and V, per sequence-independent);
-// per token-head: 2·k_t per token per layer; per channel: 2·k_t·d per layer.
+// per token-head: 2·k_t per token per layer; per channel: 2·k_t·d per layer;
+// per group (int4): 2·k_t·(d/G) fp16 (scale, zero) pairs, 4 bytes each, per token per layer.
 int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOptions o);
 int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o);
 

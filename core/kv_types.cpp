@@ -8,6 +8,7 @@ std::string_view kv_format_name(KvFormat f) {
     case KvFormat::kBF16: return "bf16";
     case KvFormat::kFP8E4M3: return "fp8";
     case KvFormat::kInt8: return "int8";
+    case KvFormat::kInt4: return "int4";
   }
   return "?";
 }
@@ -17,6 +18,7 @@ std::string_view kv_scales_name(KvScales s) {
     case KvScales::kPerTensor: return "tensor";
     case KvScales::kPerTokenHead: return "token-head";
     case KvScales::kPerChannel: return "channel";
+    case KvScales::kPerGroup: return "group";
   }
   return "?";
 }
@@ -27,6 +29,7 @@ std::optional<KvFormat> kv_format_from_name(std::string_view n) {
   if (n == "bf16") return KvFormat::kBF16;
   if (n == "fp8" || n == "fp8-e4m3" || n == "e4m3") return KvFormat::kFP8E4M3;
   if (n == "int8") return KvFormat::kInt8;
+  if (n == "int4") return KvFormat::kInt4;
   return std::nullopt;
 }
 
@@ -34,6 +37,7 @@ std::optional<KvScales> kv_scales_from_name(std::string_view n) {
   if (n == "tensor" || n == "per-tensor") return KvScales::kPerTensor;
   if (n == "token-head" || n == "per-token-head") return KvScales::kPerTokenHead;
   if (n == "channel" || n == "per-channel") return KvScales::kPerChannel;
+  if (n == "group" || n == "per-group") return KvScales::kPerGroup;
   return std::nullopt;
 }
 

@@ -9,20 +9,33 @@
 
 namespace gpuledger {
 
-// Value formats: bf16, OCP FP8 E4M3, symmetric int8 (kernels/kv_storage.h has the codecs).
-enum class KvFormat : int { kBF16 = 0, kFP8E4M3, kInt8 };
+// Value formats: bf16, OCP FP8 E4M3, symmetric int8, asymmetric int4 (two
+// codes per byte) (kernels/kv_storage.h has the codecs).
+enum class KvFormat : int { kBF16 = 0, kFP8E4M3, kInt8, kInt4 };
 // Where quantization scales live: one per layer and K/V (tensor), one per token
-// and KV head (token-head), one per KV channel (channel).
-enum class KvScales : int { kPerTensor = 0, kPerTokenHead, kPerChannel };
+// and KV head (token-head), one per KV channel (channel), one scale and zero
+// point per `group` consecutive channels of a token's KV head (group; int4 only).
+enum class KvScales : int { kPerTensor = 0, kPerTokenHead, kPerChannel, kPerGroup };
 // Reservation: a max_model_len slab per sequence (contiguous) or blocks on demand (paged, vLLM).
 enum class KvLayout : int { kContiguous = 0, kPaged };
 
-inline constexpr int64_t kv_format_bytes(KvFormat f) { return f == KvFormat::kBF16 ? 2 : 1; }
+// Bytes of n values in a format: 2n (bf16), n (fp8, int8), n/2 (int4: two
+// 4-bit codes per byte, n even).
+inline constexpr int64_t kv_values_bytes(KvFormat f, int64_t n) {
+  return f == KvFormat::kBF16 ? 2 * n : f == KvFormat::kInt4 ? n / 2 : n;
+}
 inline constexpr bool kv_quantized(KvFormat f) { return f != KvFormat::kBF16; }
-inline constexpr int64_t kKvScaleBytes = 4;  // every scale is one fp32
+inline constexpr int64_t kKvScaleBytes = 4;  // a token-head, tensor or channel scale is one fp32
+// An int4 group's parameters: an fp16 scale and an fp16 zero point (the
+// group's minimum), as KIVI stores them (Liu et al. 2024, "KIVI: a tuning-free
+// asymmetric 2bit quantization for KV cache": scale and mn kept in fp16).
+inline constexpr int64_t kKvGroupParamBytes = 4;
+// Default values per int4 group: KIVI's group size G = 32, the granularity at
+// which its 4-bit caches keep accuracy (paper, section 4).
+inline constexpr int64_t kKvDefaultGroup = 32;
 
-std::string_view kv_format_name(KvFormat f);                         // "bf16" | "fp8" | "int8"
-std::string_view kv_scales_name(KvScales s);                         // "tensor" | "token-head" | "channel"
+std::string_view kv_format_name(KvFormat f);                         // "bf16" | "fp8" | "int8" | "int4"
+std::string_view kv_scales_name(KvScales s);                         // "tensor" | "token-head" | "channel" | "group"
 std::string_view kv_layout_name(KvLayout k);                         // "contiguous" | "paged"
 std::optional<KvFormat> kv_format_from_name(std::string_view name);  // also "fp8-e4m3", "e4m3"
 std::optional<KvScales> kv_scales_from_name(std::string_view name);  // also "per-tensor", …

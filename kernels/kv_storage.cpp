@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace gpuledger {
 
 // ---- codecs ----
@@ -59,10 +61,33 @@ int8_t fp32_to_int8_sym(float x) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kInt8Max, kInt8Max));
 }
 
+Int4Group int4_group_params(float min, float max) {
+  constexpr float kFp16Max = 65504.0f;
+  float scale = (max - min) / kInt4Levels;
+  if (!(scale > 0.0f) || !std::isfinite(scale)) scale = 1.0f;
+  Int4Group g;
+  g.scale_fp16 = fp32_to_fp16(std::min(scale, kFp16Max));
+  g.scale = fp16_to_fp32(g.scale_fp16);
+  if (!(g.scale > 0.0f)) {  // below fp16's smallest subnormal
+    g.scale_fp16 = fp32_to_fp16(1.0f);
+    g.scale = 1.0f;
+  }
+  g.zero_fp16 = fp32_to_fp16(std::isnan(min) ? 0.0f : std::clamp(min, -kFp16Max, kFp16Max));
+  g.zero = fp16_to_fp32(g.zero_fp16);
+  return g;
+}
+
+uint8_t fp32_to_int4(float x, float scale, float zero) {
+  const float q = (x - zero) / scale;
+  if (std::isnan(q)) return 0;
+  return static_cast<uint8_t>(std::clamp(std::nearbyint(q), 0.0f, kInt4Levels));
+}
+
 float kv_qmax(KvFormat f) {
   switch (f) {
     case KvFormat::kFP8E4M3: return kFp8E4M3Max;
     case KvFormat::kInt8: return kInt8Max;
+    case KvFormat::kInt4: return kInt4Levels;
     case KvFormat::kBF16: return 1.0f;
   }
   return 1.0f;
@@ -85,6 +110,11 @@ void validate_kv_view(const KvCacheView& c, const char* op) {
     fail("the layer section [" + std::to_string(c.layer_offset_bytes) + ", +" +
          std::to_string(c.block_tokens * c.layer_token_bytes()) + ") does not fit in a block of " +
          std::to_string(c.block_bytes) + " bytes");
+  if ((c.format == KvFormat::kInt4) != (c.scales == KvScales::kPerGroup))
+    fail(std::string("format ") + std::string(kv_format_name(c.format)) + " with " +
+         std::string(kv_scales_name(c.scales)) + " scales: int4 is stored with per-group scales, and only int4");
+  if (c.group_scales() && (c.group < 2 || c.group % 2 != 0 || c.D % c.group != 0))
+    fail("scale group " + std::to_string(c.group) + " must be even and divide the head dim " + std::to_string(c.D));
   if (c.window && *c.window < 1) fail("window must be >= 1, got " + std::to_string(*c.window));
   for (size_t b = 0; b < c.seqs.size(); ++b) {
     const KvSeqView& s = c.seqs[b];

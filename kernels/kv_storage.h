@@ -19,15 +19,16 @@
 //   section(layer) = region + layer · S · layer_token_bytes
 //     K values  (Hkv, S, D)   in the format          at 0
 //     V values  (Hkv, S, D)                          at Hkv·S·D·e
-//     K scales  (Hkv, S) fp32  (per token-head only) at 2·Hkv·S·D·e
-//     V scales  (Hkv, S) fp32  (per token-head only) at 2·Hkv·S·D·e + Hkv·S·4
+//     K scales  (Hkv, S) · c   (per token-head, per group) at 2·Hkv·S·D·e
+//     V scales  (Hkv, S) · c                               at 2·Hkv·S·D·e + Hkv·S·c
 //
-// with e the format's bytes per value. Head-major inside a block keeps each
-// head's keys contiguous for the reading loop. Per-tensor and per-channel
-// scales do not grow with tokens: they live outside the regions, per layer
-// (KvCacheView::fixed_scales). Scales may sit at offsets that are not
-// multiples of 4 (an odd Hkv·D in 1-byte formats), so they are moved with
-// memcpy, never dereferenced as float*.
+// with e the format's bytes per value (½ for int4: the code of channel d is
+// the low nibble of byte d/2 for even d, the high nibble for odd d) and c the
+// scale bytes of one token-head: 4 (one fp32 per token-head) or, per group,
+// (D / G) · 4 (for each group of G channels an fp16 scale then an fp16 zero point). Head-major inside a block keeps
+// each head's keys contiguous for the reading loop. Per-tensor and per-channel scales do not grow with tokens: they
+// live outside the regions, per layer (KvCacheView::fixed_scales). Scales may sit at offsets that are not multiples of
+// 4 (an odd Hkv·D in 1-byte formats), so they are moved with memcpy, never dereferenced as float*.
 //
 // ---- token positions and slots ----
 // Position p of a sequence (0-based) lives in slot p, or, for a sliding-window
@@ -62,6 +63,22 @@ const float* fp8_e4m3_table();  // the 256 decoded values, for fast reads
 // Symmetric int8 of an already scaled value: round half to even, clamp to ±127; NaN -> 0.
 int8_t fp32_to_int8_sym(float x);
 
+// Asymmetric int4 over a group (KIVI, Liu et al. 2024, its quantization of a
+// group: scale = (max − min) / (2^4 − 1), zero point = min, code =
+// round((x − min) / scale) in 0 … 15, read as code · scale + min). The scale
+// and zero are stored as fp16 and the codes are computed from the stored
+// (rounded) values, so write and read agree. Scale: (max − min) / 15 capped at
+// 65504 (fp16's largest); 1 when it is 0, not finite, or rounds to 0 in fp16
+// (every value of the group then reads as the zero point). Zero: min clamped
+// to ±65504. Codes round half to even and clamp to 0 … 15; NaN -> 0.
+inline constexpr float kInt4Levels = 15.0f;
+struct Int4Group {
+  uint16_t scale_fp16 = 0, zero_fp16 = 0;  // as stored
+  float scale = 1.0f, zero = 0.0f;         // their fp32 values
+};
+Int4Group int4_group_params(float min, float max);
+uint8_t fp32_to_int4(float x, float scale, float zero);
+
 // The largest magnitude a format holds after scaling: 448 (fp8), 127 (int8), 1 (bf16).
 float kv_qmax(KvFormat f);
 // Scale mapping amax onto the format's range: amax / qmax. A zero (or
@@ -71,11 +88,19 @@ float kv_scale_from_amax(float amax, KvFormat f);
 
 // ---- sizes inside a region (see the layout above) ----
 
-// Bytes one token costs in one layer: K and V values, plus their fp32 scales
-// per token-head when the format is quantized at that granularity.
-inline constexpr int64_t kv_layer_token_bytes(KvFormat f, KvScales s, int64_t Hkv, int64_t D) {
-  return 2 * Hkv * D * kv_format_bytes(f) +
-         (kv_quantized(f) && s == KvScales::kPerTokenHead ? 2 * Hkv * kKvScaleBytes : 0);
+// Scale bytes stored beside one token of one KV head, for K (as many for V):
+// one fp32 per token-head; per group, D / G (scale, zero) fp16 pairs; else none.
+inline constexpr int64_t kv_token_head_scale_bytes(KvFormat f, KvScales s, int64_t D, int64_t group) {
+  if (!kv_quantized(f)) return 0;
+  if (s == KvScales::kPerTokenHead) return kKvScaleBytes;
+  if (s == KvScales::kPerGroup) return group > 0 ? D / group * kKvGroupParamBytes : 0;
+  return 0;
+}
+// Bytes one token costs in one layer: K and V values, plus the scales that
+// travel with the token (per token-head or per group).
+inline constexpr int64_t kv_layer_token_bytes(KvFormat f, KvScales s, int64_t Hkv, int64_t D,
+                                              int64_t group = kKvDefaultGroup) {
+  return 2 * Hkv * (kv_values_bytes(f, D) + kv_token_head_scale_bytes(f, s, D, group));
 }
 // Fixed scales per layer for K (and as many for V): 1 per tensor, Hkv·D per
 // channel, none per token-head or for bf16.
@@ -100,19 +125,22 @@ struct KvSeqView {
 struct KvCacheView {
   KvFormat format = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;
-  int64_t Hkv = 0, D = 0;          // KV heads on this rank, head dim
-  int64_t block_tokens = 0;        // S: slots per region
-  int64_t block_bytes = 0;         // stride between block ids: S · (all layers' token bytes)
-  int64_t layer_offset_bytes = 0;  // this layer's section inside a region
-  std::optional<int64_t> window;   // rolling buffer of `window` slots; keys i − window < j ≤ i
-  float* fixed_scales = nullptr;   // this layer's K scales, then V scales (per tensor: 1 + 1;
-                                   // per channel: Hkv·D + Hkv·D, (Hkv, D)); device pointer
+  int64_t Hkv = 0, D = 0;           // KV heads on this rank, head dim
+  int64_t group = kKvDefaultGroup;  // channels per scale group (per-group scales)
+  int64_t block_tokens = 0;         // S: slots per region
+  int64_t block_bytes = 0;          // stride between block ids: S · (all layers' token bytes)
+  int64_t layer_offset_bytes = 0;   // this layer's section inside a region
+  std::optional<int64_t> window;    // rolling buffer of `window` slots; keys i − window < j ≤ i
+  float* fixed_scales = nullptr;    // this layer's K scales, then V scales (per tensor: 1 + 1;
+                                    // per channel: Hkv·D + Hkv·D, (Hkv, D)); device pointer
   std::vector<KvSeqView> seqs;
 
-  int64_t value_bytes() const { return kv_format_bytes(format); }
-  int64_t layer_token_bytes() const { return kv_layer_token_bytes(format, scales, Hkv, D); }
+  int64_t row_bytes() const { return kv_values_bytes(format, D); }  // one token-head's D values
+  int64_t token_head_scale_bytes() const { return kv_token_head_scale_bytes(format, scales, D, group); }
+  int64_t layer_token_bytes() const { return kv_layer_token_bytes(format, scales, Hkv, D, group); }
   int64_t fixed_per_tensor() const { return kv_fixed_scales_per_layer(format, scales, Hkv, D); }
   bool token_scales() const { return kv_quantized(format) && scales == KvScales::kPerTokenHead; }
+  bool group_scales() const { return kv_quantized(format) && scales == KvScales::kPerGroup; }
 
   // Slot of position p (rolling buffer under a window).
   int64_t slot(int64_t p) const { return window ? p % *window : p; }
@@ -122,10 +150,11 @@ struct KvCacheView {
   int64_t first_key(int64_t i) const { return window && i - *window + 1 > 0 ? i - *window + 1 : 0; }
   // Byte offsets inside a layer section: the values of head h at slot o, and its token-head scale.
   int64_t value_offset(bool is_v, int64_t h, int64_t o) const {
-    return (((is_v ? Hkv : 0) + h) * block_tokens + o) * D * value_bytes();
+    return (((is_v ? Hkv : 0) + h) * block_tokens + o) * row_bytes();
   }
   int64_t scale_offset(bool is_v, int64_t h, int64_t o) const {
-    return 2 * Hkv * block_tokens * D * value_bytes() + (((is_v ? Hkv : 0) + h) * block_tokens + o) * kKvScaleBytes;
+    return 2 * Hkv * block_tokens * row_bytes() +
+           (((is_v ? Hkv : 0) + h) * block_tokens + o) * token_head_scale_bytes();
   }
   // The layer section holding position p of sequence s (host arithmetic on a device pointer).
   char* section(const KvSeqView& s, int64_t p) const {
@@ -141,7 +170,8 @@ struct KvCacheView {
 };
 
 // Checks a view's geometry and every sequence (throws std::invalid_argument
-// naming `op`): sizes >= 1, the section inside the block stride, 0 <= n_new <= len,
+// naming `op`): sizes >= 1, int4 only with per-group scales and per-group
+// scales only with int4, an even group dividing D, the section inside the block stride, 0 <= n_new <= len,
 // enough blocks for the slots, and, under a window, that a step is exact:
 // a step writing n_new > 1 tokens into a sequence longer than the window would
 // overwrite slots that its own earlier queries still read (query len − n_new

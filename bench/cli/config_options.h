@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "core/kv_types.h"
 
 #include "analytic/kv_cache.h"
 #include "core/resolved_config.h"
@@ -89,9 +90,11 @@ void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<C
 // The KV cache of kv and infer.
 struct KvCacheOptions {
   int64_t context = 0, max_model_len = 0, block = 16, requests = 1;
-  std::string kv_layout = "paged", kv_dtype = "bf16", kv_scales = "token-head";
-  double memory_utilization = 0.92;  // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
-  std::string overhead = "0";        // BYTES outside the ledger
+  std::string kv_layout = "paged", kv_dtype = "bf16";
+  std::string kv_scales;                    // "" = the format's own: token-head (fp8, int8), group (int4)
+  int64_t kv_group_size = kKvDefaultGroup;  // channels per int4 scale group
+  double memory_utilization = 0.92;         // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
+  std::string overhead = "0";               // BYTES outside the ledger
 };
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o);
 inline constexpr const char* kKvCacheGroup = "KV cache";

@@ -126,6 +126,7 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["latency"] = latency_json(v);
   j["peak_running"] = st.peak_running;
   j["kv_bytes_per_token"] = v.kv_bytes_per_token;
+  j["kv_scale_bytes_per_token"] = v.kv_scale_bytes_per_token;
   j["capacity_sequences"] = v.capacity_sequences;
   j["capacity_predicted"] = v.capacity_predicted;
   j["kv_error"] = kv_error_json(v.kv_error);

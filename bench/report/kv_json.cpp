@@ -61,6 +61,16 @@ json kv_summary_json(const run::KvRecord& record, const json& first) {
   json s;
   s["kv_bytes_per_token"] = first["kv_bytes_per_token"];
   s["kv_scale_bytes_per_token"] = first["kv_scale_bytes_per_token"];
+  // Bytes per stored K or V element, scales included (int4 with fp16 scale and
+  // zero per G channels: 1/2 + 4/G): the figure int4 caches are compared by.
+  const auto& c = record.request.config;
+  if (record.request.kv.scales == KvScales::kPerGroup && first.contains("kv_heads")) {
+    const int64_t elements =
+        2 * layers_on_stage(c.model, c.layout, 0) * first["kv_heads"].get<int64_t>() * c.model.head_dim;
+    s["kv_bytes_per_element"] = static_cast<double>(first["kv_bytes_per_token"].get<int64_t>() +
+                                                    first["kv_scale_bytes_per_token"].get<int64_t>()) /
+                                static_cast<double>(elements);
+  }
   s["kv_reserved_bytes"] = first["analytic"]["exact"]["kv"];
   if (first.contains("capacity")) {
     s["capacity_sequences"] = first["capacity"]["sequences"];
@@ -105,6 +115,7 @@ json kv_report_json(const run::KvRecord& record) {
                                       {"requests", k->totals.size()},
                                       {"percentile", k->percentile},
                                       {"headroom", k->headroom}};
+  if (q.kv.scales == KvScales::kPerGroup) doc["config"]["kv"]["group_size"] = q.kv.group;
   doc["params"] = {{"total", record.params}, {"padded_vocab", record.padded_vocab}};
   doc["ranks"] = json::array();
   for (const auto& r : record.ranks) doc["ranks"].push_back(kv_rank_json(r));

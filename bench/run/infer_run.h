@@ -95,6 +95,7 @@ struct KvErrorRecord {
 struct InferServingRecord {
   EngineStats stats;
   int64_t kv_bytes_per_token = 0;
+  int64_t kv_scale_bytes_per_token = 0;  // of kv_bytes_per_token: the scales stored beside each token
   int64_t capacity_sequences = 0, capacity_predicted = 0;
   std::optional<KvErrorRecord> kv_error;  // none for a bf16 cache
   bool computed = true;                   // false on the meta backend: times and tokens mean nothing

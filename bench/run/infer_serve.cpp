@@ -112,7 +112,7 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   InferWeights::UnitValues values;
   if (ckpt) values = [&](const UnitLayout& unit) { return ckpt->unit_values(unit); };
   InferenceModel model(s.device, s.tp, m, q.config.run.dtype, q.config.run.seed, values);
-  out.geometry = kv::kv_geometry(m, l, q.kv.dtype, q.kv.scales);
+  out.geometry = kv::kv_geometry(m, l, q.kv.dtype, q.kv.scales, 0, q.kv.group);
   const auto& g = out.geometry;
   out.weights = model.weights().bytes();
   out.act = profile_activation_peak(model, g, q.prefill_chunk);
@@ -209,6 +209,8 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   checks.push_back(bench::make_check("weights", r.rank, d(v.weights), d(r.analytic_weights_bytes), 0));
   checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
   checks.push_back(bench::make_check("kv.capacity_sequences", r.rank, d(v.measured_cap), d(v.predicted.sequences), 0));
+  checks.push_back(bench::make_check("kv.bytes_per_token", r.rank, d(v.geometry.token_bytes()),
+                                     d(r.analytic_kv_bytes_per_token), 0));
   checks.push_back(
       bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
   checks.push_back(
@@ -220,6 +222,7 @@ InferServingRecord serving_record(const ServingRank& s, const Served& v) {
   InferServingRecord r;
   r.stats = v.stats;
   r.kv_bytes_per_token = v.geometry.token_bytes();
+  r.kv_scale_bytes_per_token = v.geometry.scale_bytes_per_token();
   r.capacity_sequences = v.measured_cap;
   r.capacity_predicted = v.predicted.sequences;
   r.kv_error = v.kv_error;

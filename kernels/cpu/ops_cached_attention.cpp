@@ -42,6 +42,19 @@ void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bo
     }
     return;
   }
+  const auto* u = reinterpret_cast<const uint8_t*>(src);
+  if (c.group_scales()) {  // int4: code · scale + zero, per group of c.group channels
+    const char* params = sec + c.scale_offset(is_v, h, o);
+    for (int64_t g0 = 0; g0 < D; g0 += c.group) {
+      uint16_t s16, z16;
+      std::memcpy(&s16, params + g0 / c.group * kKvGroupParamBytes, 2);
+      std::memcpy(&z16, params + g0 / c.group * kKvGroupParamBytes + 2, 2);
+      const float sc = fp16_to_fp32(s16), zero = fp16_to_fp32(z16);
+      for (int64_t d = g0; d < g0 + c.group; ++d)
+        dst[d] = static_cast<float>((u[d / 2] >> (4 * (d % 2))) & 0xF) * sc + zero;
+    }
+    return;
+  }
   // The scale of each value: beside the token, or the layer's fixed ones.
   float token_scale = 1.0f;
   const float* scale = &token_scale;
@@ -57,7 +70,6 @@ void read_row(const KvCacheView& c, const KvSeqView& s, int64_t p, int64_t h, bo
       scale = fixed;
     }
   }
-  const auto* u = reinterpret_cast<const uint8_t*>(src);
   if (c.format == KvFormat::kFP8E4M3) {
     for (int64_t d = 0; d < D; ++d) dst[d] = fp8[u[d]] * scale[d * step];
   } else {

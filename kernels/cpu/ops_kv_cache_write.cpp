@@ -8,8 +8,12 @@
 //   - per tensor / per channel: the fixed scales of the layer; with `calibrate`
 //     first set to amax / qmax over this write (the caller calibrates on a
 //     layer's first write; models/kv/kv_format.h gives the rule and its source).
+//   - per group (int4): for each group of G channels of the token's head, the
+//     fp16 scale (max − min) / 15 and zero point min, stored beside the token
+//     (kernels/kv_storage.h: int4_group_params); two codes per byte.
 // Codes are encode(x / scale): fp8 E4M3 rounds to nearest even and saturates
-// at ±448; int8 rounds half to even and clamps to ±127.
+// at ±448; int8 rounds half to even and clamps to ±127; int4 codes are
+// round((x − zero) / scale) clamped to 0 … 15.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,6 +41,28 @@ void encode_row(const float* x, int64_t n, KvFormat f, const float* scale, int64
     case KvFormat::kInt8:
       for (int64_t d = 0; d < n; ++d) dst[d] = static_cast<char>(fp32_to_int8_sym(x[d] / scale[d * scale_step]));
       return;
+    case KvFormat::kInt4: return;  // per group only: encode_int4_row
+  }
+}
+
+// Encodes n values (n a multiple of the even `group`) as int4, two codes per
+// byte (even channel in the low nibble), and each group's fp16 scale and zero
+// point into params (scale, zero, scale, zero, …).
+void encode_int4_row(const float* x, int64_t n, int64_t group, char* dst, char* params) {
+  for (int64_t g0 = 0; g0 < n; g0 += group) {
+    float mn = x[g0], mx = x[g0];
+    for (int64_t d = g0; d < g0 + group; ++d) {
+      mn = std::min(mn, x[d]);
+      mx = std::max(mx, x[d]);
+    }
+    const Int4Group p = int4_group_params(mn, mx);
+    char* pp = params + g0 / group * kKvGroupParamBytes;
+    std::memcpy(pp, &p.scale_fp16, 2);
+    std::memcpy(pp + 2, &p.zero_fp16, 2);
+    for (int64_t d = g0; d < g0 + group; d += 2) {
+      const uint8_t lo = fp32_to_int4(x[d], p.scale, p.zero), hi = fp32_to_int4(x[d + 1], p.scale, p.zero);
+      dst[d / 2] = static_cast<char>(lo | (hi << 4));
+    }
   }
 }
 
@@ -104,6 +130,8 @@ void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const v
         char* dst = sec + c.value_offset(is_v, h, o);
         if (!kv_quantized(c.format)) {
           encode_row(row, D, c.format, nullptr, 0, dst);
+        } else if (c.group_scales()) {
+          encode_int4_row(row, D, c.group, dst, sec + c.scale_offset(is_v, h, o));
         } else if (c.token_scales()) {
           float amax = 0.0f;
           for (int64_t d = 0; d < D; ++d) amax = std::max(amax, std::fabs(row[d]));

@@ -1,6 +1,6 @@
 // The KV-cache value codecs of kernels/kv_storage.h — OCP FP8 E4M3 (round to
 // nearest even, saturating at ±448, NaN kept), symmetric int8 (round half to
-// even, clamp ±127, NaN -> 0) and scale-from-amax — as host-and-device inline
+// even, clamp ±127, NaN -> 0), scale-from-amax and asymmetric int4 per group — as host-and-device inline
 // functions for the CUDA kernels (ops_kv_cache.cu). They follow the host
 // codecs step by step; tests/kernels/test_cuda_launch_config.cpp checks them
 // against kv_storage.cpp on every fp8 code and across the float range.
@@ -60,6 +60,30 @@ GPL_HOST_DEVICE float scale_from_amax(float amax, float qmax) {
   if (!(amax > 0.0f) || !(amax <= 3.402823466e38f)) return 1.0f;
   const float s = amax / qmax;
   return s > 0.0f ? s : 1.0f;
+}
+
+// int4 (kv_storage.h: int4_group_params, fp32_to_int4): the group's scale
+// before its fp16 rounding — (max − min) / 15, 1 when that is 0 or not finite,
+// capped at fp16's largest 65504 — and its zero point before rounding (min,
+// NaN -> 0, clamped to ±65504). The kernel rounds both to fp16, and takes 1
+// for a scale that rounds to 0.
+inline constexpr float kInt4Levels = 15.0f;
+inline constexpr float kFp16Max = 65504.0f;
+GPL_HOST_DEVICE float int4_raw_scale(float min, float max) {
+  float s = (max - min) / kInt4Levels;
+  if (!(s > 0.0f) || !(s <= 3.402823466e38f)) s = 1.0f;
+  return s < kFp16Max ? s : kFp16Max;
+}
+GPL_HOST_DEVICE float int4_raw_zero(float min) {
+  if (min != min) return 0.0f;
+  return min < -kFp16Max ? -kFp16Max : min > kFp16Max ? kFp16Max : min;
+}
+// round((x − zero) / scale) clamped to 0 … 15, half to even; NaN -> 0.
+GPL_HOST_DEVICE uint8_t int4_encode(float x, float scale, float zero) {
+  const float q = (x - zero) / scale;
+  if (q != q) return 0;
+  const float r = nearbyintf(q);
+  return static_cast<uint8_t>(r < 0.0f ? 0.0f : r > kInt4Levels ? kInt4Levels : r);
 }
 
 }  // namespace gpuledger::kv_codec

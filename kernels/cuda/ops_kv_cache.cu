@@ -3,7 +3,8 @@
 // ops_cached_attention.cpp):
 //   kv_cache_write   one block per (new token, KV head): reads the row in t,
 //                    the per-token-head scale (amax / qmax, block max) stored
-//                    beside the token, codes written byte by byte (scales and
+//                    beside the token (int4: a thread per group computes its
+//                    fp16 scale and zero point and writes its code pairs), codes written byte by byte (scales and
 //                    bf16 values may sit at odd offsets, as the layout allows);
 //                    `calibrate` first sets the fixed per-tensor / per-channel
 //                    scales from the amax over the whole write (one block per group);
@@ -36,9 +37,9 @@ constexpr int kAttnWarps = 4;
 
 // What the kernels need of a KvCacheView (plain data, passed by value).
 struct KvGeom {
-  int64_t Hkv, D, S, block_bytes, layer_offset, window, value_bytes, fixed_per_tensor;
+  int64_t Hkv, D, S, block_bytes, layer_offset, window, row_bytes, scale_bytes, fixed_per_tensor, group;
   int format;  // KvFormat
-  bool token_scales, per_channel;
+  bool token_scales, group_scales, per_channel;
   float* fixed;  // the layer's K scales, then V scales; null when none
   float qmax;
 };
@@ -50,20 +51,23 @@ KvGeom geom_of(const KvCacheView& c) {
                 c.block_bytes,
                 c.layer_offset_bytes,
                 c.window ? *c.window : 0,
-                c.value_bytes(),
+                c.row_bytes(),
+                c.token_head_scale_bytes(),
                 c.fixed_per_tensor(),
+                c.group,
                 static_cast<int>(c.format),
                 c.token_scales(),
+                c.group_scales(),
                 c.scales == KvScales::kPerChannel,
                 c.fixed_scales,
                 kv_qmax(c.format)};
 }
 
 GPL_DEVICE int64_t value_offset(const KvGeom& g, int is_v, int64_t h, int64_t o) {
-  return (((is_v ? g.Hkv : 0) + h) * g.S + o) * g.D * g.value_bytes;
+  return (((is_v ? g.Hkv : 0) + h) * g.S + o) * g.row_bytes;
 }
 GPL_DEVICE int64_t scale_offset(const KvGeom& g, int is_v, int64_t h, int64_t o) {
-  return 2 * g.Hkv * g.S * g.D * g.value_bytes + (((is_v ? g.Hkv : 0) + h) * g.S + o) * 4;
+  return 2 * g.Hkv * g.S * g.row_bytes + (((is_v ? g.Hkv : 0) + h) * g.S + o) * g.scale_bytes;
 }
 // The fixed scale of element (h, d) of K or V.
 GPL_DEVICE float fixed_scale(const KvGeom& g, int is_v, int64_t h, int64_t d) {
@@ -89,6 +93,26 @@ __global__ void kv_write_kernel(const KvRowDev* rows, const E* k, const E* v, Kv
   for (int is_v = 0; is_v < 2; ++is_v) {
     const E* x = (is_v ? v : k) + row.src + h * row.head_stride;
     unsigned char* dst = row.sec + value_offset(g, is_v, h, row.o);
+    if (g.group_scales) {  // int4: a thread per group, its fp16 (scale, zero) then its code pairs
+      unsigned char* params = row.sec + scale_offset(g, is_v, h, row.o);
+      for (int64_t g0 = tid * g.group; g0 < g.D; g0 += nt * g.group) {
+        float mn = to_float(x[g0]), mx = mn;
+        for (int64_t d = g0; d < g0 + g.group; ++d) {
+          mn = fminf(mn, to_float(x[d]));
+          mx = fmaxf(mx, to_float(x[d]));
+        }
+        fp16 s16 = from_float<fp16>(kv_codec::int4_raw_scale(mn, mx));
+        if (!(to_float(s16) > 0.0f)) s16 = from_float<fp16>(1.0f);
+        const fp16 z16 = from_float<fp16>(kv_codec::int4_raw_zero(mn));
+        const float sc = to_float(s16), zero = to_float(z16);
+        memcpy(params + g0 / g.group * 4, &s16, 2);
+        memcpy(params + g0 / g.group * 4 + 2, &z16, 2);
+        for (int64_t d = g0; d < g0 + g.group; d += 2)
+          dst[d / 2] = static_cast<unsigned char>(kv_codec::int4_encode(to_float(x[d]), sc, zero) |
+                                                  (kv_codec::int4_encode(to_float(x[d + 1]), sc, zero) << 4));
+      }
+      continue;
+    }
     float token_scale = 1.0f;
     if (g.token_scales) {
       float amax = 0.0f;
@@ -158,6 +182,13 @@ GPL_DEVICE float kv_read(const KvGeom& g, const unsigned char* sec, int is_v, in
     float f;
     memcpy(&f, &bits, 4);
     return f;
+  }
+  if (g.group_scales) {  // int4: code · scale + zero of d's group
+    fp16 s16, z16;
+    const unsigned char* params = sec + scale_offset(g, is_v, h, o) + d / g.group * 4;
+    memcpy(&s16, params, 2);
+    memcpy(&z16, params + 2, 2);
+    return static_cast<float>((p[d / 2] >> (4 * (d % 2))) & 0xF) * to_float(s16) + to_float(z16);
   }
   const float sc = g.token_scales ? token_scale : fixed_scale(g, is_v, h, d);
   if (g.format == static_cast<int>(KvFormat::kFP8E4M3)) return kv_codec::fp8_e4m3_decode(p[d]) * sc;

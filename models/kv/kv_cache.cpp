@@ -39,6 +39,7 @@ KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) cons
   c.scales = geom_.scales;
   c.Hkv = geom_.kv_heads;
   c.D = geom_.head_dim;
+  c.group = geom_.group;
   c.block_tokens = region_tokens();
   c.block_bytes = region_bytes();
   c.layer_offset_bytes = layer * c.block_tokens * geom_.layer_token_bytes();

@@ -21,6 +21,11 @@
 //     that first prefill batch, all heads and channels) and fixed from then on,
 //     as vLLM's calculate_kv_scales option sets k_scale and v_scale from the
 //     first forward pass (vLLM divides amax by a headroom constant; we use qmax).
+//   - per group (int4 only, asymmetric): for each token, layer, KV head and
+//     group of G consecutive channels, an fp16 scale (max − min) / 15 and an
+//     fp16 zero point (min) — KIVI's per-token grouping (Liu et al. 2024),
+//     applied to keys and values alike; stored beside the token, so part of
+//     the per-token bytes: 2·L_i·k_t·(d/2 + (d/G)·4).
 //   - per channel: one K and one V scale per (layer, KV head, dim) (2·L_i·k_t·d
 //     fp32 per rank), calibrated on the first write to that layer (amax per
 //     channel over its tokens) and fixed from then on. Keys have a few outlier
@@ -44,15 +49,17 @@ struct KvGeometry {
   int64_t head_dim = 0;  // d
   KvFormat format = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;  // ignored for bf16
+  int64_t group = kKvDefaultGroup;            // G: channels per scale group (per-group scales)
 
-  // K and V values of one token: 2 · L_i · k_t · d · bytes(format).
-  int64_t value_bytes_per_token() const { return 2 * layers * kv_heads * head_dim * kv_format_bytes(format); }
-  // Scales that travel with a token: 2 · L_i · k_t fp32 per token-head, else 0.
+  // K and V values of one token: 2 · L_i · k_t · d · bytes(format) (d/2 bytes per head for int4).
+  int64_t value_bytes_per_token() const { return 2 * layers * kv_heads * kv_values_bytes(format, head_dim); }
+  // Scales that travel with a token: 2 · L_i · k_t fp32 per token-head,
+  // 2 · L_i · k_t · (d/G) · 4 (fp16 scale and zero) per group, else 0.
   int64_t scale_bytes_per_token() const;
   // What a token costs in a block or a reservation: values + per-token scales.
   int64_t token_bytes() const { return value_bytes_per_token() + scale_bytes_per_token(); }
   // One layer's share of token_bytes (the stride of a layer section per slot).
-  int64_t layer_token_bytes() const { return kv_layer_token_bytes(format, scales, kv_heads, head_dim); }
+  int64_t layer_token_bytes() const { return kv_layer_token_bytes(format, scales, kv_heads, head_dim, group); }
   // Fixed scales per layer for K (as many again for V): 1 per tensor, k_t·d per channel.
   int64_t fixed_scales_per_layer() const { return kv_fixed_scales_per_layer(format, scales, kv_heads, head_dim); }
   // Scales held once per rank: 2 · L_i · fixed_scales_per_layer fp32.
@@ -61,23 +68,26 @@ struct KvGeometry {
 
 // The geometry of pipeline stage `stage` under `layout` (its layers, k_t heads).
 KvGeometry kv_geometry(const ModelConfig& m, const Layout& layout, KvFormat format,
-                       KvScales scales = KvScales::kPerTokenHead, int64_t stage = 0);
+                       KvScales scales = KvScales::kPerTokenHead, int64_t stage = 0, int64_t group = kKvDefaultGroup);
 
 // ---- host quantization (the reference of the device write) ----
 
 // A quantized (tokens, heads, dim) tensor: codes in the format (bf16: 2 bytes
 // per value, little-endian) and the scales of its granularity — (tokens, heads)
 // per token-head, 1 per tensor, (heads, dim) per channel, none for bf16 — each
-// computed from this tensor as the first write would.
+// computed from this tensor as the first write would. int4 (per group): codes
+// two per byte (even channel in the low nibble), scale_values and zero_values
+// (tokens, heads, dim / group), the fp32 values of the stored fp16 ones.
 struct QuantizedKv {
   KvFormat format = KvFormat::kBF16;
   KvScales scales = KvScales::kPerTokenHead;
-  int64_t tokens = 0, heads = 0, dim = 0;
+  int64_t tokens = 0, heads = 0, dim = 0, group = kKvDefaultGroup;
   std::vector<uint8_t> codes;
-  std::vector<float> scale_values;
+  std::vector<float> scale_values, zero_values;
 };
 
-QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format, KvScales scales);
+QuantizedKv quantize_kv(const float* x, int64_t tokens, int64_t heads, int64_t dim, KvFormat format, KvScales scales,
+                        int64_t group = kKvDefaultGroup);
 std::vector<float> dequantize_kv(const QuantizedKv& q);
 
 }  // namespace gpuledger::kv

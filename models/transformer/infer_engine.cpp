@@ -385,6 +385,7 @@ KvErrorResult kv_attention_error(Device& device, const kv::KvGeometry& geometry,
   g.layers = 1;
   kv::KvGeometry ref = g;
   ref.format = KvFormat::kBF16;
+  ref.scales = KvScales::kPerTokenHead;  // bf16 has no scales; per group is int4's alone
   const int64_t B = 16, blocks = (context + B - 1) / B + 1;
   kv::PagedKvCache test(device, g, blocks, B), base(device, ref, blocks, B);
   test.add_sequence(0, context);

@@ -75,13 +75,14 @@ TEST(KvCache, TensorParallelSplitsThenReplicates) {
 
 TEST(KvCache, NamesRoundTrip) {
   for (auto k : {KvLayout::kContiguous, KvLayout::kPaged}) EXPECT_EQ(kv_layout_from_name(kv_layout_name(k)), k);
-  for (auto t : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8})
+  for (auto t : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4})
     EXPECT_EQ(kv_format_from_name(kv_format_name(t)), t);
-  for (auto s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel})
+  for (auto s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel, KvScales::kPerGroup})
     EXPECT_EQ(kv_scales_from_name(kv_scales_name(s)), s);
   EXPECT_FALSE(kv_format_from_name("fp4"));
-  EXPECT_EQ(kv_format_bytes(KvFormat::kFP8E4M3), 1);
-  EXPECT_EQ(kv_format_bytes(KvFormat::kBF16), 2);
+  EXPECT_EQ(kv_values_bytes(KvFormat::kFP8E4M3, 128), 128);
+  EXPECT_EQ(kv_values_bytes(KvFormat::kBF16, 128), 256);
+  EXPECT_EQ(kv_values_bytes(KvFormat::kInt4, 128), 64);  // two codes per byte
 }
 
 TEST(KvCache, PagedRoundsUpToBlocksPlusTheNullBlock) {

@@ -39,7 +39,7 @@ TEST(CliInfer, PagedReportHoldsTheKvFiguresAndPassesItsChecks) {
   EXPECT_EQ(doc["summary"]["prefill"]["tokens"], 4 * 10);
   EXPECT_EQ(doc["summary"]["kv_bytes_per_token"], kTokenBytes);
   EXPECT_TRUE(doc["summary"]["peak_bandwidth"].is_number());  // measured by this run
-  ASSERT_EQ(doc["checks"].size(), 5u);
+  ASSERT_EQ(doc["checks"].size(), 6u);
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
 }
 
@@ -162,6 +162,29 @@ TEST(CliInfer, ArrivalsGiveLatencyPercentilesAndPrefixHits) {
   EXPECT_NE(table.out.find("queueing included"), std::string::npos);
 }
 
+TEST(CliInfer, Int4CacheBytesMeasuredEqualTheBudget) {
+  // tiny-llama (L 2, k_t 2, d 16), int4 groups of 8: values 2·2·2·16/2 = 64 B,
+  // (scale, zero) fp16 pairs 2·2·2·(16/8)·4 = 64 B: 128 B per token.
+  auto r = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "int4",
+                    "--kv-group-size", "8", "--requests", "4", "--prompt-len", "10", "--gen-len", "6", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  EXPECT_EQ(doc["summary"]["kv_bytes_per_token"], 128);
+  EXPECT_EQ(doc["summary"]["kv_scale_bytes_per_token"], 64);
+  const auto& kv = doc["ranks"][0]["measured"]["kv"];
+  EXPECT_EQ(kv["peak_assigned_bytes"], 5 * 16 * 128);  // one block each + the null block
+  EXPECT_EQ(kv["peak_token_bytes"], 4 * 15 * 128);
+  EXPECT_EQ(doc["ranks"][0]["analytic"]["kv_bytes_per_token"], 128);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  // int4's attention error is measured beside the run, and larger than int8's.
+  const double int4_rms = doc["summary"]["kv_error"]["rms"].get<double>();
+  auto r8 = run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "int8", "--requests",
+                     "4", "--prompt-len", "10", "--gen-len", "6", "--json", "-"});
+  ASSERT_EQ(r8.status, 0) << r8.err;
+  EXPECT_GT(int4_rms, 2 * r8.json()["summary"]["kv_error"]["rms"].get<double>());
+  EXPECT_GT(int4_rms, 0.0);
+}
+
 TEST(CliInfer, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama"}).status, 2);  // no device memory
   EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--tp", "2"}).status, 2);
@@ -187,6 +210,8 @@ TEST(CliInfer, UsageErrorsExitTwo) {
                      "--arrival-rate", "5"})
                 .status,
             2);
+  // int4's default group of 32 does not divide tiny-llama's head dim 16
+  EXPECT_EQ(run_cli({"infer", "--model", "tiny-llama", "--device-memory", "64Mi", "--kv-dtype", "int4"}).status, 2);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // Expected figures are published ones or computed here by hand.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -166,6 +168,42 @@ std::string fmt_line(int64_t blocks) {
                 static_cast<long long>(tokens % 1000));
   return std::string("GPU KV cache size: ") + count +
          " tokens; Maximum concurrency for 8,192 tokens per request: " + conc;
+}
+
+TEST(CliKv, Int4BytesPerTokenWithGroupScales) {
+  // Llama-3-8B, one rank: values 2·32·8·128/2 = 32,768 B; per group of G an
+  // fp16 scale and zero (4 B): 2·32·8·(128/G)·4 = 8,192 B at G = 32, 4,096 B at 64.
+  for (const auto& [group, scale_bytes, per_element] :
+       {std::tuple<const char*, int64_t, double>{"32", 8192, 0.625}, {"64", 4096, 0.5625}}) {
+    auto r = run_cli({"kv", "--model", "llama3-8b", "--kv-dtype", "int4", "--kv-group-size", group, "--context", "100",
+                      "--json", "-"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    EXPECT_EQ(doc["config"]["kv"]["scales"], "group");
+    EXPECT_EQ(doc["config"]["kv"]["group_size"], std::stoll(group));
+    EXPECT_EQ(doc["summary"]["kv_bytes_per_token"], 32768);
+    EXPECT_EQ(doc["summary"]["kv_scale_bytes_per_token"], scale_bytes);
+    EXPECT_EQ(doc["summary"]["kv_bytes_per_element"].get<double>(), per_element);
+    // paged, B = 16: (⌈100/16⌉ + 1 null) blocks of 16 tokens
+    EXPECT_EQ(doc["summary"]["kv_reserved_bytes"], 8 * 16 * (32768 + scale_bytes));
+  }
+}
+
+TEST(CliKv, Int4BadGroupOrScalesExitTwo) {
+  auto bad = [](std::initializer_list<const char*> extra) {
+    std::vector<std::string> args = {"kv", "--model", "llama3-8b"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  for (auto r :
+       {bad({"--kv-dtype", "int4", "--kv-group-size", "48"}),  // does not divide 128
+        bad({"--kv-dtype", "int4", "--kv-group-size", "1"}),   // below 2
+        bad({"--kv-dtype", "int4", "--kv-scales", "channel"}), bad({"--kv-dtype", "int8", "--kv-scales", "group"})}) {
+    EXPECT_EQ(r.status, 2);
+    EXPECT_FALSE(r.err.empty());
+  }
+  EXPECT_NE(bad({"--kv-dtype", "int4", "--kv-group-size", "48"}).err.find("divide the head dim 128"),
+            std::string::npos);
 }
 
 TEST(CliKv, CapacityUnderTheMemoryRule) {

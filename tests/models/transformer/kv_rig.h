@@ -20,6 +20,7 @@ inline analytic::KvOptions analytic_options(KvLayout layout, const KvGeometry& g
   o.layout = layout;
   o.dtype = g.format;
   o.scales = g.scales;
+  o.group = g.group;
   o.block = block;
   o.max_model_len = max_model_len;
   return o;

@@ -42,6 +42,8 @@ const Case kCases[] = {
     {"llama2-7b", 4, 1, KvFormat::kInt8, KvScales::kPerTokenHead},
     {"mistral-7b", 1, 1, KvFormat::kBF16, KvScales::kPerTokenHead},  // window 4096
     {"mistral-7b", 2, 1, KvFormat::kFP8E4M3, KvScales::kPerChannel},
+    {"llama3-8b", 2, 1, KvFormat::kInt4, KvScales::kPerGroup},  // group 32
+    {"mistral-7b", 1, 2, KvFormat::kInt4, KvScales::kPerGroup},
 };
 
 KvGeometry geometry(const Case& c) {
@@ -233,20 +235,24 @@ TEST(KvCapacity, FillingThePoolMatchesTheFormula) {
 
 TEST(KvCacheLedger, CpuAndMetaBookTheSameBytes) {
   const ModelConfig m = load_model("tiny-llama");
-  for (KvFormat f : {KvFormat::kBF16, KvFormat::kInt8})
-    for (KvScales s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel}) {
-      const KvGeometry g = kv_geometry(m, Layout{}, f, s);
-      Ledger lc, lm;
-      auto cpu = make_device("cpu", lc);
-      auto meta = make_device("meta", lm);
-      PagedKvCache a(*cpu, g, 9, 4), b(*meta, g, 9, 4);
-      ContiguousKvCache c(*cpu, g, 64), d(*meta, g, 64);
-      ASSERT_TRUE(c.add_sequence(0, 5));
-      ASSERT_TRUE(d.add_sequence(0, 5));
-      EXPECT_EQ(lc.live(Account::kKv), lm.live(Account::kKv));
-      EXPECT_EQ(lc.count(Account::kKv), lm.count(Account::kKv));
-      EXPECT_EQ(lc.live(Account::kKv), 2 * g.fixed_scale_bytes() + 9 * 4 * g.token_bytes() + 64 * g.token_bytes());
-    }
+  const std::pair<KvFormat, KvScales> formats[] = {{KvFormat::kBF16, KvScales::kPerTokenHead},
+                                                   {KvFormat::kInt8, KvScales::kPerTensor},
+                                                   {KvFormat::kInt8, KvScales::kPerTokenHead},
+                                                   {KvFormat::kInt8, KvScales::kPerChannel},
+                                                   {KvFormat::kInt4, KvScales::kPerGroup}};
+  for (const auto& [f, s] : formats) {
+    const KvGeometry g = kv_geometry(m, Layout{}, f, s, 0, 8);
+    Ledger lc, lm;
+    auto cpu = make_device("cpu", lc);
+    auto meta = make_device("meta", lm);
+    PagedKvCache a(*cpu, g, 9, 4), b(*meta, g, 9, 4);
+    ContiguousKvCache c(*cpu, g, 64), d(*meta, g, 64);
+    ASSERT_TRUE(c.add_sequence(0, 5));
+    ASSERT_TRUE(d.add_sequence(0, 5));
+    EXPECT_EQ(lc.live(Account::kKv), lm.live(Account::kKv));
+    EXPECT_EQ(lc.count(Account::kKv), lm.count(Account::kKv));
+    EXPECT_EQ(lc.live(Account::kKv), 2 * g.fixed_scale_bytes() + 9 * 4 * g.token_bytes() + 64 * g.token_bytes());
+  }
 }
 
 // ---- the device write: layout and codes against the host quantizer ----
@@ -258,68 +264,80 @@ TEST(KvCacheWrite, CodesAndScalesMatchTheHostQuantizer) {
   g.layers = 2;
   g.kv_heads = 2;
   g.head_dim = 8;
+  g.group = 4;  // int4: two groups per head
   const int64_t H = g.kv_heads, D = g.head_dim, B = 4;
   const std::vector<int64_t> lens = {6, 3};
+  std::vector<std::pair<KvFormat, KvScales>> formats = {{KvFormat::kInt4, KvScales::kPerGroup}};
   for (KvFormat f : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8})
-    for (KvScales s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel}) {
-      SCOPED_TRACE(std::string(kv_format_name(f)) + "/" + std::string(kv_scales_name(s)));
-      g.format = f;
-      g.scales = s;
-      Ledger ledger;
-      auto dev = make_device("cpu", ledger);
-      PagedKvCache cache(*dev, g, 8, B);
-      ASSERT_TRUE(cache.add_sequence(10, lens[0]));
-      ASSERT_TRUE(cache.add_sequence(20, lens[1]));
-      // k, v per sequence (H, n, D); the host reference takes (tokens, heads, dim) of both.
-      const int64_t total = (lens[0] + lens[1]) * H * D;
-      const auto k = testing::randn(static_cast<size_t>(total), 3, 2.0f);
-      const auto v = testing::randn(static_cast<size_t>(total), 4, 0.5f);
-      auto to_thd = [&](const std::vector<float>& x) {
-        std::vector<float> y(x.size());
-        int64_t off = 0, row = 0;
-        for (int64_t n : lens) {
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t t = 0; t < n; ++t)
-              for (int64_t d = 0; d < D; ++d)
-                y[static_cast<size_t>(((row + t) * H + h) * D + d)] = x[static_cast<size_t>(off + (h * n + t) * D + d)];
-          off += H * n * D;
-          row += n;
-        }
-        return y;
-      };
-      const auto kq = quantize_kv(to_thd(k).data(), lens[0] + lens[1], H, D, f, s);
-      const auto vq = quantize_kv(to_thd(v).data(), lens[0] + lens[1], H, D, f, s);
-      Buffer kb = testing::upload(*dev, k, DType::kFP32), vb = testing::upload(*dev, v, DType::kFP32);
-      const std::vector<SeqStep> step = {{10, lens[0]}, {20, lens[1]}};
-      cache.write(1, step, kb.data(), vb.data(), DType::kFP32);
-
-      const KvCacheView c = cache.view(1, step);
-      const int64_t e = kv_format_bytes(f);
-      int64_t row = 0;
-      for (size_t b = 0; b < c.seqs.size(); ++b) {
-        for (int64_t t = 0; t < lens[b]; ++t, ++row)
-          for (int64_t h = 0; h < H; ++h)
-            for (int is_v = 0; is_v < 2; ++is_v) {
-              const QuantizedKv& ref = is_v ? vq : kq;
-              const char* sec = c.section(c.seqs[b], t);
-              const int64_t o = t % B;
-              const size_t ri = static_cast<size_t>((row * H + h) * D);
-              ASSERT_EQ(std::memcmp(sec + c.value_offset(is_v, h, o), ref.codes.data() + ri * e, D * e), 0)
-                  << "seq " << b << " token " << t << " head " << h << (is_v ? " V" : " K");
-              if (c.token_scales()) {
-                float sc;
-                std::memcpy(&sc, sec + c.scale_offset(is_v, h, o), 4);
-                EXPECT_EQ(sc, ref.scale_values[static_cast<size_t>(row * H + h)]);
-              }
-            }
+    for (KvScales s : {KvScales::kPerTensor, KvScales::kPerTokenHead, KvScales::kPerChannel}) formats.push_back({f, s});
+  for (const auto& [f, s] : formats) {
+    SCOPED_TRACE(std::string(kv_format_name(f)) + "/" + std::string(kv_scales_name(s)));
+    g.format = f;
+    g.scales = s;
+    Ledger ledger;
+    auto dev = make_device("cpu", ledger);
+    PagedKvCache cache(*dev, g, 8, B);
+    ASSERT_TRUE(cache.add_sequence(10, lens[0]));
+    ASSERT_TRUE(cache.add_sequence(20, lens[1]));
+    // k, v per sequence (H, n, D); the host reference takes (tokens, heads, dim) of both.
+    const int64_t total = (lens[0] + lens[1]) * H * D;
+    const auto k = testing::randn(static_cast<size_t>(total), 3, 2.0f);
+    const auto v = testing::randn(static_cast<size_t>(total), 4, 0.5f);
+    auto to_thd = [&](const std::vector<float>& x) {
+      std::vector<float> y(x.size());
+      int64_t off = 0, row = 0;
+      for (int64_t n : lens) {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t d = 0; d < D; ++d)
+              y[static_cast<size_t>(((row + t) * H + h) * D + d)] = x[static_cast<size_t>(off + (h * n + t) * D + d)];
+        off += H * n * D;
+        row += n;
       }
-      if (c.fixed_per_tensor() > 0) {
-        for (int64_t i = 0; i < c.fixed_per_tensor(); ++i) {
-          EXPECT_EQ(c.fixed_scales[i], kq.scale_values[static_cast<size_t>(i)]);
-          EXPECT_EQ(c.fixed_scales[c.fixed_per_tensor() + i], vq.scale_values[static_cast<size_t>(i)]);
-        }
+      return y;
+    };
+    const auto kq = quantize_kv(to_thd(k).data(), lens[0] + lens[1], H, D, f, s, g.group);
+    const auto vq = quantize_kv(to_thd(v).data(), lens[0] + lens[1], H, D, f, s, g.group);
+    Buffer kb = testing::upload(*dev, k, DType::kFP32), vb = testing::upload(*dev, v, DType::kFP32);
+    const std::vector<SeqStep> step = {{10, lens[0]}, {20, lens[1]}};
+    cache.write(1, step, kb.data(), vb.data(), DType::kFP32);
+
+    const KvCacheView c = cache.view(1, step);
+    const int64_t row_bytes = kv_values_bytes(f, D);
+    int64_t row = 0;
+    for (size_t b = 0; b < c.seqs.size(); ++b) {
+      for (int64_t t = 0; t < lens[b]; ++t, ++row)
+        for (int64_t h = 0; h < H; ++h)
+          for (int is_v = 0; is_v < 2; ++is_v) {
+            const QuantizedKv& ref = is_v ? vq : kq;
+            const char* sec = c.section(c.seqs[b], t);
+            const int64_t o = t % B;
+            const size_t ri = static_cast<size_t>((row * H + h) * D);
+            ASSERT_EQ(std::memcmp(sec + c.value_offset(is_v, h, o), ref.codes.data() + kv_values_bytes(f, ri),
+                                  static_cast<size_t>(row_bytes)),
+                      0)
+                << "seq " << b << " token " << t << " head " << h << (is_v ? " V" : " K");
+            if (c.token_scales()) {
+              float sc;
+              std::memcpy(&sc, sec + c.scale_offset(is_v, h, o), 4);
+              EXPECT_EQ(sc, ref.scale_values[static_cast<size_t>(row * H + h)]);
+            }
+            for (int64_t gi = 0; c.group_scales() && gi < D / g.group; ++gi) {  // fp16 (scale, zero) pairs
+              uint16_t sz[2];
+              std::memcpy(sz, sec + c.scale_offset(is_v, h, o) + gi * kKvGroupParamBytes, 4);
+              const size_t ref_group = static_cast<size_t>((row * H + h) * (D / g.group) + gi);
+              EXPECT_EQ(fp16_to_fp32(sz[0]), ref.scale_values[ref_group]);
+              EXPECT_EQ(fp16_to_fp32(sz[1]), ref.zero_values[ref_group]);
+            }
+          }
+    }
+    if (c.fixed_per_tensor() > 0) {
+      for (int64_t i = 0; i < c.fixed_per_tensor(); ++i) {
+        EXPECT_EQ(c.fixed_scales[i], kq.scale_values[static_cast<size_t>(i)]);
+        EXPECT_EQ(c.fixed_scales[c.fixed_per_tensor() + i], vq.scale_values[static_cast<size_t>(i)]);
       }
     }
+  }
 }
 
 TEST(KvCacheView, RejectsStepsThatCannotBeExact) {

@@ -170,6 +170,63 @@ TEST(HostQuantizer, ErrorBoundsPerGranularity) {
   }
 }
 
+// ---- int4, asymmetric per group ----
+
+TEST(Int4Group, HandComputedCodes) {
+  // Group {−1, 0, 0.5, 2}: scale (2 − (−1)) / 15 = 0.2, zero −1 (both exact
+  // enough in fp16: 0.2 rounds to 0.199951171875). Codes round((x + 1) / s).
+  const Int4Group p = int4_group_params(-1.0f, 2.0f);
+  EXPECT_EQ(p.scale, 0.199951171875f);
+  EXPECT_EQ(p.zero, -1.0f);
+  EXPECT_EQ(fp16_to_fp32(p.scale_fp16), p.scale);
+  EXPECT_EQ(fp32_to_int4(-1.0f, p.scale, p.zero), 0);
+  EXPECT_EQ(fp32_to_int4(0.0f, p.scale, p.zero), 5);   // 1 / 0.19995 = 5.0012
+  EXPECT_EQ(fp32_to_int4(0.5f, p.scale, p.zero), 8);   // 7.5018 -> 8
+  EXPECT_EQ(fp32_to_int4(2.0f, p.scale, p.zero), 15);  // 15.0037 -> 15
+  EXPECT_EQ(fp32_to_int4(9.0f, p.scale, p.zero), 15);  // clamps
+  EXPECT_EQ(fp32_to_int4(-9.0f, p.scale, p.zero), 0);
+  EXPECT_EQ(fp32_to_int4(std::nanf(""), p.scale, p.zero), 0);
+  // A constant group: scale 1, every value reads back as the zero point, exactly.
+  const Int4Group c = int4_group_params(0.75f, 0.75f);
+  EXPECT_EQ(c.scale, 1.0f);
+  EXPECT_EQ(c.zero, 0.75f);
+  EXPECT_EQ(fp32_to_int4(0.75f, c.scale, c.zero), 0);
+}
+
+TEST(Int4Group, PackUnpackRoundTripAndErrorBoundPerGroup) {
+  const int64_t T = 5, H = 3, D = 64;
+  const auto x = random_kv(T * H * D, 17, 3.0f);
+  for (int64_t G : {2, 8, 32, 64}) {
+    const auto q = quantize_kv(x.data(), T, H, D, KvFormat::kInt4, KvScales::kPerGroup, G);
+    ASSERT_EQ(q.codes.size(), static_cast<size_t>(T * H * D / 2));  // two codes per byte
+    ASSERT_EQ(q.scale_values.size(), static_cast<size_t>(T * H * D / G));
+    const auto y = dequantize_kv(q);
+    for (int64_t i = 0; i < T * H * D; ++i) {
+      const size_t g = static_cast<size_t>(i / G);
+      const int code = (q.codes[static_cast<size_t>(i / 2)] >> (4 * (i % 2))) & 0xF;
+      // The stored code is the one the codec gives from the stored scale and zero.
+      EXPECT_EQ(code, fp32_to_int4(x[static_cast<size_t>(i)], q.scale_values[g], q.zero_values[g]));
+      float mn = x[g * G], mx = x[g * G];
+      for (int64_t j = static_cast<int64_t>(g) * G; j < static_cast<int64_t>(g + 1) * G; ++j) {
+        mn = std::min(mn, x[static_cast<size_t>(j)]);
+        mx = std::max(mx, x[static_cast<size_t>(j)]);
+      }
+      // Half a step of the stored scale, plus what fp16 rounding of the zero
+      // point and of the scale (15 steps up) can move the grid, plus fp32 slack.
+      const float s = q.scale_values[g];
+      const float bound = 0.5f * s + std::fabs(mn - q.zero_values[g]) + 15.0f * std::fabs((mx - mn) / 15.0f - s);
+      EXPECT_LE(std::fabs(y[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), bound * (1 + 1e-5f) + 1e-6f)
+          << "G " << G << " element " << i;
+      // and the step itself is the group's range / 15, to fp16 precision
+      EXPECT_NEAR(s, (mx - mn) / 15.0f, (mx - mn) / 15.0f * 0x1p-11f);
+    }
+  }
+  // Bad groups: odd, or not dividing D.
+  EXPECT_THROW(quantize_kv(x.data(), T, H, D, KvFormat::kInt4, KvScales::kPerGroup, 3), std::invalid_argument);
+  EXPECT_THROW(quantize_kv(x.data(), T, H, D, KvFormat::kInt4, KvScales::kPerGroup, 48), std::invalid_argument);
+  EXPECT_THROW(quantize_kv(x.data(), T, H, D, KvFormat::kInt4, KvScales::kPerTokenHead), std::invalid_argument);
+}
+
 TEST(HostQuantizer, BF16IsPlainRounding) {
   const std::vector<float> x = {1.0f, -2.5f, 3.14159265f, 1e-3f};
   const auto q = quantize_kv(x.data(), 1, 1, 4, KvFormat::kBF16, KvScales::kPerTensor);
@@ -204,6 +261,18 @@ TEST(KvGeometry, BytesMatchTheAnalyticFormulaToTheByte) {
             EXPECT_EQ(g.fixed_scale_bytes(), analytic::kv_scale_bytes_fixed(m, l, o));
             EXPECT_EQ(g.layer_token_bytes() * g.layers, g.token_bytes());
           }
+        for (int64_t G : {2, 16, 32, 64}) {  // int4, per group
+          if (m.head_dim % G != 0) continue;
+          const KvGeometry g = kv_geometry(m, l, KvFormat::kInt4, KvScales::kPerGroup, 0, G);
+          const auto o = testing::analytic_options(KvLayout::kPaged, g);
+          SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " int4 G " +
+                       std::to_string(G));
+          EXPECT_EQ(g.value_bytes_per_token(), analytic::kv_bytes_per_token(m, l, o.dtype));
+          EXPECT_EQ(g.scale_bytes_per_token(), analytic::kv_scale_bytes_per_token(m, l, o));
+          EXPECT_EQ(g.fixed_scale_bytes(), 0);
+          EXPECT_EQ(analytic::kv_scale_bytes_fixed(m, l, o), 0);
+          EXPECT_EQ(g.layer_token_bytes() * g.layers, g.token_bytes());
+        }
       }
     }
   }
@@ -219,6 +288,14 @@ TEST(KvGeometry, HandComputedFigures) {
   EXPECT_EQ(16 * fp8.token_bytes(), 1081344);  // a 16-token block
   EXPECT_EQ(kv_geometry(m, l, KvFormat::kFP8E4M3, KvScales::kPerTensor).fixed_scale_bytes(), 256);
   EXPECT_EQ(kv_geometry(m, l, KvFormat::kInt8, KvScales::kPerChannel).fixed_scale_bytes(), 2 * 32 * 8 * 128 * 4);
+  // int4, group 32: values 2·32·8·128/2 = 32768, (scale, zero) fp16 pairs
+  // 2·32·8·(128/32)·4 = 8192; 40960 B for 65536 elements = 0.625 B/element
+  // (1/2 + 4/32); group 64: 32768 + 4096 = 36864 B, 0.5625 B/element.
+  const KvGeometry i4 = kv_geometry(m, l, KvFormat::kInt4, KvScales::kPerGroup, 0, 32);
+  EXPECT_EQ(i4.value_bytes_per_token(), 32768);
+  EXPECT_EQ(i4.scale_bytes_per_token(), 8192);
+  EXPECT_EQ(static_cast<double>(i4.token_bytes()) / (2 * 32 * 8 * 128), 0.625);
+  EXPECT_EQ(kv_geometry(m, l, KvFormat::kInt4, KvScales::kPerGroup, 0, 64).token_bytes(), 36864);
   l.tp = 16;  // more ranks than KV heads: one replicated head per rank
   EXPECT_EQ(kv_geometry(m, l, KvFormat::kBF16).token_bytes(), 16384);
 }
