@@ -47,9 +47,9 @@ struct RunConfig {
   double lion_beta1 = 0.9;     // Lion's interpolation β1 (Chen et al. 2023, Alg. 1 default)
   double lion_beta2 = 0.99;    // Lion's momentum decay β2 (ibid.)
   double adagrad_eps = 1e-10;  // Adagrad's ε (torch.optim.Adagrad default)
-  double grad_clip = 1.0;  // global gradient-norm clipping (0 = off)
-  std::string init_from;   // --init-from: a Hugging Face checkpoint (folder or .safetensors); "": from seed
-  std::string tokens;      // --tokens: a token file (llm.c .bin or .npy); "": the synthetic chain
+  double grad_clip = 1.0;      // global gradient-norm clipping (0 = off)
+  std::string init_from;       // --init-from: a Hugging Face checkpoint (folder or .safetensors); "": from seed
+  std::string tokens;          // --tokens: a token file (llm.c .bin or .npy); "": the synthetic chain
 
   // Mixed precision: fp32 master weights exist only when dtype is 16-bit.
   bool has_master() const { return dtype != DType::kFP32; }
