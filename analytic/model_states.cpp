@@ -77,11 +77,26 @@ int64_t largest_module_elems(const std::vector<ParamUnit>& units) {
 
 }  // namespace
 
-double zero_paper_bytes(double psi, int zero_stage, int64_t nd) {
-  // Rajbhandari et al. 2020, §5 (Figure 1), K = 12 (fp32 master + Adam m, v):
+int64_t optimizer_state_bytes_per_param(const RunConfig& r) {
+  // The state each optimizer keeps per parameter, fp32 (4 bytes each):
+  // torch/optim/adamw.py exp_avg, exp_avg_sq; torch/optim/sgd.py
+  // momentum_buffer (none when momentum == 0); torch/optim/adagrad.py sum;
+  // Lion (Chen et al. 2023, Alg. 2) one momentum, exp_avg in lion-pytorch.
+  switch (r.optimizer) {
+    case OptimizerKind::kAdamW: return 8;
+    case OptimizerKind::kSGD: return r.momentum != 0.0 ? 4 : 0;
+    case OptimizerKind::kAdagrad: return 4;
+    case OptimizerKind::kLion: return 4;
+  }
+  return 0;
+}
+
+double zero_paper_bytes(double psi, int zero_stage, int64_t nd, double k) {
+  // Rajbhandari et al. 2020, §5 (Figure 1), K = 12 for Adam (fp32 master + m, v);
+  // §3.1 defines K as the optimizer's memory multiplier:
   // baseline (2 + 2 + K)Ψ; P_os 4Ψ + KΨ/Nd; P_os+g 2Ψ + (2 + K)Ψ/Nd;
   // P_os+g+p (2 + 2 + K)Ψ/Nd.
-  const double k = 12.0, n = static_cast<double>(nd);
+  const double n = static_cast<double>(nd);
   switch (zero_stage) {
     case 1: return 4.0 * psi + k * psi / n;
     case 2: return 2.0 * psi + (2.0 + k) * psi / n;
@@ -113,7 +128,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
-  b[Account::kOptim] = checked_mul(8, z >= 1 ? s_r : p_r, "optimizer state bytes");  // Adam m and v, fp32
+  b[Account::kOptim] = checked_mul(optimizer_state_bytes_per_param(r), z >= 1 ? s_r : p_r, "optimizer state bytes");
   return b;
 }
 
@@ -125,17 +140,27 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
   const double n = static_cast<double>(l.dp);
   std::vector<Published> out;
 
-  out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, l.dp),
-                 "Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam holds 2Ψ + 2Ψ + KΨ, "
-                 "K = 12; Ψ = this rank's parameters (" +
-                     std::to_string(p_r) + ")"});
+  // The paper's K: Adam's 12 (fp32 master, m, v); for another optimizer the
+  // same count of its fp32 master and states, 4 + its state bytes (§3.1
+  // defines K as the optimizer's memory multiplier).
+  const bool adam = r.optimizer == OptimizerKind::kAdamW;
+  const int64_t k = adam ? 12 : 4 + optimizer_state_bytes_per_param(r);
+  const std::string k_text =
+      adam ? "K = 12"
+           : "K = " + std::to_string(k) + " (fp32 master + " + std::string(optimizer_name(r.optimizer)) + " state)";
+  out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, l.dp, static_cast<double>(k)),
+                 std::string("Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision ") + (adam ? "Adam" : "training") +
+                     " holds 2Ψ + 2Ψ + KΨ, " + k_text + "; Ψ = this rank's parameters (" + std::to_string(p_r) + ")"});
   static const char* kRow[] = {"", "zero1", "zero2", "zero3"};
-  static const char* kForm[] = {"", "4Ψ + 12Ψ/Nd", "2Ψ + 14Ψ/Nd", "16Ψ/Nd"};
+  static const char* kAdamForm[] = {"", "4Ψ + 12Ψ/Nd", "2Ψ + 14Ψ/Nd", "16Ψ/Nd"};
+  static const char* kForm[] = {"", "4Ψ + KΨ/Nd", "2Ψ + (2 + K)Ψ/Nd", "(4 + K)Ψ/Nd"};
   if (l.zero >= 1 && l.zero <= 3) {
-    out.push_back({kRow[l.zero], zero_paper_bytes(psi, l.zero, l.dp),
-                   std::string("Rajbhandari et al. 2020 (ZeRO), §5 / Figure 1: ") + kForm[l.zero] +
-                       ", K = 12, Nd = dp = " + std::to_string(l.dp)});
+    out.push_back({kRow[l.zero], zero_paper_bytes(psi, l.zero, l.dp, static_cast<double>(k)),
+                   std::string("Rajbhandari et al. 2020 (ZeRO), §5 / Figure 1: ") + (adam ? kAdamForm : kForm)[l.zero] +
+                       ", " + k_text + ", Nd = dp = " + std::to_string(l.dp)});
   }
+  // Megatron-LM's and DeepSpeed's figures below count Adam's states: given for AdamW only.
+  if (!adam) return out;
 
   // Megatron-LM's weight+optimizer figure (analytic/megatron.h): 18 bytes per
   // parameter describes ZeRO 0 (no sharding, fp32 main grads); the

@@ -29,6 +29,16 @@ std::string_view attention_name(AttentionKind a) {
   return "?";
 }
 
+std::string_view optimizer_name(OptimizerKind o) {
+  switch (o) {
+    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSGD: return "sgd";
+    case OptimizerKind::kAdagrad: return "adagrad";
+    case OptimizerKind::kLion: return "lion";
+  }
+  return "?";
+}
+
 std::optional<Schedule> schedule_from_name(std::string_view n) {
   for (Schedule s : {Schedule::k1F1B, Schedule::kGPipe})
     if (schedule_name(s) == n) return s;
@@ -44,6 +54,12 @@ std::optional<Recompute> recompute_from_name(std::string_view n) {
 std::optional<AttentionKind> attention_from_name(std::string_view n) {
   for (AttentionKind a : {AttentionKind::kMaterialized, AttentionKind::kFlash})
     if (attention_name(a) == n) return a;
+  return std::nullopt;
+}
+
+std::optional<OptimizerKind> optimizer_from_name(std::string_view n) {
+  for (OptimizerKind o : {OptimizerKind::kAdamW, OptimizerKind::kSGD, OptimizerKind::kAdagrad, OptimizerKind::kLion})
+    if (optimizer_name(o) == n) return o;
   return std::nullopt;
 }
 

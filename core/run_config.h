@@ -13,13 +13,18 @@ namespace gpuledger {
 enum class Schedule { k1F1B, kGPipe };
 enum class Recompute { kNone, kSelective, kFull };
 enum class AttentionKind { kMaterialized, kFlash };
+// The optimizer's update rule (parallel/zero/update_rule.h): AdamW, SGD with
+// momentum, Adagrad, Lion (docs/formulas/memory.md, bytes per parameter).
+enum class OptimizerKind { kAdamW, kSGD, kAdagrad, kLion };
 
 std::string_view schedule_name(Schedule s);        // "1f1b" | "gpipe"
 std::string_view recompute_name(Recompute r);      // "none" | "selective" | "full"
 std::string_view attention_name(AttentionKind a);  // "materialized" | "flash"
+std::string_view optimizer_name(OptimizerKind o);  // "adamw" | "sgd" | "adagrad" | "lion"
 std::optional<Schedule> schedule_from_name(std::string_view);
 std::optional<Recompute> recompute_from_name(std::string_view);
 std::optional<AttentionKind> attention_from_name(std::string_view);
+std::optional<OptimizerKind> optimizer_from_name(std::string_view);
 
 struct RunConfig {
   int64_t seq = 1024;        // s: tokens per sequence
@@ -35,11 +40,16 @@ struct RunConfig {
   double bucket_mb = 25.0;          // DP gradient bucket size (MiB)
   bool overlap_grad_reduce = true;  // DP buckets all-reduced during the backward (two staging slots)
   int64_t prefetch = 1;             // ZeRO-3 layers gathered ahead
-  double lr = 1e-3;                 // AdamW
-  double weight_decay = 0.0;
-  double grad_clip = 1.0;  // global gradient-norm clipping (0 = off)
-  std::string init_from;   // --init-from: a Hugging Face checkpoint (folder or .safetensors); "": from seed
-  std::string tokens;      // --tokens: a token file (llm.c .bin or .npy); "": the synthetic chain
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double lr = 1e-3;            // every optimizer's learning rate
+  double weight_decay = 0.0;   // on the matrices: decoupled (AdamW, Lion) or added to the gradient (SGD, Adagrad)
+  double momentum = 0.9;       // SGD (torch.optim.SGD momentum; 0 keeps no momentum buffer)
+  double lion_beta1 = 0.9;     // Lion's interpolation β1 (Chen et al. 2023, Alg. 1 default)
+  double lion_beta2 = 0.99;    // Lion's momentum decay β2 (ibid.)
+  double adagrad_eps = 1e-10;  // Adagrad's ε (torch.optim.Adagrad default)
+  double grad_clip = 1.0;      // global gradient-norm clipping (0 = off)
+  std::string init_from;       // --init-from: a Hugging Face checkpoint (folder or .safetensors); "": from seed
+  std::string tokens;          // --tokens: a token file (llm.c .bin or .npy); "": the synthetic chain
 
   // Mixed precision: fp32 master weights exist only when dtype is 16-bit.
   bool has_master() const { return dtype != DType::kFP32; }

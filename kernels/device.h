@@ -24,6 +24,7 @@
 
 #include "core/account.h"
 #include "core/dtype.h"
+#include "core/run_config.h"
 #include "kernels/kv_storage.h"
 #include "kernels/ledger.h"
 
@@ -94,16 +95,33 @@ struct AttnShape {
   float scale() const;
 };
 
-// One AdamW step as Device::adamw hands it to a backend: the hyperparameters,
-// checked, and Adam's bias corrections of step t (Kingma & Ba 2015, Alg. 1),
-// formed once in double (as PyTorch does on the host) and rounded to float.
-struct AdamwStep {
-  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+// An optimizer's hyperparameters as Device::optimizer_update takes them; each
+// rule reads its own (kernels/optimizer_rules.h):
+//   adamw:   lr, beta1, beta2, eps, weight_decay (decoupled)
+//   sgd:     lr, momentum (0: no momentum buffer), weight_decay (added to the gradient)
+//   adagrad: lr, eps, weight_decay (added to the gradient)
+//   lion:    lr, beta1, beta2, weight_decay (decoupled)
+struct OptimizerHyper {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, momentum = 0, weight_decay = 0;
+};
+
+// One optimizer step as Device::optimizer_update hands it to a backend: the
+// hyperparameters, checked, and for AdamW Adam's bias corrections of step t
+// (Kingma & Ba 2015, Alg. 1), formed once in double (as PyTorch does on the
+// host) and rounded to float (1 for the other rules).
+struct OptimizerStep {
+  OptimizerHyper hyper;
   int64_t step = 1;            // t, counted from 1
   float grad_scale = 1;        // multiplies the gradients first (clipping)
   float bias_correction1 = 1;  // 1 − β1^t
   float bias_correction2 = 1;  // 1 − β2^t
 };
+
+// The fp32 states per element each rule keeps (state1, state2 of
+// Device::optimizer_update): AdamW m and v; SGD the momentum buffer (none
+// with momentum 0); Adagrad the sum of squared gradients; Lion the momentum.
+int optimizer_state_count(const OptimizerHyper& h);
 
 struct MemoryInfo {
   std::optional<int64_t> free_bytes, total_bytes;  // what the device says (CUDA); none on cpu/meta
@@ -240,10 +258,16 @@ class Device {
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
                               int64_t V, float scale);
 
-  // AdamW (Loshchilov & Hutter 2019) on n elements. master fp32 (n) is the parameter
-  // (or the fp32 weights themselves when master == nullptr); weights (n) w_t receive
-  // the rounded update; grads (n) grad_t are multiplied by grad_scale first (clipping);
-  // moments m, v fp32 (n). step counts from 1.
+  // One optimizer step (kernels/optimizer_rules.h: AdamW, SGD, Adagrad, Lion)
+  // on n elements. master fp32 (n) is the parameter (or the fp32 weights
+  // themselves when master == nullptr); weights (n) w_t receive the rounded
+  // update; grads (n) grad_t are multiplied by grad_scale first (clipping);
+  // state1, state2 fp32 (n) are the rule's states (optimizer_state_count of
+  // them; the others may be null). step counts from 1. No FLOPs counted
+  // (element-wise; optimizer_flops_per_elem in flop_counts.h says how many).
+  void optimizer_update(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* state1,
+                        float* state2, int64_t n, const OptimizerHyper& hyper, int64_t step, float grad_scale);
+  // AdamW (Loshchilov & Hutter 2019): optimizer_update with moments m, v.
   void adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n,
              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
   // Σ x² of x (n) t in double, read back to the host (synchronizes).
@@ -308,7 +332,7 @@ class Device {
   // op of the same name and is called with its arguments checked
   // (kernels/op_checks.h); none counts FLOPs (the entry point does). Only
   // non-empty work arrives at gemm_impl (m, n, batch > 0), cross_entropy_*_impl
-  // (N > 0) and adamw_impl (n > 0), which gets the step's bias corrections formed. ----
+  // (N > 0) and optimizer_update_impl (n > 0), which gets the step checked and formed. ----
   virtual void gemm_impl(const GemmArgs& g) = 0;
   virtual void convert_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
   virtual void add_impl(void* out, const void* a, const void* b, DType t, int64_t n) = 0;
@@ -360,8 +384,8 @@ class Device {
                                           int64_t Vp, int64_t V) = 0;
   virtual void cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N,
                                            int64_t Vp, int64_t V, float scale) = 0;
-  virtual void adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
-                          int64_t n, const AdamwStep& update) = 0;
+  virtual void optimizer_update_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
+                                     float* state1, float* state2, int64_t n, const OptimizerStep& update) = 0;
   virtual double sum_squares_impl(const void* x, DType t, int64_t n) = 0;
   virtual void kv_cache_write_impl(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) = 0;
   virtual void cached_attention_impl(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) = 0;

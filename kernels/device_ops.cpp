@@ -166,13 +166,25 @@ void Device::cross_entropy_backward(float* dlogits, const float* logits, const i
   cross_entropy_backward_impl(dlogits, logits, targets, N, Vp, V, scale);
 }
 
+void Device::optimizer_update(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* state1,
+                              float* state2, int64_t n, const OptimizerHyper& hyper, int64_t step, float grad_scale) {
+  if (n <= 0) return;
+  const OptimizerStep update = optimizer_step(hyper, step, grad_scale);
+  if (touches_memory()) check_optimizer_buffers(hyper, master, weights, w_t, state1, state2);
+  optimizer_update_impl(master, weights, w_t, grads, grad_t, state1, state2, n, update);
+}
+
 void Device::adamw(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
                    int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                    float grad_scale) {
-  if (n <= 0) return;
-  const AdamwStep update = adamw_step(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
-  if (touches_memory()) check_adamw_weights(master, weights, w_t);
-  adamw_impl(master, weights, w_t, grads, grad_t, m, v, n, update);
+  OptimizerHyper h;
+  h.kind = OptimizerKind::kAdamW;
+  h.lr = lr;
+  h.beta1 = beta1;
+  h.beta2 = beta2;
+  h.eps = eps;
+  h.weight_decay = weight_decay;
+  optimizer_update(master, weights, w_t, grads, grad_t, m, v, n, h, step, grad_scale);
 }
 
 double Device::sum_squares(const void* x, DType t, int64_t n) { return sum_squares_impl(x, t, n); }

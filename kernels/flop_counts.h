@@ -34,4 +34,27 @@ inline int64_t cached_attention_flops(int64_t Hq, const KvCacheView& c) {
   return f;
 }
 
+// The optimizer update's FLOPs per parameter element, counted from the
+// arithmetic of kernels/optimizer_rules.h as written: every add, subtract,
+// multiply, divide, square root and sign once; the per-step constants
+// (1 − β, 1 − lr·wd, the bias corrections) are formed once per call, not per
+// element, and the gradient's clipping scale g·c counts 1. Element-wise, so
+// Device::executed_flops() leaves them out (as MFU conventions do); the
+// optimizer microbenchmark reports FLOP/s from them.
+//   AdamW   17: g·c 1; m = β1·m + (1−β1)·g 3; v = β2·v + (1−β2)·g·g 4;
+//               m/bc1, v/bc2 2; √, +ε, ÷, wd·p, +, lr·, p − 7
+//   SGD      7: g·c 1; g + wd·p 2; b = μ·b + g 2; p − lr·b 2  (5 without momentum: no μ·b + g)
+//   Adagrad 10: g·c 1; g + wd·p 2; s + g·g 2; √, +ε, ÷, lr·, p − 5
+//   Lion    11: g·c 1; c = β1·m + (1−β1)·g 3; sign 1; m = β2·m + (1−β2)·g 3;
+//               p·(1−lr·wd), lr·sign, − 3
+inline int64_t optimizer_flops_per_elem(const OptimizerHyper& h) {
+  switch (h.kind) {
+    case OptimizerKind::kAdamW: return 17;
+    case OptimizerKind::kSGD: return h.momentum != 0.0f ? 7 : 5;
+    case OptimizerKind::kAdagrad: return 10;
+    case OptimizerKind::kLion: return 11;
+  }
+  return 0;
+}
+
 }  // namespace gpuledger

@@ -84,25 +84,39 @@ void check_cached_attention_args(int64_t Hq, const KvCacheView& c, bool has_memo
   if (has_memory) check_kv_memory(c, "cached_attention", "queries");
 }
 
-void check_adamw_weights(const float* master, const void* weights, DType w_t) {
-  if (master == nullptr && (weights == nullptr || w_t != DType::kFP32))
-    throw std::invalid_argument("adamw: without a master copy the weights must be fp32");
+int optimizer_state_count(const OptimizerHyper& h) {
+  switch (h.kind) {
+    case OptimizerKind::kAdamW: return 2;
+    case OptimizerKind::kSGD: return h.momentum != 0.0f ? 1 : 0;
+    case OptimizerKind::kAdagrad: return 1;
+    case OptimizerKind::kLion: return 1;
+  }
+  return 0;
 }
 
-AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                     float grad_scale) {
-  if (step < 1) throw std::invalid_argument("adamw: step counts from 1, got " + std::to_string(step));
-  AdamwStep a;
-  a.lr = lr;
-  a.beta1 = beta1;
-  a.beta2 = beta2;
-  a.eps = eps;
-  a.weight_decay = weight_decay;
+void check_optimizer_buffers(const OptimizerHyper& h, const float* master, const void* weights, DType w_t,
+                             const float* state1, const float* state2) {
+  const std::string name(optimizer_name(h.kind));
+  if (master == nullptr && (weights == nullptr || w_t != DType::kFP32))
+    throw std::invalid_argument(name + ": without a master copy the weights must be fp32");
+  const int states = optimizer_state_count(h);
+  if ((states >= 1 && state1 == nullptr) || (states >= 2 && state2 == nullptr))
+    throw std::invalid_argument(name + ": needs " + std::to_string(states) + " state buffer(s)");
+}
+
+OptimizerStep optimizer_step(const OptimizerHyper& h, int64_t step, float grad_scale) {
+  if (step < 1)
+    throw std::invalid_argument(std::string(optimizer_name(h.kind)) + ": step counts from 1, got " +
+                                std::to_string(step));
+  OptimizerStep a;
+  a.hyper = h;
   a.step = step;
   a.grad_scale = grad_scale;
-  const double t = static_cast<double>(step);
-  a.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
-  a.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
+  if (h.kind == OptimizerKind::kAdamW) {
+    const double t = static_cast<double>(step);
+    a.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta1), t));
+    a.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta2), t));
+  }
   return a;
 }
 

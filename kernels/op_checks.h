@@ -41,9 +41,12 @@ void check_kv_cache_write_args(const KvCacheView& c, bool has_memory);
 // sequences with queries.
 void check_cached_attention_args(int64_t Hq, const KvCacheView& c, bool has_memory);
 
-// With memory: fp32 weights when there is no master copy (master == nullptr).
-void check_adamw_weights(const float* master, const void* weights, DType w_t);
-// The checked AdamW step: step >= 1, and the bias corrections 1 − β^t formed in double.
-AdamwStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+// With memory: fp32 weights when there is no master copy (master == nullptr),
+// and the rule's optimizer_state_count(h) states given. Messages start with the
+// optimizer's name.
+void check_optimizer_buffers(const OptimizerHyper& h, const float* master, const void* weights, DType w_t,
+                             const float* state1, const float* state2);
+// The checked step: step >= 1, and for AdamW the bias corrections 1 − β^t formed in double.
+OptimizerStep optimizer_step(const OptimizerHyper& h, int64_t step, float grad_scale);
 
 }  // namespace gpuledger

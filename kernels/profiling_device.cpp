@@ -224,9 +224,9 @@ void ProfilingDevice::cross_entropy_backward_impl(float* dlogits, const float* l
   op_timer.done();
 }
 
-void ProfilingDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v, int64_t n, const AdamwStep& update) {
-  OpTimer op_timer(*this, "adamw");
-  inner_->adamw(master, weights, w_t, grads, grad_t, m, v, n, update.lr, update.beta1, update.beta2, update.eps, update.weight_decay, update.step, update.grad_scale);
+void ProfilingDevice::optimizer_update_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* state1, float* state2, int64_t n, const OptimizerStep& update) {
+  OpTimer op_timer(*this, "optimizer_update");
+  inner_->optimizer_update(master, weights, w_t, grads, grad_t, state1, state2, n, update.hyper, update.step, update.grad_scale);
   op_timer.done();
 }
 

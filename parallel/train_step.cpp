@@ -1,7 +1,7 @@
 // Trainer (see train_step.h): one rank's training step for data, pipeline and
 // tensor parallelism and ZeRO 0-3, composed of one part per concern, each
 // described in its header: Params and StageModel (models/transformer), the
-// optimizer (zero/sharded_optimizer.h with zero/adamw.h), the DP sum
+// optimizer (zero/sharded_optimizer.h with zero/elementwise_rule.h), the DP sum
 // (dp/grad_sync.h: ZeRO 0 all-reduces buckets, ZeRO 1 reduce-scatters pieces
 // into the shards), the ZeRO 2 reduce-scatter (zero/grad_shards.h),
 // the ZeRO 3 gather (zero/param_gather.h), the schedule (pp/pipeline_executor.h)
@@ -30,7 +30,7 @@
 #include "parallel/finalize_grads.h"
 #include "parallel/hook_chain.h"
 #include "parallel/pp/pipeline_executor.h"
-#include "parallel/zero/adamw.h"
+#include "parallel/zero/elementwise_rule.h"
 #include "parallel/zero/grad_shards.h"
 #include "parallel/zero/param_gather.h"
 #include "parallel/zero/sharded_optimizer.h"
@@ -87,8 +87,7 @@ struct Trainer::Impl {
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, n, dp_rank});
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params);
-    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank,
-                                                   std::make_unique<AdamW>(d, r.lr, r.weight_decay));
+    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r));
     auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
     if (r.init_from.empty()) {
       params->initialise(r.seed, model.layers, load_master);

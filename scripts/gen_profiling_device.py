@@ -50,7 +50,7 @@ def ops():
     """Each op: its implementation's signature, and the call of the public entry point
     with the implementation's arguments. An argument of the entry point that the
     implementation does not take is a field of the one parameter the implementation
-    takes instead (adamw: the AdamwStep)."""
+    takes instead (optimizer_update: the OptimizerStep)."""
     src = DEVICE_H.read_text()
     start = src.index("// ---- the op table (")
     protected = src.index(" protected:", start)

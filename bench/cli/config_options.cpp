@@ -178,6 +178,17 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
           ->capture_default_str()
           ->check(CLI::Range(int64_t{0}, int64_t{1024}))
           ->group(kRunGroup);
+    case ConfigOption::kOptimizer:
+      return app.add_option("--optimizer", o.optimizer, "update rule (fp32 states: adamw 2, sgd 1, adagrad 1, lion 1)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"adamw", "sgd", "adagrad", "lion"}))
+          ->group(kRunGroup);
+    case ConfigOption::kMomentum:
+      // 0 keeps no momentum buffer (torch.optim.SGD), so it changes the
+      // optimizer state bytes: an option of plan too.
+      return finite_in(app.add_option("--momentum", o.run.momentum, "SGD momentum (0: plain SGD, no buffer)"), 0.0, 1.0)
+          ->capture_default_str()
+          ->group(kRunGroup);
     case ConfigOption::kDevice:
       return app.add_option("--device", o.device, "device preset (gpuledger devices)")->group(kDeviceGroup);
     case ConfigOption::kDeviceMemory:
@@ -310,6 +321,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   r.run.recompute = *recompute_from_name(o.recompute);
   r.run.attention = *attention_from_name(o.attention);
   r.run.dtype = *dtype_from_name(o.dtype);
+  r.run.optimizer = *optimizer_from_name(o.optimizer);
   if (!o.grad_dtype.empty())
     r.run.grad_dtype = *dtype_from_name(o.grad_dtype);
   else

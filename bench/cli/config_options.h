@@ -33,6 +33,7 @@ struct ConfigOptions {
   int64_t gbs = 0;  // global batch in sequences (0: use --microbatches)
   std::string schedule = "1f1b", recompute = "none", attention = "materialized";
   std::string dtype = "bf16", grad_dtype = "";
+  std::string optimizer = "adamw";
   std::optional<double> dropout;  // default: 0.1 for gpt, 0 for llama (their reference setups)
   std::string device;             // preset name
   std::string device_memory;      // BYTES with K/M/G/Ki/Mi/Gi suffix
@@ -62,20 +63,23 @@ enum class ConfigOption {
   kBucketMb,
   kOverlapGradReduce,
   kPrefetch,
+  kOptimizer,
+  kMomentum,
   kDevice,
   kDeviceMemory,
 };
 
 // Every option of a training run: what plan budgets and train runs.
 inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
-    ConfigOption::kModel,    ConfigOption::kLayers,    ConfigOption::kDp,
-    ConfigOption::kTp,       ConfigOption::kPp,        ConfigOption::kZero,
-    ConfigOption::kSp,       ConfigOption::kRanks,     ConfigOption::kSeq,
-    ConfigOption::kMbs,      ConfigOption::kGbs,       ConfigOption::kMicrobatches,
-    ConfigOption::kSchedule, ConfigOption::kRecompute, ConfigOption::kAttention,
-    ConfigOption::kDtype,    ConfigOption::kGradDtype, ConfigOption::kDropout,
-    ConfigOption::kSeed,     ConfigOption::kBucketMb,  ConfigOption::kOverlapGradReduce,
-    ConfigOption::kPrefetch, ConfigOption::kDevice,    ConfigOption::kDeviceMemory};
+    ConfigOption::kModel,    ConfigOption::kLayers,      ConfigOption::kDp,
+    ConfigOption::kTp,       ConfigOption::kPp,          ConfigOption::kZero,
+    ConfigOption::kSp,       ConfigOption::kRanks,       ConfigOption::kSeq,
+    ConfigOption::kMbs,      ConfigOption::kGbs,         ConfigOption::kMicrobatches,
+    ConfigOption::kSchedule, ConfigOption::kRecompute,   ConfigOption::kAttention,
+    ConfigOption::kDtype,    ConfigOption::kGradDtype,   ConfigOption::kDropout,
+    ConfigOption::kSeed,     ConfigOption::kBucketMb,    ConfigOption::kOverlapGradReduce,
+    ConfigOption::kPrefetch, ConfigOption::kOptimizer,   ConfigOption::kMomentum,
+    ConfigOption::kDevice,   ConfigOption::kDeviceMemory};
 
 // The check every floating option carries: the value is finite and in
 // [min, max]. CLI11's Range alone lets NaN through (every comparison with NaN

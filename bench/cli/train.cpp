@@ -76,8 +76,22 @@ void TrainCommand::bind(CLI::App& app) {
   // (bench/cli/sweep.cpp), so that all points share one MFU denominator.
   finite_in(app.add_option("--cpu-peak-flops", cpu_peak_flops_, "the CPU peak measured by the sweep"), 1.0, 1e21)
       ->group("");
-  finite_in(app.add_option("--lr", config_.run.lr, "AdamW learning rate"), 0.0, 100.0)->capture_default_str()->group(g);
-  finite_in(app.add_option("--weight-decay", config_.run.weight_decay, "AdamW decoupled weight decay"), 0.0, 100.0)
+  finite_in(app.add_option("--lr", config_.run.lr, "learning rate"), 0.0, 100.0)->capture_default_str()->group(g);
+  finite_in(app.add_option("--weight-decay", config_.run.weight_decay,
+                           "weight decay of the matrices (decoupled: adamw, lion; in the gradient: sgd, adagrad)"),
+            0.0, 100.0)
+      ->capture_default_str()
+      ->group(g);
+  // Lion's β1 interpolates the sign's argument, β2 decays the momentum; both
+  // in [0, 1] as Chen et al. 2023 (Alg. 2) and lion-pytorch take them.
+  finite_in(app.add_option("--lion-beta1", config_.run.lion_beta1, "Lion β1"), 0.0, 1.0)
+      ->capture_default_str()
+      ->group(g);
+  finite_in(app.add_option("--lion-beta2", config_.run.lion_beta2, "Lion β2"), 0.0, 1.0)
+      ->capture_default_str()
+      ->group(g);
+  // ε > 0: with ε = 0 a parameter whose gradients have all been 0 divides 0 by 0.
+  finite_in(app.add_option("--adagrad-eps", config_.run.adagrad_eps, "Adagrad ε"), 1e-30, 1.0)
       ->capture_default_str()
       ->group(g);
   finite_in(app.add_option("--grad-clip", config_.run.grad_clip, "global gradient-norm clip (0 = off)"), 0.0, 1e9)

@@ -60,10 +60,14 @@ constexpr int64_t cross_entropy_backward_bytes(int64_t N, int64_t Vp) {
 // AdamW on n elements: m and v updated (fp32, read + write); grads read (grad_t);
 // with a master copy: master updated (fp32) and the w_t weights written;
 // without: the fp32 weights updated.
-constexpr int64_t adamw_bytes(int64_t n, DType w_t, DType grad_t, bool master) {
-  const int64_t moments = 2 * 2 * kFp32Bytes;
+// Any optimizer update: its `states` fp32 states (AdamW 2, SGD/Adagrad/Lion 1) updated likewise.
+constexpr int64_t optimizer_update_bytes(int64_t n, DType w_t, DType grad_t, bool master, int states) {
+  const int64_t moments = states * 2 * kFp32Bytes;
   const int64_t params = master ? 2 * kFp32Bytes + dtype_bytes(w_t) : 2 * kFp32Bytes;
   return n * (moments + params + dtype_bytes(grad_t));
+}
+constexpr int64_t adamw_bytes(int64_t n, DType w_t, DType grad_t, bool master) {
+  return optimizer_update_bytes(n, w_t, grad_t, master, 2);
 }
 // convert: n elements read in src_t, written in dst_t.
 constexpr int64_t convert_bytes(int64_t n, DType src_t, DType dst_t) {

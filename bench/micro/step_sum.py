@@ -78,7 +78,7 @@ def main():
     rows.append(("  of which: layer linears fwd/dgrad/wgrad", None, lin))
     rows.append(("  of which: LM head fwd/dgrad/wgrad", None, head))
     rows.append(("  of which: attention core fwd + bwd", None, core))
-    rows.append(("adamw", per_step.get("adamw", 0), bench(f"adamw/{be}/{dt}/params:{params}")))
+    rows.append(("adamw", per_step.get("optimizer_update", 0), bench(f"adamw/{be}/{dt}/params:{params}")))
     rows.append(("sum_squares (gradient norm)", per_step.get("sum_squares", 0),
                  bench(f"grad_norm/{be}/{dt}/params:{params}")))
     single = {
@@ -104,7 +104,7 @@ def main():
             half = calls[op] / 2
             rows.append((op, per_step[op], half * (bench(f"rope/{be}/{P}/q/{d}/{dt}/{sq}") +
                                                    bench(f"rope/{be}/{P}/k/{d}/{dt}/{sq}"))))
-    covered = {"gemm", "softmax_forward", "softmax_backward", "adamw", "sum_squares", "rope_forward",
+    covered = {"gemm", "softmax_forward", "softmax_backward", "optimizer_update", "sum_squares", "rope_forward",
                "rope_backward", *single}
     for op in sorted(set(ops) - covered):
         rows.append((op + " (no microbenchmark)", per_step[op], 0.0))

@@ -44,14 +44,28 @@ void print_config_header(std::ostream& os, const json& doc) {
                     l["sp"].get<bool>() ? "on" : "off");
   os << fmt::format(
       "# run     seq={} mbs={} microbatches={} gbs={} schedule={} recompute={} attention={} dtype={} "
-      "grad={} dropout={}\n",
+      "grad={} dropout={} optimizer={}\n",
       r["seq"].get<int64_t>(), r["mbs"].get<int64_t>(), r["microbatches"].get<int64_t>(), r["gbs"].get<int64_t>(),
       r["schedule"].get<std::string>(), r["recompute"].get<std::string>(), r["attention"].get<std::string>(),
-      r["dtype"].get<std::string>(), r["grad_dtype"].get<std::string>(), r["dropout"].get<double>());
+      r["dtype"].get<std::string>(), r["grad_dtype"].get<std::string>(), r["dropout"].get<double>(),
+      r.value("optimizer", std::string("adamw")));
   if (c.contains("device") || c.contains("device_memory_bytes"))
     os << fmt::format("# device  {} ({})\n", c.value("device", std::string("custom")),
                       format_bytes(c.value("device_memory_bytes", 0.0)));
 }
+
+// Model states (weights + grads + master + optim) per parameter the rank
+// holds: 16 B for mixed-precision AdamW, 12 B for SGD, Adagrad or Lion
+// (docs/formulas/memory.md, "Bytes per parameter by optimizer").
+namespace {
+std::string model_states_per_param_cell(const json& rank) {
+  const auto& ex = rank["analytic"]["exact"];
+  const double states =
+      ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() + ex["optim"].get<double>();
+  const double held = rank["params"].get<double>();
+  return held > 0 ? fmt::format("{:.2f} B", states / held) : "-";
+}
+}  // namespace
 
 void print_plan(std::ostream& os, const json& doc) {
   print_config_header(os, doc);
@@ -70,12 +84,14 @@ void print_plan(std::ostream& os, const json& doc) {
   }
   acc.rule();
   std::vector<std::string> total = {"total"}, params = {"params held"}, inflight = {"microbatches in flight"};
+  std::vector<std::string> per_param = {"model states / param"};
   for (const auto& r : ranks) {
     total.push_back(bytes_cell(r["analytic"]["exact"]["total"]));
     params.push_back(format_count(r["params"].get<int64_t>()));
     inflight.push_back(std::to_string(r["in_flight_microbatches"].get<int64_t>()));
+    per_param.push_back(model_states_per_param_cell(r));
   }
-  acc.row(total).row(params).row(inflight);
+  acc.row(total).row(params).row(per_param).row(inflight);
   if (!ranks.empty() && ranks[0].contains("fits")) {
     std::vector<std::string> dev = {"device memory"}, fits = {"fits"};
     for (const auto& r : ranks) {

@@ -75,7 +75,10 @@ json config_json(const ResolvedConfig& r) {
               {"seed", run.seed},
               {"bucket_mb", run.bucket_mb},
               {"overlap_grad_reduce", run.overlap_grad_reduce},
-              {"prefetch", run.prefetch}};
+              {"prefetch", run.prefetch},
+              {"optimizer", optimizer_name(run.optimizer)}};
+  // SGD's momentum decides whether it keeps a state (0: none); `check` re-derives the budget from it.
+  if (run.optimizer == OptimizerKind::kSGD) c["run"]["momentum"] = run.momentum;
   if (r.device) c["device"] = r.device->name;
   if (r.device_memory_bytes) c["device_memory_bytes"] = *r.device_memory_bytes;
   return c;

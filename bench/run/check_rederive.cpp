@@ -153,6 +153,9 @@ ResolvedConfig config_from_report(const JsonView& config) {
   c.run.bucket_mb = r.at("bucket_mb").number();
   c.run.overlap_grad_reduce = r.at("overlap_grad_reduce").boolean();
   c.run.prefetch = r.at("prefetch").integer();
+  // Reports written before --optimizer existed ran AdamW.
+  if (r.has("optimizer")) c.run.optimizer = named(optimizer_from_name(r.at("optimizer").string()), r.at("optimizer"));
+  if (r.has("momentum")) c.run.momentum = r.at("momentum").number();
   validate_layout(c.layout, c.model, c.run);
   return c;
 }

@@ -1,16 +1,16 @@
-// CUDA optimizer ops: AdamW (Loshchilov & Hutter 2019, Alg. 2, with Adam's bias
-// correction, Kingma & Ba 2015, Alg. 1) and Σx² for gradient-norm clipping.
-// AdamW runs the CPU reference's fp32 update element by element
-// (kernels/cpu/ops_optim.cpp):
-//   g = grad·grad_scale; m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²
-//   p −= lr·(m/(1 − β1^step) / (√(v/(1 − β2^step)) + ε) + wd·p)
-// with the bias corrections Device::adamw formed in double on the host (AdamwStep).
+// CUDA optimizer ops: the update of each optimizer (AdamW, SGD, Adagrad, Lion)
+// and Σx² for gradient-norm clipping. The update runs the CPU reference's fp32
+// arithmetic element by element from the one definition both share
+// (kernels/optimizer_rules.h), one kernel instantiation per rule:
+//   g = grad·grad_scale; p, states = rule(p, g, states); weights = round(p)
+// with AdamW's bias corrections formed in double on the host (OptimizerStep).
 // Σx² accumulates in double in a fixed grid (launch_config.h, reduce_blocks)
 // and adds the block partials in order: the same result on every run.
 #include <cmath>
 
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/simt_device.cuh"
+#include "kernels/optimizer_rules.h"
 
 namespace gpuledger {
 inline namespace GPL_SIMT_NAMESPACE {
@@ -19,20 +19,14 @@ namespace {
 using namespace simt;
 
 // param: the fp32 master (or the fp32 weights); rounded: the 16-bit weights to
-// refresh from it, or null.
-template <class W, class G>
-__global__ void adamw_kernel(float* param, W* rounded, const G* grads, float* m, float* v, int64_t n, float lr,
-                             float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
-                             float grad_scale) {
+// refresh from it, or null; state1/state2: the rule's states, or null.
+template <OptimizerKind K, class W, class G>
+__global__ void optimizer_update_kernel(float* param, W* rounded, const G* grads, float* state1, float* state2,
+                                        int64_t n, OptimizerStep update) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float g = to_float(grads[i]) * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float mhat = mi / bc1, vhat = vi / bc2;
-    float p = param[i];
-    p -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p);
+    const float g = to_float(grads[i]) * update.grad_scale;
+    const float p =
+        optimizer_element<K>(update, param[i], g, state1 ? state1 + i : nullptr, state2 ? state2 + i : nullptr);
     param[i] = p;
     if (rounded) rounded[i] = from_float<W>(p);
   }
@@ -59,17 +53,18 @@ __global__ void sum_partials_kernel(double* out, const double* partial, int64_t 
 
 }  // namespace
 
-void SimtDevice::adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m,
-                            float* v, int64_t n, const AdamwStep& update) {
+void SimtDevice::optimizer_update_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t,
+                                       float* state1, float* state2, int64_t n, const OptimizerStep& update) {
   float* param = master ? master : static_cast<float*>(weights);
   void* rounded = master ? weights : nullptr;
   const auto l = cuda_launch::elementwise(n);
-  dispatch2(w_t, grad_t, [&](auto wt, auto gt) {
-    using W = decltype(wt);
-    using G = decltype(gt);
-    launch_kernel(adamw_kernel<W, G>, grid1d(l.blocks), dim3(l.threads), 0, stream(), param, static_cast<W*>(rounded),
-                  static_cast<const G*>(grads), m, v, n, update.lr, update.beta1, update.beta2, update.eps,
-                  update.weight_decay, update.bias_correction1, update.bias_correction2, update.grad_scale);
+  dispatch_optimizer(update.hyper.kind, [&]<OptimizerKind K>() {
+    dispatch2(w_t, grad_t, [&](auto wt, auto gt) {
+      using W = decltype(wt);
+      using G = decltype(gt);
+      launch_kernel(optimizer_update_kernel<K, W, G>, grid1d(l.blocks), dim3(l.threads), 0, stream(), param,
+                    static_cast<W*>(rounded), static_cast<const G*>(grads), state1, state2, n, update);
+    });
   });
 }
 

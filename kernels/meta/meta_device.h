@@ -77,8 +77,8 @@ class MetaDevice : public Device {
                                   int64_t V) override {}
   void cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
                                    int64_t V, float scale) override {}
-  void adamw_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* m, float* v,
-                  int64_t n, const AdamwStep& update) override {}
+  void optimizer_update_impl(float* master, void* weights, DType w_t, const void* grads, DType grad_t, float* state1,
+                             float* state2, int64_t n, const OptimizerStep& update) override {}
   double sum_squares_impl(const void* x, DType t, int64_t n) override { return 0.0; }
   void kv_cache_write_impl(const KvCacheView& cache, const void* k, const void* v, DType t, bool calibrate) override {}
   void cached_attention_impl(void* out, const void* q, DType t, int64_t Hq, const KvCacheView& cache) override {}

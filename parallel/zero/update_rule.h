@@ -1,6 +1,7 @@
 // UpdateRule: the element-wise optimizer update that ShardedOptimizer
-// (sharded_optimizer.h) runs on the rank's shard of each unit — AdamW today
-// (adamw.h); SGD, Adagrad or Lion are further rules. A rule owns its per-
+// (sharded_optimizer.h) runs on the rank's shard of each unit — AdamW, SGD,
+// Adagrad and Lion are one ElementwiseRule (elementwise_rule.h) configured by
+// the optimizer's kind. A rule owns its per-
 // element states (account optim), sized by the shard, and updates one
 // contiguous piece of a shard at a time.
 #pragma once

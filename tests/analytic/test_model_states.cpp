@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "analytic/model_states.h"
 #include "core/layout.h"
@@ -71,6 +73,32 @@ TEST(ModelStates, Zero1ShardsMasterAndOptim) {
   EXPECT_EQ(b[Account::kGrads], 2 * kP);
   EXPECT_EQ(b[Account::kMaster], 4 * kS3);
   EXPECT_EQ(b[Account::kOptim], 8 * kS3);
+}
+
+// One fp32 state for SGD (momentum buffer), Adagrad (sum of squared
+// gradients) and Lion (momentum): 4 bytes per element where AdamW keeps 8,
+// so 12Ψ in bf16 mixed precision, and SGD without momentum keeps none (8Ψ).
+TEST(ModelStates, OptimizerStatesPerOptimizer) {
+  for (auto [opt, momentum, state] : {std::tuple{OptimizerKind::kAdamW, 0.9, 8},
+                                      {OptimizerKind::kSGD, 0.9, 4},
+                                      {OptimizerKind::kSGD, 0.0, 0},
+                                      {OptimizerKind::kAdagrad, 0.9, 4},
+                                      {OptimizerKind::kLion, 0.9, 4}}) {
+    SCOPED_TRACE(std::string(optimizer_name(opt)) + " momentum " + std::to_string(momentum));
+    Tiny t(3, 0);
+    t.r.optimizer = opt;
+    t.r.momentum = momentum;
+    EXPECT_EQ(optimizer_state_bytes_per_param(t.r), state);
+    auto b = t.bytes();
+    EXPECT_EQ(b[Account::kOptim], state * kP);
+    EXPECT_EQ(b.total(), (8 + state) * kP);
+    for (int zero : {1, 2, 3}) {  // sharded as the master is
+      t.l.zero = zero;
+      b = t.bytes(1);
+      EXPECT_EQ(b[Account::kOptim], state * kS3) << "zero " << zero;
+      EXPECT_EQ(b[Account::kMaster], 4 * kS3) << "zero " << zero;
+    }
+  }
 }
 
 TEST(ModelStates, Zero2ShardsGrads) {
@@ -201,6 +229,25 @@ TEST(PublishedModelStates, Llama2_7bDp8) {
   // DeepSpeed stage3.py: 4·largest_layer + int(18P/N); largest module: the
   // 32000 × 4096 embedding.
   EXPECT_DOUBLE_EQ(p.at("deepspeed_zero3"), 4.0 * 131'072'000 + 15'161'435'136.0);
+}
+
+// Another optimizer: the ZeRO paper's rows with its K (4 + the state bytes:
+// 8 for SGD), and no Adam-only rows (Megatron, DeepSpeed).
+TEST(PublishedModelStates, Llama2_7bSgdUsesItsOwnK) {
+  const ModelConfig m = load_model("llama2-7b");
+  const double psi = 6'738'415'616.0;
+  RunConfig r;
+  r.optimizer = OptimizerKind::kSGD;
+  Layout l;
+  l.dp = 8;
+  auto p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("mixed_precision_16psi"), 12 * psi);
+  EXPECT_EQ(p.count("megatron_18"), 0u);
+  EXPECT_DOUBLE_EQ(model_state_bytes(m, l, r, 0).total(), 12 * psi);
+  l.zero = 2;
+  p = by_name(published_model_states(m, l, r, 0));
+  EXPECT_DOUBLE_EQ(p.at("zero2"), 2 * psi + 10 * psi / 8);
+  EXPECT_EQ(p.count("deepspeed_zero2"), 0u);
 }
 
 TEST(PublishedModelStates, MegatronCountsItsOwnWay) {

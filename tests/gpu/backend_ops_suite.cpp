@@ -670,6 +670,39 @@ TEST_F(BackendOps, AdamWAndSumSquares) {
                std::invalid_argument);
 }
 
+// SGD with momentum (and without), Adagrad and Lion: the kernel against the
+// CPU reference for three steps, with a master copy and 16-bit weights and
+// with fp32 weights (both run kernels/optimizer_rules.h).
+TEST_F(BackendOps, SgdAdagradLion) {
+  const int64_t n = 10001;
+  for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdagrad, OptimizerKind::kLion})
+    for (float momentum : {0.9f, 0.0f}) {
+      if (kind != OptimizerKind::kSGD && momentum == 0.0f) continue;
+      OptimizerHyper h;
+      h.kind = kind;
+      h.lr = 1e-2f;
+      h.weight_decay = 0.1f;
+      h.momentum = momentum;
+      h.beta1 = 0.9f;
+      h.beta2 = 0.99f;
+      h.eps = 1e-10f;
+      for (DType wt : kMainTypes) {
+        const bool with_master = wt != DType::kFP32;
+        Pair master = random(DType::kFP32, n), w = random(wt, n), g = random(wt, n, -3, 3);
+        Pair s1 = random(DType::kFP32, n, 0.0f, 0.2f);
+        for (int64_t step = 1; step <= 3; ++step)
+          both([&](Device& d, int i) {
+            d.optimizer_update(with_master ? P<float>(master, i) : nullptr, P(w, i), wt, P(g, i), wt,
+                               momentum != 0.0f ? P<float>(s1, i) : nullptr, nullptr, n, h, step, 0.5f);
+          });
+        const std::string what = std::string(optimizer_name(kind)) + " momentum " + std::to_string(momentum);
+        if (with_master) expect_close(master, what + " master");
+        expect_close(w, tag(wt, what + " weights"));
+        if (momentum != 0.0f) expect_close(s1, what + " state");
+      }
+    }
+}
+
 // ---- KV cache ----
 
 // A two-layer cache of S-token blocks (layer 1 under test), sequences with

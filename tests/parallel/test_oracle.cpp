@@ -26,7 +26,7 @@
 #include "models/io/hf_config.h"
 #include "models/io/hf_weights.h"
 #include "models/io/safetensors.h"
-#include "parallel/zero/adamw.h"
+#include "parallel/zero/elementwise_rule.h"
 #include "trainer_rig.h"
 
 namespace gpuledger {

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "parallel/zero/adamw.h"
+#include "parallel/zero/elementwise_rule.h"
 #include "part_rig.h"
 
 namespace gpuledger {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "analytic/budget.h"
 #include "analytic/comm_volume.h"
@@ -35,6 +36,8 @@ struct SimPoint {
   std::string name;
   int64_t prefetch = 1;
   int64_t vocab = 0;  // > 0: the preset's vocabulary replaced
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double momentum = 0.9;  // SGD's (0: no momentum buffer)
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -47,6 +50,8 @@ RunConfig sim_run(const SimPoint& p) {
   r.dropout = 0.1;
   r.bucket_mb = 0.01;  // 10485 B: several buckets per rank, some spanning units
   r.prefetch = p.prefetch;
+  r.optimizer = p.optimizer;
+  r.momentum = p.momentum;
   return r;
 }
 
@@ -125,6 +130,25 @@ std::vector<SimPoint> sim_points() {
       }
     }
   }
+  // Each optimizer's states (SGD's momentum buffer, or none with momentum 0;
+  // Adagrad's sum; Lion's momentum) whole and sharded by ZeRO 1, 2, 3.
+  for (auto [opt, momentum, on] : {std::tuple{OptimizerKind::kSGD, 0.9, "sgd"},
+                                   {OptimizerKind::kSGD, 0.0, "sgd_m0"},
+                                   {OptimizerKind::kAdagrad, 0.9, "adagrad"},
+                                   {OptimizerKind::kLion, 0.9, "lion"}}) {
+    const std::string n = std::string("llama_") + on;
+    auto add = [&](Layout l, const std::string& name) {
+      SimPoint sp{"tiny-llama", 2, l, Schedule::k1F1B, 2, DType::kBF16, n + name};
+      sp.optimizer = opt;
+      sp.momentum = momentum;
+      pts.push_back(sp);
+    };
+    add(lay(2, 1, 0), "_dp2");
+    add(lay(3, 1, 1), "_dp3_zero1_padded");
+    add(lay(2, 1, 2), "_dp2_zero2");
+    add(lay(3, 1, 3), "_dp3_zero3_padded");
+    add(lay(2, 2, 1), "_dp2_pp2_zero1");
+  }
   return pts;
 }
 
@@ -164,6 +188,44 @@ TEST(TrainerSimTied, CpuRanksBookTheAnalyticBytes) {
       }
     }
   }
+}
+
+// Every optimizer on the cpu backend, one rank and ZeRO 0-3 at dp 2 (bf16
+// with an fp32 master, and fp32): each rank books the analytic budget to the
+// byte, optimizer state included (AdamW 8 B per shard element, SGD, Adagrad
+// and Lion 4, SGD without momentum 0).
+TEST(TrainerSimOptimizers, CpuRanksBookTheAnalyticBytesForEveryOptimizer) {
+  for (auto [opt, momentum] : {std::pair{OptimizerKind::kAdamW, 0.9},
+                               {OptimizerKind::kSGD, 0.9},
+                               {OptimizerKind::kSGD, 0.0},
+                               {OptimizerKind::kAdagrad, 0.9},
+                               {OptimizerKind::kLion, 0.9}})
+    for (DType dt : {DType::kBF16, DType::kFP32})
+      for (auto [dp, zero] : {std::pair{1, 0}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}) {
+        SimPoint p{"tiny-llama", 2, lay(dp, 1, zero), Schedule::k1F1B, 2, dt, ""};
+        p.optimizer = opt;
+        p.momentum = momentum;
+        ModelConfig m = load_model(p.model);
+        m.layers = p.layers;
+        const RunConfig r = sim_run(p);
+        for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
+          SCOPED_TRACE(std::string(optimizer_name(opt)) + " momentum " + std::to_string(momentum) + " " +
+                       std::string(dtype_name(dt)) + " dp " + std::to_string(dp) + " zero " + std::to_string(zero) +
+                       " rank " + std::to_string(rank));
+          for (const char* backend : {"cpu", "meta"}) {
+            RankRig rig(backend, m, r, p.layout, rank);
+            rig.trainer->step(0);
+            rig.trainer->step(1);
+            const auto budget = analytic::rank_budget(m, p.layout, r, rank);
+            const AccountBytes peak = rig.ledger.peak_by_account();
+            for (Account a : kAllAccounts) {
+              if (a != Account::kWorkspace) {
+                EXPECT_EQ(peak[a], budget.exact[a]) << backend << " " << account_name(a);
+              }
+            }
+          }
+        }
+      }
 }
 
 // Tied embeddings + ZeRO 2/3 + dp > 1 + pp > 1: refused by the layout (plan,
