@@ -221,43 +221,6 @@ void add_config_options(CLI::App& app, ConfigOptions& o, std::initializer_list<C
   exclusive(ConfigOption::kDeviceMemory, ConfigOption::kDevice);
 }
 
-void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
-  const char* g = kKvCacheGroup;
-  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")->check(kTokenRange)->group(g);
-  app.add_option("--max-model-len", o.max_model_len, "contiguous reservation per sequence (default: model max_seq)")
-      ->check(kTokenRange)
-      ->group(g);
-  app.add_option("--kv", o.kv_layout, "cache layout")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "paged"}))
-      ->group(g);
-  app.add_option("--block", o.block, "tokens per block (paged)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->group(g);
-  app.add_option("--kv-dtype", o.kv_dtype, "KV dtype")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp8", "int8", "int4"}))
-      ->group(g);
-  app.add_option("--kv-scales", o.kv_scales, "scales: fp8/int8 token-head (default), tensor, channel; int4 group")
-      ->check(CLI::IsMember({"tensor", "token-head", "channel", "group"}))
-      ->group(g);
-  app.add_option("--kv-group-size", o.kv_group_size,
-                 "int4: channels per scale group (an fp16 scale and zero point each); even, divides head_dim")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
-      ->group(g);
-  app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()->check(kBatchRange)->group(g);
-  finite_in(
-      app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use"),
-      0.01, 1.0)
-      ->capture_default_str()
-      ->group(g);
-  app.add_option("--overhead", o.overhead, "bytes outside the ledger (CUDA context, libraries)")
-      ->capture_default_str()
-      ->group(g);
-}
-
 void add_output_options(CLI::App& app, OutputOptions& o) {
   app.add_option("--json", o.json_path, "write the report to PATH ('-' = stdout; the table then goes to stderr)")
       ->check(CLI::Validator(
@@ -353,27 +316,6 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
     }
   }
   return r;
-}
-
-analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfig& m) {
-  analytic::KvOptions k;
-  k.layout = *kv_layout_from_name(o.kv_layout);
-  k.dtype = *kv_format_from_name(o.kv_dtype);
-  const bool int4 = k.dtype == KvFormat::kInt4;
-  k.scales =
-      o.kv_scales.empty() ? (int4 ? KvScales::kPerGroup : KvScales::kPerTokenHead) : *kv_scales_from_name(o.kv_scales);
-  if (int4 != (k.scales == KvScales::kPerGroup))
-    throw ConfigError("kv-scales", "--kv-scales " + o.kv_scales + " with --kv-dtype " + o.kv_dtype +
-                                       ": int4 is stored with per-group scales (group), and group is for int4 only");
-  k.group = o.kv_group_size;
-  if (int4 && (k.group % 2 != 0 || m.head_dim % k.group != 0))
-    throw ConfigError("kv-group-size", "--kv-group-size " + std::to_string(k.group) +
-                                           ": an int4 group must be even (two codes per byte) and divide the head "
-                                           "dim " +
-                                           std::to_string(m.head_dim));
-  k.block = o.block;
-  k.max_model_len = o.max_model_len > 0 ? o.max_model_len : m.max_seq;
-  return k;
 }
 
 std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int64_t world) {
