@@ -20,9 +20,9 @@
 namespace gpuledger {
 
 struct CpuThreadPolicy {
-  bool applied = true;     // false under GPULEDGER_THREAD_POLICY=none
-  int openmp_threads = 1;  // the pool that owns the cores
-  int blas_threads = 1;    // threads the BLAS may start per call (1 under this policy)
+  bool applied = true;           // false under GPULEDGER_THREAD_POLICY=none
+  int openmp_threads = 1;        // the pool that owns the cores
+  int blas_threads = 1;          // threads the BLAS may start per call (1 under this policy)
   std::string describe() const;  // e.g. "OpenMP owns 2 threads; BLAS 1 thread per call, GEMMs split by OpenMP"
 };
 
