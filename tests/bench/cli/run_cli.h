@@ -21,5 +21,7 @@ std::string scratch_dir(const std::string& name);
 void write_file(const std::string& path, const std::string& text);
 // Parses the JSON file at `path` (a report the binary wrote).
 nlohmann::json read_json(const std::string& path);
+// Whether `what` occurs in `s` (output checks).
+inline bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 }  // namespace gpuledger::testing

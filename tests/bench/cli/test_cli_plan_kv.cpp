@@ -10,13 +10,12 @@
 
 #include "run_cli.h"
 
+using gpuledger::testing::contains;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
 using gpuledger::testing::write_file;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 TEST(CliModels, ListsPresetsWithPublishedParameterCounts) {
   auto r = run_cli({"models", "--json", "-"});

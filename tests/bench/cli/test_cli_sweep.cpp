@@ -16,6 +16,7 @@
 
 #include "run_cli.h"
 
+using gpuledger::testing::contains;
 using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
@@ -23,8 +24,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 // The fixed options of the plan sweeps: llama2-7b (32 heads, 32 layers) on an H100.
 const std::vector<std::string> kPlanFixed = {"--model", "llama2-7b",      "--seq", "4096",     "--mbs",

@@ -17,6 +17,7 @@
 #include "bench/report/sweep_csv.h"
 #include "run_cli.h"
 
+using gpuledger::testing::contains;
 using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
 using gpuledger::testing::scratch_dir;
@@ -24,8 +25,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
