@@ -183,6 +183,18 @@ void gate_bytes(const ReportFile& cur, const ReportFile& base, GateResult& g) {
   }
 }
 
+// One report's samples of a summary figure: each repetition's, or the summary's own.
+void append_figure_samples(const ReportFile& r, const std::string& name, std::vector<double>& v) {
+  const auto s = r.root().find("summary");
+  if (!s) return;
+  if (const auto repeats = s->find("repeats")) {
+    for (const auto& rep : repeats->elements())
+      if (const auto x = rep.find(name)) v.push_back(x->number());
+  } else if (const auto x = s->find(name)) {
+    v.push_back(x->number());
+  }
+}
+
 std::optional<double> peak_flops_of(const ReportFile& r) {
   const auto s = r.root().find("summary");
   const auto p = s ? s->find("peak_flops") : std::nullopt;
@@ -197,7 +209,9 @@ std::vector<double> mfu_samples_against(const std::vector<ReportFile>& side, dou
   std::vector<double> v;
   for (const auto& r : side) {
     const double scale = peak_flops_of(r).value_or(ref_peak) / ref_peak;
-    for (double x : figure_samples({r}, "mfu")) v.push_back(x * scale);
+    const size_t first = v.size();
+    append_figure_samples(r, "mfu", v);
+    for (size_t i = first; i < v.size(); ++i) v[i] *= scale;
   }
   return v;
 }
@@ -265,16 +279,7 @@ double loss_tolerance(const std::string& dtype) {
 
 std::vector<double> figure_samples(const std::vector<ReportFile>& side, const std::string& name) {
   std::vector<double> v;
-  for (const auto& r : side) {
-    const auto s = r.root().find("summary");
-    if (!s) continue;
-    if (const auto repeats = s->find("repeats")) {
-      for (const auto& rep : repeats->elements())
-        if (const auto x = rep.find(name)) v.push_back(x->number());
-    } else if (const auto x = s->find(name)) {
-      v.push_back(x->number());
-    }
-  }
+  for (const auto& r : side) append_figure_samples(r, name, v);
   return v;
 }
 
