@@ -83,11 +83,14 @@ int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o)
   return 0;
 }
 
-int64_t kv_tokens_kept(const ModelConfig& m, int64_t context) {
+int64_t kv_tokens_kept(const ModelConfig& m, const KvOptions& o, int64_t context) {
   // A sliding-window model (Mistral) attends to the last `window` tokens only;
-  // older K/V are dropped, so a sequence never keeps more than the window.
+  // older K/V are dropped, so a sequence never keeps more than the window. A
+  // KV budget (window, sink, h2o) caps it the same way: whichever tokens a
+  // policy keeps, it keeps `budget` of them (core/kv_types.h).
   if (context < 0) throw std::invalid_argument("context must be >= 0, got " + std::to_string(context));
-  return m.sliding_window ? std::min(context, *m.sliding_window) : context;
+  const auto cap = kv_slot_cap(m.sliding_window, o.eviction);
+  return cap ? std::min(context, *cap) : context;
 }
 
 // ---- reservations ----
@@ -107,15 +110,16 @@ int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, in
     if (context > len)
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
-    return checked_add(checked_product({requests, kv_tokens_kept(m, len), token_bytes(m, l, o)}, "KV reserved bytes"),
-                       fixed, "KV reserved bytes");
+    return checked_add(
+        checked_product({requests, kv_tokens_kept(m, o, len), token_bytes(m, l, o)}, "KV reserved bytes"), fixed,
+        "KV reserved bytes");
   }
   // Paged (Kwon et al. 2023, vLLM): ⌈kept / block⌉ blocks per sequence, plus
   // the null block vLLM's BlockPool takes out of the pool at start
   // (v1/core/block_pool.py: null_block = free_block_queue.popleft()).
   check_block(o);
   const int64_t blocks =
-      checked_add(checked_mul(requests, ceil_div(kv_tokens_kept(m, context), o.block), "KV blocks"), 1, "KV blocks");
+      checked_add(checked_mul(requests, ceil_div(kv_tokens_kept(m, o, context), o.block), "KV blocks"), 1, "KV blocks");
   return checked_add(checked_mul(blocks, kv_block_bytes(m, l, o), "KV reserved bytes"), fixed, "KV reserved bytes");
 }
 
@@ -141,7 +145,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
     if (context > len)
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
-    const int64_t slots = kv_tokens_kept(m, len);
+    const int64_t slots = kv_tokens_kept(m, o, len);
     cap.sequences = avail / checked_mul(slots, token_bytes(m, l, o), "KV bytes per sequence");
     cap.tokens = cap.sequences * slots;
     return cap;
@@ -149,7 +153,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
   // Paged: ⌊avail / block bytes⌋ blocks, one of them the null block; a
   // sequence needs ⌈kept(context) / block⌉ of the rest.
   const int64_t blocks = std::max<int64_t>(avail / kv_block_bytes(m, l, o) - 1, 0);
-  cap.sequences = blocks / ceil_div(kv_tokens_kept(m, context), o.block);
+  cap.sequences = blocks / ceil_div(kv_tokens_kept(m, o, context), o.block);
   cap.tokens = checked_mul(blocks, o.block, "KV pool tokens");
   return cap;
 }
@@ -159,6 +163,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
 VllmKvLog vllm_kv_log(const ModelConfig& m, const Layout& l, KvOptions o, const VllmKvInputs& in) {
   if (m.sliding_window)
     throw std::invalid_argument("vLLM's log for a sliding-window model sizes requests by the window: not modelled");
+  if (o.eviction.evicts()) throw std::invalid_argument("vLLM keeps every token: its log has no KV budget");
   if (o.layout != KvLayout::kPaged) throw std::invalid_argument("vLLM's cache is paged");
   check_block(o);
   if (in.max_model_len < 1) throw std::invalid_argument("max_model_len must be >= 1");

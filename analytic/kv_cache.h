@@ -21,6 +21,7 @@ struct KvOptions {
   int64_t group = kKvDefaultGroup;  // channels per scale group (int4, per-group scales)
   int64_t block = 16;               // tokens per block (paged)
   int64_t max_model_len = 0;        // contiguous reservation per sequence (0 = model max_seq)
+  KvEviction eviction;              // a KV budget and its policy (core/kv_types.h)
 };
 
 // K and V bytes per token on one TP rank (layers on the rank's stage), values only
@@ -32,8 +33,9 @@ int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype
 int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOptions o);
 int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o);
 
-// Tokens a sequence of `context` tokens keeps (min(context, window) for sliding-window models).
-int64_t kv_tokens_kept(const ModelConfig& m, int64_t context);
+// Tokens a sequence of `context` tokens keeps: min(context, window) for
+// sliding-window models, min(context, budget) under a KV budget.
+int64_t kv_tokens_kept(const ModelConfig& m, const KvOptions& o, int64_t context);
 
 // Reserved bytes for `requests` sequences of `context` tokens on one rank:
 // contiguous: requests × max_model_len tokens (window-capped);

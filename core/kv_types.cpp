@@ -47,4 +47,22 @@ std::optional<KvLayout> kv_layout_from_name(std::string_view n) {
   return std::nullopt;
 }
 
+std::string_view kv_policy_name(KvPolicy p) {
+  switch (p) {
+    case KvPolicy::kFull: return "full";
+    case KvPolicy::kWindow: return "window";
+    case KvPolicy::kSink: return "sink";
+    case KvPolicy::kH2O: return "h2o";
+  }
+  return "?";
+}
+
+std::optional<KvPolicy> kv_policy_from_name(std::string_view n) {
+  if (n == "full") return KvPolicy::kFull;
+  if (n == "window") return KvPolicy::kWindow;
+  if (n == "sink" || n == "streaming-llm") return KvPolicy::kSink;
+  if (n == "h2o") return KvPolicy::kH2O;
+  return std::nullopt;
+}
+
 }  // namespace gpuledger

@@ -30,7 +30,7 @@ inline int64_t cached_attention_flops(int64_t Hq, int64_t D, int64_t n_q, int64_
 }
 inline int64_t cached_attention_flops(int64_t Hq, const KvCacheView& c) {
   int64_t f = 0;
-  for (const auto& s : c.seqs) f += cached_attention_flops(Hq, c.D, s.n_new, c.kept(s.len));
+  for (const auto& s : c.seqs) f += cached_attention_flops(Hq, c.D, s.n_new, c.slots_held(s));
   return f;
 }
 

@@ -99,7 +99,43 @@ float kv_scale_from_amax(float amax, KvFormat f) {
   return s > 0.0f ? s : 1.0f;  // a subnormal amax could underflow to 0
 }
 
+// ---- slots ----
+
+int64_t KvCacheView::slot_of(const KvSeqView& s, int64_t p) const {
+  if (s.slot_positions.empty()) return slot(p);
+  const auto n = static_cast<int64_t>(s.slot_positions.size());
+  if (p >= 0 && p < n && s.slot_positions[static_cast<size_t>(p)] == p) return p;  // not yet evicted
+  for (int64_t sl = 0; sl < n; ++sl)
+    if (s.slot_positions[static_cast<size_t>(sl)] == p) return sl;
+  throw std::out_of_range("KV slot map holds no position " + std::to_string(p));
+}
+
 // ---- view checks ----
+
+namespace {
+
+template <class Fail>
+void check_slot_map(const KvCacheView& c, const KvSeqView& s, const std::string& who, const Fail& fail) {
+  if (c.window) fail(who + ": a slot map and a rolling-buffer window together");
+  std::vector<int64_t> sorted = s.slot_positions;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.front() < 0 || sorted.back() >= s.len)
+    fail(who + ": slot map positions must lie in [0, " + std::to_string(s.len) + ")");
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) fail(who + ": slot map holds a position twice");
+  // The new positions are the last n_new of the sequence, so the largest ones.
+  const auto n = static_cast<int64_t>(sorted.size());
+  if (s.n_new > n) fail(who + ": " + std::to_string(s.n_new) + " new tokens, " + std::to_string(n) + " slots");
+  for (int64_t r = 0; r < s.n_new; ++r)
+    if (sorted[static_cast<size_t>(n - s.n_new + r)] != s.len - s.n_new + r)
+      fail(who + ": slot map lacks new position " + std::to_string(s.len - s.n_new + r));
+  // As under a window: a step of several tokens is exact only when none of
+  // them evicts a key its own earlier queries read — when nothing is evicted.
+  if (s.n_new > 1 && n < s.len)
+    fail(who + ": a step of " + std::to_string(s.n_new) + " tokens into a sequence of " + std::to_string(s.len) +
+         " holding " + std::to_string(n) + " (evicting): write one token per step once the budget is reached");
+}
+
+}  // namespace
 
 void validate_kv_view(const KvCacheView& c, const char* op) {
   auto fail = [&](const std::string& msg) { throw std::invalid_argument(std::string(op) + ": " + msg); };
@@ -121,7 +157,8 @@ void validate_kv_view(const KvCacheView& c, const char* op) {
     const std::string who = "sequence " + std::to_string(b);
     if (s.len < 0 || s.n_new < 0 || s.n_new > s.len)
       fail(who + ": need 0 <= n_new <= len, got n_new " + std::to_string(s.n_new) + ", len " + std::to_string(s.len));
-    const int64_t need = (c.kept(s.len) + c.block_tokens - 1) / c.block_tokens;
+    if (!s.slot_positions.empty()) check_slot_map(c, s, who, fail);
+    const int64_t need = (c.slots_held(s) + c.block_tokens - 1) / c.block_tokens;
     if (static_cast<int64_t>(s.blocks.size()) < need)
       fail(who + ": " + std::to_string(s.len) + " tokens need " + std::to_string(need) + " blocks, the table has " +
            std::to_string(s.blocks.size()));

@@ -35,6 +35,13 @@
 // cache of W slots (a rolling buffer, as Mistral's reference RotatingBufferCache),
 // in slot p mod W: the slot of the token W positions back, which the window no
 // longer sees. Slot s is in block table entry s / S at offset s mod S.
+// Under an eviction policy that keeps a scattered set of positions (attention
+// sinks, heavy hitters: models/kv/kv_eviction.h) the sequence's view carries
+// its slot map instead (KvSeqView::slot_positions): the position each slot
+// holds. Queries then see every slot whose position is at or before theirs.
+// K is stored after its rotary embedding, so a kept key keeps its original
+// position (as H2O's implementation does; StreamingLLM instead renumbers the
+// positions inside its cache).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -119,6 +126,13 @@ struct KvSeqView {
   std::vector<int32_t> blocks;  // block table: slot s lives in block blocks[s / block_tokens]
   int64_t len = 0;              // tokens of the sequence, the new ones included
   int64_t n_new = 0;            // new tokens this step: positions len − n_new … len − 1
+  // Under a scattered eviction policy: slot s holds position slot_positions[s]
+  // (after this step's writes; the new positions among them). Empty: slot(p).
+  std::vector<int64_t> slot_positions;
+  // When set (H2O), cached_attention adds each slot's attention weight, summed
+  // over the query heads and the new queries, to slot_scores[slot] (host
+  // memory; the cpu backend).
+  float* slot_scores = nullptr;
 };
 
 // One layer of a cache, for a batch of sequences.
@@ -156,12 +170,20 @@ struct KvCacheView {
     return 2 * Hkv * block_tokens * row_bytes() +
            (((is_v ? Hkv : 0) + h) * block_tokens + o) * token_head_scale_bytes();
   }
-  // The layer section holding position p of sequence s (host arithmetic on a device pointer).
-  char* section(const KvSeqView& s, int64_t p) const {
-    const int64_t sl = slot(p);
+  // Slot of position p of sequence s: its slot map's entry, else slot(p).
+  // Throws std::out_of_range when the map does not hold p.
+  int64_t slot_of(const KvSeqView& s, int64_t p) const;
+  // Slots sequence s holds: its slot map's size, else kept(len).
+  int64_t slots_held(const KvSeqView& s) const {
+    return s.slot_positions.empty() ? kept(s.len) : static_cast<int64_t>(s.slot_positions.size());
+  }
+  // The layer section holding slot sl of sequence s (host arithmetic on a device pointer).
+  char* section_at(const KvSeqView& s, int64_t sl) const {
     return static_cast<char*>(s.base) + s.blocks[static_cast<size_t>(sl / block_tokens)] * block_bytes +
            layer_offset_bytes;
   }
+  // The layer section holding position p of sequence s.
+  char* section(const KvSeqView& s, int64_t p) const { return section_at(s, slot_of(s, p)); }
   int64_t new_tokens() const {
     int64_t n = 0;
     for (const auto& s : seqs) n += s.n_new;
@@ -172,7 +194,8 @@ struct KvCacheView {
 // Checks a view's geometry and every sequence (throws std::invalid_argument
 // naming `op`): sizes >= 1, int4 only with per-group scales and per-group
 // scales only with int4, an even group dividing D, the section inside the block stride, 0 <= n_new <= len,
-// enough blocks for the slots, and, under a window, that a step is exact:
+// enough blocks for the slots, a slot map (if any) of distinct positions
+// before len holding every new one, not combined with a window, and, under a window, that a step is exact:
 // a step writing n_new > 1 tokens into a sequence longer than the window would
 // overwrite slots that its own earlier queries still read (query len − n_new
 // sees keys back to len − n_new − W + 1, and the write of position q evicts

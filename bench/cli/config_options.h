@@ -99,6 +99,9 @@ struct KvCacheOptions {
   int64_t kv_group_size = kKvDefaultGroup;  // channels per int4 scale group
   double memory_utilization = 0.92;         // vLLM's gpu_memory_utilization default (vllm/config/cache.py)
   std::string overhead = "0";               // BYTES outside the ledger
+  std::string kv_policy = "full";           // full | window | sink | h2o (core/kv_types.h)
+  int64_t kv_budget = 0;                    // tokens kept per sequence under a policy
+  int64_t kv_sink_tokens = kKvDefaultSinkTokens;
 };
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o);
 inline constexpr const char* kKvCacheGroup = "KV cache";
@@ -121,6 +124,10 @@ int64_t parse_size(const std::string& text);
 // (exit 2) saying what is wrong.
 ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model = nullptr);
 analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfig& m);
+// --kv-policy, --kv-budget, --kv-sink-tokens: a budget only with a policy, a
+// policy only with a budget, fewer sinks than the budget, and on a
+// sliding-window model only the window policy. ConfigError (exit 2) otherwise.
+KvEviction resolve_kv_eviction(const KvCacheOptions& o, const ModelConfig& m);
 
 // --ranks: "roles" (one per pipeline stage), "all", or a comma list of ranks < world.
 std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int64_t world);

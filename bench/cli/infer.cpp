@@ -156,6 +156,15 @@ run::InferRequest InferCommand::request() const {
   q.prefix_caching = !no_prefix_caching_;
   if (preemption_ == "swap" && q.kv.layout != KvLayout::kPaged)
     throw ConfigError("preemption", "--preemption swap moves blocks: it needs --kv paged");
+  const KvPolicy policy = q.kv.eviction.policy;
+  const bool scattered = policy == KvPolicy::kSink || policy == KvPolicy::kH2O;
+  if (preemption_ == "swap" && scattered)
+    throw ConfigError("preemption", "--preemption swap with --kv-policy " + cache_.kv_policy +
+                                        ": a swapped sequence's scattered slots are not restored; use recompute");
+  if (backend_ == "cuda" && scattered)
+    throw ConfigError("kv-policy", "--kv-policy " + cache_.kv_policy +
+                                       " runs on the cpu and meta backends (the CUDA attention kernel reads no slot "
+                                       "map)");
   q.preemption = preemption_;
   q.arrival_rate = arrival_rate_;
   q.kv_outliers = kv_outliers_;

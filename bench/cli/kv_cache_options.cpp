@@ -40,6 +40,20 @@ void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->group(g);
+  app.add_option("--kv-policy", o.kv_policy,
+                 "which tokens a sequence keeps under --kv-budget: full (all), window (the most recent), sink "
+                 "(StreamingLLM: the first --kv-sink-tokens and the most recent), h2o (heavy hitters by accumulated "
+                 "attention and the most recent, half each)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "window", "sink", "h2o"}))
+      ->group(g);
+  app.add_option("--kv-budget", o.kv_budget, "tokens kept per sequence (and per layer) under --kv-policy")
+      ->check(kTokenRange)
+      ->group(g);
+  app.add_option("--kv-sink-tokens", o.kv_sink_tokens, "sink: initial tokens always kept (fewer than --kv-budget)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, limits::kMaxTokens))
+      ->group(g);
   app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()->check(kBatchRange)->group(g);
   finite_in(
       app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use"),
@@ -49,6 +63,29 @@ void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
   app.add_option("--overhead", o.overhead, "bytes outside the ledger (CUDA context, libraries)")
       ->capture_default_str()
       ->group(g);
+}
+
+KvEviction resolve_kv_eviction(const KvCacheOptions& o, const ModelConfig& m) {
+  KvEviction e;
+  e.policy = *kv_policy_from_name(o.kv_policy);
+  e.budget = o.kv_budget;
+  e.sink_tokens = o.kv_sink_tokens;
+  if (!e.evicts()) {
+    if (o.kv_budget > 0)
+      throw ConfigError("kv-budget", "--kv-budget " + std::to_string(o.kv_budget) +
+                                         " needs --kv-policy window, sink or h2o (the policy is full)");
+    return e;
+  }
+  if (o.kv_budget < 1)
+    throw ConfigError("kv-budget", "--kv-policy " + o.kv_policy + " needs --kv-budget N (tokens kept per sequence)");
+  if (e.policy == KvPolicy::kSink && e.sink_tokens >= e.budget)
+    throw ConfigError("kv-sink-tokens", "--kv-sink-tokens " + std::to_string(e.sink_tokens) +
+                                            " must be fewer than --kv-budget " + std::to_string(e.budget));
+  if (m.sliding_window && e.policy != KvPolicy::kWindow)
+    throw ConfigError("kv-policy", "--kv-policy " + o.kv_policy + " on " + m.name +
+                                       ", a sliding-window model (window " + std::to_string(*m.sliding_window) +
+                                       "): its window already bounds the cache; use --kv-policy window or full");
+  return e;
 }
 
 analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfig& m) {
@@ -69,6 +106,7 @@ analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfi
                                            std::to_string(m.head_dim));
   k.block = o.block;
   k.max_model_len = o.max_model_len > 0 ? o.max_model_len : m.max_seq;
+  k.eviction = resolve_kv_eviction(o, m);
   return k;
 }
 

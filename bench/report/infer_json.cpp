@@ -17,27 +17,31 @@ json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(
 
 json infer_config_json(const run::InferRequest& q) {
   json c = config_json(q.config);
-  c["infer"] = {{"kv", kv_layout_name(q.kv.layout)},
-                {"kv_dtype", kv_format_name(q.kv.dtype)},
-                {"kv_scales", kv_scales_name(q.kv.scales)},
-                {"block", q.kv.block},
-                {"max_model_len", q.kv.max_model_len},
-                {"context", q.context},
-                {"requests", static_cast<int64_t>(q.shapes.size())},
-                {"prompt_len", q.prompt_len},
-                {"gen_len", q.gen_len},
-                {"trace", q.trace},
-                {"max_batch", q.max_batch},
-                {"prefill_chunk", q.prefill_chunk},
-                {"max_num_batched_tokens", q.prefill_chunk},
-                {"prefix_len", q.prefix_len},
-                {"prefix_caching", q.prefix_caching},
-                {"preemption", q.preemption},
-                {"arrival_rate", optional_json(q.arrival_rate)},
-                {"memory_utilization", q.memory_utilization},
-                {"device_memory_bytes", *q.config.device_memory_bytes},
-                {"overhead_bytes", q.overhead_bytes},
-                {"kv_outliers", q.kv_outliers}};
+  c["infer"] = {
+      {"kv", kv_layout_name(q.kv.layout)},
+      {"kv_dtype", kv_format_name(q.kv.dtype)},
+      {"kv_scales", kv_scales_name(q.kv.scales)},
+      {"kv_policy", kv_policy_name(q.kv.eviction.policy)},
+      {"kv_budget", q.kv.eviction.evicts() ? json(q.kv.eviction.budget) : json(nullptr)},
+      {"kv_sink_tokens", q.kv.eviction.policy == KvPolicy::kSink ? json(q.kv.eviction.sink_tokens) : json(nullptr)},
+      {"block", q.kv.block},
+      {"max_model_len", q.kv.max_model_len},
+      {"context", q.context},
+      {"requests", static_cast<int64_t>(q.shapes.size())},
+      {"prompt_len", q.prompt_len},
+      {"gen_len", q.gen_len},
+      {"trace", q.trace},
+      {"max_batch", q.max_batch},
+      {"prefill_chunk", q.prefill_chunk},
+      {"max_num_batched_tokens", q.prefill_chunk},
+      {"prefix_len", q.prefix_len},
+      {"prefix_caching", q.prefix_caching},
+      {"preemption", q.preemption},
+      {"arrival_rate", optional_json(q.arrival_rate)},
+      {"memory_utilization", q.memory_utilization},
+      {"device_memory_bytes", *q.config.device_memory_bytes},
+      {"overhead_bytes", q.overhead_bytes},
+      {"kv_outliers", q.kv_outliers}};
   return c;
 }
 
@@ -49,6 +53,19 @@ json kv_error_json(const std::optional<run::KvErrorRecord>& e) {
           {"context", e->context},
           {"outlier_channels", e->outlier_channels},
           {"note", "K, V, Q drawn N(0,1); the first --kv-outliers key channels of every head ×50, the query 0 there"}};
+}
+
+json kv_policy_error_json(const std::optional<run::KvPolicyErrorRecord>& e) {
+  if (!e) return nullptr;
+  if (!e->computed) return {{"computed", false}, {"note", e->note}};
+  return {{"computed", true},
+          {"sequences", e->sequences},
+          {"positions", e->positions},
+          {"rms", e->rms},
+          {"max", e->max},
+          {"reference_rms", e->reference_rms},
+          {"top1_agreement", e->top1_agreement},
+          {"note", e->note}};
 }
 
 json percentiles_json(const LatencyPercentiles& p) {
@@ -130,6 +147,8 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["capacity_sequences"] = v.capacity_sequences;
   j["capacity_predicted"] = v.capacity_predicted;
   j["kv_error"] = kv_error_json(v.kv_error);
+  j["kv_policy_error"] = kv_policy_error_json(v.kv_policy_error);
+  j["evicted_tokens"] = v.evicted_tokens;
   j["note"] = v.computed ? ""
               : v.latency
                   ? "meta backend: nothing computed, the tokens are not meaningful; times are the modelled clock's"

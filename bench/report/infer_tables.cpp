@@ -36,6 +36,34 @@ void print_latency(std::ostream& os, const json& lat) {
   os << "\n" << t.render();
 }
 
+// The KV dtype's attention error against bf16, and the KV budget's output error against a full cache.
+void print_kv_errors(std::ostream& os, const json& c, const json& s) {
+  if (s.contains("kv_error") && s["kv_error"].is_object()) {
+    const json& e = s["kv_error"];
+    os << fmt::format(
+        "\n# KV {} ({} scales) vs a bf16 cache, attention output of one decode step over {} tokens, "
+        "{} outlier key channels ×50: RMS error {:.3g}, max {:.3g} (output RMS {:.3g})\n",
+        c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(), e["context"].get<int64_t>(),
+        e["outlier_channels"].get<int64_t>(), e["rms"].get<double>(), e["max"].get<double>(),
+        e["reference_rms"].get<double>());
+  }
+  if (s.contains("kv_policy_error") && s["kv_policy_error"].is_object()) {
+    const json& e = s["kv_policy_error"];
+    const std::string policy = c["kv_policy"].get<std::string>();
+    if (e.value("computed", false))
+      os << fmt::format(
+          "\n# KV policy {} (budget {} tokens; {} tokens evicted) vs a full cache, next-token logits at {} "
+          "positions past the budget over {} sequences: RMS error {:.3g}, max {:.3g} (logit RMS {:.3g}); greedy "
+          "token agrees at {:.1f}%\n",
+          policy, c["kv_budget"].get<int64_t>(), s.value("evicted_tokens", int64_t{0}), e["positions"].get<int64_t>(),
+          e["sequences"].get<int64_t>(), e["rms"].get<double>(), e["max"].get<double>(),
+          e["reference_rms"].get<double>(), 100.0 * e["top1_agreement"].get<double>());
+    else
+      os << fmt::format("\n# KV policy {} (budget {} tokens): output error {}\n", policy, c["kv_budget"].get<int64_t>(),
+                        e.value("note", std::string()));
+  }
+}
+
 }  // namespace
 
 void print_infer_summary(std::ostream& os, const json& doc) {
@@ -118,15 +146,7 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   if (!s.value("note", "").empty()) tp.note(s["note"].get<std::string>());
   os << "\n" << tp.render();
   print_latency(os, s["latency"]);
-  if (s.contains("kv_error") && s["kv_error"].is_object()) {
-    const json& e = s["kv_error"];
-    os << fmt::format(
-        "\n# KV {} ({} scales) vs a bf16 cache, attention output of one decode step over {} tokens, "
-        "{} outlier key channels ×50: RMS error {:.3g}, max {:.3g} (output RMS {:.3g})\n",
-        c["kv_dtype"].get<std::string>(), c["kv_scales"].get<std::string>(), e["context"].get<int64_t>(),
-        e["outlier_channels"].get<int64_t>(), e["rms"].get<double>(), e["max"].get<double>(),
-        e["reference_rms"].get<double>());
-  }
+  print_kv_errors(os, c, s);
   print_checks(os, doc["checks"]);
 }
 

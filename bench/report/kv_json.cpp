@@ -116,6 +116,9 @@ json kv_report_json(const run::KvRecord& record) {
                                       {"percentile", k->percentile},
                                       {"headroom", k->headroom}};
   if (q.kv.scales == KvScales::kPerGroup) doc["config"]["kv"]["group_size"] = q.kv.group;
+  doc["config"]["kv"]["policy"] = kv_policy_name(q.kv.eviction.policy);
+  if (q.kv.eviction.evicts()) doc["config"]["kv"]["budget"] = q.kv.eviction.budget;
+  if (q.kv.eviction.policy == KvPolicy::kSink) doc["config"]["kv"]["sink_tokens"] = q.kv.eviction.sink_tokens;
   doc["params"] = {{"total", record.params}, {"padded_vocab", record.padded_vocab}};
   doc["ranks"] = json::array();
   for (const auto& r : record.ranks) doc["ranks"].push_back(kv_rank_json(r));

@@ -86,6 +86,19 @@ void print_kv(std::ostream& os, const json& doc) {
                     kv["layout"].get<std::string>(), kv["dtype"].get<std::string>(), kv["scales"].get<std::string>(),
                     kv["block"].get<int64_t>(), kv["max_model_len"].get<int64_t>(), kv["context"].get<int64_t>(),
                     kv["requests"].get<int64_t>());
+  if (kv.contains("budget")) {
+    const std::string policy = kv["policy"].get<std::string>();
+    const int64_t budget = kv["budget"].get<int64_t>();
+    const std::string kept =
+        policy == "sink"  ? fmt::format("the first {} and the most recent {}", kv["sink_tokens"].get<int64_t>(),
+                                        budget - kv["sink_tokens"].get<int64_t>())
+        : policy == "h2o" ? fmt::format("{} heavy hitters and the {} most recent", budget / 2, budget - budget / 2)
+                          : "the most recent";
+    os << fmt::format(
+        "# policy  {}: each sequence keeps at most {} tokens per layer ({}); a sequence of {} keeps {}\n\n", policy,
+        budget, kept, kv["context"].get<int64_t>(),
+        doc["ranks"].empty() ? 0 : doc["ranks"][0]["per_sequence"]["tokens_kept"].get<int64_t>());
+  }
   Table t("KV cache per rank (2 · layers · kv_heads · head_dim · dtype bytes per token)");
   t.columns({"rank", "kv heads", "per token", "scales/token", "per sequence", "reserved (all requests)", "weights",
              "activation peak (est.)"});

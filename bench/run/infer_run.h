@@ -91,17 +91,27 @@ struct KvErrorRecord {
   int64_t context = 0, outlier_channels = 0;
 };
 
+// The KV budget's output error against a full cache (models/transformer/kv_policy_error.h).
+struct KvPolicyErrorRecord {
+  bool computed = false;
+  int64_t sequences = 0, positions = 0;
+  double rms = 0, max = 0, reference_rms = 0, top1_agreement = 1.0;
+  std::string note;
+};
+
 // The serving engine's figures on the reporting rank.
 struct InferServingRecord {
   EngineStats stats;
   int64_t kv_bytes_per_token = 0;
   int64_t kv_scale_bytes_per_token = 0;  // of kv_bytes_per_token: the scales stored beside each token
   int64_t capacity_sequences = 0, capacity_predicted = 0;
-  std::optional<KvErrorRecord> kv_error;  // none for a bf16 cache
-  bool computed = true;                   // false on the meta backend: times and tokens mean nothing
-  std::optional<LatencySummary> latency;  // none when the engine had no clock (meta without device peaks)
-  int64_t host_swap_peak_bytes = 0;       // the host ledger's peak of swapped KV (--preemption swap)
-  std::string clock;                      // what the engine clock is
+  std::optional<KvErrorRecord> kv_error;               // none for a bf16 cache
+  std::optional<KvPolicyErrorRecord> kv_policy_error;  // none without a KV budget
+  int64_t evicted_tokens = 0;                          // tokens given up under the budget (sink, h2o)
+  bool computed = true;                                // false on the meta backend: times and tokens mean nothing
+  std::optional<LatencySummary> latency;               // none when the engine had no clock (meta without device peaks)
+  int64_t host_swap_peak_bytes = 0;                    // the host ledger's peak of swapped KV (--preemption swap)
+  std::string clock;                                   // what the engine clock is
 };
 
 struct InferRecord {

@@ -6,6 +6,7 @@
 
 #include "analytic/params.h"
 #include "bench/checks.h"
+#include "comm/comm.h"
 #include "core/device_spec.h"
 #include "kernels/registry/registry.h"
 #include "models/io/hf_weights.h"
@@ -13,6 +14,7 @@
 #include "models/kv/kv_format.h"
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_setup.h"
+#include "models/transformer/kv_policy_error.h"
 #if GPULEDGER_HAVE_MPI
 #include "comm/mpi_check.h"
 #endif
@@ -87,6 +89,8 @@ struct Served {
   int64_t completed = 0;
   int64_t peak_assigned = 0, peak_tokens = 0, null_block = 0;
   std::optional<KvErrorRecord> kv_error;
+  std::optional<KvPolicyErrorRecord> kv_policy_error;
+  int64_t evicted_tokens = 0;
   std::optional<LatencySummary> latency;
   std::string clock;
   int64_t host_swap_peak = 0;
@@ -100,6 +104,47 @@ std::optional<KvErrorRecord> kv_error(const InferRequest& q, const kv::KvGeometr
   const int64_t ectx = std::min<int64_t>(q.context, 1024);
   const auto e = kv_attention_error(*edev, g, q.config.model.heads, ectx, q.kv_outliers, q.config.run.seed);
   return KvErrorRecord{e.rms_error, e.max_error, e.rms_reference, ectx, q.kv_outliers};
+}
+
+// The cost of the KV budget: the first few requests (prompt and generated
+// tokens) through a budgeted and a full cache, on a cpu device and model of
+// their own (the serving ledger stays the run's). Computed on the cpu backend
+// and one rank; elsewhere the note says why not.
+constexpr size_t kPolicyErrorSequences = 4;
+std::optional<KvPolicyErrorRecord> kv_policy_error_record(const InferRequest& q, const kv::KvGeometry& g,
+                                                          const InferWeights::UnitValues& values,
+                                                          const std::vector<gpuledger::InferRequest>& requests,
+                                                          const std::vector<InferResult>& results) {
+  if (!q.kv.eviction.evicts()) return std::nullopt;
+  KvPolicyErrorRecord rec;
+  if (q.backend != "cpu" || q.config.layout.world() > 1) {
+    rec.note = "not computed: the comparison runs on the cpu backend and one rank";
+    return rec;
+  }
+  Ledger el;
+  auto edev = make_device("cpu", el);
+  CommCounters counters;
+  auto self = make_self_comm("tp", counters, *edev);
+  const auto& m = q.config.model;
+  InferenceModel model(*edev, *self, m, q.config.run.dtype, q.config.run.seed, values);
+  std::vector<std::vector<int32_t>> seqs;
+  for (size_t i = 0; i < std::min(kPolicyErrorSequences, results.size()); ++i) {
+    std::vector<int32_t> t = requests[i].prompt;
+    t.insert(t.end(), results[i].tokens.begin(), results[i].tokens.end());
+    seqs.push_back(std::move(t));
+  }
+  const auto e = kv_policy_error(model, g, m.sliding_window, q.kv.eviction, seqs);
+  rec.computed = true;
+  rec.sequences = e.sequences;
+  rec.positions = e.positions;
+  rec.rms = e.rms_error;
+  rec.max = e.max_error;
+  rec.reference_rms = e.rms_reference;
+  rec.top1_agreement = e.top1_agreement;
+  rec.note =
+      "the first requests' prompts and generated tokens through a budgeted and a full cache, teacher-forced; "
+      "next-token logits compared at every position past the budget";
+  return rec;
 }
 
 Served serve(const InferRequest& q, const ServingRank& s) {
@@ -124,7 +169,7 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   if (l.world() > 1)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &out.pool, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "agreeing the KV pool");
 #endif
-  const CacheSpec spec{kv_layout_name(q.kv.layout), q.kv.block, q.kv.max_model_len, m.sliding_window};
+  const CacheSpec spec{kv_layout_name(q.kv.layout), q.kv.block, q.kv.max_model_len, m.sliding_window, q.kv.eviction};
   // capacity, measured on a bookkeeping twin of the cache
   Ledger twin_ledger;
   auto twin_dev = make_device("meta", twin_ledger);
@@ -166,6 +211,8 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   for (size_t i = 0; i < results.size(); ++i)
     out.completed += static_cast<int64_t>(results[i].tokens.size()) == q.shapes[i].gen_len ? 1 : 0;
   out.kv_error = kv_error(q, g);
+  out.kv_policy_error = kv_policy_error_record(q, g, values, requests, results);
+  out.evicted_tokens = cache->evicted_tokens();
   out.peak_assigned = cache->peak_assigned_bytes();
   out.peak_tokens = cache->peak_token_bytes();
   if (q.kv.layout == KvLayout::kPaged) out.null_block = static_cast<const kv::PagedKvCache&>(*cache).block_bytes();
@@ -226,6 +273,8 @@ InferServingRecord serving_record(const ServingRank& s, const Served& v) {
   r.capacity_sequences = v.measured_cap;
   r.capacity_predicted = v.predicted.sequences;
   r.kv_error = v.kv_error;
+  r.kv_policy_error = v.kv_policy_error;
+  r.evicted_tokens = v.evicted_tokens;
   r.computed = s.device.touches_memory();
   r.latency = v.latency;
   r.host_swap_peak_bytes = v.host_swap_peak;

@@ -65,7 +65,7 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   r.reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, q.requests, q.context);
   r.weight_bytes = analytic::rank_params(m, l, rank) * dtype_bytes(q.config.run.dtype);
   r.activation_bytes = inference_activation_bytes(q.config, std::min(q.context, effective_prefill_chunk(q)));
-  r.tokens_kept = analytic::kv_tokens_kept(m, q.context);
+  r.tokens_kept = analytic::kv_tokens_kept(m, kv, q.context);
   r.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, 1, q.context) -
                               (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
   r.sequence_token_bytes = r.tokens_kept * (r.kv_bytes_per_token + r.kv_scale_bytes_per_token);
@@ -82,7 +82,7 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   if (!q.config.device_memory_bytes) return r;
   // vLLM's own figures: its profiling run covers max_num_batched_tokens tokens
   // (not the context), and what it logs counts max_model_len per request.
-  if (kv.layout == KvLayout::kPaged && !m.sliding_window) {
+  if (kv.layout == KvLayout::kPaged && !m.sliding_window && !kv.eviction.evicts()) {
     analytic::VllmKvInputs in;
     in.total_memory_bytes = *q.config.device_memory_bytes;
     in.gpu_memory_utilization = q.memory_utilization;

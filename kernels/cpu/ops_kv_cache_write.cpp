@@ -123,8 +123,8 @@ void CpuDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const v
     const KvSeqView& s = c.seqs[b];
     const int64_t n = s.n_new, p0 = s.len - s.n_new;
     for (int64_t r = 0; r < n; ++r) {
-      const int64_t p = p0 + r, o = c.slot(p) % S;
-      char* sec = c.section(s, p);
+      const int64_t p = p0 + r, sl = c.slot_of(s, p), o = sl % S;
+      char* sec = c.section_at(s, sl);
       for (int is_v = 0; is_v < 2; ++is_v) {
         const float* row = (is_v ? vf : kf).data() + first[b] + (h * n + r) * D;
         char* dst = sec + c.value_offset(is_v, h, o);

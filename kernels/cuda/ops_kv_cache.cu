@@ -282,8 +282,8 @@ void SimtDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const 
   for (const KvSeqView& s : c.seqs) {
     for (int64_t r = 0; r < s.n_new; ++r) {
       const int64_t p = s.len - s.n_new + r;
-      rows.push_back(
-          {reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot(p) % c.block_tokens, first + r * D, s.n_new * D});
+      rows.push_back({reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot_of(s, p) % c.block_tokens,
+                      first + r * D, s.n_new * D});
     }
     first += Hkv * s.n_new * D;
   }
@@ -312,6 +312,13 @@ void SimtDevice::cached_attention_impl(void* out, const void* q, DType t, int64_
   int64_t first = 0, macs = 0;
   for (size_t b = 0; b < c.seqs.size(); ++b) {
     const KvSeqView& s = c.seqs[b];
+    // The kernel walks positions first_key … pos through slot(p); a scattered
+    // slot map (attention sinks, heavy hitters) and H2O's score sums are the
+    // cpu backend's (the command line refuses them on cuda up front).
+    if (!s.slot_positions.empty() || s.slot_scores != nullptr)
+      throw std::invalid_argument(
+          "cached_attention: KV slot maps (sink, h2o eviction) run on the cpu and meta "
+          "backends, not in the CUDA kernel");
     macs += Hq * s.n_new * c.kept(s.len) * D;
     seqs.push_back({static_cast<const unsigned char*>(s.base), static_cast<int64_t>(tables.size())});
     tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());

@@ -13,13 +13,19 @@ namespace gpuledger::kv {
 
 // ---- KvCache ----
 
-KvCache::KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> window)
-    : device_(device), geom_(geometry), window_(window) {
+KvCache::KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> window, KvEviction eviction)
+    : device_(device), geom_(geometry), window_(kv_slot_cap(window, eviction)), eviction_(eviction) {
   if (geom_.layers < 1 || geom_.kv_heads < 1 || geom_.head_dim < 1)
     throw std::invalid_argument("KV cache geometry needs layers, kv heads and head dim >= 1, got (" +
                                 std::to_string(geom_.layers) + ", " + std::to_string(geom_.kv_heads) + ", " +
                                 std::to_string(geom_.head_dim) + ")");
   if (window_ && *window_ < 1) throw std::invalid_argument("KV window must be >= 1, got " + std::to_string(*window_));
+  if (eviction_.policy == KvPolicy::kSink || eviction_.policy == KvPolicy::kH2O) {
+    if (window)
+      throw std::invalid_argument(std::string("KV policy ") + std::string(kv_policy_name(eviction_.policy)) +
+                                  " on a sliding-window model (its window already bounds the cache)");
+    evict_.emplace(eviction_, geom_.layers, device_.touches_memory());
+  }
   // Scales that do not grow with tokens: one buffer, (L, K|V, per-layer count) fp32.
   if (geom_.fixed_scale_bytes() > 0)
     fixed_scales_ = device_.alloc(geom_.fixed_scale_bytes(), Account::kKv, "kv.fixed_scales");
@@ -43,7 +49,10 @@ KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) cons
   c.block_tokens = region_tokens();
   c.block_bytes = region_bytes();
   c.layer_offset_bytes = layer * c.block_tokens * geom_.layer_token_bytes();
-  c.window = window_;
+  // A scattered policy's slot maps go to a backend that reads the data; to
+  // one that does not, the cap as a rolling window (same slots, same FLOPs).
+  const bool maps = evict_ && device_.touches_memory();
+  c.window = maps ? std::nullopt : window_;
   const int64_t nf = geom_.fixed_scales_per_layer();
   if (nf > 0 && fixed_scales_.data() != nullptr) c.fixed_scales = fixed_scales_.as<float>() + layer * 2 * nf;
   std::set<SeqId> seen;
@@ -64,6 +73,10 @@ KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) cons
                                   std::to_string(s.len - st.n_new) + " fall inside its shared prefix of " +
                                   std::to_string(cached_tokens(st.id)) + " tokens");
     locate(st.id, s);
+    if (maps) {
+      s.slot_positions = evict_->slot_positions(st.id, layer);
+      s.slot_scores = evict_->scores(st.id, layer);
+    }
     c.seqs.push_back(std::move(s));
   }
   validate_kv_view(c, "KvCache::view");
@@ -90,8 +103,9 @@ void KvCache::attend(int64_t layer, const std::vector<SeqStep>& batch, void* out
 // ---- ContiguousKvCache ----
 
 ContiguousKvCache::ContiguousKvCache(Device& device, KvGeometry geometry, int64_t max_model_len,
-                                     std::optional<int64_t> window, std::optional<int64_t> budget_bytes)
-    : KvCache(device, geometry, window), max_model_len_(max_model_len), budget_(budget_bytes) {
+                                     std::optional<int64_t> window, std::optional<int64_t> budget_bytes,
+                                     KvEviction eviction)
+    : KvCache(device, geometry, window, eviction), max_model_len_(max_model_len), budget_(budget_bytes) {
   if (max_model_len < 1)
     throw std::invalid_argument("max_model_len must be >= 1, got " + std::to_string(max_model_len));
   slots_ = kept(max_model_len);
@@ -115,6 +129,7 @@ bool ContiguousKvCache::add_sequence(SeqId id, int64_t prompt_tokens, std::optio
   s.reservation = device_.alloc(reservation_bytes(), Account::kKv, "kv.reservation");
   s.len = prompt_tokens;
   seqs_.emplace(id, std::move(s));
+  track_add(id, prompt_tokens);
   tokens_ += kept(prompt_tokens);
   peak_tokens_ = std::max(peak_tokens_, tokens_);
   peak_seqs_ = std::max(peak_seqs_, sequences());
@@ -131,6 +146,7 @@ bool ContiguousKvCache::append_tokens(SeqId id, int64_t tokens) {
                                 " tokens, over max_model_len " + std::to_string(max_model_len_));
   tokens_ += kept(s.len + tokens) - kept(s.len);
   s.len += tokens;
+  track_append(id, tokens);
   peak_tokens_ = std::max(peak_tokens_, tokens_);
   return true;
 }
@@ -140,6 +156,7 @@ void ContiguousKvCache::free_sequence(SeqId id) {
   if (it == seqs_.end()) throw std::out_of_range("no KV sequence " + std::to_string(id));
   tokens_ -= kept(it->second.len);
   seqs_.erase(it);  // the reservation's Buffer unbooks the ledger
+  track_free(id);
 }
 
 int64_t ContiguousKvCache::length(SeqId id) const {
@@ -167,8 +184,8 @@ void ContiguousKvCache::locate(SeqId id, KvSeqView& s) const {
 // ---- PagedKvCache ----
 
 PagedKvCache::PagedKvCache(Device& device, KvGeometry geometry, int64_t num_blocks, int64_t block_tokens,
-                           std::optional<int64_t> window)
-    : KvCache(device, geometry, window), blocks_(num_blocks, block_tokens, window) {
+                           std::optional<int64_t> window, KvEviction eviction)
+    : KvCache(device, geometry, window, eviction), blocks_(num_blocks, block_tokens, window_) {
   // The whole pool up front, as vLLM allocates its KV tensors once at start.
   pool_ = device_.alloc(num_blocks * block_bytes(), Account::kKv, "kv.pool");
 }
@@ -181,7 +198,20 @@ int64_t PagedKvCache::blocks_in(int64_t bytes, const KvGeometry& g, int64_t bloc
 }
 
 bool PagedKvCache::add_sequence(SeqId id, int64_t prompt_tokens, std::optional<PrefixRef> prefix) {
-  return blocks_.add_sequence(id, prompt_tokens, prefix);
+  if (!blocks_.add_sequence(id, prompt_tokens, std::move(prefix))) return false;
+  track_add(id, prompt_tokens);
+  return true;
+}
+
+bool PagedKvCache::append_tokens(SeqId id, int64_t tokens) {
+  if (!blocks_.append(id, tokens)) return false;
+  track_append(id, tokens);
+  return true;
+}
+
+void PagedKvCache::free_sequence(SeqId id) {
+  blocks_.free_sequence(id);
+  track_free(id);
 }
 
 int64_t PagedKvCache::pool_bytes() const { return geom_.fixed_scale_bytes() + blocks_.num_blocks() * block_bytes(); }

@@ -16,6 +16,13 @@
 // A reservation is a region of S = kept(max_model_len) slots; a block is a
 // region of S = B slots. Sliding window: position p lives in slot p mod W.
 //
+// A KV budget (KvEviction: window, sink, h2o) caps every sequence at `budget`
+// slots per layer, as a sliding window of that size does: the slot cap is the
+// smaller of the two (slot_cap). Under sink and h2o the positions a sequence
+// keeps are scattered: models/kv/kv_eviction.h keeps their slot maps, and the
+// views carry them to the kernels (on a backend that reads no data, the views
+// carry the cap as a rolling window instead: the same bytes and FLOPs).
+//
 // Three figures (docs/formulas/kv.md gives the analytic side):
 //   pool_bytes      what the ledger books for this cache now (paged: the whole
 //                   pool, constant; contiguous: the live reservations);
@@ -40,6 +47,7 @@
 
 #include "kernels/device.h"
 #include "models/kv/block_manager.h"
+#include "models/kv/kv_eviction.h"
 #include "models/kv/kv_format.h"
 
 namespace gpuledger::kv {
@@ -52,14 +60,20 @@ struct SeqStep {
 
 class KvCache {
  public:
-  KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> window);
+  // `window`: a sliding-window model's; `eviction`: the KV budget's policy
+  // (sink and h2o not with a model window).
+  KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> window, KvEviction eviction = {});
   virtual ~KvCache() = default;
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
   virtual std::string_view kind() const = 0;  // "contiguous" | "paged"
   const KvGeometry& geometry() const { return geom_; }
-  std::optional<int64_t> window() const { return window_; }
+  // Slots a sequence keeps at most: min(model window, budget); none: every token.
+  std::optional<int64_t> slot_cap() const { return window_; }
+  const KvEviction& eviction() const { return eviction_; }
+  // Tokens given up under the KV budget so far (window, sink, h2o; 0 without one).
+  int64_t evicted_tokens() const { return evicted_tokens_; }
   Device& device() { return device_; }
 
   // ---- sequences ----
@@ -79,8 +93,8 @@ class KvCache {
   virtual int64_t cached_tokens(SeqId id) const = 0;  // shared from a prefix at admission
   virtual int64_t sequences() const = 0;
   // The most new tokens a step of `id` may carry exactly after its current
-  // length under a window (kernels/kv_storage.h, validate_kv_view): enough to
-  // fill the window, and at least 1. Without a window: unlimited (INT64_MAX).
+  // length under a slot cap (kernels/kv_storage.h, validate_kv_view): enough to
+  // fill the cap, and at least 1. Without a cap: unlimited (INT64_MAX).
   int64_t max_step_tokens(SeqId id) const;
 
   // ---- the data path, one layer at a time ----
@@ -109,10 +123,30 @@ class KvCache {
   virtual void locate(SeqId id, KvSeqView& s) const = 0;
   virtual int64_t region_tokens() const = 0;  // S: slots per region
   int64_t region_bytes() const { return region_tokens() * geom_.token_bytes(); }
+  // The eviction state follows every sequence the cache admits, grows and frees.
+  void track_add(SeqId id, int64_t tokens) {
+    count_evicted(0, tokens);
+    if (evict_) evict_->add(id, tokens);
+  }
+  void track_append(SeqId id, int64_t tokens) {
+    count_evicted(length(id) - tokens, length(id));
+    if (evict_) evict_->append(id, tokens);
+  }
+  void count_evicted(int64_t len_before, int64_t len_after) {
+    if (!eviction_.evicts()) return;
+    const int64_t cap = *window_;
+    evicted_tokens_ += std::max<int64_t>(0, len_after - cap) - std::max<int64_t>(0, len_before - cap);
+  }
+  void track_free(SeqId id) {
+    if (evict_) evict_->erase(id);
+  }
 
   Device& device_;
   KvGeometry geom_;
-  std::optional<int64_t> window_;
+  std::optional<int64_t> window_;  // the slot cap
+  KvEviction eviction_;
+  mutable std::optional<KvEvictionState> evict_;  // sink, h2o: slot maps (built lazily by view)
+  int64_t evicted_tokens_ = 0;
   Buffer fixed_scales_;           // (L, 2, fixed_scales_per_layer) fp32; empty when none
   std::vector<bool> calibrated_;  // per layer: fixed scales set by a first write
 };
@@ -124,7 +158,7 @@ class ContiguousKvCache final : public KvCache {
   // reservation would not fit beside the fixed scales. Without it the device's
   // memory decides (Device::alloc throws OutOfMemory).
   ContiguousKvCache(Device& device, KvGeometry geometry, int64_t max_model_len, std::optional<int64_t> window = {},
-                    std::optional<int64_t> budget_bytes = {});
+                    std::optional<int64_t> budget_bytes = {}, KvEviction eviction = {});
 
   std::string_view kind() const override { return "contiguous"; }
   int64_t max_model_len() const { return max_model_len_; }
@@ -166,7 +200,7 @@ class PagedKvCache final : public KvCache {
  public:
   // num_blocks: the pool, the null block included (>= 1); block_tokens B.
   PagedKvCache(Device& device, KvGeometry geometry, int64_t num_blocks, int64_t block_tokens = 16,
-               std::optional<int64_t> window = {});
+               std::optional<int64_t> window = {}, KvEviction eviction = {});
   // Blocks a pool of `bytes` holds after the fixed scales (vLLM sizes its pool
   // as ⌊available / block bytes⌋; the null block is one of them). 0 if none.
   static int64_t blocks_in(int64_t bytes, const KvGeometry& geometry, int64_t block_tokens);
@@ -178,8 +212,8 @@ class PagedKvCache final : public KvCache {
 
   bool can_admit(int64_t prompt_tokens) const override { return blocks_.can_allocate(prompt_tokens); }
   bool add_sequence(SeqId id, int64_t prompt_tokens, std::optional<PrefixRef> prefix = {}) override;
-  bool append_tokens(SeqId id, int64_t tokens) override { return blocks_.append(id, tokens); }
-  void free_sequence(SeqId id) override { blocks_.free_sequence(id); }
+  bool append_tokens(SeqId id, int64_t tokens) override;
+  void free_sequence(SeqId id) override;
   bool contains(SeqId id) const override { return blocks_.contains(id); }
   int64_t length(SeqId id) const override { return blocks_.length(id); }
   int64_t cached_tokens(SeqId id) const override { return blocks_.shared_tokens(id); }

@@ -49,6 +49,12 @@ InferenceEngine::InferenceEngine(InferenceModel& model, kv::KvCache& cache, Engi
   if (opt_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
   if (opt_.swap && dynamic_cast<kv::PagedKvCache*>(&cache_) == nullptr)
     throw std::invalid_argument("preemption by swap needs a paged KV cache");
+  // A swapped sequence comes back under a new id with a fresh slot map, while
+  // its blocks keep the old map's scattered order.
+  const KvPolicy policy = cache_.eviction().policy;
+  if (opt_.swap && (policy == KvPolicy::kSink || policy == KvPolicy::kH2O))
+    throw std::invalid_argument(std::string("preemption by swap with KV policy ") +
+                                std::string(kv_policy_name(policy)) + ": use preemption by recompute");
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -207,7 +213,7 @@ bool InferenceEngine::admit(int64_t budget, int64_t step, Batch& batch) {
   Seq* s = waiting_.front();
   const auto size = static_cast<int64_t>(s->tokens.size());
   const auto* paged = dynamic_cast<const kv::PagedKvCache*>(&cache_);
-  const bool caching = paged && opt_.prefix_caching && !cache_.window();
+  const bool caching = paged && opt_.prefix_caching && !cache_.slot_cap();
   std::vector<kv::BlockHash> hashes;
   if (caching) hashes = kv::block_hashes(s->tokens, paged->blocks().block_tokens());
   int64_t hit = 0;
@@ -218,7 +224,7 @@ bool InferenceEngine::admit(int64_t budget, int64_t step, Batch& batch) {
     return false;
   }
   int64_t chunk = std::min(size - hit, budget);
-  if (cache_.window()) chunk = std::min(chunk, *cache_.window());  // a first step never wraps the rolling buffer
+  if (cache_.slot_cap()) chunk = std::min(chunk, *cache_.slot_cap());  // a first step never wraps or evicts
   const int64_t len = hit + chunk;
   const kv::SeqId id = next_kv_id_++;
   std::optional<kv::PrefixRef> prefix;
@@ -292,7 +298,7 @@ int64_t InferenceEngine::step_bytes(const Batch& b) const {
   int64_t bytes = model_.weights().bytes();
   for (const auto& st : b.steps) {
     const int64_t len = cache_.length(st.id);
-    bytes += (cache_.window() ? std::min(len, *cache_.window()) : len) * token_bytes;
+    bytes += (cache_.slot_cap() ? std::min(len, *cache_.slot_cap()) : len) * token_bytes;
   }
   return bytes;
 }

@@ -33,7 +33,8 @@ std::unique_ptr<kv::KvCache> make_kv_cache(Device& device, const kv::KvGeometry&
                                            const CacheSpec& spec) {
   if (spec.kind == "contiguous") {
     if (spec.max_model_len < 1) throw std::invalid_argument("a contiguous cache needs max_model_len >= 1");
-    auto c = std::make_unique<kv::ContiguousKvCache>(device, geometry, spec.max_model_len, spec.window, pool_bytes);
+    auto c = std::make_unique<kv::ContiguousKvCache>(device, geometry, spec.max_model_len, spec.window, pool_bytes,
+                                                     spec.eviction);
     if (!c->can_admit(1))
       throw std::runtime_error("a KV pool of " + std::to_string(pool_bytes) + " bytes holds no reservation of " +
                                std::to_string(c->reservation_bytes()) + " bytes");
@@ -44,7 +45,7 @@ std::unique_ptr<kv::KvCache> make_kv_cache(Device& device, const kv::KvGeometry&
   if (blocks < 2)
     throw std::runtime_error("a KV pool of " + std::to_string(pool_bytes) + " bytes holds " + std::to_string(blocks) +
                              " blocks: none beside the null block");
-  return std::make_unique<kv::PagedKvCache>(device, geometry, blocks, spec.block_tokens, spec.window);
+  return std::make_unique<kv::PagedKvCache>(device, geometry, blocks, spec.block_tokens, spec.window, spec.eviction);
 }
 
 int64_t fill_capacity(kv::KvCache& cache, int64_t context, kv::SeqId first_id, int64_t* assigned_bytes_full) {

@@ -32,6 +32,7 @@ struct CacheSpec {
   int64_t block_tokens = 16;        // paged
   int64_t max_model_len = 0;        // contiguous reservation
   std::optional<int64_t> window;    // sliding-window model
+  KvEviction eviction;              // the KV budget's policy (core/kv_types.h)
 };
 // The cache a pool of `pool_bytes` gives: paged, ⌊(pool − fixed scales) / block bytes⌋
 // blocks allocated now; contiguous, reservations admitted while they fit the pool.

@@ -114,9 +114,9 @@ TEST(KvCache, ContiguousReservesMaxModelLen) {
 
 TEST(KvCache, SlidingWindowCapsMistralAt4096) {
   const auto m = mistral_7b();
-  EXPECT_EQ(kv_tokens_kept(m, 4000), 4000);
-  EXPECT_EQ(kv_tokens_kept(m, 10000), 4096);
-  EXPECT_EQ(kv_tokens_kept(llama3_8b(), 10000), 10000);
+  EXPECT_EQ(kv_tokens_kept(m, {}, 4000), 4000);
+  EXPECT_EQ(kv_tokens_kept(m, {}, 10000), 4096);
+  EXPECT_EQ(kv_tokens_kept(llama3_8b(), {}, 10000), 10000);
   // Paged, one 10000-token sequence: 4096/16 = 256 blocks + the null block.
   EXPECT_EQ(kv_reserved_bytes(m, layout(), opts(KvLayout::kPaged), 1, 10000), 257 * 16 * 128 * KiB);
   // Contiguous over max_model_len 32768 still keeps only the window.

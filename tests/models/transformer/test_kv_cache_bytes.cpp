@@ -91,7 +91,7 @@ TEST(PagedKvCache, PoolAndAssignedBytesEqualTheAnalyticReservation) {
                        std::to_string(context));
           const auto o = analytic_options(KvLayout::kPaged, g, block);
           const int64_t expect = analytic::kv_reserved_bytes(m, layout(c), o, requests, context);
-          const int64_t kept = analytic::kv_tokens_kept(m, context);
+          const int64_t kept = analytic::kv_tokens_kept(m, {}, context);
           const int64_t blocks = requests * ((kept + block - 1) / block) + 1;
           Ledger ledger;
           auto dev = make_device("meta", ledger);
@@ -159,7 +159,7 @@ TEST(ContiguousKvCache, ReservationsEqualTheAnalyticReservation) {
         auto dev = make_device("meta", ledger);
         ContiguousKvCache cache(*dev, g, mml, m.sliding_window);
         EXPECT_EQ(ledger.live(Account::kKv), g.fixed_scale_bytes());
-        EXPECT_EQ(cache.reservation_tokens(), analytic::kv_tokens_kept(m, mml));
+        EXPECT_EQ(cache.reservation_tokens(), analytic::kv_tokens_kept(m, {}, mml));
         const int64_t context = 1000;
         for (SeqId id = 0; id < requests; ++id) ASSERT_TRUE(cache.add_sequence(id, context));
         const auto o = analytic_options(KvLayout::kContiguous, g, 16, mml);
@@ -167,7 +167,7 @@ TEST(ContiguousKvCache, ReservationsEqualTheAnalyticReservation) {
         EXPECT_EQ(ledger.live(Account::kKv), expect);
         EXPECT_EQ(cache.pool_bytes(), expect);
         EXPECT_EQ(cache.assigned_bytes(), expect);
-        EXPECT_EQ(expect, requests * analytic::kv_tokens_kept(m, mml) * g.token_bytes() + g.fixed_scale_bytes());
+        EXPECT_EQ(expect, requests * analytic::kv_tokens_kept(m, {}, mml) * g.token_bytes() + g.fixed_scale_bytes());
         // Waste: every slot past the sequence's length.
         EXPECT_EQ(cache.assigned_bytes() - cache.token_bytes(),
                   g.fixed_scale_bytes() + requests * (cache.reservation_tokens() - context) * g.token_bytes());
