@@ -25,4 +25,27 @@ double bubble_fraction(int64_t pp, int64_t m) {
   return static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1);
 }
 
+int64_t chunk_microbatches_in_flight(int64_t pp, int64_t stage, int64_t m, int64_t vpp) {
+  // Megatron-LM's get_pp_rank_microbatches (megatron/core/pipeline_parallel/
+  // schedules.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553): the interleaved
+  // schedule runs (pp − rank − 1)·2 + (vpp − 1)·pp warm-up forwards (for
+  // vpp = 1 the non-interleaved pp − rank − 1), then one forward more before
+  // its first backward; nothing is released before that backward, and from
+  // then on every forward is followed by a backward.
+  const int64_t total = m * vpp;
+  const int64_t warmup = vpp == 1 ? pp - stage - 1 : (pp - stage - 1) * 2 + (vpp - 1) * pp;
+  // On the first stage (stage 0, m >= pp) that is pp·(vpp + 1) − 1 chunks of
+  // L/(pp·vpp) layers: L·(1 + (pp − 1)/(pp·vpp)) layers' worth, Megatron's
+  // interleaved_schedule_memory_penalty (megatron/training/
+  // theoretical_memory_usage.py at the same commit).
+  return std::min(warmup + 1, total);
+}
+
+double bubble_over_ideal(int64_t pp, int64_t m, int64_t vpp) {
+  // Narayanan et al. 2021 §2.2.2: with v chunks per device each forward and
+  // backward of a chunk takes 1/v of a stage's time, so the bubble shrinks to
+  // (p − 1)/(v·m) of the ideal time.
+  return static_cast<double>(pp - 1) / static_cast<double>(vpp * m);
+}
+
 }  // namespace gpuledger::analytic

@@ -13,4 +13,12 @@ int64_t microbatches_in_flight(Schedule s, int64_t pp, int64_t stage, int64_t m)
 // (p − 1) / (m + p − 1).
 double bubble_fraction(int64_t pp, int64_t m);
 
+// Interleaved 1F1B (vpp model chunks per rank, 1F1B only): the most
+// (microbatch, chunk) pairs in flight on `stage` at its activation peak,
+// min(w + 1, m·vpp) with w = (p − stage − 1)·2 + (vpp − 1)·p warm-up
+// forwards; vpp = 1 gives microbatches_in_flight's 1F1B figure.
+int64_t chunk_microbatches_in_flight(int64_t pp, int64_t stage, int64_t m, int64_t vpp);
+// Bubble time over ideal time, (p − 1) / (vpp·m) (vpp = 1: (p − 1) / m).
+double bubble_over_ideal(int64_t pp, int64_t m, int64_t vpp);
+
 }  // namespace gpuledger::analytic
