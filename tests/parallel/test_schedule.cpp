@@ -5,6 +5,7 @@
 // (analytic/pipeline.h, written independently).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -143,6 +144,30 @@ TEST(Schedule, InterleavedEveryPairOnceBackwardAfterForwardSatisfiableAndInFligh
         }
         EXPECT_TRUE(tables_finish(tables, pp, vpp)) << "pp " << pp << " vpp " << vpp << " m " << m;
       }
+}
+
+// The most pairs of one chunk live at a point where the stage holds its most
+// pairs, read off the table, against the closed form the activation budget
+// uses (analytic::chunk_live_at_peak).
+TEST(Schedule, InterleavedChunkLiveAtPeakMatchesClosedForm) {
+  for (int64_t pp : {2, 3, 4})
+    for (int64_t vpp : {1, 2, 3, 4})
+      for (int64_t m = pp; m <= 4 * pp; m += pp)
+        for (int64_t stage = 0; stage < pp; ++stage) {
+          const auto t = make_schedule(Schedule::k1F1B, pp, stage, m, vpp);
+          const int64_t peak = max_in_flight(t);
+          for (int64_t c = 0; c < vpp; ++c) {
+            int64_t live = 0, live_c = 0, most = 0;
+            for (const auto& s : t) {
+              const int64_t d = s.op == PipeOp::kForward ? 1 : -1;
+              live += d;
+              if (s.chunk == c) live_c += d;
+              if (live == peak) most = std::max(most, live_c);
+            }
+            EXPECT_EQ(analytic::chunk_live_at_peak(pp, stage, m, vpp, c), most)
+                << "pp " << pp << " vpp " << vpp << " m " << m << " stage " << stage << " chunk " << c;
+          }
+        }
 }
 
 // Megatron's estimator: the first stage holds L·(1 + (p − 1)/(p·v)) layers'
