@@ -5,7 +5,8 @@
 // comm counters equal to its meta simulation's; then every gradient tensor of
 // the first step against the one rank's, element by element within 1e-6 +
 // 1e-4 relative. tiny-gpt's tied embeddings put the word embedding in chunk 0
-// of rank 0 and its copy in the last chunk of the last rank.
+// of rank 0 and its copy in the last chunk of the last rank. At np 4 also
+// tp 2 × pp 2 (sp) and dp 2 × pp 2 (ZeRO 1), each with vpp 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,6 +54,20 @@ INSTANTIATE_TEST_SUITE_P(Chunks, Interleaved,
                                   std::to_string(info.param.vpp) + "_mx" + std::to_string(info.param.m_per_pp);
                          });
 
+// np 4: interleaving beside tensor parallelism (tp 2 with sp, fp32 within
+// tp_tolerance) and beside data parallelism with ZeRO 1 (dp 2).
+TEST(InterleavedMixed, Tp2Pp2SpAndDp2Pp2Zero1MatchOneRank) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.dropout = 0.0;
+  Layout tp = mixed(2, 1, 2, 0, true);
+  tp.vpp = 2;
+  check_layout(with_layers("tiny-llama", 4), r, tp, 2, tp_tolerance());
+  Layout dp = mixed(1, 2, 2, 1, false);
+  dp.vpp = 2;
+  check_layout(with_layers("tiny-gpt", 4), small_run(2, Schedule::k1F1B), dp, 2, Tolerance{});
+}
+
 // The gradients of one step, tensor by tensor, against one rank's.
 TEST(InterleavedGradients, EveryTensorMatchesOneRank) {
   const Layout l = vpp_layout(2);
@@ -97,7 +112,7 @@ TEST(InterleavedGradients, EveryTensorMatchesOneRank) {
 // Large messages (b·s·h·e = 4·64·64·4 = 64 KiB, past any eager limit) on the
 // ring of virtual stages: the programs of parallel/pp/p2p.h must not deadlock.
 TEST(InterleavedLarge, RendezvousMessages) {
-  RunConfig r = small_run(2 * world_size(), Schedule::k1F1B);
+  RunConfig r = small_run(world_size(), Schedule::k1F1B);
   r.seq = 64;
   r.mbs = 4;
   const Layout l = vpp_layout(2);
