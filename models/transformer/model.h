@@ -2,6 +2,10 @@
 // tensor-parallel rank — the embedding (first stage: word embedding, + learned
 // positions for gpt, dropout), its contiguous layers, and on the last stage
 // the final norm, the head GEMM into fp32 logits and the cross-entropy loss.
+// With virtual stages (Layout::vpp > 1) its layers are vpp model chunks of
+// contiguous layers each (ParamLayout::global_layer); a forward runs one
+// chunk, the embedding only in chunk 0 of the first stage and the head only in
+// the last chunk of the last stage.
 //
 // Microbatches are slots: forward(slot) saves that microbatch's tensors
 // (account activations, docs/exact-budget.md "Activations" and "Stage
