@@ -1,4 +1,4 @@
-// CLI test for `gpuledger train --vpp` on the meta backend at a 405B-like
+// CLI tests for `gpuledger train --vpp` (and `check` of its report) on the meta backend at a 405B-like
 // layout (llama3.1-405b's shape with 128 layers, tp 8 × pp 16, vpp 8: one
 // layer per model chunk), simulated for one rank per stage: every check
 // passes (each account of each rank equals its exact budget to the byte, the
@@ -54,6 +54,19 @@ TEST(CliTrainVpp, MetaSimulationAt405BLikeLayoutBooksItsBudget) {
   // every rank all four pipeline buffers (a ring), against two at the ends
   EXPECT_EQ(doc["ranks"][0]["measured"]["peak_by_account"]["comm"], int64_t{4} * 1024 * 16384 * 2);
   EXPECT_EQ(one["ranks"][0]["measured"]["peak_by_account"]["comm"], int64_t{2} * 1024 * 16384 * 2);
+}
+
+// `check` re-derives the budget from the report's config, vpp included (a
+// report read as vpp 1 would miss every stage's activations and comm).
+TEST(CliTrainVpp, CheckRederivesTheInterleavedBudget) {
+  const std::string path = gpuledger::testing::scratch_dir("vpp") + "/vpp.json";
+  auto args = run_405b_like("8");
+  args.back() = path;
+  auto r = run_cli(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto c = run_cli({"check", path});
+  EXPECT_EQ(c.status, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find(" 0 failed"), std::string::npos) << c.out;
 }
 
 TEST(CliTrainVpp, RefusedLayoutsExitTwoNamingTheProblem) {
