@@ -121,6 +121,19 @@ int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l, c
 }
 
 int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
+  if (l.vpp > 1) {
+    // docs/exact-budget.md "Interleaved stages": the pairs in flight × one
+    // chunk's layers, plus the stage extras × the most pairs of the chunk that
+    // carries them (the embedding's chunk 0, the head's chunk vpp − 1) live
+    // at such a peak.
+    constexpr std::string_view what = "activation peak bytes";
+    const int64_t pairs = chunk_microbatches_in_flight(l.pp, stage, r.microbatches, l.vpp);
+    const int64_t chunk_bytes = checked_mul(layers_per_chunk(m, l, stage), activation_bytes_per_layer(m, l, r), what);
+    const int64_t extra_chunk = stage == 0 ? 0 : l.vpp - 1;
+    const int64_t extra_live = chunk_live_at_peak(l.pp, stage, r.microbatches, l.vpp, extra_chunk);
+    return checked_add(checked_mul(pairs, chunk_bytes, what),
+                       checked_mul(extra_live, activation_stage_extra_bytes(m, l, r, stage), what), what);
+  }
   // docs/exact-budget.md "Microbatches in flight": in_flight(i) × (Σ layers + extras).
   return checked_mul(microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches),
                      activation_bytes_per_microbatch(m, l, r, stage), "activation peak bytes");
@@ -185,8 +198,11 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
   const KorthikantiRow row = matching_row(l, r);
   const RowInfo& ri = row_info(row);
   const double per_layer = korthikanti_per_layer_bytes(row, s, b, h, a, t);
-  const int64_t in_flight = microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
-  const int64_t layers = layers_on_stage(m, l, stage);
+  // interleaved: (microbatch, chunk) pairs of one chunk's layers each
+  const bool vpp = l.vpp > 1;
+  const int64_t in_flight = vpp ? chunk_microbatches_in_flight(l.pp, stage, r.microbatches, l.vpp)
+                                : microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
+  const int64_t layers = layers_per_chunk(m, l, stage);
   std::vector<Published> out;
 
   out.push_back(
@@ -200,7 +216,11 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
   std::string rule = r.schedule == Schedule::kGPipe
                          ? "GPipe: m = " + std::to_string(in_flight) + " in flight"
                          : "1F1B: min(p − i, m) = " + std::to_string(in_flight) + " in flight";
-  if (stage == 0 && r.schedule == Schedule::k1F1B)
+  if (vpp)
+    rule = "interleaved 1F1B: min((p − i − 1)·2 + (v − 1)·p + 1, m·v) = " + std::to_string(in_flight) +
+           " chunk-microbatches in flight; first stage = L·(1 + (p − 1)/(p·v)) layers' worth (Megatron's "
+           "interleaving penalty)";
+  else if (stage == 0 && r.schedule == Schedule::k1F1B)
     rule += "; first stage = L layers' worth × min(1, m/p) (§4.2.3, Eq. 5)";
   out.push_back({"korthikanti_stage", stage_layers,
                  "Korthikanti et al. 2022, Table 2 row × " + std::to_string(layers) +
@@ -214,7 +234,10 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
   double extras = 0;
   if (stage == 0) extras += s * b * h / sp_div;
   if (stage == l.pp - 1) extras += 4.0 * s * b * h / sp_div + 4.0 * s * b * m.vocab / t;
-  out.push_back({"korthikanti_stage_with_extras", stage_layers + static_cast<double>(in_flight) * extras,
+  // interleaved: only the embedding's (head's) chunk carries them
+  const int64_t with_extras =
+      vpp ? chunk_live_at_peak(l.pp, stage, r.microbatches, l.vpp, stage == 0 ? 0 : l.vpp - 1) : in_flight;
+  out.push_back({"korthikanti_stage_with_extras", stage_layers + static_cast<double>(with_extras) * extras,
                  "korthikanti_stage + §4.3 extras × in flight: embedding dropout sbh (first "
                  "stage); output norm input 2sbh, output layer input 2sbh, fp32 logits 4sbv/t "
                  "(last stage); hidden terms /t under SP"});
@@ -231,7 +254,8 @@ std::vector<Published> published_activations(const ModelConfig& m, const Layout&
              (sp_selective ? ": compute_activation_memory (SP + selective): sbh(18 + 4f/h)·L + embedding terms, "
                              "× min(1, m/p) when p > 1, + output layer when p = 1, all /t"
                            : ": compute_activation_memory_without_sp: sbh(10 + 24/t)·L + embedding terms, "
-                             "× min(1, m/p) when p > 1, + 2(sbV'/t + sbh) when p = 1, × 1.05")});
+                             "× min(1, m/p) when p > 1, + 2(sbV'/t + sbh) when p = 1, × 1.05") +
+             (ma.virtual_stages ? "; interleaved: × 1 + (p − 1)/(p·v) instead of min(1, m/p)" : "")});
   }
 
   for (const auto& row_i : kRows) {

@@ -30,7 +30,8 @@ namespace {
 //     gradient, g · V'/t · h, held from the head's backward to the
 //     embedding's (the staging buffer then holds another unit's gradient);
 //   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
-//     recv-gradient, last stage recv-activation + send-gradient, middle all four.
+//     recv-gradient, last stage recv-activation + send-gradient, middle all
+//     four; with vpp > 1 every stage all four.
 int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
@@ -53,7 +54,10 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
     const int64_t msg = checked_product({e, r.mbs, s_l, m.hidden}, "pipeline message bytes");
     const int64_t stage = l.coords(rank).pp;
     const bool first = stage == 0, last = stage == l.pp - 1;
-    n = checked_add(n, checked_mul((first || last) ? 2 : 4, msg, "comm staging bytes"), "comm staging bytes");
+    // interleaved (vpp > 1): every rank sends and receives both ways (the ring
+    // of virtual stages), so all four
+    const int64_t buffers = (l.vpp == 1 && (first || last)) ? 2 : 4;
+    n = checked_add(n, checked_mul(buffers, msg, "comm staging bytes"), "comm staging bytes");
   }
   return n;
 }
@@ -138,7 +142,9 @@ RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r
 
   rb.comm = rank_comm_per_step(m, l, r, rank);
   rb.flops = rank_step_flops(m, l, r, rank);
-  rb.in_flight = microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
+  rb.in_flight = l.vpp > 1
+                     ? chunk_microbatches_in_flight(l.pp, stage, r.microbatches, l.vpp)  // (microbatch, chunk) pairs
+                     : microbatches_in_flight(r.schedule, l.pp, stage, r.microbatches);
   return rb;
 }
 

@@ -198,16 +198,21 @@ void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
   const int64_t mb = r.microbatches;
   const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
   const int64_t msg = checked_product({r.mbs, s_l, m.hidden, e}, "pipeline message bytes");  // b·s_l·h·e
-  // Per microbatch: toward the next stage send the activation, receive its
-  // gradient; toward the previous stage receive the activation, send the
-  // gradient. A full recompute adds none (the layer input is kept).
-  if (!last) {
-    tally.add("send", "pp", mb, msg);
-    tally.add("recv", "pp", mb, msg);
+  // Per microbatch and model chunk: toward the next virtual stage send the
+  // activation, receive its gradient; toward the previous one receive the
+  // activation, send the gradient — every chunk but the very last (the head's:
+  // chunk vpp − 1 of the last stage) has a next, every chunk but the very
+  // first (the embedding's: chunk 0 of the first stage) a previous. With vpp
+  // chunks that is vpp times the messages of one chunk, less the ends. A full
+  // recompute adds none (the layer input is kept).
+  const int64_t with_next = l.vpp - (last ? 1 : 0), with_prev = l.vpp - (first ? 1 : 0);
+  if (with_next > 0) {
+    tally.add("send", "pp", mb * with_next, msg);
+    tally.add("recv", "pp", mb * with_next, msg);
   }
-  if (!first) {
-    tally.add("recv", "pp", mb, msg);
-    tally.add("send", "pp", mb, msg);
+  if (with_prev > 0) {
+    tally.add("recv", "pp", mb * with_prev, msg);
+    tally.add("send", "pp", mb * with_prev, msg);
   }
 }
 

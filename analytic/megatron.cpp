@@ -81,7 +81,8 @@ MegatronActivationArgs megatron_activation_args(const Layout& l, const RunConfig
   a.sequence_parallel = l.sp && l.tp > 1;
   a.selective_recompute = r.recompute == Recompute::kSelective;
   a.microbatches = r.microbatches;
-  return a;  // this implementation has no interleaved schedule: virtual_stages stays None
+  if (l.vpp > 1) a.virtual_stages = l.vpp;  // --vpp: Megatron's interleaved schedule and its penalty
+  return a;
 }
 
 namespace {

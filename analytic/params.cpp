@@ -135,11 +135,14 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     units.push_back(std::move(u));
   }
 
-  const int64_t first = first_layer_of_stage(m, l, c.pp);
-  const int64_t count = layers_on_stage(m, l, c.pp);
-  for (int64_t i = first; i < first + count; ++i) {
-    const std::string idx = std::to_string(i);
-    units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + ".")});
+  // chunk by chunk (one chunk unless vpp > 1), each its contiguous layers
+  const int64_t count = layers_per_chunk(m, l, c.pp);
+  for (int64_t chunk = 0; chunk < l.vpp; ++chunk) {
+    const int64_t first = first_layer_of_chunk(m, l, c.pp, chunk);
+    for (int64_t i = first; i < first + count; ++i) {
+      const std::string idx = std::to_string(i);
+      units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + ".")});
+    }
   }
 
   if (c.pp == l.pp - 1) {

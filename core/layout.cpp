@@ -66,6 +66,33 @@ std::vector<int64_t> Layout::pp_group(int64_t r) const {
 
 // ---- validation ----
 
+namespace {
+// Interleaved pipelines (--vpp), as Megatron-LM refuses them
+// (megatron/training/arguments.py and megatron/core/pipeline_parallel/
+// schedules.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553): equal chunks of
+// L/(p·v) layers, m a multiple of p (the microbatch groups of p), p > 1. Our
+// own limits: the 1f1b schedule only (interleaving is a 1F1B schedule), and
+// ZeRO <= 1 (ZeRO 2/3's per-unit staging and prefetch follow the unit order of
+// one contiguous stage).
+void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig& r) {
+  if (l.vpp < 1) throw LayoutError("--vpp must be >= 1, got " + s(l.vpp));
+  if (l.vpp == 1) return;
+  if (l.vpp > limits::kMaxWorld) throw LayoutError("--vpp " + s(l.vpp) + " is above the limit " + s(limits::kMaxWorld));
+  if (l.pp < 2) throw LayoutError("--vpp " + s(l.vpp) + " needs --pp > 1 (virtual stages interleave pipeline ranks)");
+  if (m.layers % (l.pp * l.vpp) != 0)
+    throw LayoutError("--pp " + s(l.pp) + " · --vpp " + s(l.vpp) + " does not divide layers " + s(m.layers) + " (" +
+                      m.name + "): every model chunk holds layers / (pp·vpp) layers");
+  if (r.microbatches % l.pp != 0)
+    throw LayoutError("--vpp " + s(l.vpp) + " needs --microbatches a multiple of --pp " + s(l.pp) + ", got " +
+                      s(r.microbatches) + " (Megatron's interleaved schedule runs microbatches in groups of pp)");
+  if (r.schedule != Schedule::k1F1B)
+    throw LayoutError("--vpp " + s(l.vpp) + " needs --schedule 1f1b (the interleaved schedule is a 1F1B schedule)");
+  if (l.zero >= 2)
+    throw LayoutError("--vpp " + s(l.vpp) + " with --zero " + std::to_string(l.zero) +
+                      " is not supported; use --zero 0 or 1");
+}
+}  // namespace
+
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) {
   const std::string who = " (" + m.name + ")";
   if (l.dp < 1) throw LayoutError("--dp must be >= 1, got " + s(l.dp));
@@ -102,6 +129,7 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (m.layers < l.pp)
     throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + who +
                       ": every stage needs at least one layer");
+  check_virtual_stages(l, m, r);
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");
@@ -141,6 +169,22 @@ int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
   const int64_t from_end = std::min(stage, l.pp - 1 - stage);
   const int64_t order = 2 * from_end + (stage <= l.pp - 1 - stage ? 0 : 1);
   return order < shorter ? base : base + 1;
+}
+
+int64_t layers_per_chunk(const ModelConfig& m, const Layout& l, int64_t stage) {
+  if (l.vpp == 1) return layers_on_stage(m, l, stage);
+  if (l.vpp < 1 || l.pp < 1 || m.layers % (l.pp * l.vpp) != 0)
+    throw LayoutError("--pp " + s(l.pp) + " · --vpp " + s(l.vpp) + " does not divide layers " + s(m.layers));
+  return m.layers / (l.pp * l.vpp);
+}
+
+int64_t first_layer_of_chunk(const ModelConfig& m, const Layout& l, int64_t stage, int64_t chunk) {
+  if (chunk < 0 || chunk >= l.vpp) throw LayoutError("chunk " + s(chunk) + " is outside --vpp " + s(l.vpp));
+  if (l.vpp == 1) return first_layer_of_stage(m, l, stage);
+  // Megatron's get_transformer_layer_offset (megatron/core/transformer/
+  // transformer_layer.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553), even
+  // split: offset = vp_stage·(L/v) + pp_rank·(L/v/p) = (c·p + r)·L/(p·v).
+  return (chunk * l.pp + stage) * layers_per_chunk(m, l, stage);
 }
 
 int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage) {

@@ -26,6 +26,11 @@ struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int zero = 0;     // 0..3, over the DP group
   bool sp = false;  // sequence parallelism (requires tp > 1 to matter)
+  // Virtual pipeline stages (model chunks) per pipeline rank, Megatron's
+  // virtual_pipeline_model_parallel_size: with vpp > 1 rank r holds the
+  // layers of virtual stages c·pp + r, c = 0 … vpp − 1, and trains them
+  // under the interleaved 1F1B schedule (parallel/pp/schedule.h).
+  int64_t vpp = 1;
 
   // Checked: a layout whose product does not fit throws OverflowError rather than wrapping.
   int64_t world() const { return checked_product({dp, tp, pp}, "world = dp·tp·pp"); }
@@ -50,8 +55,15 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 // Layers held by pipeline stage `stage` (contiguous, layers / pp each; when pp
 // does not divide layers the stages at the ends hold one fewer, Llama 3 style)
 // and the index of its first layer.
+// With vpp > 1 a stage's layers are not contiguous: use the chunk functions.
 int64_t layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stage);
+
+// Model chunks (vpp > 1; with vpp = 1 the one chunk is the stage): each holds
+// L/(pp·vpp) layers, chunk c of stage r the layers of virtual stage c·pp + r,
+// from layer (c·pp + r)·L/(pp·vpp) on.
+int64_t layers_per_chunk(const ModelConfig& m, const Layout& l, int64_t stage);
+int64_t first_layer_of_chunk(const ModelConfig& m, const Layout& l, int64_t stage, int64_t chunk);
 
 // KV heads one TP rank holds (docs/exact-budget.md k_t): k/t when t <= k (t
 // must divide k), else 1 — each KV head replicated t/k times (t a multiple of

@@ -93,6 +93,13 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
           ->group(kLayoutGroup);
     case ConfigOption::kSp:
       return app.add_flag("--sp", o.layout.sp, "sequence parallelism (Megatron; with --tp > 1)")->group(kLayoutGroup);
+    case ConfigOption::kVpp:
+      return app
+          .add_option("--vpp", o.layout.vpp,
+                      "virtual pipeline stages (model chunks) per pipeline rank: interleaved 1F1B (Megatron)")
+          ->capture_default_str()
+          ->check(kWorldRange)
+          ->group(kLayoutGroup);
     case ConfigOption::kRanks:
       return app
           .add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")

@@ -39,9 +39,10 @@ void print_config_header(std::ostream& os, const json& doc) {
   if (doc.contains("params"))
     os << fmt::format("# params  Ψ = {} (padded vocab V' = {})\n", format_count(doc["params"]["total"].get<int64_t>()),
                       doc["params"].value("padded_vocab", m["vocab"].get<int64_t>()));
-  os << fmt::format("# layout  world={} = dp {} × tp {} × pp {}, zero {}, sp {}\n", l["world"].get<int64_t>(),
+  os << fmt::format("# layout  world={} = dp {} × tp {} × pp {}, zero {}, sp {}{}\n", l["world"].get<int64_t>(),
                     l["dp"].get<int64_t>(), l["tp"].get<int64_t>(), l["pp"].get<int64_t>(), l["zero"].get<int>(),
-                    l["sp"].get<bool>() ? "on" : "off");
+                    l["sp"].get<bool>() ? "on" : "off",
+                    l.contains("vpp") ? fmt::format(", vpp {} (interleaved 1F1B)", l["vpp"].get<int64_t>()) : "");
   os << fmt::format(
       "# run     seq={} mbs={} microbatches={} gbs={} schedule={} recompute={} attention={} dtype={} "
       "grad={} dropout={} optimizer={}\n",
@@ -149,7 +150,8 @@ void print_plan(std::ostream& os, const json& doc) {
     fl.row({"hardware FLOPs " + r["role"].get<std::string>(),
             format_si(r["flops"]["analytic_hardware"].get<double>(), "FLOP"), "this rank"});
   fl.rule();
-  fl.row({"pipeline bubble", format_percent(s["bubble_fraction"].get<double>()), "(p−1)/(m+p−1)"});
+  fl.row({"pipeline bubble", format_percent(s["bubble_fraction"].get<double>()),
+          doc["config"]["layout"].contains("vpp") ? "(p−1)/(v·m+p−1), v = vpp" : "(p−1)/(m+p−1)"});
   fl.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s"),
           s["peak_source"].get<std::string>()});
   fl.row(

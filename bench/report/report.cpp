@@ -62,6 +62,7 @@ json config_json(const ResolvedConfig& r) {
   json c;
   c["model"] = model_json(r.model);
   c["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero}, {"sp", l.sp}, {"world", l.world()}};
+  if (l.vpp > 1) c["layout"]["vpp"] = l.vpp;  // written only when interleaved: reports of vpp 1 stay as they were
   c["run"] = {{"seq", run.seq},
               {"mbs", run.mbs},
               {"microbatches", run.microbatches},

@@ -137,13 +137,15 @@ json assemble_report(const run::TrainRecord& rec) {
   sum["steps_completed"] = runs.empty() ? 0 : runs.front().losses.size();
   sum["tokens_per_step"] = tokens;
   sum["median_step_ms"] = step_ms;
-  sum["step_split_ms"] = {{"compute", compute_ms},
-                          {"exposed_comm", comm_ms},
-                          {"pipeline_bubble_estimate", step_ms * analytic::bubble_fraction(l.pp, r.run.microbatches)},
-                          {"note",
-                           "the slowest reported rank's medians; exposed comm includes time waiting in "
-                           "send/recv, where the pipeline bubble shows; the bubble estimate is "
-                           "(p−1)/(m+p−1) of the step"}};
+  sum["step_split_ms"] = {
+      {"compute", compute_ms},
+      {"exposed_comm", comm_ms},
+      {"pipeline_bubble_estimate", step_ms * analytic::bubble_fraction(l.pp, r.run.microbatches, l.vpp)},
+      {"note",
+       "the slowest reported rank's medians; exposed comm includes time waiting in "
+       "send/recv, where the pipeline bubble shows; the bubble estimate is " +
+           std::string(l.vpp > 1 ? "(p−1)/(v·m+p−1) of the step, v = vpp interleaved chunks"
+                                 : "(p−1)/(m+p−1) of the step")}};
   sum["tokens_per_s"] = s > 0 ? tokens / s : 0.0;
   sum["model_flops_per_step"] = job.model;
   sum["hardware_flops_per_step"] = job.hardware;

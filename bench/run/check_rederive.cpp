@@ -137,6 +137,7 @@ ResolvedConfig config_from_report(const JsonView& config) {
   c.layout.pp = l.at("pp").integer();
   c.layout.zero = static_cast<int>(l.at("zero").integer());
   c.layout.sp = l.at("sp").boolean();
+  if (l.has("vpp")) c.layout.vpp = l.at("vpp").integer();  // absent: 1, not interleaved
   if (l.has("world") && l.at("world").integer() != c.layout.world())
     l.at("world").fail(fmt::format("{} but dp·tp·pp = {}", l.at("world").integer(), c.layout.world()));
   const JsonView r = config.at("run");

@@ -68,19 +68,20 @@ PlanSummaryRecord plan_summary(const PlanRequest& q) {
   s.params = analytic::model_params(m);
   s.tokens_per_step = c.run.tokens_per_step(l.dp);
   s.job_flops = analytic::job_step_flops(m, l, c.run);
-  s.bubble_fraction = analytic::bubble_fraction(l.pp, c.run.microbatches);
+  s.bubble_fraction = analytic::bubble_fraction(l.pp, c.run.microbatches, l.vpp);
   s.published_flops = analytic::published_step_flops(m, l, c.run);
   if (c.device) s.peak_flops = device_peak_flops(*c.device, c.run.dtype);
   s.peak_source = c.device ? (s.peak_flops ? c.device->name + " datasheet: " + c.device->source
                                            : c.device->name + ": no published dense peak for this dtype")
                            : "no --device: peak unknown";
   // Step-time lower bound: the busiest rank's hardware FLOPs at peak, stretched by
-  // the pipeline's (m + p − 1)/m (Narayanan et al. 2021 §2.2); comm assumed hidden.
+  // the pipeline's (m + p − 1)/m (Narayanan et al. 2021 §2.2; interleaved
+  // (v·m + p − 1)/(v·m), §2.2.2); comm assumed hidden.
   int64_t max_rank_hw = 0;
   for (int64_t rank : analytic::role_ranks(l))
     max_rank_hw = std::max(max_rank_hw, analytic::rank_step_flops(m, l, c.run, rank).hardware);
   if (const auto bound = analytic::step_time_lower_bound_s(max_rank_hw, s.peak_flops)) {
-    const double mb = static_cast<double>(c.run.microbatches);
+    const double mb = static_cast<double>(c.run.microbatches * l.vpp);
     s.step_time_lower_bound_s = *bound * (mb + l.pp - 1) / mb;
   }
   // Training time for a token budget at an assumed MFU (default 20 tokens per

@@ -17,10 +17,11 @@ namespace gpuledger {
 struct StageModel::Slot {
   bool live = false;
   int64_t step = 0, sample_offset = 0;
+  int64_t chunk = 0;              // the model chunk the forward ran (model.h)
   Buffer ids;                     // [mbs, seq] int32 token ids (first stage)
   Buffer emb_mask;                // [mbs, s_l, h] uint8 embedding dropout (first stage, dropout > 0)
-  std::vector<Buffer> hidden;     // hidden[i]: [mbs, s_l, h] e, input of local layer i;
-                                  // hidden[L]: the final-norm input (last stage)
+  std::vector<Buffer> hidden;     // hidden[i]: [mbs, s_l, h] e, input of the chunk's layer i;
+                                  // hidden[L]: the final-norm input (last stage, last chunk)
   std::vector<LayerSaved> saved;  // per local layer
   Buffer final_stats;             // [mbs, s_l] fp32 rstd (gpt: also mean, ×2) (last stage)
   Buffer final_out;               // [mbs, s_l, h] e: final-norm output (last stage)
@@ -92,8 +93,12 @@ void StageModel::norm_forward(void* out, float* stats, const void* x, const void
 }
 
 double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, const int32_t* host_ids,
-                           const int32_t* host_targets, const void* stage_input, void* stage_output) {
+                           const int32_t* host_targets, const void* stage_input, void* stage_output, int64_t chunk) {
   if (slot < 0) throw std::invalid_argument("StageModel::forward: negative slot");
+  const ParamLayout& pl = params_.layout();
+  if (chunk < 0 || chunk >= pl.chunks)
+    throw std::invalid_argument("StageModel::forward: chunk " + std::to_string(chunk) + " outside the stage's " +
+                                std::to_string(pl.chunks));
   if (static_cast<size_t>(slot) >= slots_.size()) slots_.resize(static_cast<size_t>(slot) + 1);
   if (!slots_[slot]) slots_[slot] = std::make_unique<Slot>();
   Slot& s = *slots_[slot];
@@ -101,17 +106,21 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
   s.live = true;
   s.step = step;
   s.sample_offset = sample_offset;
+  s.chunk = chunk;
 
-  const ParamLayout& pl = params_.layout();
+  // The chunk's layers: local layers [i0, i0 + L); the embedding sits in
+  // chunk 0 of the first stage, the head in the last chunk of the last stage.
+  const int64_t L = pl.chunk_layers, i0 = chunk * L;
+  const bool first = first_ && chunk == 0, last = last_ && chunk == pl.chunks - 1;
   // hid: elements of the residual stream on this rank (the token shard under sp)
-  const int64_t L = pl.layers, hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const float p = lcfg_.dropout;
   const std::string mb = "fwd.mb" + std::to_string(slot);
   s.hidden.resize(static_cast<size_t>(L + 1));
   s.saved.resize(static_cast<size_t>(L));
 
-  s.hidden[0] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(pl.first_layer) + ".in");
-  if (first_) {
+  s.hidden[0] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(pl.global_layer(i0)) + ".in");
+  if (first) {
     dev_.ledger().mark_phase(mb + ".embedding");
     unit_hook(pl.embedding_unit, false, true);
     embedding_forward(s, host_ids);
@@ -126,18 +135,19 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
   }
 
   for (int64_t i = 0; i < L; ++i) {
-    const int64_t layer = pl.first_layer + i;
+    const int64_t layer = pl.global_layer(i0 + i);
+    const int unit = pl.first_layer_unit + static_cast<int>(i0 + i);
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
     void* out = stage_output;
-    if (i + 1 < L || last_) {
+    if (i + 1 < L || last) {
       s.hidden[i + 1] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(layer) + ".out");
       out = s.hidden[i + 1].data();
     }
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), false, true);
-    layers_[i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), false, false);
+    unit_hook(unit, false, true);
+    layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
+    unit_hook(unit, false, false);
   }
-  if (!last_) return 0.0;
+  if (!last) return 0.0;
   dev_.ledger().mark_phase(mb + ".head");
   unit_hook(pl.head_unit, false, true);
   const double loss = head_forward(s, host_targets);
@@ -229,7 +239,8 @@ void StageModel::embedding_backward(Slot& s, void* dres) {
 double StageModel::head_forward(Slot& s, const int32_t* host_targets) {
   const ParamLayout& pl = params_.layout();
   const auto hu = static_cast<size_t>(pl.head_unit);
-  const int64_t L = pl.layers, n = lcfg_.tokens(), hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t L = static_cast<int64_t>(s.hidden.size()) - 1;  // the final-norm input follows the chunk's layers
+  const int64_t n = lcfg_.tokens(), hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const int64_t vr = pl.vocab_rows;
   const void* w_out = pl.head_uses_embedding
                           ? params_.weight(static_cast<size_t>(pl.embedding_unit), "word.weight")
@@ -299,8 +310,8 @@ void StageModel::head_backward(Slot& s, float loss_scale, void* dres) {
   const ParamLayout& pl = params_.layout();
   const auto hu = static_cast<size_t>(pl.head_unit);
   const auto eu = static_cast<size_t>(pl.embedding_unit);
-  const int64_t L = pl.layers, n = lcfg_.tokens(), nl = lcfg_.tokens_local(), hid = nl * lcfg_.h,
-                e = dtype_bytes(lcfg_.e);
+  const int64_t L = static_cast<int64_t>(s.hidden.size()) - 1;
+  const int64_t n = lcfg_.tokens(), nl = lcfg_.tokens_local(), hid = nl * lcfg_.h, e = dtype_bytes(lcfg_.e);
   const int64_t vr = pl.vocab_rows;
   const char* out_role = model_.tied_embeddings ? "word_copy.weight" : "output.weight";
   const void* w_out = pl.head_uses_embedding ? params_.weight(eu, "word.weight") : params_.weight(hu, out_role);
@@ -358,11 +369,12 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     throw std::logic_error("StageModel::backward: slot " + std::to_string(slot) + " has no forward");
   Slot& s = *slots_[slot];
   const ParamLayout& pl = params_.layout();
-  const int64_t L = pl.layers, hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t L = pl.chunk_layers, i0 = s.chunk * L, hid = lcfg_.tokens_local() * lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const bool first = first_ && s.chunk == 0, last = last_ && s.chunk == pl.chunks - 1;
   const std::string mb = "bwd.mb" + std::to_string(slot);
 
   Buffer dres = dev_.alloc(e * hid, Account::kWorkspace, "dresidual");
-  if (last_) {
+  if (last) {
     dev_.ledger().mark_phase(mb + ".head");
     unit_hook(pl.head_unit, true, true);
     head_backward(s, loss_scale, dres.data());
@@ -371,14 +383,15 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     dev_.copy(dres.data(), output_grad, e * hid);
   }
   for (int64_t i = L - 1; i >= 0; --i) {
-    const int64_t layer = pl.first_layer + i;
+    const int64_t layer = pl.global_layer(i0 + i);
+    const int unit = pl.first_layer_unit + static_cast<int>(i0 + i);
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), true, true);
-    layers_[i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
-    unit_hook(pl.first_layer_unit + static_cast<int>(i), true, false);
+    unit_hook(unit, true, true);
+    layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
+    unit_hook(unit, true, false);
     s.hidden[i].reset();
   }
-  if (first_) {
+  if (first) {
     dev_.ledger().mark_phase(mb + ".embedding");
     if (lcfg_.dropout > 0) {
       dev_.dropout_backward(dres.data(), lcfg_.e, dres.data(), lcfg_.e, s.emb_mask.as<uint8_t>(), hid, lcfg_.dropout);

@@ -2,11 +2,16 @@
 // tensor-parallel rank — the embedding (first stage: word embedding, + learned
 // positions for gpt, dropout), its contiguous layers, and on the last stage
 // the final norm, the head GEMM into fp32 logits and the cross-entropy loss.
+// With virtual stages (Layout::vpp > 1) its layers are vpp model chunks of
+// contiguous layers each (ParamLayout::global_layer); a forward runs one
+// chunk, the embedding only in chunk 0 of the first stage and the head only in
+// the last chunk of the last stage.
 //
 // Microbatches are slots: forward(slot) saves that microbatch's tensors
 // (account activations, docs/exact-budget.md "Activations" and "Stage
 // extras"), backward(slot) consumes them, so any number may be in flight
-// (GPipe holds all m, 1F1B up to pp − stage).
+// (GPipe holds all m, 1F1B up to pp − stage; interleaved 1F1B one slot per
+// (microbatch, chunk) in flight).
 //   first stage saves: token ids (int32), the embedding dropout mask;
 //   every layer: its input (the embedding output / previous layer's output)
 //                plus what TransformerLayer saves;
@@ -79,12 +84,16 @@ class StageModel {
              const Coords& coords, Params& params);
   ~StageModel();
 
-  // Forward of one microbatch into `slot`. First stage: ids (b × s, host);
-  // last stage: targets (b × s, host). Returns the sum of the token losses on
-  // the last stage (read back to the host), 0 elsewhere.
+  // Forward of one microbatch through model chunk `chunk` (0 … vpp − 1: the
+  // chunk's layers, ParamLayout::global_layer) into `slot`. The embedding runs
+  // in chunk 0 of the first stage, which takes ids (b × s, host); the head in
+  // the last chunk of the last stage, which takes targets (b × s, host) and
+  // returns the sum of the token losses (read back to the host); 0 elsewhere.
+  // Every other chunk reads stage_input and writes stage_output.
   double forward(int64_t slot, int64_t step, int64_t sample_offset, const int32_t* host_ids,
-                 const int32_t* host_targets, const void* stage_input = nullptr, void* stage_output = nullptr);
-  // Backward of the microbatch in `slot`; frees its saved tensors.
+                 const int32_t* host_targets, const void* stage_input = nullptr, void* stage_output = nullptr,
+                 int64_t chunk = 0);
+  // Backward of the microbatch in `slot` (through the chunk its forward ran); frees its saved tensors.
   void backward(int64_t slot, float loss_scale, const void* output_grad = nullptr, void* input_grad = nullptr);
 
   // Drops the saved tensors of `slot` without a backward (evaluation only).

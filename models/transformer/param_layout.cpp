@@ -193,8 +193,12 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
   ParamLayout pl;
   pl.vocab_padded = padded_vocab_size(m.vocab, t);
   pl.vocab_rows = pl.vocab_padded / t;
-  pl.first_layer = first_layer_of_stage(m, l, stage);
+  pl.first_layer = first_layer_of_chunk(m, l, stage, 0);
   pl.layers = layers_on_stage(m, l, stage);
+  pl.chunks = l.vpp;
+  pl.chunk_layers = layers_per_chunk(m, l, stage);
+  pl.stage = stage;
+  pl.pp = l.pp;
   const bool first = stage == 0, last = stage == l.pp - 1;
   pl.head_uses_embedding = m.tied_embeddings && l.pp == 1;
 
@@ -222,7 +226,7 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
 
   pl.first_layer_unit = static_cast<int>(pl.units.size());
   const LayerSplit split{t, j, a_t, k_t, f_t, kv_head0};
-  for (int64_t li = 0; li < pl.layers; ++li) pl.units.push_back(layer_unit(m, pl.first_layer + li, split));
+  for (int64_t li = 0; li < pl.layers; ++li) pl.units.push_back(layer_unit(m, pl.global_layer(li), split));
 
   if (last) {
     UnitBuilder ub("head", "head.");

@@ -110,8 +110,11 @@ struct ParamLayout {
   int embedding_unit = -1;        // index in units, -1 when not on this stage
   int first_layer_unit = -1;
   int head_unit = -1;
-  int64_t first_layer = 0;           // global index of the stage's first layer
-  int64_t layers = 0;                // layers on the stage
+  int64_t first_layer = 0;           // global index of the stage's first layer (of chunk 0 under vpp)
+  int64_t layers = 0;                // layers on the stage (all chunks)
+  int64_t chunks = 1;                // model chunks (Layout::vpp), each chunk_layers layers, in unit order
+  int64_t chunk_layers = 0;          // layers per chunk
+  int64_t stage = 0, pp = 1;         // the stage and pipeline size the global layer indices follow
   int64_t vocab_padded = 0;          // V'
   int64_t vocab_rows = 0;            // V'/t rows of the word embedding / output on this rank
   bool head_uses_embedding = false;  // tied and pp == 1: the head reads embedding.word.weight
@@ -119,6 +122,13 @@ struct ParamLayout {
   int64_t total_elems() const;
   const UnitLayout& layer_unit(int64_t local_layer) const {
     return units[static_cast<size_t>(first_layer_unit + local_layer)];
+  }
+  // The global index of local layer i: chunk c = i / chunk_layers holds the
+  // layers of virtual stage c·pp + stage (core/layout.h first_layer_of_chunk).
+  int64_t global_layer(int64_t local_layer) const {
+    if (chunks == 1) return first_layer + local_layer;
+    const int64_t c = local_layer / chunk_layers;
+    return (c * pp + stage) * chunk_layers + local_layer % chunk_layers;
   }
 };
 

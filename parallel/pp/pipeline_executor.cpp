@@ -8,6 +8,14 @@
 #include "parallel/pp/schedule.h"
 
 namespace gpuledger {
+namespace {
+// p = 1: the table's computes, nothing to send or receive.
+std::vector<PipeEvent> trivial_program(size_t steps) {
+  std::vector<PipeEvent> p(steps);
+  for (size_t i = 0; i < steps; ++i) p[i].step = i;
+  return p;
+}
+}  // namespace
 
 PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const ModelConfig& model, const RunConfig& run)
     : dev_(dev), ctx_(ctx), run_(run), e_(run.dtype) {
@@ -23,54 +31,59 @@ PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const Mo
   const int64_t s_l = l.sp ? run.seq / l.tp : run.seq;
   msg_elems_ = run.mbs * s_l * model.hidden;
   const int64_t msg = dtype_bytes(e_) * msg_elems_;
-  if (!ctx.last_stage()) {
+  // With virtual stages every rank both sends and receives each way: rank
+  // p − 1's chunks feed rank 0's next chunks (pipe_messages, p2p.h).
+  const bool ring = l.vpp > 1;
+  if (!ctx.last_stage() || ring) {
     send_act_ = dev.alloc(msg, Account::kComm, "pp.send_act");
     recv_grad_ = dev.alloc(msg, Account::kComm, "pp.recv_grad");
   }
-  if (!ctx.first_stage()) {
+  if (!ctx.first_stage() || ring) {
     recv_act_ = dev.alloc(msg, Account::kComm, "pp.recv_act");
     send_grad_ = dev.alloc(msg, Account::kComm, "pp.send_grad");
   }
 }
 
 double PipelineExecutor::run(StageModel& stage, int64_t step_index) {
-  PipeChannel chan(*ctx_.pp, ctx_.coords.pp);
   try {
-    const double loss_sum = run_table(stage, step_index, chan);
-    chan.flush();
-    return loss_sum;
+    return run_program(stage, step_index);
   } catch (...) {
-    chan.abandon();
-    for (int64_t j = 0; j < run_.microbatches; ++j) stage.discard(j);
+    for (int64_t j = 0; j < run_.microbatches * ctx_.layout.vpp; ++j) stage.discard(j);
     throw;
   }
 }
 
-double PipelineExecutor::run_table(StageModel& stage, int64_t step_index, PipeChannel& chan) {
+double PipelineExecutor::run_program(StageModel& stage, int64_t step_index) {
   const int64_t m = run_.microbatches, b = run_.mbs, s = run_.seq, l_dp = ctx_.layout.dp;
   const int64_t gbs = run_.global_batch(l_dp);
   const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(run_.tokens_per_step(l_dp)));
   const int64_t replica_first = ctx_.coords.dp * m * b;
-  const int64_t me = ctx_.coords.pp;
-  const bool first = ctx_.first_stage(), last = ctx_.last_stage();
+  const int64_t me = ctx_.coords.pp, pp = ctx_.layout.pp, vpp = ctx_.layout.vpp;
+  const std::vector<ScheduleStep> table = make_schedule(run_.schedule, pp, me, m, vpp);
   std::vector<int32_t> ids(static_cast<size_t>(b * s)), targets(static_cast<size_t>(b * s));
   double loss_sum = 0.0;
-  for (const ScheduleStep& op : make_schedule(run_.schedule, ctx_.layout.pp, me, m)) {
-    if (op.op == PipeOp::kForward) {
+  Comm* comm = ctx_.pp;
+  for (const PipeEvent& ev : pp > 1 ? pipe_program(run_.schedule, pp, me, m, vpp) : trivial_program(table.size())) {
+    const ScheduleStep& op = table[ev.step];
+    const bool fwd = op.op == PipeOp::kForward;
+    if (ev.action == PipeAction::kRecv) {
+      comm->recv(fwd ? recv_act_.data() : recv_grad_.data(), msg_elems_, e_, ev.peer);
+      continue;
+    }
+    if (ev.action == PipeAction::kSend) {
+      comm->send(fwd ? send_act_.data() : send_grad_.data(), msg_elems_, e_, ev.peer);
+      continue;
+    }
+    const PipeMessages msg = pipe_messages(op, pp, me, vpp);
+    const int64_t slot = op.chunk * m + op.microbatch;  // one slot per (chunk, microbatch)
+    if (fwd) {
       const int64_t offset = replica_first + op.microbatch * b;
-      if (!first) chan.recv(recv_act_.data(), msg_elems_, e_, me - 1);
-      chan.flush();  // the forward rewrites the send buffer
-      if (dev_.touches_memory() && (first || last))
+      if (dev_.touches_memory() && (!msg.recv || !msg.send))  // the embedding's ids, the head's targets
         data_->batch(step_index, gbs, offset, b, s, ids.data(), targets.data());
-      loss_sum += stage.forward(op.microbatch, step_index, offset, ids.data(), targets.data(),
-                                first ? nullptr : recv_act_.data(), last ? nullptr : send_act_.data());
-      if (!last) chan.send(send_act_.data(), msg_elems_, e_, me + 1);
+      loss_sum += stage.forward(slot, step_index, offset, ids.data(), targets.data(),
+                                msg.recv ? recv_act_.data() : nullptr, msg.send ? send_act_.data() : nullptr, op.chunk);
     } else {
-      if (!last) chan.recv(recv_grad_.data(), msg_elems_, e_, me + 1);
-      chan.flush();
-      stage.backward(op.microbatch, loss_scale, last ? nullptr : recv_grad_.data(),
-                     first ? nullptr : send_grad_.data());
-      if (!first) chan.send(send_grad_.data(), msg_elems_, e_, me - 1);
+      stage.backward(slot, loss_scale, msg.recv ? recv_grad_.data() : nullptr, msg.send ? send_grad_.data() : nullptr);
     }
   }
   return loss_sum;

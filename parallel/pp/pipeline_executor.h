@@ -16,7 +16,15 @@
 //                 global batch), so the loss is the mean over the global
 //                 batch and the sum over DP replicas is its gradient; (not
 //                 first) send the input gradient to stage − 1.
-// Sends are paired with receives (p2p.h).
+// The receives, computes and sends run in the order of the stage's
+// pipe_program (p2p.h), which no pair of ranks can deadlock.
+// With virtual stages (layout.vpp > 1) the table is the interleaved one and
+// each step names a model chunk: the forward and backward run that chunk
+// (StageModel slot chunk·m + microbatch), the peers are those of
+// pipe_messages (rank p − 1's chunk c sends to rank 0's chunk c + 1), and
+// every rank holds all four buffers, since every rank then receives and
+// sends both ways — still one message each: a buffer is reused once its
+// message has gone (docs/exact-budget.md "Communication staging").
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,8 +39,6 @@
 
 namespace gpuledger {
 
-class PipeChannel;
-
 class PipelineExecutor {
  public:
   // Allocates the rank's send/recv buffers (none when p = 1). Throws OutOfMemory.
@@ -45,7 +51,7 @@ class PipelineExecutor {
   double run(StageModel& stage, int64_t step_index);
 
  private:
-  double run_table(StageModel& stage, int64_t step_index, PipeChannel& chan);
+  double run_program(StageModel& stage, int64_t step_index);
 
   Device& dev_;
   RankContext ctx_;

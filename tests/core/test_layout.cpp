@@ -117,6 +117,23 @@ TEST(LayoutStages, ContiguousEqualStages) {
   EXPECT_EQ(first_layer_of_stage(m, make(1, 1, 3), 2), 21);
 }
 
+// Virtual stages (Megatron's interleaved assignment): chunk c of stage r holds
+// virtual stage c·p + r, L/(p·v) layers from (c·p + r)·L/(p·v).
+TEST(LayoutStages, VirtualStageChunks) {
+  const ModelConfig m = load_model("llama3-8b");  // 32 layers
+  Layout l = make(1, 1, 4);
+  l.vpp = 2;
+  EXPECT_EQ(layers_per_chunk(m, l, 0), 4);
+  EXPECT_EQ(layers_on_stage(m, l, 3), 8);
+  EXPECT_EQ(first_layer_of_chunk(m, l, 0, 0), 0);
+  EXPECT_EQ(first_layer_of_chunk(m, l, 3, 0), 12);
+  EXPECT_EQ(first_layer_of_chunk(m, l, 0, 1), 16);
+  EXPECT_EQ(first_layer_of_chunk(m, l, 3, 1), 28);
+  EXPECT_THROW(first_layer_of_chunk(m, l, 0, 2), LayoutError);
+  l.vpp = 1;
+  EXPECT_EQ(first_layer_of_chunk(m, l, 2, 0), 16);
+}
+
 // ---- validation ----
 
 // Expects a LayoutError whose message contains every string in `parts`.
@@ -153,6 +170,32 @@ TEST(ValidateLayout, AcceptsGoodLayouts) {
   EXPECT_NO_THROW(validate_layout(make(4, 2, 2, 1), g, run(1024)));
   // sp with tp 1 puts no condition on seq.
   EXPECT_NO_THROW(validate_layout(make(1, 1, 1, 0, true), g, run(1023)));
+}
+
+TEST(ValidateLayout, VirtualStageErrors) {
+  const ModelConfig l3 = load_model("llama3-8b");  // 32 layers
+  RunConfig r = run();
+  r.microbatches = 8;
+  Layout l = make(1, 1, 4);
+  l.vpp = 2;
+  EXPECT_NO_THROW(validate_layout(l, l3, r));
+  l.vpp = 0;
+  expect_layout_error(l, l3, r, {"--vpp must be >= 1, got 0"});
+  l.vpp = 3;
+  expect_layout_error(l, l3, r, {"--pp 4 · --vpp 3 does not divide layers 32 (llama3-8b)"});
+  l.vpp = 2;
+  r.microbatches = 6;
+  expect_layout_error(l, l3, r, {"--microbatches a multiple of --pp 4, got 6"});
+  r.microbatches = 8;
+  r.schedule = Schedule::kGPipe;
+  expect_layout_error(l, l3, r, {"--schedule 1f1b"});
+  r.schedule = Schedule::k1F1B;
+  Layout one = make(1, 1, 1);
+  one.vpp = 2;
+  expect_layout_error(one, l3, r, {"--vpp 2 needs --pp > 1"});
+  Layout z = make(2, 1, 4, 2);
+  z.vpp = 2;
+  expect_layout_error(z, l3, r, {"--vpp 2 with --zero 2 is not supported"});
 }
 
 TEST(ValidateLayout, EachError) {

@@ -124,6 +124,22 @@ std::vector<SimPoint> sim_points() {
       // (docs/exact-budget.md "Model states", tied + ZeRO 3)
       pts.push_back({model, 2, lay(2, 1, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_zero3_v2000_" + dn, 1, 2000});
       pts.push_back({model, 2, lay(2, 1, 2), Schedule::kGPipe, 2, dt, mn + "_dp2_zero2_v2000_" + dn, 1, 2000});
+      // interleaved stages (--vpp): each rank's chunks, the stage extras on
+      // the embedding's and the head's chunks, every rank all four PP buffers
+      // and vpp times the messages; m at, above and below the warm-up
+      for (auto [pp, vpp, layers, m, zero, dp] : {std::tuple{2, 2, 4, 2, 0, 1},
+                                                  {2, 2, 4, 4, 0, 1},
+                                                  {2, 2, 4, 6, 0, 1},
+                                                  {2, 3, 6, 4, 0, 1},
+                                                  {4, 2, 8, 4, 0, 1},
+                                                  {4, 2, 8, 8, 0, 1},
+                                                  {2, 2, 4, 2, 1, 2}}) {
+        Layout l = lay(dp, pp, zero);
+        l.vpp = vpp;
+        pts.push_back({model, layers, l, Schedule::k1F1B, m, dt,
+                       mn + "_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_vpp" + std::to_string(vpp) +
+                           "_m" + std::to_string(m) + "_zero" + std::to_string(zero) + "_" + dn});
+      }
       if (mn == "llama") {  // with pp > 1, ZeRO 2/3 with dp > 1 need untied embeddings
         pts.push_back({model, 4, lay(2, 2, 2), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero2_" + dn});
         pts.push_back({model, 4, lay(2, 2, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero3_" + dn});

@@ -58,7 +58,7 @@ TEST(PipelineMixed, Dp2Pp2GptMatchesOneRank) {
 }
 
 // Large messages (b·s·h·e = 4·64·64·4 = 64 KiB, past any eager limit) under
-// 1F1B: the paired sends and receives (parallel/pp/p2p.h) must not deadlock.
+// 1F1B: the ranks' point-to-point programs (parallel/pp/p2p.h) must not deadlock.
 TEST(PipelineLarge, OneFOneBWithRendezvousMessages) {
   RunConfig r = small_run(4, Schedule::k1F1B);
   r.seq = 64;
