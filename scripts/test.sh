@@ -9,18 +9,18 @@
 #      found) with warnings as errors, and every test that does not need a GPU
 #      (unit, cli, mpi, install; gpu tests skip here). Extra arguments go to
 #      this ctest;
-#   4. the build users get with only a compiler (${MINIMAL_BUILD_DIR:-build-minimal}:
-#      no MPI, no BLAS — the built-in GEMM —, no CUDA), warnings as errors, and
-#      its unit tests but the bad-input corpus (which step 3 runs);
-#   with SANITIZE=1 (off by default until a whole run has passed with it), step 4
-#      is built with AddressSanitizer and UndefinedBehaviorSanitizer
-#      (-DGPULEDGER_SANITIZE=ON: any UB report is fatal) and runs the corpus too
-#      (the MPI tests stay in step 3: Open MPI's own allocations make ASan's leak
-#      checker report at exit), and then
-#   5. the libFuzzer targets (tests/fuzz, clang, ${FUZZ_BUILD_DIR:-build-fuzz}),
-#      each run for ${FUZZ_SECONDS:-20} s from its seed corpus (FUZZ_SECONDS=0
-#      skips the step). A finding fails the run and leaves its input in the
-#      fuzz build folder.
+#   4. a second build with only a compiler (${MINIMAL_BUILD_DIR:-build-minimal}: no MPI, no
+#      BLAS — the built-in GEMM —, no CUDA), under AddressSanitizer and
+#      UndefinedBehaviorSanitizer (-DGPULEDGER_SANITIZE=ON; any UB report is
+#      fatal), warnings as errors: its unit tests and the bad-input corpus.
+#      The CLI tests, which drive the binary end to end, run in step 3 only
+#      (-DGPULEDGER_CLI_TESTS=OFF here); the MPI tests too (Open MPI's own
+#      allocations make ASan's leak checker report at exit). SANITIZE=0 makes
+#      this the plain build users get, and its unit tests;
+#   5. (with the sanitizers) the libFuzzer targets (tests/fuzz, clang,
+#      ${FUZZ_BUILD_DIR:-build-fuzz}), each run for ${FUZZ_SECONDS:-20} s from
+#      its seed corpus (FUZZ_SECONDS=0 skips the step). A finding fails the
+#      run and leaves its input in the fuzz build folder.
 # Each step's time is printed. ccache is used when installed (scripts/build.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,7 +29,7 @@ MINIMAL_BUILD_DIR="${MINIMAL_BUILD_DIR:-$ROOT/build-minimal}"
 FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 FORMAT_CHECK="${FORMAT_CHECK:-1}"
-SANITIZE="${SANITIZE:-0}"
+SANITIZE="${SANITIZE:-1}"
 
 timed() {  # timed NAME CMD...: runs CMD, then prints how long it took
   local name="$1" t0=$SECONDS
@@ -64,7 +64,7 @@ timed "main tests" run_ctest "$BUILD_DIR" "$@"
 if [ "$SANITIZE" = "1" ]; then
   timed "minimal sanitizer build (no MPI, no BLAS, no CUDA; ASan + UBSan)" env BUILD_DIR="$MINIMAL_BUILD_DIR" \
     "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF \
-    -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON
+    -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON -DGPULEDGER_CLI_TESTS=OFF
   timed "minimal sanitizer unit tests and bad inputs" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$MINIMAL_BUILD_DIR" -L unit
   if [ "$FUZZ_SECONDS" != "0" ]; then
@@ -72,12 +72,10 @@ if [ "$SANITIZE" = "1" ]; then
     timed "fuzz runs (${FUZZ_SECONDS} s each)" "$ROOT/scripts/fuzz.sh" run "$FUZZ_SECONDS"
   fi
 else
-  # The sanitizer build is opt-in (SANITIZE=1) until it has passed a whole run;
-  # meanwhile the minimal build is the plain one, and the bad-input corpus runs
-  # in the main build above.
+  # SANITIZE=0: the plain minimal build; the bad-input corpus ran in the main build above.
   timed "minimal build (no MPI, no BLAS, no CUDA)" env BUILD_DIR="$MINIMAL_BUILD_DIR" "$ROOT/scripts/build.sh" \
     -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF -DGPULEDGER_BUILD_BENCH=OFF \
-    -DGPULEDGER_SANITIZE=OFF
+    -DGPULEDGER_SANITIZE=OFF -DGPULEDGER_CLI_TESTS=ON
   timed "minimal unit tests" run_ctest "$MINIMAL_BUILD_DIR" -L unit -LE bad_inputs
 fi
 
