@@ -2,10 +2,13 @@
 // Parses with CLI11, runs the chosen subcommand, maps failures to exit statuses:
 // 0 ok, 1 a check failed or the run failed, 2 usage (bad option, bad config,
 // a layout that does not divide).
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -15,6 +18,7 @@
 #include "bench/cli/commands.h"
 #include "bench/cli/guarded_run.h"
 #include "bench/exit_codes.h"
+#include "kernels/cpu/blas_core.h"
 
 namespace {
 
@@ -37,11 +41,33 @@ int quiet_usage_exit(int code) {
   return code;
 }
 
+// A BLAS whose kernels are narrower than the CPU (kernels/cpu/blas_core.h):
+// re-execute this very command with OPENBLAS_CORETYPE set, before anything
+// else starts (MPI, threads), or say so when the user's setting keeps it.
+void match_blas_core_to_cpu(char** argv) {
+  const gpuledger::BlasCoreCheck check = gpuledger::check_this_blas_core();
+  const gpuledger::BlasCoreAction action =
+      gpuledger::decide_blas_core_action(check, std::getenv("OPENBLAS_CORETYPE"),
+                                         std::getenv("GPULEDGER_BLAS_CORETYPE"), std::getenv("GPULEDGER_BLAS_REEXEC"));
+  if (action.reexec_with) {
+    if (setenv("OPENBLAS_CORETYPE", action.reexec_with->c_str(), 1) == 0 &&
+        setenv("GPULEDGER_BLAS_REEXEC", "1", 1) == 0)
+      execv("/proc/self/exe", argv);
+    // Still here: the exec failed; run on with the narrow kernels, said once.
+    if (prints_usage_errors())
+      std::cerr << "gpuledger: warning: " << check.describe()
+                << " (re-executing with it failed: " << std::strerror(errno) << ")\n";
+    return;
+  }
+  if (!action.warning.empty() && prints_usage_errors()) std::cerr << "gpuledger: " << action.warning << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpuledger;
   using namespace gpuledger::cli;
+  match_blas_core_to_cpu(argv);
   CLI::App app{
       "gpuledger: what distributed transformer training and inference really cost, per rank "
       "(bytes by account, FLOPs, time, MFU, communication), beside the analytic budget"};
