@@ -100,7 +100,7 @@ struct InferServingRecord {
   std::optional<KvErrorRecord> kv_error;  // none for a bf16 cache
   bool computed = true;                   // false on the meta backend: times and tokens mean nothing
   std::optional<LatencySummary> latency;  // none when the engine had no clock (meta without device peaks)
-  int64_t host_swap_peak_bytes = 0;       // the host ledger's peak of swapped KV (--preemption swap)
+  int64_t host_swap_peak_bytes = 0;       // the rank ledger's `host` peak: swapped KV (--preemption swap)
   std::string clock;                      // what the engine clock is
 };
 
