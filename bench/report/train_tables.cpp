@@ -84,7 +84,7 @@ void print_rank_accounts(std::ostream& os, const json& r) {
   os << "\n" << t.render();
 }
 
-void print_rank_published(std::ostream& os, const json& r) {
+void print_rank_published(std::ostream& os, const json& r, double doc_dp) {
   const auto& meas = r["measured"];
   Table pub("published formulas beside the measurement");
   pub.columns({"formula", "published", "measured", "difference", "compared with"});
@@ -92,8 +92,11 @@ void print_rank_published(std::ostream& os, const json& r) {
     if (!p.contains("exact")) continue;
     const std::string what = p["compares_to"].get<std::string>();
     double measured = 0;
-    if (what == "model_states")
+    if (what == "model_states" || what == "model_states_device")
       for (auto a : {"weights", "grads", "master", "optim"}) measured += meas["peak_by_account"].value(a, 0.0);
+    if (what == "model_states") measured += meas["peak_by_account"].value("host", 0.0);
+    if (what == "host_per_node")  // every rank of the node holds the same
+      measured = meas["peak_by_account"].value("host", 0.0) * doc_dp;
     else if (what == "activations")
       measured = meas["peak_by_account"].value("activations", 0.0);
     else
@@ -189,7 +192,7 @@ void print_summary(std::ostream& os, const json& doc) {
 void print_train_summary(std::ostream& os, const json& doc) {
   for (const auto& r : doc["ranks"]) {
     print_rank_accounts(os, r);
-    print_rank_published(os, r);
+    print_rank_published(os, r, doc["config"]["layout"]["dp"].get<double>());
     print_op_time(os, r);
     print_rank_comm(os, doc, r);
   }

@@ -159,6 +159,10 @@ ResolvedConfig config_from_report(const JsonView& config) {
   // Reports written before --optimizer existed ran AdamW.
   if (r.has("optimizer")) c.run.optimizer = named(optimizer_from_name(r.at("optimizer").string()), r.at("optimizer"));
   if (r.has("momentum")) c.run.momentum = r.at("momentum").number();
+  if (r.has("offload")) {
+    if (r.at("offload").string() != "optimizer") r.at("offload").fail("expected \"optimizer\"");
+    c.run.offload_optimizer = true;
+  }
   validate_layout(c.layout, c.model, c.run);
   return c;
 }
