@@ -105,7 +105,11 @@ TEST(OptimizerOffload, HostBytesAndCopiesByHand) {
   const ModelConfig m = load_model("tiny-llama");
   const RunConfig r = offload_run(DType::kBF16);
   const Layout l = lay(1, 1, 1);
-  const int64_t p = 104896;  // tiny-llama's Ψ (gpuledger plan --model tiny-llama)
+  // tiny-llama's Ψ by hand (h 64, 4 heads and 2 KV heads of 16, ffn 176, V 97,
+  // 2 layers, untied): embedding and head 2·97·64 = 12,416; a layer's
+  // attention 64·(64 + 2·32) + 64·64 = 12,288, MLP 3·64·176 = 33,792, norms
+  // 2·64: 46,208 each; the final norm 64. 12,416 + 2·46,208 + 64 = 104,896.
+  const int64_t p = 104896;
   EXPECT_EQ(analytic::offload_host_bytes(m, l, r, 0), 16 * p);
   const auto t = analytic::offload_traffic(m, l, r, 0);
   EXPECT_EQ(t.grad_bytes_to_host, 2 * p);
