@@ -136,6 +136,7 @@ RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r
   rb.exact[Account::kKv] = 0;  // training: no KV cache
   rb.exact[Account::kComm] = comm_staging_bytes(m, l, r, rank);
   rb.exact[Account::kWorkspace] = workspace_bound_bytes(m, l, r, rank);
+  // kHost (host memory) comes with the model states: nothing is offloaded yet.
 
   rb.published = published_model_states(m, l, r, rank);
   for (auto& p : published_activations(m, l, r, stage)) rb.published.push_back(std::move(p));

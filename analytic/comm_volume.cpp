@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "analytic/dp_staging.h"
+#include "analytic/offload.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
@@ -231,6 +232,13 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
   pp_comm(tally, m, l, r, first, last, e);
 
+  // --offload optimizer: per unit, the gradient shard device→host and the
+  // updated weights host→device (analytic/offload.h); copies, not collectives,
+  // counted beside them under the group "host".
+  const OffloadTraffic off = offload_traffic(m, l, r, rank);
+  tally.add_total("copy_d2h", "host", off.copies, off.grad_bytes_to_host);
+  tally.add_total("copy_h2d", "host", off.copies, off.param_bytes_to_device);
+
   // Tied embeddings with p > 1: the first stage's word embedding and the last
   // stage's copy are one parameter; after the last microbatch their gradients
   // (V'/t·h elements) are all-reduced over the 2-rank "emb" group (Megatron's
@@ -272,6 +280,7 @@ double busbw_factor(std::string_view kind, int64_t n) {
   if (k == "all_reduce") return 2.0 * (nn - 1.0) / nn;
   if (k == "reduce_scatter" || k == "all_gather" || k == "all_to_all") return (nn - 1.0) / nn;
   if (k == "broadcast" || k == "reduce" || k == "send" || k == "recv") return 1.0;
+  if (k == "copy_d2h" || k == "copy_h2d") return 1.0;  // a device-host copy: one link, no group
   throw std::invalid_argument("busbw_factor: unknown collective '" + std::string(kind) + "'");
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analytic/megatron.h"
+#include "analytic/offload.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
@@ -75,6 +76,37 @@ int64_t largest_module_elems(const std::vector<ParamUnit>& units) {
   return best;
 }
 
+// DeepSpeed's estimators with the optimizer offloaded (deepspeedai/DeepSpeed
+// @edaa7221267243c7be7fb49c5d5f5c4fb97b4641), one node of N = dp GPUs,
+// additional_buffer_factor 1.5 (their default); P = the rank's parameters
+// before DP sharding. "cpu" rows are per node (every rank of the node together).
+void published_offload_rows(std::vector<Published>& out, const std::vector<ParamUnit>& units, double psi, int64_t dp,
+                            int zero) {
+  const double n = static_cast<double>(dp);
+  if (zero == 1 || zero == 2) {
+    // runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs, cpu_offload=True:
+    // gpu_mem = 2·P; cpu_mem = P·max(4·N, 16)·1.5 (the stage_1_and_2 estimator: stages 1 and 2).
+    const char* src =
+        "DeepSpeed runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs @edaa722, "
+        "cpu_offload=True, N = dp on one node, additional_buffer_factor = 1.5: ";
+    out.push_back({"deepspeed_zero2_offload_gpu", 2.0 * psi, std::string(src) + "gpu_mem = 2P"});
+    out.push_back({"deepspeed_zero2_offload_cpu", std::floor(psi * std::max(4.0 * n, 16.0) * 1.5),
+                   std::string(src) + "cpu_mem = int(P·max(4N, 16)·1.5), per node"});
+  } else if (zero == 3) {
+    // runtime/zero/stage3.py estimate_zero3_model_states_mem_needs, cpu_offload=True,
+    // cpu_offload_params=False (the optimizer only), zero_init=True, one node:
+    // gpu_mem = 4·largest_layer + int(2·P/N); cpu_mem = P·16·1.5.
+    const double largest = static_cast<double>(largest_module_elems(units));
+    const char* src =
+        "DeepSpeed runtime/zero/stage3.py estimate_zero3_model_states_mem_needs @edaa722, cpu_offload=True, "
+        "cpu_offload_params=False, zero_init=True, one node, additional_buffer_factor = 1.5: ";
+    out.push_back({"deepspeed_zero3_offload_gpu", 4.0 * largest + std::floor(2.0 * psi / n),
+                   std::string(src) + "gpu_mem = 4·largest_layer_params + int(2P/N)"});
+    out.push_back({"deepspeed_zero3_offload_cpu", std::floor(psi * 16.0 * 1.5),
+                   std::string(src) + "cpu_mem = int(P·16·1.5), per node"});
+  }
+}
+
 }  // namespace
 
 int64_t optimizer_state_bytes_per_param(const RunConfig& r) {
@@ -129,6 +161,13 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
   b[Account::kOptim] = checked_mul(optimizer_state_bytes_per_param(r), z >= 1 ? s_r : p_r, "optimizer state bytes");
+  // --offload optimizer: the master and states move to host memory, with the
+  // gradient and weight copies the CPU update works on (analytic/offload.h).
+  if (r.offload_optimizer) {
+    b[Account::kMaster] = 0;
+    b[Account::kOptim] = 0;
+    b[Account::kHost] = offload_host_bytes(m, l, r, rank);
+  }
   return b;
 }
 
@@ -206,6 +245,7 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
                        std::to_string(largest_module_elems(units)) +
                        " (defaults cpu_offload=cpu_offload_params=True give 4·largest_layer)"});
   }
+  if (r.offload_optimizer) published_offload_rows(out, units, psi, l.dp, l.zero);
   return out;
 }
 

@@ -14,7 +14,7 @@ std::vector<FitSuggestion> suggest_fits(const ModelConfig& m, const Layout& l, c
     } catch (const LayoutError&) {
       return;  // the change is not a valid layout for this model
     }
-    const int64_t total = analytic::rank_budget(m, l2, r2, rank2).exact.total();
+    const int64_t total = analytic::rank_budget(m, l2, r2, rank2).exact.device_total();
     out.push_back({change, total, total <= limit_bytes});
   };
   const Coords c = l.coords(rank);

@@ -15,6 +15,8 @@ std::string_view comm_kind_name(CommKind k) {
     case CommKind::kBroadcast: return "broadcast";
     case CommKind::kSend: return "send";
     case CommKind::kRecv: return "recv";
+    case CommKind::kCopyToHost: return "copy_d2h";
+    case CommKind::kCopyToDevice: return "copy_h2d";
   }
   return "unknown";
 }

@@ -15,7 +15,10 @@
 
 namespace gpuledger {
 
-enum class CommKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv };
+// kCopyToHost / kCopyToDevice: no collective, a rank's copy between its device
+// and host memory (ZeRO-Offload, parallel/zero/optimizer_offload.h), counted
+// beside the collectives under the group "host".
+enum class CommKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kCopyToHost, kCopyToDevice };
 enum class ReduceOp { kSum, kMax };
 
 std::string_view comm_kind_name(CommKind k);  // "all_reduce", "reduce_scatter", ...

@@ -19,7 +19,9 @@ constexpr int64_t comm_call_bytes(CommKind kind, int64_t n, DType t, int64_t gro
     case CommKind::kAllReduce:
     case CommKind::kBroadcast:
     case CommKind::kSend:
-    case CommKind::kRecv: return n * dtype_bytes(t);
+    case CommKind::kRecv:
+    case CommKind::kCopyToHost:
+    case CommKind::kCopyToDevice: return n * dtype_bytes(t);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
-// The eight accounts every byte of a run is booked under (docs/architecture.md "Accounts").
-// Holds the enum, its names and a fixed-size per-account array; nothing else.
+// The accounts every byte of a run is booked under (docs/architecture.md "Accounts"):
+// eight of device memory and one, `host`, of host memory held on the rank's
+// behalf. Holds the enum, its names and a fixed-size per-account array; nothing else.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -19,12 +20,17 @@ enum class Account : int {
   kKv,           // inference KV cache (reserved bytes)
   kComm,         // communication staging: DP buckets, ZeRO buffers, PP send/recv buffers
   kWorkspace,    // temporaries living inside one op or one layer
+  kHost,         // host (CPU) memory held for the rank: KV swap space, offloaded master and optimizer state
 };
 
-inline constexpr int kNumAccounts = 8;
+inline constexpr int kNumAccounts = 9;
 
 inline constexpr std::array<std::string_view, kNumAccounts> kAccountNames = {
-    "weights", "grads", "master", "optim", "activations", "kv", "comm", "workspace"};
+    "weights", "grads", "master", "optim", "activations", "kv", "comm", "workspace", "host"};
+
+// Whether an account's bytes live in device memory: every account but `host`.
+// Device totals, peaks, the memory limit and `fits` count these alone.
+inline constexpr bool is_device_account(Account a) { return a != Account::kHost; }
 
 inline constexpr std::string_view account_name(Account a) { return kAccountNames[static_cast<int>(a)]; }
 
@@ -40,11 +46,18 @@ struct AccountBytes {
   std::array<int64_t, kNumAccounts> bytes{};
   int64_t& operator[](Account a) { return bytes[static_cast<int>(a)]; }
   int64_t operator[](Account a) const { return bytes[static_cast<int>(a)]; }
-  int64_t total() const { return checked_sum(bytes, "total bytes over accounts"); }
+  // Σ over the device accounts (host memory excluded): what a device must hold.
+  int64_t device_total() const {
+    std::array<int64_t, kNumAccounts - 1> device{};
+    for (int i = 0, k = 0; i < kNumAccounts; ++i)
+      if (is_device_account(static_cast<Account>(i))) device[static_cast<size_t>(k++)] = bytes[static_cast<size_t>(i)];
+    return checked_sum(device, "device bytes over accounts");
+  }
+  int64_t host() const { return (*this)[Account::kHost]; }
 };
 
 inline constexpr std::array<Account, kNumAccounts> kAllAccounts = {
-    Account::kWeights,     Account::kGrads, Account::kMaster, Account::kOptim,
-    Account::kActivations, Account::kKv,    Account::kComm,   Account::kWorkspace};
+    Account::kWeights, Account::kGrads, Account::kMaster,    Account::kOptim, Account::kActivations,
+    Account::kKv,      Account::kComm,  Account::kWorkspace, Account::kHost};
 
 }  // namespace gpuledger

@@ -102,6 +102,10 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (r.mbs < 1) throw LayoutError("--mbs must be >= 1, got " + s(r.mbs));
   if (r.seq < 1) throw LayoutError("--seq must be >= 1, got " + s(r.seq));
   if (r.microbatches < 1) throw LayoutError("--microbatches must be >= 1, got " + s(r.microbatches));
+  // DeepSpeed's offload_optimizer is an option of ZeRO stages 1-3: the host holds the rank's shard.
+  if (r.offload_optimizer && l.zero < 1)
+    throw LayoutError(
+        "--offload optimizer needs --zero 1, 2 or 3 (the rank offloads its optimizer shard), got --zero " + s(l.zero));
   if (!(r.dropout >= 0.0 && r.dropout < 1.0))
     throw LayoutError("--dropout must be in [0, 1), got " + std::to_string(r.dropout));
   // The stated limits (core/limits.h), checked before any product is formed.

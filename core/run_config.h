@@ -40,6 +40,9 @@ struct RunConfig {
   double bucket_mb = 25.0;          // DP gradient bucket size (MiB)
   bool overlap_grad_reduce = true;  // DP buckets all-reduced during the backward (two staging slots)
   int64_t prefetch = 1;             // ZeRO-3 layers gathered ahead
+  // --offload optimizer (ZeRO-Offload, Ren et al. 2021; DeepSpeed's offload_optimizer):
+  // the fp32 master and optimizer state in host memory, the update on the CPU.
+  bool offload_optimizer = false;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-3;            // every optimizer's learning rate
   double weight_decay = 0.0;   // on the matrices: decoupled (AdamW, Lion) or added to the gradient (SGD, Adagrad)

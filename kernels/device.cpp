@@ -44,15 +44,16 @@ Buffer Device::alloc(int64_t bytes, Account account, const std::string& what) {
 
   void* p = nullptr;
   if (touches_memory()) {
-    p = raw_alloc(bytes);
+    p = account == Account::kHost ? raw_alloc_host(bytes) : raw_alloc(bytes);
     if (p == nullptr) {
       ledger_.unbook(account, bytes);
       ledger_.record_failure(account, bytes, what);
       const int64_t live = ledger_.live_total();
-      throw OutOfMemory(name() + ": the device could not allocate " + std::to_string(bytes) + " bytes for " +
-                            (what.empty() ? std::string("an unnamed buffer") : what) + " (" +
-                            std::string(account_name(account)) + "): live " + std::to_string(live),
-                        account, bytes, live, ledger_.limit());
+      throw OutOfMemory(
+          name() + (account == Account::kHost ? ": the host could not allocate " : ": the device could not allocate ") +
+              std::to_string(bytes) + " bytes for " + (what.empty() ? std::string("an unnamed buffer") : what) + " (" +
+              std::string(account_name(account)) + "): live " + std::to_string(live),
+          account, bytes, live, ledger_.limit());
     }
   }
   // On meta (touches_memory() false) the handle owns bookings only: data()
@@ -66,7 +67,12 @@ Buffer Device::alloc(int64_t bytes, Account account, const std::string& what) {
 }
 
 void Device::release(Buffer& b) {
-  if (b.ptr_ != nullptr) raw_free(b.ptr_, b.bytes_);
+  if (b.ptr_ != nullptr) {
+    if (b.account_ == Account::kHost)
+      raw_free_host(b.ptr_, b.bytes_);
+    else
+      raw_free(b.ptr_, b.bytes_);
+  }
   ledger_.unbook(b.account_, b.bytes_);
 }
 

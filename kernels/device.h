@@ -150,6 +150,10 @@ class Device {
   // ---- memory: every byte through here ----
   // Books the ledger first (throws OutOfMemory over the limit), then allocates.
   // Contents are unspecified; use fill_zero when zeros are needed.
+  // Account::kHost allocates host memory held for this rank (swap space,
+  // offloaded optimizer state) through raw_alloc_host, booked on the same
+  // ledger but outside its device total: the host side of copy_to_host and
+  // copy_from_host, and what the host computes on (never an op's operand).
   Buffer alloc(int64_t bytes, Account account, const std::string& what = {});
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
@@ -327,6 +331,11 @@ class Device {
  protected:
   virtual void* raw_alloc(int64_t bytes) = 0;  // nullptr on failure -> OutOfMemory
   virtual void raw_free(void* p, int64_t bytes) = 0;
+  // Host memory (Account::kHost). The default suits a backend whose memory is
+  // the host's (cpu): the same allocator. CUDA pins it (cudaMallocHost) so that
+  // copies to and from the device run at full bandwidth.
+  virtual void* raw_alloc_host(int64_t bytes) { return raw_alloc(bytes); }
+  virtual void raw_free_host(void* p, int64_t bytes) { raw_free(p, bytes); }
 
   // ---- the op table's implementations: each has the contract of the public
   // op of the same name and is called with its arguments checked
@@ -404,6 +413,8 @@ class Device {
   // For a decorating device (ProfilingDevice) to allocate through the device it wraps.
   static void* raw_alloc_of(Device& d, int64_t bytes) { return d.raw_alloc(bytes); }
   static void raw_free_of(Device& d, void* p, int64_t bytes) { d.raw_free(p, bytes); }
+  static void* raw_alloc_host_of(Device& d, int64_t bytes) { return d.raw_alloc_host(bytes); }
+  static void raw_free_host_of(Device& d, void* p, int64_t bytes) { d.raw_free_host(p, bytes); }
 
  private:
   friend class Buffer;

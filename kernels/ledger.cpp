@@ -25,16 +25,20 @@ void Ledger::book(Account account, int64_t bytes, const std::string& what) {
   if (bytes < 0)
     throw std::invalid_argument("Ledger::book: negative size " + std::to_string(bytes) + " for " +
                                 (what.empty() ? std::string("an unnamed buffer") : what));
+  // Host memory is no part of the device's: it is booked per account, but the
+  // device total, its peak and the limit (device capacity) never see it.
+  const bool device = is_device_account(account);
   // Check before touching anything, so a refused request books nothing.
-  if (limit_ && live_total_ + bytes > *limit_) {
+  if (device && limit_ && live_total_ + bytes > *limit_) {
     record_failure(account, bytes, what);
     throw OutOfMemory(oom_message(account, bytes, what, live_total_, *limit_), account, bytes, live_total_, limit_);
   }
 
   live_[account] += bytes;
   count_[account] += 1;
-  live_total_ += bytes;
   peak_[account] = std::max(peak_[account], live_[account]);
+  if (!device) return;
+  live_total_ += bytes;
   // The breakdown is taken only when the total strictly exceeds its previous
   // peak: the first moment a peak is reached is the one reported.
   if (live_total_ > peak_total_) {
@@ -65,6 +69,7 @@ void Ledger::unbook(Account account, int64_t bytes) {
                            std::string(account_name(account)) + " which has " + std::to_string(live_[account]) +
                            " live");
   live_[account] -= bytes;
+  if (!is_device_account(account)) return;
   live_total_ -= bytes;
   if (events_on_) events_.push_back({account, bytes, false});
 }

@@ -1,7 +1,9 @@
 // Ledger: the rank's memory book (a tracking allocator's accounting half).
 // Per account: live bytes, peak bytes, allocation count; for the rank: the peak
-// of the total and the breakdown by account at that moment (the sum of
+// of the device total and the breakdown by account at that moment (the sum of
 // per-account peaks is not the peak of the sum); phase markers for a timeline.
+// The `host` account (host memory held for the rank) has its live bytes and
+// peak like any other, but is outside the device total, its peak and the limit.
 // Host-only, no CUDA, and it never includes analytic/ (docs/architecture.md "Independence": the
 // measured side never reads the analytic side).
 #pragma once
@@ -61,15 +63,15 @@ class Ledger {
   explicit Ledger(std::optional<int64_t> limit_bytes = std::nullopt) : limit_(limit_bytes) {}
 
   // Books `bytes` under `account`; throws OutOfMemory (booking nothing) when the
-  // live total would exceed the limit. `what` names the tensor in messages.
+  // live device total would exceed the limit (a `host` booking never does). `what` names the tensor in messages.
   void book(Account account, int64_t bytes, const std::string& what = {});
   void unbook(Account account, int64_t bytes);
 
   int64_t live(Account a) const { return live_[a]; }
   int64_t peak(Account a) const { return peak_[a]; }
   int64_t count(Account a) const { return count_[a]; }
-  int64_t live_total() const { return live_total_; }
-  int64_t peak_total() const { return peak_total_; }
+  int64_t live_total() const { return live_total_; }  // device accounts only (not `host`)
+  int64_t peak_total() const { return peak_total_; }  // device accounts only (not `host`)
   const AccountBytes& live_by_account() const { return live_; }
   const AccountBytes& peak_by_account() const { return peak_; }
   const AccountBytes& at_peak() const { return at_peak_; }  // breakdown when peak_total was reached
@@ -89,7 +91,8 @@ class Ledger {
   void mark_phase(const std::string& phase);
   const std::vector<PhaseSample>& timeline() const { return timeline_; }
 
-  // The ordered list of bookings and unbookings, off unless enabled.
+  // The ordered list of device bookings and unbookings (`host` is not the
+  // device allocator's), off unless enabled.
   void enable_events(bool on) { events_on_ = on; }
   bool events_enabled() const { return events_on_; }
   const std::vector<LedgerEvent>& events() const { return events_; }

@@ -29,6 +29,8 @@ ProfilingDevice::ProfilingDevice(std::unique_ptr<Device> inner)
 
 void* ProfilingDevice::raw_alloc(int64_t bytes) { return Device::raw_alloc_of(*inner_, bytes); }
 void ProfilingDevice::raw_free(void* p, int64_t bytes) { Device::raw_free_of(*inner_, p, bytes); }
+void* ProfilingDevice::raw_alloc_host(int64_t bytes) { return Device::raw_alloc_host_of(*inner_, bytes); }
+void ProfilingDevice::raw_free_host(void* p, int64_t bytes) { Device::raw_free_host_of(*inner_, p, bytes); }
 void ProfilingDevice::copy_to_host(void* host_dst, const void* src, int64_t bytes) {
   inner_->copy_to_host(host_dst, src, bytes);
 }

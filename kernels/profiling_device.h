@@ -46,6 +46,8 @@ class ProfilingDevice final : public Device {
  protected:
   void* raw_alloc(int64_t bytes) override;
   void raw_free(void* p, int64_t bytes) override;
+  void* raw_alloc_host(int64_t bytes) override;
+  void raw_free_host(void* p, int64_t bytes) override;
 
   void gemm_impl(const GemmArgs& g) override;
   void convert_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override;

@@ -12,7 +12,8 @@
 // 3. "grad_sync" (tp > 1, tied embeddings across stages, or dp > 1): the
 // TP-partial and embedding-group sums, then the DP sum completes; 4. the
 // global norm and the clipping coefficient; 5. "optimizer" (and
-// "zero.all_gather" under ZeRO 1/2); 6. the loss: each last-stage rank's share
+// "zero.all_gather" under ZeRO 1/2; on the host with --offload optimizer,
+// zero/optimizer_offload.h, configured inside the ShardedOptimizer); 6. the loss: each last-stage rank's share
 // (its token losses / global tokens, fp32) all-reduced over dp, then over pp,
 // so every rank returns the global batch's mean (docs/formulas/comm.md).
 // Refused: ZeRO 2/3 with tied embeddings, dp > 1 and pp > 1 (check_context).
@@ -87,7 +88,8 @@ struct Trainer::Impl {
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, n, dp_rank});
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params);
-    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r));
+    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r),
+                                                   c.counters);
     auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
     if (r.init_from.empty()) {
       params->initialise(r.seed, model.layers, load_master);

@@ -109,8 +109,8 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
   }
 }
 
-// The run and device options.
-CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+// The run options.
+CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
   switch (which) {
     case ConfigOption::kSeq:
       return app.add_option("--seq", o.run.seq, "tokens per sequence")
@@ -185,6 +185,13 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
           ->capture_default_str()
           ->check(CLI::Range(int64_t{0}, int64_t{1024}))
           ->group(kRunGroup);
+    default: return nullptr;
+  }
+}
+
+// The optimizer's options and the device's.
+CLI::Option* add_optimizer_or_device(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+  switch (which) {
     case ConfigOption::kOptimizer:
       return app.add_option("--optimizer", o.optimizer, "update rule (fp32 states: adamw 2, sgd 1, adagrad 1, lion 1)")
           ->capture_default_str()
@@ -195,6 +202,15 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
       // optimizer state bytes: an option of plan too.
       return finite_in(app.add_option("--momentum", o.run.momentum, "SGD momentum (0: plain SGD, no buffer)"), 0.0, 1.0)
           ->capture_default_str()
+          ->group(kRunGroup);
+    case ConfigOption::kOffload:
+      // DeepSpeed's zero_optimization.offload_optimizer (ZeRO-Offload, Ren et al. 2021).
+      return app
+          .add_option("--offload", o.offload,
+                      "none | optimizer (fp32 master and optimizer state in host memory, the update on the CPU; "
+                      "ZeRO 1-3)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"none", "optimizer"}))
           ->group(kRunGroup);
     case ConfigOption::kDevice:
       return app.add_option("--device", o.device, "device preset (gpuledger devices)")->group(kDeviceGroup);
@@ -207,7 +223,8 @@ CLI::Option* add_run_or_device(CLI::App& app, ConfigOptions& o, ConfigOption whi
 
 CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
   if (CLI::Option* opt = add_model_or_layout(app, o, which)) return opt;
-  return add_run_or_device(app, o, which);
+  if (CLI::Option* opt = add_run(app, o, which)) return opt;
+  return add_optimizer_or_device(app, o, which);
 }
 
 }  // namespace
@@ -292,6 +309,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   r.run.attention = *attention_from_name(o.attention);
   r.run.dtype = *dtype_from_name(o.dtype);
   r.run.optimizer = *optimizer_from_name(o.optimizer);
+  r.run.offload_optimizer = o.offload == "optimizer";
   if (!o.grad_dtype.empty())
     r.run.grad_dtype = *dtype_from_name(o.grad_dtype);
   else

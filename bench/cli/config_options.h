@@ -34,6 +34,7 @@ struct ConfigOptions {
   std::string schedule = "1f1b", recompute = "none", attention = "materialized";
   std::string dtype = "bf16", grad_dtype = "";
   std::string optimizer = "adamw";
+  std::string offload = "none";   // none | optimizer
   std::optional<double> dropout;  // default: 0.1 for gpt, 0 for llama (their reference setups)
   std::string device;             // preset name
   std::string device_memory;      // BYTES with K/M/G/Ki/Mi/Gi suffix
@@ -66,25 +67,22 @@ enum class ConfigOption {
   kPrefetch,
   kOptimizer,
   kMomentum,
+  kOffload,
   kDevice,
   kDeviceMemory,
 };
 
 // Every option of a training run: what plan budgets and train runs.
 inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
-    ConfigOption::kModel,        ConfigOption::kLayers,
-    ConfigOption::kDp,           ConfigOption::kTp,
-    ConfigOption::kPp,           ConfigOption::kZero,
-    ConfigOption::kSp,           ConfigOption::kVpp,
-    ConfigOption::kRanks,        ConfigOption::kSeq,
-    ConfigOption::kMbs,          ConfigOption::kGbs,
-    ConfigOption::kMicrobatches, ConfigOption::kSchedule,
-    ConfigOption::kRecompute,    ConfigOption::kAttention,
-    ConfigOption::kDtype,        ConfigOption::kGradDtype,
-    ConfigOption::kDropout,      ConfigOption::kSeed,
-    ConfigOption::kBucketMb,     ConfigOption::kOverlapGradReduce,
-    ConfigOption::kPrefetch,     ConfigOption::kOptimizer,
-    ConfigOption::kMomentum,     ConfigOption::kDevice,
+    ConfigOption::kModel,    ConfigOption::kLayers,    ConfigOption::kDp,
+    ConfigOption::kTp,       ConfigOption::kPp,        ConfigOption::kZero,
+    ConfigOption::kSp,       ConfigOption::kVpp,       ConfigOption::kRanks,
+    ConfigOption::kSeq,      ConfigOption::kMbs,       ConfigOption::kGbs,
+    ConfigOption::kMicrobatches, ConfigOption::kSchedule, ConfigOption::kRecompute,
+    ConfigOption::kAttention, ConfigOption::kDtype,    ConfigOption::kGradDtype,
+    ConfigOption::kDropout,  ConfigOption::kSeed,      ConfigOption::kBucketMb,
+    ConfigOption::kOverlapGradReduce, ConfigOption::kPrefetch, ConfigOption::kOptimizer,
+    ConfigOption::kMomentum, ConfigOption::kOffload,   ConfigOption::kDevice,
     ConfigOption::kDeviceMemory};
 
 // The check every floating option carries: the value is finite and in

@@ -139,7 +139,9 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
                {"bytes_to_host", st.swap_out_bytes},
                {"bytes_from_host", st.swap_in_bytes},
                {"host_peak_bytes", v.host_swap_peak_bytes},
-               {"note", "--preemption swap: blocks × block bytes each way; host memory on its own ledger"}};
+               {"note",
+                "--preemption swap: blocks × block bytes each way; host memory booked in the rank's ledger, "
+                "account host (not device memory)"}};
   j["latency"] = latency_json(v);
   j["peak_running"] = st.peak_running;
   j["kv_bytes_per_token"] = v.kv_bytes_per_token;
@@ -163,6 +165,7 @@ json infer_rank_json(const run::InferRankRecord& r) {
   if (!r.served) return j;
   const int64_t assigned = r.kv_peak_assigned_bytes;
   json measured = {{"peak_bytes", r.peak_bytes},
+                   {"peak_host_bytes", r.peak_by_account[Account::kHost]},
                    {"at_peak", account_bytes_json(r.at_peak)},
                    {"peak_by_account", account_bytes_json(r.peak_by_account)},
                    {"activation_peak_bytes", r.activation_peak_bytes},

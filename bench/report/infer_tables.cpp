@@ -94,6 +94,8 @@ void print_infer_summary(std::ostream& os, const json& doc) {
          c["kv"] == "paged" ? "the pool, up front" : "reservations at their peak"});
   t.row({"KV assigned at peak", bytes(kv["peak_assigned_bytes"]), "blocks handed out (+ null block) / reservations"});
   t.row({"KV tokens at peak", bytes(kv["peak_token_bytes"]), "bytes of tokens actually stored"});
+  t.row({"host memory at peak (swap)", bytes(m["peak_by_account"]["host"]),
+         "preempted sequences' blocks in host memory (account host; not device memory)"});
   t.row(
       {"waste at peak", bytes(m["waste"]["bytes"]),
        m["waste"]["kind"].get<std::string>() + ", tokens hold " + pct(m["waste"]["token_fraction"]) + " of assigned"});

@@ -12,7 +12,8 @@
 
 namespace gpuledger::report {
 
-// {"peak_bytes", "at_peak": {ACCOUNT: bytes}, "peak_by_account", "live_by_account",
+// {"peak_bytes" (device accounts), "peak_host_bytes" (account host), "at_peak": {ACCOUNT: bytes}, "peak_by_account",
+// "live_by_account",
 //  "alloc_count", "limit_bytes" | null, ["at_failure": {"live", "live_total", "refused_account",
 //  "refused_bytes", "refused_what"}], ["timeline": [{"phase", "live": {...}, "peak_since_prev"}]]}
 nlohmann::json ledger_json(const bench::LedgerRecord& ledger);

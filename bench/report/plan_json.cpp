@@ -14,7 +14,7 @@ json plan_rank_json(const run::PlanRankRecord& r) {
   const auto& budget = r.budget;
   json exact = json::object();
   for (Account a : kAllAccounts) exact[std::string(account_name(a))] = budget.exact[a];
-  exact["total"] = budget.exact.total();
+  exact["total"] = budget.exact.device_total();  // device memory: every account but host
   json published = json::object();
   for (const auto& p : r.published) {
     json e = {{"bytes", p.figure.value}, {"source", p.figure.source}, {"compares_to", p.compares_to}};
@@ -32,12 +32,14 @@ json plan_rank_json(const run::PlanRankRecord& r) {
             {"role", r.role},
             {"in_flight_microbatches", budget.in_flight},
             {"params", r.params},
+            {"device_total_bytes", budget.exact.device_total()},
+            {"host_bytes", budget.exact.host()},
             {"analytic", {{"exact", exact}, {"published", published}, {"comm", comm}}},
             {"flops", {{"analytic_hardware", budget.flops.hardware}, {"analytic_model", budget.flops.model}}}};
   if (r.device_bytes) {
     j["device_bytes"] = *r.device_bytes;
-    j["fits"] = budget.exact.total() <= *r.device_bytes;
-    j["headroom_bytes"] = *r.device_bytes - budget.exact.total();
+    j["fits"] = budget.exact.device_total() <= *r.device_bytes;
+    j["headroom_bytes"] = *r.device_bytes - budget.exact.device_total();
   }
   return j;
 }
@@ -52,7 +54,11 @@ run::PlanRankRecord plan_rank_from_json(const json& j) {
   budget.in_flight = j.at("in_flight_microbatches").get<int64_t>();
   r.params = j.at("params").get<int64_t>();
   const json& a = j.at("analytic");
-  for (Account acc : kAllAccounts) budget.exact[acc] = a.at("exact").at(std::string(account_name(acc))).get<int64_t>();
+  for (Account acc : kAllAccounts) {
+    // A report written before the host account existed held no host memory.
+    if (acc == Account::kHost && !a.at("exact").contains("host")) continue;
+    budget.exact[acc] = a.at("exact").at(std::string(account_name(acc))).get<int64_t>();
+  }
   for (const auto& [name, e] : a.at("published").items()) {
     run::PublishedComparison p{{name, e.at("bytes").get<double>(), e.at("source").get<std::string>()},
                                e.at("compares_to").get<std::string>(),
@@ -111,7 +117,7 @@ json plan_report_json(const run::PlanRecord& record) {
   bool all_fit = true;
   for (const auto& r : record.ranks) {
     doc["ranks"].push_back(plan_rank_json(r));
-    if (r.device_bytes && r.budget.exact.total() > *r.device_bytes) all_fit = false;
+    if (r.device_bytes && r.budget.exact.device_total() > *r.device_bytes) all_fit = false;
   }
   doc["summary"] = plan_summary_json(record.summary);
   if (c.device_memory_bytes) doc["summary"]["fits"] = all_fit;

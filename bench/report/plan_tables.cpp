@@ -61,38 +61,38 @@ void print_config_header(std::ostream& os, const json& doc) {
 namespace {
 std::string model_states_per_param_cell(const json& rank) {
   const auto& ex = rank["analytic"]["exact"];
-  const double states =
-      ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() + ex["optim"].get<double>();
+  // With --offload optimizer the master and states are in host memory: counted too.
+  const double states = ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() +
+                        ex["optim"].get<double>() + ex.value("host", 0.0);
   const double held = rank["params"].get<double>();
   return held > 0 ? fmt::format("{:.2f} B", states / held) : "-";
 }
-}  // namespace
-
-void print_plan(std::ostream& os, const json& doc) {
-  print_config_header(os, doc);
-  const auto& ranks = doc["ranks"];
-  os << "\n";
-
-  // ---- accounts per role (exact for this implementation; docs/exact-budget.md) ----
+// The exact accounts per role (docs/exact-budget.md): the device accounts,
+// their total, then host memory on its own row.
+void print_accounts_per_role(std::ostream& os, const json& ranks) {
   Table acc("bytes per rank by account — exact for this implementation (workspace: upper bound)");
   std::vector<std::string> cols = {"account"};
   for (const auto& r : ranks) cols.push_back(r["role"].get<std::string>());
   acc.columns(cols);
-  for (auto name : kAccountNames) {
-    std::vector<std::string> row = {std::string(name) + (name == "workspace" ? " (≤)" : "")};
-    for (const auto& r : ranks) row.push_back(bytes_cell(r["analytic"]["exact"][std::string(name)]));
+  for (Account a : kAllAccounts) {
+    if (!is_device_account(a)) continue;  // host memory: its own row below the device total
+    const std::string name(account_name(a));
+    std::vector<std::string> row = {name + (a == Account::kWorkspace ? " (≤)" : "")};
+    for (const auto& r : ranks) row.push_back(bytes_cell(r["analytic"]["exact"][name]));
     acc.row(row);
   }
   acc.rule();
-  std::vector<std::string> total = {"total"}, params = {"params held"}, inflight = {"microbatches in flight"};
+  std::vector<std::string> total = {"device total"}, host = {"host (not device memory)"};
+  std::vector<std::string> params = {"params held"}, inflight = {"microbatches in flight"};
   std::vector<std::string> per_param = {"model states / param"};
   for (const auto& r : ranks) {
     total.push_back(bytes_cell(r["analytic"]["exact"]["total"]));
+    host.push_back(bytes_cell(r["analytic"]["exact"].value("host", json(0))));
     params.push_back(format_count(r["params"].get<int64_t>()));
     inflight.push_back(std::to_string(r["in_flight_microbatches"].get<int64_t>()));
     per_param.push_back(model_states_per_param_cell(r));
   }
-  acc.row(total).row(params).row(per_param).row(inflight);
+  acc.row(total).row(host).row(params).row(per_param).row(inflight);
   if (!ranks.empty() && ranks[0].contains("fits")) {
     std::vector<std::string> dev = {"device memory"}, fits = {"fits"};
     for (const auto& r : ranks) {
@@ -104,6 +104,15 @@ void print_plan(std::ostream& os, const json& doc) {
     acc.row(dev).row(fits);
   }
   os << acc.render() << "\n";
+}
+}  // namespace
+
+void print_plan(std::ostream& os, const json& doc) {
+  print_config_header(os, doc);
+  const auto& ranks = doc["ranks"];
+  os << "\n";
+
+  print_accounts_per_role(os, ranks);
 
   // ---- published figures beside the exact ones (sources as numbered notes) ----
   for (const auto& r : ranks) {

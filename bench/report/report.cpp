@@ -80,6 +80,8 @@ json config_json(const ResolvedConfig& r) {
               {"optimizer", optimizer_name(run.optimizer)}};
   // SGD's momentum decides whether it keeps a state (0: none); `check` re-derives the budget from it.
   if (run.optimizer == OptimizerKind::kSGD) c["run"]["momentum"] = run.momentum;
+  // Written only when on, so that reports without offload keep their form.
+  if (run.offload_optimizer) c["run"]["offload"] = "optimizer";
   if (r.device) c["device"] = r.device->name;
   if (r.device_memory_bytes) c["device_memory_bytes"] = *r.device_memory_bytes;
   return c;

@@ -57,18 +57,22 @@ void print_rank_accounts(std::ostream& os, const json& r) {
   Table t(fmt::format("rank {} ({}): bytes by account — measured vs exact budget", r["rank"].get<int64_t>(),
                       r.value("role", std::string(""))));
   t.columns({"account", "measured peak", "at rank peak", "exact budget", "difference", "allocs"});
-  for (auto name : kAccountNames) {
-    const std::string a(name);
+  const auto account_row = [&](Account acc, const std::string& label) {
+    const std::string a(account_name(acc));
     const double mp = meas["peak_by_account"].value(a, 0.0);
     const double ex = exact.value(a, 0.0);
-    t.row({a + (a == "workspace" ? " (budget ≤)" : ""), b(mp), b(meas["at_peak"].value(a, 0.0)), b(ex),
+    t.row({label, b(mp), b(meas["at_peak"].value(a, 0.0)), b(ex),
            mp == ex ? "0" : fmt::format("{:+}", static_cast<int64_t>(mp - ex)),
            std::to_string(meas["alloc_count"].value(a, 0))});
-  }
+  };
+  for (Account acc : kAllAccounts)
+    if (is_device_account(acc))
+      account_row(acc, std::string(account_name(acc)) + (acc == Account::kWorkspace ? " (budget ≤)" : ""));
   t.rule();
-  t.row({"total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()),
+  t.row({"device total", b(meas["peak_bytes"].get<double>()), b(meas["peak_bytes"].get<double>()),
          b(exact["total"].get<double>()), "", ""});
-  t.note("measured peak = each account's own peak; at rank peak = the breakdown when the total peaked");
+  account_row(Account::kHost, "host (not device memory)");
+  t.note("measured peak = each account's own peak; at rank peak = the breakdown when the device total peaked");
   if (meas.contains("torch_caching_allocator")) {
     const auto& tc = meas["torch_caching_allocator"];
     t.note(
@@ -80,7 +84,7 @@ void print_rank_accounts(std::ostream& os, const json& r) {
   os << "\n" << t.render();
 }
 
-void print_rank_published(std::ostream& os, const json& r) {
+void print_rank_published(std::ostream& os, const json& r, double doc_dp) {
   const auto& meas = r["measured"];
   Table pub("published formulas beside the measurement");
   pub.columns({"formula", "published", "measured", "difference", "compared with"});
@@ -88,8 +92,11 @@ void print_rank_published(std::ostream& os, const json& r) {
     if (!p.contains("exact")) continue;
     const std::string what = p["compares_to"].get<std::string>();
     double measured = 0;
-    if (what == "model_states")
+    if (what == "model_states" || what == "model_states_device")
       for (auto a : {"weights", "grads", "master", "optim"}) measured += meas["peak_by_account"].value(a, 0.0);
+    if (what == "model_states") measured += meas["peak_by_account"].value("host", 0.0);
+    if (what == "host_per_node")  // every rank of the node holds the same
+      measured = meas["peak_by_account"].value("host", 0.0) * doc_dp;
     else if (what == "activations")
       measured = meas["peak_by_account"].value("activations", 0.0);
     else
@@ -185,7 +192,7 @@ void print_summary(std::ostream& os, const json& doc) {
 void print_train_summary(std::ostream& os, const json& doc) {
   for (const auto& r : doc["ranks"]) {
     print_rank_accounts(os, r);
-    print_rank_published(os, r);
+    print_rank_published(os, r, doc["config"]["layout"]["dp"].get<double>());
     print_op_time(os, r);
     print_rank_comm(os, doc, r);
   }

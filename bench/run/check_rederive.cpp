@@ -71,11 +71,14 @@ void compare_analytic(json& checks, const JsonView& stated_rank, const json& der
     compare(checks, std::string("flops.") + f, rank, flops.find(f), derived.at("flops").at(f).get<double>());
 }
 
-// Σ at_peak == peak_bytes, and no account's own peak above the total peak.
+// Σ at_peak == peak_bytes, and no account's own peak above the total peak:
+// over the device accounts (peak_bytes is the device total; host memory is apart).
 void total_checks(json& checks, const JsonView& measured, int64_t rank) {
   const double peak = measured.at("peak_bytes").number();
   double at_peak = 0, largest = 0;
-  for (auto name : kAccountNames) {
+  for (Account a : kAllAccounts) {
+    if (!is_device_account(a)) continue;
+    const std::string_view name = account_name(a);
     at_peak += measured.at("at_peak").at(name).number();
     largest = std::max(largest, measured.at("peak_by_account").at(name).number());
   }
@@ -157,6 +160,10 @@ ResolvedConfig config_from_report(const JsonView& config) {
   // Reports written before --optimizer existed ran AdamW.
   if (r.has("optimizer")) c.run.optimizer = named(optimizer_from_name(r.at("optimizer").string()), r.at("optimizer"));
   if (r.has("momentum")) c.run.momentum = r.at("momentum").number();
+  if (r.has("offload")) {
+    if (r.at("offload").string() != "optimizer") r.at("offload").fail("expected \"optimizer\"");
+    c.run.offload_optimizer = true;
+  }
   validate_layout(c.layout, c.model, c.run);
   return c;
 }

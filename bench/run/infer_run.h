@@ -107,10 +107,10 @@ struct InferServingRecord {
   int64_t capacity_sequences = 0, capacity_predicted = 0;
   std::optional<KvErrorRecord> kv_error;               // none for a bf16 cache
   std::optional<KvPolicyErrorRecord> kv_policy_error;  // none without a KV budget
-  int64_t evicted_tokens = 0;                          // tokens given up under the budget (sink, h2o)
+  int64_t evicted_tokens = 0;                          // tokens given up under the KV budget
   bool computed = true;                                // false on the meta backend: times and tokens mean nothing
   std::optional<LatencySummary> latency;               // none when the engine had no clock (meta without device peaks)
-  int64_t host_swap_peak_bytes = 0;                    // the host ledger's peak of swapped KV (--preemption swap)
+  int64_t host_swap_peak_bytes = 0;                    // the rank ledger's `host` peak: swapped KV (--preemption swap)
   std::string clock;                                   // what the engine clock is
 };
 

@@ -93,7 +93,9 @@ struct Served {
   int64_t evicted_tokens = 0;
   std::optional<LatencySummary> latency;
   std::string clock;
-  int64_t host_swap_peak = 0;
+  int64_t host_swap_peak = 0;    // the rank ledger's `host` peak
+  int64_t swap_peak_blocks = 0;  // the most blocks held in host memory at once
+  int64_t block_bytes = 0;       // a paged cache's block
 };
 
 // The cost of the KV dtype: a side run of one decode step on a small cpu device.
@@ -190,16 +192,10 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   options.max_num_batched_tokens = q.prefill_chunk;
   options.prefix_caching = q.prefix_caching;
   options.step_seconds = clock.step_seconds;
-  // --preemption swap: host memory through a device of its own (cpu; meta
-  // when serving on meta), booked on a host ledger apart from the device's.
-  Ledger host_ledger;
-  std::unique_ptr<Device> host_device;
+  // --preemption swap: host memory allocated through the serving device,
+  // booked in the rank's ledger under `host` (outside the device total).
   std::optional<kv::KvSwapSpace> swap;
-  if (q.preemption == "swap") {
-    host_device = make_device(q.backend == "meta" ? "meta" : "cpu", host_ledger);
-    swap.emplace(*host_device);
-    options.swap = &*swap;
-  }
+  if (q.preemption == "swap") options.swap = &swap.emplace();
   InferenceEngine engine(model, *cache, options);
   auto requests = make_requests(q.shapes, m.vocab, q.config.run.seed, q.prefix_len);
   if (!q.config.run.tokens.empty()) prompts_from_file(requests, q.config.run.tokens, q.prefix_len);
@@ -207,7 +203,8 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   out.stats = engine.stats();
   out.clock = clock.name;
   if (clock.known) out.latency = summarize_latency(results, out.stats.clock_s);
-  out.host_swap_peak = host_ledger.peak(Account::kKv);
+  out.host_swap_peak = s.ledger.peak(Account::kHost);
+  if (swap) out.swap_peak_blocks = swap->peak_swapped_blocks();
   for (size_t i = 0; i < results.size(); ++i)
     out.completed += static_cast<int64_t>(results[i].tokens.size()) == q.shapes[i].gen_len ? 1 : 0;
   out.kv_error = kv_error(q, g);
@@ -215,7 +212,8 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   out.evicted_tokens = cache->evicted_tokens();
   out.peak_assigned = cache->peak_assigned_bytes();
   out.peak_tokens = cache->peak_token_bytes();
-  if (q.kv.layout == KvLayout::kPaged) out.null_block = static_cast<const kv::PagedKvCache&>(*cache).block_bytes();
+  if (q.kv.layout == KvLayout::kPaged) out.block_bytes = static_cast<const kv::PagedKvCache&>(*cache).block_bytes();
+  out.null_block = out.block_bytes;  // a paged pool sets one block aside as the null block
   return out;
 }
 
@@ -260,6 +258,9 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
                                      d(r.analytic_kv_bytes_per_token), 0));
   checks.push_back(
       bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
+  if (q.preemption == "swap")  // the host peak: the most blocks swapped out at once × block bytes
+    checks.push_back(bench::make_check("kv.swap.host_peak_bytes", r.rank, d(v.host_swap_peak),
+                                       d(v.swap_peak_blocks) * d(v.block_bytes), 0));
   checks.push_back(
       bench::make_check("requests.completed", r.rank, d(v.completed), d(static_cast<int64_t>(q.shapes.size())), 0));
   return checks;

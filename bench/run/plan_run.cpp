@@ -22,8 +22,25 @@ std::string role_name(const Layout& l, int64_t rank) {
   return s;
 }
 
-double model_state_bytes_sum(const AccountBytes& a) {
+// Device model states: weights, grads, master, optim.
+double device_model_state_bytes(const AccountBytes& a) {
   return static_cast<double>(a[Account::kWeights] + a[Account::kGrads] + a[Account::kMaster] + a[Account::kOptim]);
+}
+
+// What a published model-state row is compared with: DeepSpeed's offload
+// estimator rows (analytic/model_states.h) split GPU ("_offload_gpu": the
+// device's model states) from CPU ("_offload_cpu": host memory per node, the
+// dp ranks of one node together); every other row counts all model states,
+// host memory included (with --offload optimizer the master and optimizer
+// state are there).
+PublishedComparison model_state_comparison(const analytic::Published& p, const AccountBytes& a, int64_t dp) {
+  const auto ends_with = [&](std::string_view tail) {
+    return p.name.size() >= tail.size() && p.name.compare(p.name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with("_offload_gpu")) return {p, "model_states_device", device_model_state_bytes(a)};
+  if (ends_with("_offload_cpu"))
+    return {p, "host_per_node", static_cast<double>(a[Account::kHost]) * static_cast<double>(dp)};
+  return {p, "model_states", device_model_state_bytes(a) + static_cast<double>(a[Account::kHost])};
 }
 
 }  // namespace
@@ -36,9 +53,8 @@ PlanRankRecord plan_rank(const ResolvedConfig& c, int64_t rank, std::optional<in
   r.role = role_name(l, rank);
   r.params = analytic::rank_params(m, l, rank);
   r.device_bytes = device_bytes;
-  const double states = model_state_bytes_sum(r.budget.exact);
   for (const auto& p : analytic::published_model_states(m, l, c.run, rank))
-    r.published.push_back({p, "model_states", states});
+    r.published.push_back(model_state_comparison(p, r.budget.exact, l.dp));
   // Activations: a per-layer row compares with this code's per-layer bytes
   // without the norm statistics (Table 2 ignores them); whole-stage figures with
   // the activations peak; the other Table 2 rows are reference values for

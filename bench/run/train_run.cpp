@@ -79,8 +79,12 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
         report::print_train_step(*progress.os, {step, s.loss, s.seconds, c.run.tokens_per_step(l.dp), job.model,
                                                 job.hardware, peak_total, lg.peak_total()});
       };
-    rec.runs.push_back(
-        bench::run_rank_training(*dev, c, groups.context(), counters, ro, plan_rank(c, rank, q.memory_limit_bytes)));
+    // make_single_groups knows no layout (Layout{}): the rank runs the run's own
+    // (world 1), so that its ZeRO stage and what depends on it (--offload) hold.
+    RankContext ctx = groups.context();
+    ctx.layout = l;
+    ctx.coords = l.coords(rank);
+    rec.runs.push_back(bench::run_rank_training(*dev, c, ctx, counters, ro, plan_rank(c, rank, q.memory_limit_bytes)));
   }
   return rec;
 }

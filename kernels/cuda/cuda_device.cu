@@ -112,6 +112,25 @@ void CudaDevice::raw_free(void* p, int64_t bytes) {
     CUDA_CHECK_NOTHROW(cudaFree(p), "freeing " + std::to_string(bytes) + " bytes");
 }
 
+// Host memory held for the rank (Account::kHost): pinned, so that the copies
+// to and from the device are DMA at full bandwidth and may run asynchronously.
+void* CudaDevice::raw_alloc_host(int64_t bytes) {
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocHost(&p, size);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it; Device::alloc reports OutOfMemory
+    return nullptr;
+  }
+  CUDA_CHECK(e, "allocating " + std::to_string(bytes) + " bytes of pinned host memory");
+  return p;
+}
+
+void CudaDevice::raw_free_host(void* p, int64_t bytes) {
+  // cudaFreeHost waits for the device: no queued copy still reads p.
+  CUDA_CHECK_NOTHROW(cudaFreeHost(p), "freeing " + std::to_string(bytes) + " bytes of pinned host memory");
+}
+
 MemoryInfo CudaDevice::memory_info() const {
   CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronizing before reading memory");
   if (pool_) CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0), "trimming the memory pool");

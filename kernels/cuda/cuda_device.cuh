@@ -54,6 +54,8 @@ class CudaDevice : public SimtDevice {
   void gemm_impl(const GemmArgs& g) override;
   void* raw_alloc(int64_t bytes) override;
   void raw_free(void* p, int64_t bytes) override;
+  void* raw_alloc_host(int64_t bytes) override;
+  void raw_free_host(void* p, int64_t bytes) override;
 
  private:
   void release_resources() noexcept;

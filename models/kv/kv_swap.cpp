@@ -1,6 +1,7 @@
 // Swap space of preempted sequences (see kv_swap.h).
 #include "models/kv/kv_swap.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,15 +15,17 @@ void KvSwapSpace::swap_out(PagedKvCache& cache, SeqId id) {
   Entry e;
   e.tokens = cache.length(id);
   e.blocks = n;
-  e.host = host_.alloc(n * bb, Account::kKv, "kv.swap");
   Device& dev = cache.device();
-  if (dev.touches_memory() && host_.touches_memory())
+  e.host = dev.alloc(n * bb, Account::kHost, "kv.swap");
+  if (dev.touches_memory())
     for (int64_t k = 0; k < n; ++k)
       dev.copy_to_host(static_cast<char*>(e.host.data()) + k * bb,
                        static_cast<const char*>(cache.pool_data()) + table[static_cast<size_t>(k)] * bb, bb);
   cache.free_sequence(id);
   bytes_out_ += n * bb;
   blocks_out_ += n;
+  swapped_blocks_ += n;
+  peak_swapped_blocks_ = std::max(peak_swapped_blocks_, swapped_blocks_);
   swapped_.emplace(id, std::move(e));
 }
 
@@ -43,11 +46,12 @@ bool KvSwapSpace::swap_in(PagedKvCache& cache, SeqId id, SeqId new_id) {
                            " blocks for " + std::to_string(e.blocks) + " swapped");
   const int64_t bb = cache.block_bytes();
   Device& dev = cache.device();
-  if (dev.touches_memory() && host_.touches_memory())
+  if (dev.touches_memory())
     for (int64_t k = 0; k < e.blocks; ++k)
       dev.copy_from_host(static_cast<char*>(cache.pool_data()) + table[static_cast<size_t>(k)] * bb,
                          static_cast<const char*>(e.host.data()) + k * bb, bb);
   bytes_in_ += e.blocks * bb;
+  swapped_blocks_ -= e.blocks;
   swapped_.erase(it);  // the host copy unbooks
   return true;
 }

@@ -5,10 +5,10 @@
 // pool; when room returns they are copied back into fresh blocks and the
 // sequence resumes where it stopped, nothing recomputed.
 //
-// Host memory is allocated through `host`, a Device whose memory is the host's
-// (the cpu backend; meta when the serving device is meta, which copies
-// nothing), so its Ledger books every swapped byte — in the kv account of that
-// host ledger, apart from the device's ledger. A block is a contiguous region
+// Host memory is allocated through the cache's own Device as Account::kHost
+// (kernels/device.h: ordinary memory on cpu, pinned on cuda, none on meta,
+// which copies nothing), so the rank's Ledger books every swapped byte in its
+// `host` account, outside the device total. A block is a contiguous region
 // of the paged pool (kernels/kv_storage.h: block id × block bytes), so a
 // sequence moves as one copy per block: bytes each way = blocks × block bytes.
 // A block shared by prefix caching is copied like a private one (the swapped
@@ -24,8 +24,6 @@ namespace gpuledger::kv {
 
 class KvSwapSpace {
  public:
-  explicit KvSwapSpace(Device& host) : host_(host) {}
-
   // Copies sequence `id`'s blocks to host memory and frees it from `cache`;
   // `id` then names its swapped copy.
   void swap_out(PagedKvCache& cache, SeqId id);
@@ -39,15 +37,16 @@ class KvSwapSpace {
   int64_t bytes_out() const { return bytes_out_; }  // device → host, all swaps
   int64_t bytes_in() const { return bytes_in_; }    // host → device
   int64_t blocks_out() const { return blocks_out_; }
+  int64_t swapped_blocks() const { return swapped_blocks_; }            // held in host memory now
+  int64_t peak_swapped_blocks() const { return peak_swapped_blocks_; }  // the most held at once
 
  private:
   struct Entry {
     Buffer host;  // blocks × block bytes
     int64_t tokens = 0, blocks = 0;
   };
-  Device& host_;
   std::map<SeqId, Entry> swapped_;
-  int64_t bytes_out_ = 0, bytes_in_ = 0, blocks_out_ = 0;
+  int64_t bytes_out_ = 0, bytes_in_ = 0, blocks_out_ = 0, swapped_blocks_ = 0, peak_swapped_blocks_ = 0;
 };
 
 }  // namespace gpuledger::kv

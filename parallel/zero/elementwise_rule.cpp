@@ -28,16 +28,21 @@ void ElementwiseRule::add_unit(const std::string& unit_name, int64_t shard_elems
   const int states = optimizer_state_count(hyper_);
   for (int k = 0; k < states; ++k) {
     std::vector<Buffer>& s = k == 0 ? state1_ : state2_;
-    s.push_back(dev_.alloc(4 * shard_elems, Account::kOptim, unit_name + state_name(hyper_.kind, k)));
-    dev_.fill_zero(s.back().data(), s.back().bytes());
+    s.push_back(dev_.alloc(4 * shard_elems, account_, unit_name + state_name(hyper_.kind, k)));
+    compute_->fill_zero(s.back().data(), s.back().bytes());
   }
+}
+
+void ElementwiseRule::offload_to(Device& host) {
+  compute_ = &host;
+  account_ = Account::kHost;
 }
 
 void ElementwiseRule::update(const ShardPiece& p, int64_t step_count, float grad_scale) {
   OptimizerHyper h = hyper_;
   if (!p.decay) h.weight_decay = 0.0f;
-  dev_.optimizer_update(p.master, p.weights, p.weight_type, p.grads, p.grad_type, piece_of(state1_, p),
-                        piece_of(state2_, p), p.elems, h, step_count, grad_scale);
+  compute_->optimizer_update(p.master, p.weights, p.weight_type, p.grads, p.grad_type, piece_of(state1_, p),
+                             piece_of(state2_, p), p.elems, h, step_count, grad_scale);
 }
 
 AdamW::AdamW(Device& dev, double lr, double weight_decay)

@@ -2,6 +2,7 @@
 // by element (kernels/optimizer_rules.h): AdamW, SGD with momentum, Adagrad,
 // Lion — one mechanism, the optimizer's kind and hyperparameters configuring
 // Device::optimizer_update. Its fp32 states per shard element, account optim
+// (host under --offload optimizer, updated on the host: offload_to)
 // (docs/exact-budget.md "Model states"), named as PyTorch's optimizers name
 // their state (torch/optim/*.py):
 //   adamw   "<unit>.adam_m", "<unit>.adam_v"  (exp_avg, exp_avg_sq)
@@ -25,13 +26,16 @@ namespace gpuledger {
 class ElementwiseRule : public UpdateRule {
  public:
   // hyper.weight_decay is the matrices' decay.
-  ElementwiseRule(Device& dev, const OptimizerHyper& hyper) : dev_(dev), hyper_(hyper) {}
+  ElementwiseRule(Device& dev, const OptimizerHyper& hyper) : dev_(dev), compute_(&dev), hyper_(hyper) {}
 
   void add_unit(const std::string& unit_name, int64_t shard_elems) override;
+  void offload_to(Device& host) override;
   void update(const ShardPiece& piece, int64_t step_count, float grad_scale) override;
 
  private:
-  Device& dev_;
+  Device& dev_;      // allocates the states (on the rank's ledger)
+  Device* compute_;  // runs the update: dev_, or the host under offload
+  Account account_ = Account::kOptim;
   OptimizerHyper hyper_;
   std::vector<Buffer> state1_, state2_;  // per unit, shard-sized (empty when the rule keeps fewer)
 };

@@ -1,26 +1,44 @@
 // ShardedOptimizer (see sharded_optimizer.h).
 #include "parallel/zero/sharded_optimizer.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace gpuledger {
 
 ShardedOptimizer::ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n,
-                                   int64_t dp_rank, std::unique_ptr<UpdateRule> rule)
+                                   int64_t dp_rank, std::unique_ptr<UpdateRule> rule, CommCounters* counters)
     : dev_(dev), dp_(dp), params_(params), n_(n), sharded_(zero >= 1), rule_(std::move(rule)) {
-  for (const UnitLayout& u : params.layout().units) {
+  for (const UnitLayout& u : params.layout().units)
     shards_.push_back(sharded_ ? unit_shard(u.elems, n, dp_rank) : unit_shard(u.elems, 1, 0));
-    const int64_t se = shards_.back().shard_elems;
-    if (run.has_master()) master_.push_back(dev.alloc(4 * se, Account::kMaster, u.name + ".master"));
-    rule_->add_unit(u.name, se);
-    if (!master_.empty()) dev.fill_zero(master_.back().data(), master_.back().bytes());
+  if (run.offload_optimizer) {
+    // DeepSpeed's offload_optimizer is a ZeRO 1-3 option (core/layout.cpp refuses it first).
+    if (!sharded_) throw std::invalid_argument("ShardedOptimizer: --offload optimizer needs ZeRO >= 1");
+    offload_ = std::make_unique<OptimizerOffload>(dev, params, shards_, counters);
+    rule_->offload_to(offload_->host());
+  }
+  const Account master_account = offload_ ? Account::kHost : Account::kMaster;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const std::string& name = params.layout().units[i].name;
+    const int64_t se = shards_[i].shard_elems;
+    if (run.has_master()) master_.push_back(dev.alloc(4 * se, master_account, name + ".master"));
+    rule_->add_unit(name, se);
+    if (!master_.empty()) compute().fill_zero(master_.back().data(), master_.back().bytes());
   }
 }
 
+ShardedOptimizer::~ShardedOptimizer() = default;
+
+Device& ShardedOptimizer::compute() { return offload_ ? offload_->host() : dev_; }
+
 void ShardedOptimizer::load_master(size_t u, const std::vector<float>& unit_values) {
-  if (master_.empty()) return;
   const UnitShard& s = shards_[u];
-  if (s.valid > 0) dev_.copy_from_host(master_[u].data(), unit_values.data() + s.begin, 4 * s.valid);
+  if (s.valid == 0) return;
+  if (!master_.empty())
+    compute().copy_from_host(master_[u].data(), unit_values.data() + s.begin, 4 * s.valid);
+  else if (offload_)  // offloaded fp32 weights: the host's copy of the shard is the master
+    compute().copy_from_host(offload_->host_weights(u), unit_values.data() + s.begin, 4 * s.valid);
 }
 
 const Buffer* ShardedOptimizer::whole_master(size_t u) const {
@@ -31,6 +49,12 @@ void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scal
   const UnitLayout& unit = params_.layout().units[u];
   const UnitShard& sh = shards_[u];
   const DType e = params_.weight_type(), g = params_.grad_type();
+  // Offloaded: the update reads the host's copy of the gradient shard and
+  // writes the host's weights (both shard-sized), copied back after.
+  const void* grads = offload_ ? offload_->grads_to_host(u) : params_.grads(u).data();
+  void* weights = offload_ ? offload_->host_weights(u) : params_.weights(u).data();
+  const bool grads_shard = offload_ || params_.grads_sharded();
+  const bool weights_shard = offload_ || params_.weights_sharded();
   // [0, decay_elems): matrices, decayed; the rest (norms, biases) not
   const int64_t seg_begin[2] = {0, unit.decay_elems};
   const int64_t seg_end[2] = {unit.decay_elems, unit.elems};
@@ -42,14 +66,14 @@ void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scal
     p.state_offset = lo - sh.begin;  // offset in the shard-sized states
     p.elems = hi - lo;
     p.master = master_.empty() ? nullptr : static_cast<float*>(byte_offset(master_[u].data(), 4 * p.state_offset));
-    p.weights =
-        byte_offset(params_.weights(u).data(), dtype_bytes(e) * (params_.weights_sharded() ? p.state_offset : lo));
+    p.weights = byte_offset(weights, dtype_bytes(e) * (weights_shard ? p.state_offset : lo));
     p.weight_type = e;
-    p.grads = byte_offset(params_.grads(u).data(), dtype_bytes(g) * (params_.grads_sharded() ? p.state_offset : lo));
+    p.grads = byte_offset(grads, dtype_bytes(g) * (grads_shard ? p.state_offset : lo));
     p.grad_type = g;
     p.decay = k == 0;
     rule_->update(p, step_count, grad_scale);
   }
+  if (offload_) offload_->weights_to_device(u);
 }
 
 void ShardedOptimizer::step(int64_t step_count, float grad_scale) {

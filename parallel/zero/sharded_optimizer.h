@@ -12,6 +12,10 @@
 // weights are all-gathered over dp (in place when the unit needs no padding,
 // else through the workspace "zero.gather"/"zero.shard"). Under ZeRO 3
 // nothing is gathered after the step (zero/param_gather.h gathers per use).
+// With RunConfig::offload_optimizer (ZeRO >= 1) the master and the rule's
+// states are host memory (account host) and each unit's update runs on the
+// CPU between its gradient copy to the host and its weights' copy back
+// (zero/optimizer_offload.h); the rest of the step is unchanged.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,6 +25,7 @@
 #include "core/run_config.h"
 #include "kernels/device.h"
 #include "models/transformer/params.h"
+#include "parallel/zero/optimizer_offload.h"
 #include "parallel/zero/shard.h"
 #include "parallel/zero/update_rule.h"
 
@@ -30,9 +35,11 @@ class ShardedOptimizer {
  public:
   // zero: the ZeRO stage (>= 1 shards the states over the n ranks of dp,
   // this rank being dp_rank). Allocates the master copies and the rule's
-  // states (zeroed). Throws OutOfMemory.
+  // states (zeroed). Throws OutOfMemory; std::invalid_argument for offload
+  // without ZeRO. `counters` (may be null) counts the offload's copies.
   ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n, int64_t dp_rank,
-                   std::unique_ptr<UpdateRule> rule);
+                   std::unique_ptr<UpdateRule> rule, CommCounters* counters = nullptr);
+  ~ShardedOptimizer();
 
   // The initial fp32 values of unit u (layout order, all of it): the master
   // keeps its shard. A no-op without a master.
@@ -46,6 +53,7 @@ class ShardedOptimizer {
 
  private:
   void update_unit(size_t u, int64_t step_count, float grad_scale);
+  Device& compute();  // the device the update runs on: the rank's, or the host under offload
   void gather_updated_weights();
 
   Device& dev_;
@@ -54,8 +62,9 @@ class ShardedOptimizer {
   int64_t n_;
   bool sharded_;  // ZeRO >= 1
   std::unique_ptr<UpdateRule> rule_;
-  std::vector<UnitShard> shards_;  // per unit (the whole unit without ZeRO)
-  std::vector<Buffer> master_;     // per unit, shard-sized; empty without a master
+  std::vector<UnitShard> shards_;              // per unit (the whole unit without ZeRO)
+  std::vector<Buffer> master_;                 // per unit, shard-sized; empty without a master
+  std::unique_ptr<OptimizerOffload> offload_;  // --offload optimizer; else null
 };
 
 }  // namespace gpuledger

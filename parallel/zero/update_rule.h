@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "kernels/device.h"
 
 namespace gpuledger {
 
@@ -31,6 +32,10 @@ class UpdateRule {
   // Allocates and zeroes the rule's states for unit `unit_name`'s shard of
   // `shard_elems` elements; called once per unit, in unit order. Throws OutOfMemory.
   virtual void add_unit(const std::string& unit_name, int64_t shard_elems) = 0;
+  // ZeRO-Offload (parallel/zero/optimizer_offload.h): the states go to host
+  // memory (Account::kHost) and update() runs on `host`, the pieces' pointers
+  // being host memory. Called before the first add_unit.
+  virtual void offload_to(Device& host) = 0;
   // Updates one piece: weights (and master) from the gradients times
   // grad_scale (the clipping coefficient); step_count counts from 1.
   virtual void update(const ShardPiece& piece, int64_t step_count, float grad_scale) = 0;

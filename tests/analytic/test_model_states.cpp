@@ -59,7 +59,7 @@ TEST(ModelStates, Zero0Bf16) {
   EXPECT_EQ(b[Account::kGrads], 2 * kP);
   EXPECT_EQ(b[Account::kMaster], 4 * kP);
   EXPECT_EQ(b[Account::kOptim], 8 * kP);
-  EXPECT_EQ(b.total(), 16 * kP);  // 16Ψ
+  EXPECT_EQ(b.device_total(), 16 * kP);  // 16Ψ
   EXPECT_EQ(b[Account::kActivations], 0);
 }
 
@@ -91,7 +91,7 @@ TEST(ModelStates, OptimizerStatesPerOptimizer) {
     EXPECT_EQ(optimizer_state_bytes_per_param(t.r), state);
     auto b = t.bytes();
     EXPECT_EQ(b[Account::kOptim], state * kP);
-    EXPECT_EQ(b.total(), (8 + state) * kP);
+    EXPECT_EQ(b.device_total(), (8 + state) * kP);
     for (int zero : {1, 2, 3}) {  // sharded as the master is
       t.l.zero = zero;
       b = t.bytes(1);
@@ -243,7 +243,7 @@ TEST(PublishedModelStates, Llama2_7bSgdUsesItsOwnK) {
   auto p = by_name(published_model_states(m, l, r, 0));
   EXPECT_DOUBLE_EQ(p.at("mixed_precision_16psi"), 12 * psi);
   EXPECT_EQ(p.count("megatron_18"), 0u);
-  EXPECT_DOUBLE_EQ(model_state_bytes(m, l, r, 0).total(), 12 * psi);
+  EXPECT_DOUBLE_EQ(model_state_bytes(m, l, r, 0).device_total(), 12 * psi);
   l.zero = 2;
   p = by_name(published_model_states(m, l, r, 0));
   EXPECT_DOUBLE_EQ(p.at("zero2"), 2 * psi + 10 * psi / 8);

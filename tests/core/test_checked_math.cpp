@@ -54,9 +54,9 @@ TEST(CheckedMath, WorldAndAccountTotalsAreChecked) {
   EXPECT_EQ(l.world(), int64_t{1} << 62);
   AccountBytes b;
   b[Account::kWeights] = kMax;
-  EXPECT_EQ(b.total(), kMax);
+  EXPECT_EQ(b.device_total(), kMax);
   b[Account::kGrads] = 1;
-  EXPECT_THROW((void)b.total(), OverflowError);
+  EXPECT_THROW((void)b.device_total(), OverflowError);
 }
 
 TEST(Limits, CheckRangeNamesFieldAndLimit) {

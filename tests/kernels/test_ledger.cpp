@@ -35,7 +35,7 @@ TEST(Ledger, LivePeakCountPerAccount) {
   EXPECT_EQ(l.count(A::kMaster), 0);
   EXPECT_EQ(l.live_total(), 137);
   EXPECT_EQ(l.peak_total(), 180);  // 100 + 50 + 30
-  EXPECT_EQ(l.live_by_account().total(), 137);
+  EXPECT_EQ(l.live_by_account().device_total(), 137);
 }
 
 TEST(Ledger, AtPeakIsTheBreakdownAtTheTotalsPeakNotThePerAccountPeaks) {
@@ -51,13 +51,13 @@ TEST(Ledger, AtPeakIsTheBreakdownAtTheTotalsPeakNotThePerAccountPeaks) {
   EXPECT_EQ(l.at_peak()[A::kWeights], 0);
   EXPECT_EQ(l.at_peak()[A::kActivations], 50);
   EXPECT_EQ(l.at_peak()[A::kWorkspace], 120);
-  EXPECT_EQ(l.at_peak().total(), 170);
+  EXPECT_EQ(l.at_peak().device_total(), 170);
   // The per-account peaks: 110, 50, 120 — their sum is not a moment that existed.
   EXPECT_EQ(l.peak(A::kWeights), 110);
   EXPECT_EQ(l.peak(A::kActivations), 50);
   EXPECT_EQ(l.peak(A::kWorkspace), 120);
-  EXPECT_EQ(l.peak_by_account().total(), 280);
-  EXPECT_NE(l.peak_by_account().total(), l.at_peak().total());
+  EXPECT_EQ(l.peak_by_account().device_total(), 280);
+  EXPECT_NE(l.peak_by_account().device_total(), l.at_peak().device_total());
 }
 
 TEST(Ledger, AtPeakKeepsTheFirstMomentAPeakIsReached) {
@@ -159,7 +159,7 @@ TEST(Ledger, TimelineRecordsLiveAndPeakBetweenMarkers) {
   EXPECT_EQ(tl[1].live[A::kWorkspace], 0);
   EXPECT_EQ(tl[1].peak_since_prev, 200);
   EXPECT_EQ(tl[2].phase, "bwd.layer.0");
-  EXPECT_EQ(tl[2].live.total(), 100);
+  EXPECT_EQ(tl[2].live.device_total(), 100);
   EXPECT_EQ(tl[2].peak_since_prev, 140);
 
   l.enable_timeline(false);
@@ -189,7 +189,64 @@ class CountingDevice : public MetaDevice {
     freed_bytes += bytes;
     delete[] static_cast<char*>(p);
   }
+  void* raw_alloc_host(int64_t bytes) override {
+    ++host_allocs;
+    return new char[bytes > 0 ? bytes : 1];
+  }
+  void raw_free_host(void* p, int64_t bytes) override {
+    ++host_frees;
+    delete[] static_cast<char*>(p);
+  }
+
+ public:
+  int host_allocs = 0, host_frees = 0;
 };
+
+// Host memory (account host) is booked per account on the rank's ledger but
+// is not device memory: the device total, its peak, the breakdown at the
+// peak's moment and the memory limit leave it out.
+TEST(Ledger, HostAccountIsOutsideTheDeviceTotalAndLimit) {
+  Ledger l(100);
+  l.enable_events(true);
+  l.book(A::kWeights, 60);
+  l.book(A::kHost, 500, "swap");  // past the device limit: host memory is not the device's
+  EXPECT_EQ(l.live(A::kHost), 500);
+  EXPECT_EQ(l.live_total(), 60);
+  EXPECT_EQ(l.peak_total(), 60);
+  EXPECT_EQ(l.at_peak()[A::kHost], 0);  // the device peak was reached before the host booking
+  EXPECT_EQ(l.at_peak().device_total(), 60);
+  EXPECT_EQ(l.live_by_account().host(), 500);
+  EXPECT_EQ(l.live_by_account().device_total(), 60);
+  l.book(A::kActivations, 40);  // 60 + 40 = the limit exactly
+  EXPECT_EQ(l.peak_total(), 100);
+  EXPECT_EQ(l.at_peak()[A::kHost], 500);
+  EXPECT_EQ(l.at_peak().device_total(), 100);
+  EXPECT_THROW(l.book(A::kComm, 1), OutOfMemory);
+  l.unbook(A::kHost, 500);
+  l.book(A::kHost, 200);
+  EXPECT_EQ(l.peak(A::kHost), 500);
+  EXPECT_EQ(l.live(A::kHost), 200);
+  EXPECT_EQ(l.count(A::kHost), 2);
+  EXPECT_EQ(l.live_total(), 100);
+  EXPECT_EQ(l.events().size(), 2u);  // the device allocator's events only
+}
+
+TEST(Buffer, HostAccountAllocatesHostMemoryAndFreesIt) {
+  Ledger l;
+  CountingDevice d(l);
+  {
+    Buffer h = d.alloc(96, A::kHost, "offload");
+    EXPECT_NE(h.data(), nullptr);
+    EXPECT_EQ(d.host_allocs, 1);
+    EXPECT_EQ(d.allocs, 0);
+    EXPECT_EQ(l.live(A::kHost), 96);
+    EXPECT_EQ(l.live_total(), 0);
+  }
+  EXPECT_EQ(d.host_frees, 1);
+  EXPECT_EQ(d.frees, 0);
+  EXPECT_EQ(l.live(A::kHost), 0);
+  EXPECT_EQ(l.peak(A::kHost), 96);
+}
 
 TEST(Buffer, FreesExactlyOnceAtScopeEnd) {
   Ledger l;

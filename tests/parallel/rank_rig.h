@@ -60,8 +60,11 @@ struct RankRig {
 
 // The run of one rank per model replica with the whole global batch: m·dp
 // microbatches of the same size, so every layout sees the same sequences.
+// Offload needs ZeRO >= 1; the reference (one rank, no ZeRO) runs without it,
+// which is what an offloaded layout is compared with.
 inline RunConfig reference_run(RunConfig r, const Layout& l) {
   r.microbatches *= l.dp;
+  r.offload_optimizer = false;
   return r;
 }
 

@@ -87,7 +87,8 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   EXPECT_EQ(s["summary"]["swap"]["swap_outs"], 0);
 
   // The same by swap: every swapped block comes back, whole blocks each way,
-  // the host copy booked on its own ledger (at most the 11 usable blocks).
+  // the host copy booked in the rank's ledger under `host` (at most the 11
+  // usable blocks), outside the device total.
   args.insert(args.end(), {"--preemption", "swap"});
   auto swapped = run_cli(args);
   ASSERT_EQ(swapped.status, 0) << swapped.err;
@@ -101,6 +102,24 @@ TEST(CliInfer, ATraceOverflowingThePoolIsServedWithPreemptions) {
   EXPECT_EQ(sw["bytes_to_host"].get<int64_t>() % kBlockBytes, 0);
   EXPECT_GT(sw["host_peak_bytes"].get<int64_t>(), 0);
   EXPECT_LE(sw["host_peak_bytes"].get<int64_t>(), 11 * kBlockBytes);
+  const auto& wm = w["ranks"][0]["measured"];
+  EXPECT_EQ(wm["peak_host_bytes"], sw["host_peak_bytes"]);
+  EXPECT_EQ(wm["peak_by_account"]["host"], sw["host_peak_bytes"]);
+  int64_t at_peak_device = 0;
+  for (const auto& [name, v] : wm["at_peak"].items())
+    if (name != "host") at_peak_device += v.get<int64_t>();
+  EXPECT_EQ(wm["peak_bytes"].get<int64_t>(), at_peak_device);  // the device peak holds no host bytes
+  // The ledger's host peak against the swap space's own count of blocks out
+  // at once, times the block: to the byte.
+  int host_checks = 0;
+  for (const auto& c : w["checks"])
+    if (c["name"] == "kv.swap.host_peak_bytes") {
+      ++host_checks;
+      EXPECT_EQ(c["measured"], sw["host_peak_bytes"]);
+      EXPECT_EQ(c["expected"].get<int64_t>() % kBlockBytes, 0);
+      EXPECT_GT(c["expected"].get<int64_t>(), 0);
+    }
+  EXPECT_EQ(host_checks, 1);
   EXPECT_EQ(w["summary"]["decode"]["tokens"].get<int64_t>() + w["summary"]["mixed"]["decode_tokens"].get<int64_t>(),
             6 * 39);  // nothing recomputed: every request decodes gen − 1 tokens once
   for (const auto& c : w["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();

@@ -239,3 +239,48 @@ TEST(CliKv, CapacityUnderTheMemoryRule) {
 }
 
 }  // namespace
+
+namespace {
+
+// --offload optimizer: the master and Adam states leave the device for the
+// host account, which then holds (4 + 8 + 2 + 2)·S_r for bf16 AdamW — 4× the
+// master of the same plan without offload (4·S_r); each step copies 2·S_r
+// bytes each way on rank 0 (every unit's shard full). DeepSpeed's offload rows
+// are theirs: 2P on the GPU, int(P·max(4N, 16)·1.5) on the node's CPU. ZeRO 0
+// is refused.
+TEST(CliPlan, OffloadOptimizerMovesMasterAndStatesToTheHost) {
+  const std::vector<std::string> base = {"plan", "--model",  "llama2-7b", "--dp",   "8", "--zero",
+                                         "2",    "--seq",    "4096",      "--mbs",  "1", "--microbatches",
+                                         "4",    "--device", "a100-80gb", "--json", "-"};
+  auto plain = run_cli(base);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  auto args = base;
+  args.insert(args.end(), {"--offload", "optimizer"});
+  auto off = run_cli(args);
+  ASSERT_EQ(off.status, 0) << off.err;
+  const auto p = plain.json()["ranks"][0], o = off.json()["ranks"][0];
+  const auto &pe = p["analytic"]["exact"], &oe = o["analytic"]["exact"];
+  const int64_t shard = pe["master"].get<int64_t>() / 4;  // S_r
+  EXPECT_EQ(oe["master"], 0);
+  EXPECT_EQ(oe["optim"], 0);
+  EXPECT_EQ(oe["host"].get<int64_t>(), 16 * shard);
+  EXPECT_EQ(o["host_bytes"], oe["host"]);
+  EXPECT_EQ(oe["weights"], pe["weights"]);
+  EXPECT_EQ(oe["grads"], pe["grads"]);
+  EXPECT_EQ(oe["total"].get<int64_t>(), pe["total"].get<int64_t>() - 12 * shard);  // the device total: host excluded
+  EXPECT_EQ(o["headroom_bytes"].get<int64_t>(), o["device_bytes"].get<int64_t>() - oe["total"].get<int64_t>());
+  EXPECT_EQ(o["analytic"]["comm"]["copy_d2h@host"]["bytes"].get<int64_t>(), 2 * shard);
+  EXPECT_EQ(o["analytic"]["comm"]["copy_h2d@host"]["bytes"].get<int64_t>(), 2 * shard);
+  const int64_t psi = 6738415616;  // Llama-2-7B (Meta's model card)
+  const auto& pub = o["analytic"]["published"];
+  EXPECT_EQ(pub["deepspeed_zero2_offload_gpu"]["bytes"].get<double>(), 2.0 * psi);
+  EXPECT_EQ(pub["deepspeed_zero2_offload_cpu"]["bytes"].get<double>(), 48.0 * psi);  // max(4·8, 16)·1.5
+  EXPECT_EQ(pub["deepspeed_zero2_offload_cpu"]["exact"].get<double>(), 8.0 * oe["host"].get<double>());
+  EXPECT_TRUE(contains(off.err, "host (not device memory)"));
+
+  auto zero0 = run_cli({"plan", "--model", "tiny-llama", "--dp", "2", "--offload", "optimizer"});
+  EXPECT_EQ(zero0.status, 2);
+  EXPECT_TRUE(contains(zero0.err, "--offload optimizer needs --zero 1, 2 or 3")) << zero0.err;
+}
+
+}  // namespace

@@ -40,6 +40,36 @@ TEST(CliTrain, ReportHoldsEveryStepAndPassesItsChecks) {
   EXPECT_NE(r.err.find("loss"), std::string::npos);
 }
 
+// --offload optimizer on one rank (ZeRO 1): every check passes — bytes.host
+// (the master, Adam's states and the copies' host buffers) and the copies
+// copy_d2h@host and copy_h2d@host among them — and the loss equals the run
+// without offload exactly (the same CPU update on the same values).
+TEST(CliTrain, OffloadOptimizerPassesItsChecksAndTrainsAsWithout) {
+  const std::vector<std::string> base = {"train",  "--model", "tiny-llama", "--seq", "32",     "--mbs", "2",
+                                         "--zero", "1",       "--steps",    "3",     "--json", "-"};
+  auto plain = run_cli(base);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  auto args = base;
+  args.insert(args.end(), {"--offload", "optimizer"});
+  auto off = run_cli(args);
+  ASSERT_EQ(off.status, 0) << off.err;
+  const auto doc = off.json();
+  EXPECT_EQ(doc["config"]["run"]["offload"], "optimizer");
+  int host_checks = 0, copy_checks = 0;
+  for (const auto& c : doc["checks"]) {
+    EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    host_checks += c["name"] == "bytes.host" ? 1 : 0;
+    copy_checks += c["name"].get<std::string>().rfind("comm.copy_", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(host_checks, 1);
+  EXPECT_EQ(copy_checks, 4);  // d2h and h2d, calls and bytes
+  const auto& m = doc["ranks"][0]["measured"];
+  EXPECT_GT(m["peak_host_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(m["peak_by_account"]["master"], 0);
+  EXPECT_EQ(m["peak_by_account"]["optim"], 0);
+  EXPECT_EQ(doc["summary"]["loss"], plain.json()["summary"]["loss"]);
+}
+
 TEST(CliTrain, OutOfMemoryIsAReportWithTheLedgerAndAdvice) {
   const std::string path = scratch_dir("oom") + "/oom.json";
   // tiny-gpt's model states alone are ~1.7 MiB in fp32: 1 MiB cannot hold them.

@@ -202,9 +202,7 @@ TEST(InferScheduler, PreemptionBySwapMovesBlocksToHostAndBack) {
     InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 1);
     kv::PagedKvCache cache(*env.dev, geometry(m), small ? 5 : 64, 4);
     ASSERT_EQ(cache.block_bytes(), 4 * 256);
-    Ledger host_ledger;
-    auto host = make_device("cpu", host_ledger);
-    kv::KvSwapSpace swap(*host);
+    kv::KvSwapSpace swap;
     EngineOptions o(8, 64, false);
     o.swap = &swap;
     InferenceEngine engine(model, cache, o);
@@ -221,9 +219,14 @@ TEST(InferScheduler, PreemptionBySwapMovesBlocksToHostAndBack) {
     EXPECT_EQ(swap.blocks_out(), 2);
     EXPECT_EQ(st.swap_out_bytes, 2 * cache.block_bytes());
     EXPECT_EQ(st.swap_in_bytes, 2 * cache.block_bytes());
-    EXPECT_EQ(host_ledger.peak(Account::kKv), 2 * cache.block_bytes());  // the host copy, booked while swapped
-    EXPECT_EQ(host_ledger.live(Account::kKv), 0);
+    // The host copy, booked in the rank's own ledger under `host` while
+    // swapped: 2 blocks at once, 2 · 1024 bytes; outside the device total.
+    EXPECT_EQ(swap.peak_swapped_blocks(), 2);
+    EXPECT_EQ(env.ledger.peak(Account::kHost), 2 * 1024);
+    EXPECT_EQ(env.ledger.live(Account::kHost), 0);
+    EXPECT_EQ(env.ledger.count(Account::kHost), 1);
     EXPECT_EQ(env.ledger.peak(Account::kKv), 5 * cache.block_bytes());  // the device pool, unchanged
+    EXPECT_EQ(env.ledger.peak_total(), env.ledger.at_peak().device_total());
     EXPECT_EQ(cache.blocks().blocks_in_use(), 0);
   }
   EXPECT_EQ(out[0], out[1]);
