@@ -33,7 +33,9 @@ TEST(CliBlasCore, AForcedNarrowCoreIsReportedAndKept) {
   EXPECT_TRUE(contains(r.err, "(OPENBLAS_CORETYPE=Prescott is set: kept)")) << r.err;
   const auto plain = run_cli({"models"});
   EXPECT_EQ(plain.status, 0);
-  if (!gpuledger::check_this_blas_core().narrower()) EXPECT_FALSE(contains(plain.err, "OpenBLAS core")) << plain.err;
+  if (!gpuledger::check_this_blas_core().narrower()) {
+    EXPECT_FALSE(contains(plain.err, "OpenBLAS core")) << plain.err;
+  }
 #endif
 }
 
