@@ -74,7 +74,7 @@ TEST(InferCapacity, MeasuredEqualsPredictedOnMeta) {
     const int64_t weights = model.weights().bytes();
     EXPECT_EQ(weights, analytic::rank_params(m, l, 0) * 2);
     const int64_t pool = serving_pool_bytes(dev_spec->memory_bytes, util, weights, act, overhead);
-    auto cache = make_kv_cache(*env.dev, g, pool, CacheSpec{p.layout, p.block, p.max_model_len, m.sliding_window});
+    auto cache = make_kv_cache(*env.dev, g, pool, CacheSpec{p.layout, p.block, p.max_model_len, m.sliding_window, {}});
     int64_t assigned_full = 0;
     const int64_t measured = fill_capacity(*cache, p.context, 1, &assigned_full);
     const auto predicted =
@@ -102,7 +102,7 @@ TEST(InferCapacity, MeasuredEqualsPredictedOnCpu) {
       const int64_t act = profile_activation_peak(model, g, 64);
       const int64_t weights = model.weights().bytes();
       const int64_t pool = serving_pool_bytes(4 << 20, 0.5, weights, act, 0);
-      auto cache = make_kv_cache(*env.dev, g, pool, CacheSpec{layout, 8, 64, {}});
+      auto cache = make_kv_cache(*env.dev, g, pool, CacheSpec{layout, 8, 64, {}, {}});
       const int64_t measured = fill_capacity(*cache, context);
       Point p{"tiny-llama", "-", layout, KvFormat::kInt8, KvScales::kPerTokenHead, context, 64, 8};
       const auto predicted = analytic::kv_capacity(m, l, analytic_kv(p), 4 << 20, 0.5, weights, act, 0, context);
