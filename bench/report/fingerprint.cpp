@@ -13,13 +13,13 @@
 #include <thread>
 
 #include "bench/report/report.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/thread_policy.h"
 
 #if GPULEDGER_HAVE_BLAS
 // OpenBLAS's own queries (cblas.h is not included: the bench library does not
 // see its include path). Declared as OpenBLAS's cblas.h declares them.
 extern "C" char* openblas_get_config(void);
-extern "C" char* openblas_get_corename(void);
 extern "C" int openblas_get_num_threads(void);
 #endif
 #if GPULEDGER_HAVE_CUDA
@@ -74,7 +74,7 @@ json blas_json() {
   // different GEMMs on different machines.
   return {{"library", "OpenBLAS"},
           {"config", trim(openblas_get_config())},
-          {"corename", trim(openblas_get_corename())},
+          {"corename", blas_corename()},
           {"threads", openblas_get_num_threads()}};
 #else
   return {{"library", "none (built-in GEMM)"}};

@@ -91,15 +91,18 @@ BlasCoreCheck check_blas_core(std::string_view corename, IsaLevel cpu) {
   return c;
 }
 
-BlasCoreCheck check_this_blas_core() {
+std::string blas_corename() {
 #if GPULEDGER_HAVE_BLAS
   std::string name = openblas_get_corename();
-  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-  return check_blas_core(name, cpu_isa_level());
+  const auto b = name.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return name.substr(b, name.find_last_not_of(" \t\r\n") - b + 1);
 #else
-  return check_blas_core("built-in", cpu_isa_level());
+  return "built-in";
 #endif
 }
+
+BlasCoreCheck check_this_blas_core() { return check_blas_core(blas_corename(), cpu_isa_level()); }
 
 BlasCoreAction decide_blas_core_action(const BlasCoreCheck& check, const char* openblas_coretype_env,
                                        const char* gpuledger_blas_coretype_env, const char* reexec_marker_env) {

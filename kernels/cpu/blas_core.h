@@ -39,7 +39,9 @@ struct BlasCoreCheck {
 };
 // corename and cpu level in, the verdict out (no process state: tested directly).
 BlasCoreCheck check_blas_core(std::string_view corename, IsaLevel cpu);
-// This process's: OpenBLAS's openblas_get_corename() against cpu_isa_level().
+// This process's BLAS core: OpenBLAS's openblas_get_corename(), trimmed ("built-in" without OpenBLAS).
+std::string blas_corename();
+// This process's: blas_corename() against cpu_isa_level().
 BlasCoreCheck check_this_blas_core();
 
 // What main() does about it, from the check and the environment: re-execute

@@ -281,9 +281,9 @@ void SimtDevice::kv_cache_write_impl(const KvCacheView& c, const void* k, const 
   int64_t first = 0;  // element offset of the sequence's (Hkv, n_new, D) rows
   for (const KvSeqView& s : c.seqs) {
     for (int64_t r = 0; r < s.n_new; ++r) {
-      const int64_t p = s.len - s.n_new + r;
-      rows.push_back({reinterpret_cast<unsigned char*>(c.section(s, p)), c.slot_of(s, p) % c.block_tokens,
-                      first + r * D, s.n_new * D});
+      const int64_t sl = c.slot_of(s, s.len - s.n_new + r);
+      rows.push_back(
+          {reinterpret_cast<unsigned char*>(c.section_at(s, sl)), sl % c.block_tokens, first + r * D, s.n_new * D});
     }
     first += Hkv * s.n_new * D;
   }

@@ -14,12 +14,13 @@ namespace gpuledger::kv {
 // ---- KvCache ----
 
 KvCache::KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> window, KvEviction eviction)
-    : device_(device), geom_(geometry), window_(kv_slot_cap(window, eviction)), eviction_(eviction) {
+    : device_(device), geom_(geometry), slot_cap_(kv_slot_cap(window, eviction)), eviction_(eviction) {
   if (geom_.layers < 1 || geom_.kv_heads < 1 || geom_.head_dim < 1)
     throw std::invalid_argument("KV cache geometry needs layers, kv heads and head dim >= 1, got (" +
                                 std::to_string(geom_.layers) + ", " + std::to_string(geom_.kv_heads) + ", " +
                                 std::to_string(geom_.head_dim) + ")");
-  if (window_ && *window_ < 1) throw std::invalid_argument("KV window must be >= 1, got " + std::to_string(*window_));
+  if (slot_cap_ && *slot_cap_ < 1)
+    throw std::invalid_argument("KV window must be >= 1, got " + std::to_string(*slot_cap_));
   if (eviction_.policy == KvPolicy::kSink || eviction_.policy == KvPolicy::kH2O) {
     if (window)
       throw std::invalid_argument(std::string("KV policy ") + std::string(kv_policy_name(eviction_.policy)) +
@@ -33,8 +34,8 @@ KvCache::KvCache(Device& device, KvGeometry geometry, std::optional<int64_t> win
 }
 
 int64_t KvCache::max_step_tokens(SeqId id) const {
-  if (!window_) return std::numeric_limits<int64_t>::max();
-  return std::max<int64_t>(1, *window_ - length(id));
+  if (!slot_cap_) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(1, *slot_cap_ - length(id));
 }
 
 KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) const {
@@ -52,7 +53,7 @@ KvCacheView KvCache::view(int64_t layer, const std::vector<SeqStep>& batch) cons
   // A scattered policy's slot maps go to a backend that reads the data; to
   // one that does not, the cap as a rolling window (same slots, same FLOPs).
   const bool maps = evict_ && device_.touches_memory();
-  c.window = maps ? std::nullopt : window_;
+  c.window = maps ? std::nullopt : slot_cap_;
   const int64_t nf = geom_.fixed_scales_per_layer();
   if (nf > 0 && fixed_scales_.data() != nullptr) c.fixed_scales = fixed_scales_.as<float>() + layer * 2 * nf;
   std::set<SeqId> seen;
@@ -185,7 +186,7 @@ void ContiguousKvCache::locate(SeqId id, KvSeqView& s) const {
 
 PagedKvCache::PagedKvCache(Device& device, KvGeometry geometry, int64_t num_blocks, int64_t block_tokens,
                            std::optional<int64_t> window, KvEviction eviction)
-    : KvCache(device, geometry, window, eviction), blocks_(num_blocks, block_tokens, window_) {
+    : KvCache(device, geometry, window, eviction), blocks_(num_blocks, block_tokens, slot_cap_) {
   // The whole pool up front, as vLLM allocates its KV tensors once at start.
   pool_ = device_.alloc(num_blocks * block_bytes(), Account::kKv, "kv.pool");
 }

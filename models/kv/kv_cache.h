@@ -70,7 +70,7 @@ class KvCache {
   virtual std::string_view kind() const = 0;  // "contiguous" | "paged"
   const KvGeometry& geometry() const { return geom_; }
   // Slots a sequence keeps at most: min(model window, budget); none: every token.
-  std::optional<int64_t> slot_cap() const { return window_; }
+  std::optional<int64_t> slot_cap() const { return slot_cap_; }
   const KvEviction& eviction() const { return eviction_; }
   // Tokens given up under the KV budget so far (window, sink, h2o; 0 without one).
   int64_t evicted_tokens() const { return evicted_tokens_; }
@@ -134,7 +134,7 @@ class KvCache {
   }
   void count_evicted(int64_t len_before, int64_t len_after) {
     if (!eviction_.evicts()) return;
-    const int64_t cap = *window_;
+    const int64_t cap = *slot_cap_;
     evicted_tokens_ += std::max<int64_t>(0, len_after - cap) - std::max<int64_t>(0, len_before - cap);
   }
   void track_free(SeqId id) {
@@ -143,7 +143,7 @@ class KvCache {
 
   Device& device_;
   KvGeometry geom_;
-  std::optional<int64_t> window_;  // the slot cap
+  std::optional<int64_t> slot_cap_;  // min(model window, KV budget): slots a sequence keeps at most
   KvEviction eviction_;
   mutable std::optional<KvEvictionState> evict_;  // sink, h2o: slot maps (built lazily by view)
   int64_t evicted_tokens_ = 0;
@@ -189,7 +189,7 @@ class ContiguousKvCache final : public KvCache {
     Buffer reservation;  // (L, S slots of one layer section each) — kernels/kv_storage.h
     int64_t len = 0;
   };
-  int64_t kept(int64_t len) const { return window_ ? std::min(len, *window_) : len; }
+  int64_t kept(int64_t len) const { return slot_cap_ ? std::min(len, *slot_cap_) : len; }
   int64_t max_model_len_, slots_;
   std::optional<int64_t> budget_;
   std::map<SeqId, Seq> seqs_;
