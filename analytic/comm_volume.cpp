@@ -89,8 +89,10 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     if (l.zero >= 2) {
       // ZeRO 2/3: one unit's full gradient exists at a time (the staging buffer
       // of docs/exact-budget.md), so after every microbatch's backward of a
-      // unit its gradient is reduce-scattered, accumulating into the shard.
-      tally.add("reduce_scatter", "dp", mb, padded * g);
+      // unit its gradient is reduce-scattered, accumulating into the shard —
+      // but the tied word's unit (p > 1) once, after the schedule and the
+      // embedding-group sum (unit_reduced_after_schedule).
+      tally.add("reduce_scatter", "dp", unit_reduced_after_schedule(m, l, u) ? 1 : mb, padded * g);
     }
     if (l.zero == 3) {
       // ZeRO 3: a unit is gathered before its forward and again before its
@@ -242,14 +244,9 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // Tied embeddings with p > 1: the first stage's word embedding and the last
   // stage's copy are one parameter; after the last microbatch their gradients
   // (V'/t·h elements) are all-reduced over the 2-rank "emb" group (Megatron's
-  // embedding group), once per step.
+  // embedding group), once per step — under ZeRO 2/3 (n > 1) on the unit's
+  // whole gradient before its DP reduce-scatter.
   if (m.tied_embeddings && l.pp > 1 && (first || last)) {
-    if (l.zero >= 2 && l.dp > 1)
-      throw LayoutError(
-          "tied embeddings with --pp > 1 need ZeRO 0 or 1 (or --dp 1): the word-embedding "
-          "gradient must be summed over the first and last stage before the DP "
-          "reduce-scatter, and ZeRO 2/3 keep no full gradient past a unit's backward "
-          "(DeepSpeed's pipeline engine allows ZeRO <= 1 only)");
     tally.add("all_reduce", "emb", 1, padded_vocab(m, l.tp) / l.tp * m.hidden * g);
   }
 

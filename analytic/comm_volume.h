@@ -43,9 +43,9 @@ struct CommCount {
 //     biases and positions).
 //   PP: one activation send and one gradient recv of b·s_l·h·e per microbatch per
 //     downstream boundary (and the mirror upstream).
-//   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step
-//     (LayoutError under ZeRO 2/3 with dp > 1: DeepSpeed's pipeline engine
-//     too allows ZeRO <= 1 only).
+//   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step;
+//     under ZeRO 2/3 with dp > 1 before the word's unit's one reduce-scatter
+//     of the step (unit_reduced_after_schedule), not one per microbatch.
 //   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
 //   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,

@@ -45,9 +45,13 @@ int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n
     for (int64_t u = lo; u < hi; ++u) sum = checked_add(sum, gathered(u), "gathered ZeRO-3 bytes");
     return sum;
   };
-  const int64_t window = std::min<int64_t>(count, 1 + q);
   int64_t best = 0;
-  for (int64_t i = 0; i + window <= count; ++i) best = std::max(best, window_sum(i, i + window));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t hi = i + 1;  // units [i, hi): at most 1 + q, all of unit i's chunk
+    while (hi < count && hi < i + 1 + q && units[static_cast<size_t>(hi)].chunk == units[static_cast<size_t>(i)].chunk)
+      ++hi;
+    best = std::max(best, window_sum(i, hi));
+  }
   if (tied_head && count > 1) {
     const int64_t head = count - 1, lo = std::max<int64_t>(0, head - q);
     best = std::max(best, gathered(head) + gathered(0));
@@ -158,6 +162,12 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes")
                                 : checked_mul(e, p_r, "weight bytes");
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
+  // tied embeddings, p > 1, ZeRO 2/3: the word's unit's whole gradient until its deferred reduce-scatter
+  for (const auto& u : units)
+    if (unit_reduced_after_schedule(m, l, u))
+      b[Account::kGrads] =
+          checked_add(b[Account::kGrads], checked_product({g, l.dp, ceil_div(u.elems(), l.dp)}, "gradient bytes"),
+                      "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
   b[Account::kOptim] = checked_mul(optimizer_state_bytes_per_param(r), z >= 1 ? s_r : p_r, "optimizer state bytes");

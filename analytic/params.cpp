@@ -129,7 +129,7 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
 
   if (c.pp == 0) {
     // Vocab-parallel word embedding; gpt's learned positions are replicated over TP.
-    ParamUnit u{"embedding", {}};
+    ParamUnit u{"embedding", {}, 0};
     add(u.tensors, "embedding.word.weight", vocab_t * h);
     if (m.is_gpt()) add(u.tensors, "embedding.position.weight", m.max_seq * h);
     units.push_back(std::move(u));
@@ -141,12 +141,12 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     const int64_t first = first_layer_of_chunk(m, l, c.pp, chunk);
     for (int64_t i = first; i < first + count; ++i) {
       const std::string idx = std::to_string(i);
-      units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + ".")});
+      units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + "."), chunk});
     }
   }
 
   if (c.pp == l.pp - 1) {
-    ParamUnit u{"head", {}};
+    ParamUnit u{"head", {}, l.vpp - 1};
     add(u.tensors, "head.norm.weight", h);
     if (m.is_gpt()) add(u.tensors, "head.norm.bias", h);
     if (!m.tied_embeddings) {
@@ -160,6 +160,10 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     units.push_back(std::move(u));
   }
   return units;
+}
+
+bool unit_reduced_after_schedule(const ModelConfig& m, const Layout& l, const ParamUnit& u) {
+  return m.tied_embeddings && l.pp > 1 && l.zero >= 2 && l.dp > 1 && (u.name == "embedding" || u.name == "head");
 }
 
 int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {

@@ -30,11 +30,22 @@ struct ParamTensor {
 };
 
 // A shardable unit: "embedding", "layer.<i>" (global layer index), "head".
+// chunk: the model chunk whose passes run it (0 unless vpp > 1: the
+// embedding in chunk 0, the head in chunk vpp − 1).
 struct ParamUnit {
   std::string name;
   std::vector<ParamTensor> tensors;
+  int64_t chunk = 0;
   int64_t elems() const;
 };
+
+// Tied embeddings with p > 1 under ZeRO 2/3 and n > 1: the unit holding the
+// word embedding or its copy (the first stage's "embedding", the last stage's
+// "head") keeps its whole gradient, g·n·⌈P_u/n⌉ bytes (account grads), from
+// its first backward of the step until after the schedule, when its word
+// slot is summed over the embedding group and then reduce-scattered over dp,
+// once per step (docs/exact-budget.md "Model states", docs/formulas/comm.md).
+bool unit_reduced_after_schedule(const ModelConfig& m, const Layout& l, const ParamUnit& u);
 
 // The units held by `rank` under `layout`, in forward order.
 std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank);

@@ -71,9 +71,9 @@ namespace {
 // (megatron/training/arguments.py and megatron/core/pipeline_parallel/
 // schedules.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553): equal chunks of
 // L/(p·v) layers, m a multiple of p (the microbatch groups of p), p > 1. Our
-// own limits: the 1f1b schedule only (interleaving is a 1F1B schedule), and
-// ZeRO <= 1 (ZeRO 2/3's per-unit staging and prefetch follow the unit order of
-// one contiguous stage).
+// own limit: the 1f1b schedule only (interleaving is a 1F1B schedule). ZeRO
+// 2/3 stage and gather unit by unit, each model chunk's units in its own pass
+// (ZeRO 3's prefetch stays inside the chunk: parallel/zero/param_gather.h).
 void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig& r) {
   if (l.vpp < 1) throw LayoutError("--vpp must be >= 1, got " + s(l.vpp));
   if (l.vpp == 1) return;
@@ -87,9 +87,6 @@ void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig
                       s(r.microbatches) + " (Megatron's interleaved schedule runs microbatches in groups of pp)");
   if (r.schedule != Schedule::k1F1B)
     throw LayoutError("--vpp " + s(l.vpp) + " needs --schedule 1f1b (the interleaved schedule is a 1F1B schedule)");
-  if (l.zero >= 2)
-    throw LayoutError("--vpp " + s(l.vpp) + " with --zero " + std::to_string(l.zero) +
-                      " is not supported; use --zero 0 or 1");
 }
 }  // namespace
 
@@ -137,19 +134,6 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");
-  // ZeRO 2/3 keep a unit's full gradient only during that unit's backward. With
-  // p = 1 the head's share of the tied word embedding's gradient waits in a side
-  // buffer for the embedding unit's backward (parallel/train_step.cpp). With
-  // p > 1 the two stages' copies are summed over the embedding group after the
-  // schedule, when ZeRO 2/3 hold only shards: refused, as DeepSpeed's
-  // PipelineEngine refuses ZeRO 2/3 with any pipeline (deepspeed/runtime/pipe/
-  // engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
-  // Refused here so that plan, train and the budget agree (the Trainer too).
-  if (m.tied_embeddings && l.zero >= 2 && l.dp > 1 && l.pp > 1)
-    throw LayoutError("--zero " + std::to_string(l.zero) + " with --dp > 1 and --pp > 1 needs untied embeddings" + who +
-                      ": the two stages' tied word-embedding gradients are summed after the schedule, "
-                      "when ZeRO 2/3 hold only shards (DeepSpeed's pipeline engine allows ZeRO <= 1 only); "
-                      "use --zero 1 or --pp 1");
   // gpt has max_seq learned positions: no position beyond them exists.
   if (m.is_gpt() && r.seq > m.max_seq)
     throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) + " learned positions" + who);

@@ -17,12 +17,13 @@ double all_reduce_scalar(Device& dev, Comm& comm, double v) {
 }
 
 FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage,
-                             Params& params, std::vector<bool> tp_sum_after_schedule)
+                             Params& params, std::vector<bool> tp_sum_after_schedule, FullGrad full_grad)
     : dev_(dev),
       ctx_(ctx),
       stage_(stage),
       params_(params),
       tp_sum_after_schedule_(std::move(tp_sum_after_schedule)),
+      full_grad_(std::move(full_grad)),
       kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
   const ParamLayout& pl = params.layout();
   const int64_t n = reduced_to_shard() ? ctx.layout.dp : 1;
@@ -39,8 +40,13 @@ void FinalizeGrads::reduce_model_parallel() {
     if (tp_sum_after_schedule_[u]) stage_.reduce_tp_partial_grads(u, params_.grads(u).data());
   // tied embeddings across stages: one parameter, two copies (Megatron's embedding group)
   if (!syncs_embedding()) return;
-  for (const UnitTensor& ut : emb_tensors_)
-    ctx_.emb->all_reduce(params_.grad(ut.unit, *ut.tensor), ut.tensor->elems(), params_.grad_type());
+  const DType g = params_.grad_type();
+  for (const UnitTensor& ut : emb_tensors_) {
+    void* grad = params_.grads_sharded() ? byte_offset(full_grad_(ut.unit),
+                                                       dtype_bytes(g) * ut.tensor->offset)  // before its reduce-scatter
+                                         : params_.grad(ut.unit, *ut.tensor);
+    ctx_.emb->all_reduce(grad, ut.tensor->elems(), g);
+  }
 }
 
 double FinalizeGrads::unit_sum_squares(size_t u) {

@@ -7,7 +7,10 @@
 //     (StageModel::reduce_tp_partial_grads), for the units not summed during
 //     the backward; then, tied embeddings with p > 1, the word embedding of
 //     the first stage and the last stage's copy all-reduced over ctx.emb
-//     (the tensors TensorSlot::summed_over_embedding_group);
+//     (the tensors TensorSlot::summed_over_embedding_group), on the unit's
+//     whole gradient: the accumulated one, or under ZeRO 2/3 with n > 1 the
+//     unit's deferred full gradient (zero/grad_shards.h full_grad), before
+//     its DP reduce-scatter;
 //   grad_norm — the global gradient norm: Σ of squares of every gradient
 //     element the rank holds summed over dp (under ZeRO 1/2/3 with n > 1 its
 //     shard: ZeRO 1 reduce-scatters into it, ZeRO 2/3 keep only it), a tensor replicated
@@ -21,6 +24,7 @@
 //     clip_grad_norm_fp32; PyTorch's clip_grad_norm_), 1 without clipping.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/comm.h"
@@ -43,8 +47,11 @@ class FinalizeGrads {
   // reduce_model_parallel (not during the backward). The summed gradients are
   // the rank's shard over ctx.dp under ZeRO >= 1 with dp > 1 (stored whole
   // under ZeRO 1, as the shard alone when params.grads_sharded()).
+  // full_grad (optional): the whole gradient of a unit whose gradients are
+  // sharded, where the embedding-group sum applies (ZeroGradShards::full_grad).
+  using FullGrad = std::function<void*(size_t unit)>;
   FinalizeGrads(Device& dev, const RankContext& ctx, const ModelConfig& model, StageModel& stage, Params& params,
-                std::vector<bool> tp_sum_after_schedule);
+                std::vector<bool> tp_sum_after_schedule, FullGrad full_grad = {});
 
   // Whether reduce_model_parallel sums over the embedding group on this rank.
   bool syncs_embedding() const { return ctx_.emb != nullptr && !emb_tensors_.empty(); }
@@ -62,6 +69,7 @@ class FinalizeGrads {
   StageModel& stage_;
   Params& params_;
   std::vector<bool> tp_sum_after_schedule_;
+  FullGrad full_grad_;
   std::vector<UnitShard> grad_shards_;  // per unit: the elements whose gradient the rank holds
   int64_t kv_replicas_;                 // t/k ranks share each KV head when t > k, else 1
   struct UnitTensor {

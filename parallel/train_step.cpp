@@ -16,7 +16,9 @@
 // zero/optimizer_offload.h, configured inside the ShardedOptimizer); 6. the loss: each last-stage rank's share
 // (its token losses / global tokens, fp32) all-reduced over dp, then over pp,
 // so every rank returns the global batch's mean (docs/formulas/comm.md).
-// Refused: ZeRO 2/3 with tied embeddings, dp > 1 and pp > 1 (check_context).
+// Tied embeddings with pp > 1 under ZeRO 2/3 (dp > 1): the word's units keep
+// their whole gradient through the schedule; step 3 sums its word slot over
+// the embedding group, then reduce-scatters it (zero/grad_shards.h).
 #include "parallel/train_step.h"
 
 #include <algorithm>
@@ -53,12 +55,6 @@ void check_context(const ModelConfig& model, const RunConfig& run, const RankCon
   const Layout& l = ctx.layout;
   if (ctx.dp->size() != l.dp || ctx.pp->size() != l.pp || ctx.tp->size() != l.tp)
     throw std::invalid_argument("Trainer: the communicators' sizes differ from the layout");
-  // (validate_layout refuses it first; kept so that the Trainer states its own limit)
-  if (l.zero >= 2 && l.dp > 1 && l.pp > 1 && model.tied_embeddings)
-    throw std::invalid_argument(
-        "Trainer: ZeRO 2/3 with dp > 1 and pp > 1 need untied embeddings: the two stages' word "
-        "gradients are summed over the embedding group after the schedule, when ZeRO 2/3 hold "
-        "only shards (DeepSpeed's PipelineEngine likewise allows ZeRO <= 1 with pipelines)");
   if (model.tied_embeddings && l.pp > 1 && ctx.emb == nullptr && (ctx.first_stage() || ctx.last_stage()))
     throw std::invalid_argument("Trainer: tied embeddings with pp > 1 need the emb communicator");
   if (run.microbatches < 1 || run.mbs < 1 || run.seq < 1)
@@ -106,7 +102,10 @@ struct Trainer::Impl {
     std::vector<bool> tp_sum_after_schedule;
     for (size_t u = 0; u < params->units(); ++u)
       tp_sum_after_schedule.push_back(!shard_grads && !(dp_sync && dp_sync->sums_tp_partials_in_backward(u)));
-    finalize = std::make_unique<FinalizeGrads>(d, c, model, *stage, *params, std::move(tp_sum_after_schedule));
+    FinalizeGrads::FullGrad full_grad;
+    if (grad_shards) full_grad = [gs = grad_shards.get()](size_t u) { return gs->full_grad(u); };
+    finalize = std::make_unique<FinalizeGrads>(d, c, model, *stage, *params, std::move(tp_sum_after_schedule),
+                                               std::move(full_grad));
     hooks.add(param_gather.get());
     hooks.add(grad_shards.get());
     hooks.add(dp_sync.get());
@@ -148,6 +147,7 @@ StepResult Trainer::step(int64_t step_index) {
 
   if (l.tp > 1 || I.finalize->syncs_embedding() || l.dp > 1) dev.ledger().mark_phase("grad_sync");
   I.finalize->reduce_model_parallel();
+  if (I.grad_shards) I.grad_shards->reduce_deferred();  // after the embedding-group sum
   if (I.dp_sync) I.dp_sync->finish();
   const double norm = I.finalize->grad_norm(/*reduce=*/I.run.grad_clip > 0);
   I.optimizer->step(step_index + 1, FinalizeGrads::clip_coefficient(norm, I.run.grad_clip));
@@ -195,14 +195,16 @@ std::vector<float> Trainer::parameters_fp32() const {
 }
 
 std::vector<float> Trainer::gradients_fp32() const {
-  const Params& p = *impl_->params;
-  if (p.grads_sharded()) throw std::logic_error("Trainer::gradients_fp32: the rank holds gradient shards (ZeRO 2/3)");
+  // Under ZeRO 2/3 (n > 1) each unit's shard: the gradients of unit elements
+  // [r·S_u, r·S_u + valid), as parameters_fp32 returns the weights under ZeRO 3.
+  const Impl& I = *impl_;
+  const Params& p = *I.params;
   std::vector<float> out;
   std::vector<char> tmp;
   for (size_t u = 0; u < p.units(); ++u) {
-    const int64_t n = p.layout().units[u].elems;
+    const int64_t n = p.grads_sharded() ? I.optimizer->shard(u).valid : p.layout().units[u].elems;
     tmp.resize(static_cast<size_t>(n * dtype_bytes(p.grad_type())));
-    impl_->dev.copy_to_host(tmp.data(), p.grads(u).data(), static_cast<int64_t>(tmp.size()));
+    if (n > 0) I.dev.copy_to_host(tmp.data(), p.grads(u).data(), static_cast<int64_t>(tmp.size()));
     const size_t pos = out.size();
     out.resize(pos + static_cast<size_t>(n));
     convert_to_fp32(tmp.data(), p.grad_type(), out.data() + pos, n);

@@ -41,8 +41,8 @@ class Trainer {
   // [r·⌈P_u/n⌉, …) inside the unit (parallel/zero/shard.h), unit by unit.
   std::vector<float> parameters_fp32() const;
   // The gradients of the last step, the same way (dp = 1 or ZeRO 0/1: the
-  // rank's whole gradient buffers; ZeRO 2/3 with dp > 1 hold shards and
-  // throw std::logic_error): for tests against an outside reference.
+  // rank's whole gradient buffers; ZeRO 2/3 with dp > 1: each unit's shard,
+  // as parameters_fp32 under ZeRO 3): for tests against an outside reference.
   std::vector<float> gradients_fp32() const;
   // The names and element counts of those tensors, same order.
   std::vector<std::pair<std::string, int64_t>> parameter_tensors() const;

@@ -10,13 +10,21 @@ ZeroGradShards::ZeroGradShards(Device& dev, Comm& dp, StageModel& stage, Params&
       params_(params),
       n_(dp.size()),
       tied_head_(params.layout().head_uses_embedding) {
-  for (const UnitLayout& u : params.layout().units) shards_.push_back(unit_shard(u.elems, n_, dp.rank()));
+  for (const UnitLayout& u : params.layout().units) {
+    shards_.push_back(unit_shard(u.elems, n_, dp.rank()));
+    defers_.push_back(u.summed_over_embedding_group());
+  }
+  deferred_.resize(shards_.size());
 }
 
 void ZeroGradShards::before_backward(size_t u) {
   const ParamLayout& pl = params_.layout();
   const int64_t gb = dtype_bytes(params_.grad_type());
   dev_.fill_zero(params_.grad_staging(), gb * shards_[u].padded_elems(n_));  // padding stays 0
+  if (defers_[u] && deferred_[u].empty()) {
+    deferred_[u] = dev_.alloc(gb * shards_[u].padded_elems(n_), Account::kGrads, pl.units[u].name + ".tied_grad");
+    dev_.fill_zero(deferred_[u].data(), deferred_[u].bytes());
+  }
   if (!tied_head_) return;
   const auto eu = static_cast<size_t>(pl.embedding_unit);
   const TensorSlot& word = *pl.units[eu].word_matrix();  // V'/t × h
@@ -34,8 +42,24 @@ void ZeroGradShards::after_backward(size_t u) {
   const DType g = params_.grad_type();
   void* staging = params_.grad_staging();
   stage_.reduce_tp_partial_grads(u, staging);
+  if (defers_[u]) {  // summed over the embedding group first (grad_shards.h)
+    dev_.accumulate(deferred_[u].data(), g, staging, g, sh.padded_elems(n_));
+    return;
+  }
   dp_.reduce_scatter(staging, staging, sh.shard_elems, g);  // in place: the shard at the start
   dev_.accumulate(params_.grads(u).data(), g, staging, g, sh.shard_elems);
+}
+
+void ZeroGradShards::reduce_deferred() {
+  const DType g = params_.grad_type();
+  for (size_t u = 0; u < deferred_.size(); ++u) {
+    Buffer& full = deferred_[u];
+    if (full.empty()) continue;
+    const int64_t shard = shards_[u].shard_elems;
+    dp_.reduce_scatter(full.data(), full.data(), shard, g);  // in place: the shard at the start
+    dev_.accumulate(params_.grads(u).data(), g, full.data(), g, shard);
+    full.reset();
+  }
 }
 
 std::optional<void*> ZeroGradShards::word_grad_sink() {
@@ -43,6 +67,9 @@ std::optional<void*> ZeroGradShards::word_grad_sink() {
   return tied_word_grad_.data();
 }
 
-void ZeroGradShards::release() { tied_word_grad_.reset(); }
+void ZeroGradShards::release() {
+  tied_word_grad_.reset();
+  for (Buffer& b : deferred_) b.reset();
+}
 
 }  // namespace gpuledger

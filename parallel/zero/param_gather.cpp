@@ -6,7 +6,19 @@
 namespace gpuledger {
 
 ZeroParamGather::ZeroParamGather(Device& dev, Comm& dp, StageModel& stage, Params& params, int64_t prefetch)
-    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()), prefetch_(prefetch) {}
+    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()), prefetch_(prefetch) {
+  for (size_t u = 0; u < params.units(); ++u) chunk_.push_back(chunk_of(u));
+}
+
+int64_t ZeroParamGather::chunk_of(size_t u) const {
+  // The embedding runs in chunk 0, the head in the last chunk, local layer i
+  // in chunk i / chunk_layers (ParamLayout).
+  const ParamLayout& pl = params_.layout();
+  const int unit = static_cast<int>(u);
+  if (unit == pl.embedding_unit || pl.chunks == 1) return 0;
+  if (unit == pl.head_unit) return pl.chunks - 1;
+  return (unit - pl.first_layer_unit) / pl.chunk_layers;
+}
 
 bool ZeroParamGather::is_tied_head(size_t u) const {
   const ParamLayout& pl = params_.layout();
@@ -28,7 +40,7 @@ void ZeroParamGather::enter(size_t u, bool backward) {
   const auto count = static_cast<int64_t>(params_.units());
   for (int64_t k = 0; k <= prefetch_; ++k) {
     const int64_t v = backward ? static_cast<int64_t>(u) - k : static_cast<int64_t>(u) + k;
-    if (v < 0 || v >= count) break;
+    if (v < 0 || v >= count || chunk_[static_cast<size_t>(v)] != chunk_[u]) break;
     gather(static_cast<size_t>(v));
   }
   if (!is_tied_head(u)) return;

@@ -6,6 +6,11 @@
 // the pass (forward: higher indices, backward: lower), and freed at the end of
 // that forward or backward (a full recompute runs on the backward's copy);
 // the layer is rebound to the copy (StageModel::rebind_layer_unit).
+// Interleaved stages (--vpp): a pass runs one model chunk's units, so the
+// prefetch window stops at the chunk's end (forward) or start (backward): the
+// next pass may be another chunk's, and a unit gathered for a pass that is
+// not its own would stay gathered until its next pass. At any time the
+// gathered units are one window of one chunk (docs/exact-budget.md).
 // Tied embeddings with p = 1 (ParamLayout head_uses_embedding): the head reads
 // the embedding unit's word matrix, so the embedding unit is gathered for the
 // head's forward and backward too, unless already gathered (the backward
@@ -14,6 +19,7 @@
 // count the extra copy and the extra all-gathers.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "comm/comm.h"
 #include "kernels/device.h"
@@ -39,12 +45,14 @@ class ZeroParamGather final : public UnitHooks {
   void leave(size_t u);
   void gather(size_t u);  // once: a unit already gathered is left as it is
   bool is_tied_head(size_t u) const;
+  int64_t chunk_of(size_t u) const;  // the model chunk unit u runs in
 
   Device& dev_;
   Comm& dp_;
   StageModel& stage_;
   Params& params_;
   int64_t n_, rank_, prefetch_;
+  std::vector<int64_t> chunk_;       // per unit: its model chunk
   bool embedding_for_head_ = false;  // the head's enter gathered the embedding unit
 };
 

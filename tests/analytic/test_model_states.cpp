@@ -195,6 +195,56 @@ TEST(ModelStates, PipelineStageHoldsItsUnits) {
   EXPECT_EQ(b[Account::kOptim], 8 * (11584 + 4128));
 }
 
+// Tied embeddings with p > 1 under ZeRO 2/3 (dp 2): the word's unit keeps its
+// whole gradient, g·n·⌈P_u/n⌉, beside the shards until its deferred
+// reduce-scatter. tiny-gpt, 4 layers, pp 2: a layer holds 49,984; stage 0 the
+// embedding 97·64 + 64·64 = 10,304 and 2 layers (S_r = 5152 + 49,984), stage
+// 1 2 layers and the head 64 + 64 + 97·64 = 6336 (S_r = 3168 + 49,984).
+TEST(ModelStates, TiedAcrossStagesHoldsTheWordUnitsGradient) {
+  ModelConfig m = load_model("tiny-gpt");
+  m.layers = 4;
+  Layout l;
+  l.dp = 2;
+  l.pp = 2;
+  RunConfig r;  // bf16 gradients
+  for (int zero : {2, 3}) {
+    l.zero = zero;
+    EXPECT_EQ(model_state_bytes(m, l, r, l.rank({0, 0, 0}))[Account::kGrads], 2 * (5152 + 49984) + 2 * 10304);
+    EXPECT_EQ(model_state_bytes(m, l, r, l.rank({1, 0, 1}))[Account::kGrads], 2 * (3168 + 49984) + 2 * 6336);
+    EXPECT_EQ(model_state_bytes(m, l, r, l.rank({0, 0, 0}))[Account::kMaster], 4 * (5152 + 49984));
+  }
+  l.zero = 1;  // ZeRO 1 holds every unit's whole gradient anyway
+  EXPECT_EQ(model_state_bytes(m, l, r, 0)[Account::kGrads], 2 * (10304 + 2 * 49984));
+  m.tied_embeddings = false;  // untied: the head's own output matrix, no deferral
+  l.zero = 2;
+  EXPECT_EQ(model_state_bytes(m, l, r, l.rank({0, 0, 0}))[Account::kGrads], 2 * (5152 + 49984));
+}
+
+// ZeRO 3 with interleaved stages: a pass runs one chunk, and the prefetch
+// window stops at the chunk's last unit. tiny-llama, 4 layers, dp 2 × pp 2,
+// vpp 2, --prefetch 1: stage 0 holds the embedding 6208 and layer 0 (chunk
+// 0), layer 2 (chunk 1), 46,208 each. Windows {embedding, layer 0},
+// {layer 0}, {layer 2} — not {layer 0, layer 2}: 2·(6208 + 46,208) gathered.
+TEST(ModelStates, Zero3InterleavedWindowsStayInTheChunk) {
+  ModelConfig m = load_model("tiny-llama");
+  m.layers = 4;
+  Layout l;
+  l.dp = 2;
+  l.pp = 2;
+  l.vpp = 2;
+  l.zero = 3;
+  RunConfig r;
+  r.microbatches = 2;
+  r.prefetch = 1;
+  const int64_t s_r = (6208 + 46208 + 46208) / 2;
+  EXPECT_EQ(model_state_bytes(m, l, r, 0)[Account::kWeights], 2 * s_r + 2 * (6208 + 46208));
+  r.prefetch = 0;
+  EXPECT_EQ(model_state_bytes(m, l, r, 0)[Account::kWeights], 2 * s_r + 2 * 46208);
+  l.vpp = 1;  // one chunk: layers 0 and 1 in one window
+  r.prefetch = 1;
+  EXPECT_EQ(model_state_bytes(m, l, r, 0)[Account::kWeights], 2 * s_r + 2 * (46208 + 46208));
+}
+
 TEST(PublishedModelStates, Llama2_7bDp8) {
   const ModelConfig m = load_model("llama2-7b");
   const double psi = 6'738'415'616.0;

@@ -1,7 +1,8 @@
-// Every rank of 2- to 4-rank layouts (data, pipeline, ZeRO 1, 2 and 3 with
+// Every rank of 2- to 8-rank layouts (data, pipeline, ZeRO 1, 2 and 3 with
 // --prefetch 0, 1 and 2, mixed; ZeRO 2/3 with tied embeddings at p = 1: the
 // head's word-gradient side buffer, and under ZeRO 3 the embedding unit
-// gathered for the head),
+// gathered for the head; at p > 1 the word's units reduce-scattered after the
+// embedding-group sum; interleaved stages with ZeRO 0-3),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
 // equals the analytic rank_budget (analytic/budget.h, written
@@ -133,17 +134,21 @@ std::vector<SimPoint> sim_points() {
                                                   {2, 3, 6, 4, 0, 1},
                                                   {4, 2, 8, 4, 0, 1},
                                                   {4, 2, 8, 8, 0, 1},
-                                                  {2, 2, 4, 2, 1, 2}}) {
+                                                  {2, 2, 4, 2, 1, 2},
+                                                  {2, 2, 4, 4, 2, 2},
+                                                  {2, 2, 4, 2, 3, 2},
+                                                  {2, 2, 8, 4, 3, 2},
+                                                  {4, 2, 8, 8, 3, 2}}) {
         Layout l = lay(dp, pp, zero);
         l.vpp = vpp;
         pts.push_back({model, layers, l, Schedule::k1F1B, m, dt,
                        mn + "_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_vpp" + std::to_string(vpp) +
                            "_m" + std::to_string(m) + "_zero" + std::to_string(zero) + "_" + dn});
       }
-      if (mn == "llama") {  // with pp > 1, ZeRO 2/3 with dp > 1 need untied embeddings
-        pts.push_back({model, 4, lay(2, 2, 2), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero2_" + dn});
-        pts.push_back({model, 4, lay(2, 2, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero3_" + dn});
-      }
+      // with pp > 1 (gpt: tied, the word's units reduce-scattered after the embedding-group sum)
+      pts.push_back({model, 4, lay(2, 2, 2), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero2_" + dn});
+      pts.push_back({model, 4, lay(2, 2, 3), Schedule::k1F1B, 2, dt, mn + "_dp2_pp2_zero3_" + dn});
+      pts.push_back({model, 4, lay(3, 2, 2), Schedule::kGPipe, 3, dt, mn + "_dp3_pp2_zero2_padded_" + dn});
     }
   }
   // Each optimizer's states (SGD's momentum buffer, or none with momentum 0;
@@ -183,6 +188,8 @@ TEST(TrainerSimTied, CpuRanksBookTheAnalyticBytes) {
     pts.push_back({"tiny-gpt", 2, lay(2, 1, 3), Schedule::k1F1B, 2, dt, "zero3", 1, 2000});
     pts.push_back({"tiny-gpt", 3, lay(2, 1, 3), Schedule::kGPipe, 2, dt, "zero3_prefetch0", 0, 2000});
     pts.push_back({"tiny-gpt", 3, lay(2, 1, 3), Schedule::kGPipe, 2, dt, "zero3_prefetch4", 4});
+    pts.push_back({"tiny-gpt", 4, lay(2, 2, 2), Schedule::k1F1B, 2, dt, "zero2_pp2"});
+    pts.push_back({"tiny-gpt", 4, lay(2, 2, 3), Schedule::k1F1B, 2, dt, "zero3_pp2"});
   }
   for (const SimPoint& p : pts) {
     ModelConfig m = load_model(p.model);
@@ -244,32 +251,29 @@ TEST(TrainerSimOptimizers, CpuRanksBookTheAnalyticBytesForEveryOptimizer) {
       }
 }
 
-// Tied embeddings + ZeRO 2/3 + dp > 1 + pp > 1: refused by the layout (plan,
-// train and the budget agree), by the Trainer and by the comm budget, each
-// saying why (as DeepSpeed's pipeline engine allows ZeRO <= 1 only).
-TEST(TrainerSimTied, ZeroTwoThreeWithPipelinesRefused) {
+// Tied embeddings + ZeRO 2/3 + dp > 1 + pp > 1, on the meta backend: the
+// word's unit holds its whole gradient from its first backward to its
+// reduce-scatter after the schedule, booked under grads by name; the emb
+// all-reduce precedes that unit's one reduce-scatter of the step.
+TEST(TrainerSimTied, WordUnitGradientHeldUntilAfterTheSchedule) {
   ModelConfig m = load_model("tiny-gpt");
   m.layers = 4;
-  RunConfig r;
-  r.seq = 16;
-  r.mbs = 2;
-  r.microbatches = 2;
+  const RunConfig r = sim_run({"tiny-gpt", 4, lay(2, 2, 2), Schedule::k1F1B, 3, DType::kBF16, ""});
   for (int zero : {2, 3}) {
     SCOPED_TRACE("zero " + std::to_string(zero));
     const Layout l = lay(2, 2, zero);
-    try {
-      validate_layout(l, m, r);
-      ADD_FAILURE() << "validate_layout accepted tied + ZeRO " << zero << " + pp 2";
-    } catch (const LayoutError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("--pp > 1 needs untied embeddings"), std::string::npos) << what;
-      EXPECT_NE(what.find("DeepSpeed"), std::string::npos) << what;
-    }
-    EXPECT_THROW(RankRig("meta", m, r, l, 0), LayoutError);
-    EXPECT_THROW(analytic::rank_comm_per_step(m, l, r, 0), LayoutError);
-    // one pipeline stage, or ZeRO 1, is accepted
-    EXPECT_NO_THROW(validate_layout(lay(4, 1, zero), m, r));
-    EXPECT_NO_THROW(validate_layout(lay(2, 2, 1), m, r));
+    RankRig rig("meta", m, r, l, 0);  // stage 0, dp rank 0
+    rig.trainer->step(0);
+    // stage 0: the embedding unit 97·64 + 64·64 = 10 304 elements, bf16
+    // gradients; its shard 5 152 and the two layers' 2 · 49 984 / 2
+    EXPECT_EQ(rig.ledger.peak_by_account()[Account::kGrads], 2 * (5152 + 49984) + 2 * 10304);
+    EXPECT_EQ(rig.ledger.live_by_account()[Account::kGrads], 2 * (5152 + 49984));  // freed after the step
+    const auto& c = rig.counters.by_key();
+    EXPECT_EQ(c.at("all_reduce@emb").calls, 1);
+    EXPECT_EQ(c.at("all_reduce@emb").bytes, 2 * 97 * 64);
+    // the two layers' reduce-scatters every microbatch, the embedding's once
+    EXPECT_EQ(c.at("reduce_scatter@dp").calls, 2 * 3 + 1);
+    EXPECT_EQ(c.at("reduce_scatter@dp").bytes, 2 * 3 * 2 * 49984 + 2 * 10304);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "../rank_rig.h"
@@ -189,6 +190,53 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
       EXPECT_LE(worst, tol.hard_abs) << "rank " << rank << " " << name;
     }
   }
+}
+
+// ---- the gradients of one step, element by element ----
+// The first step's gradients on every rank (fp32 gradients) against one
+// rank's with the same global batch: a whole gradient buffer tensor by tensor,
+// or under ZeRO 2/3 (dp > 1) each unit's shard (Trainer::gradients_fp32),
+// every element within abs + rel·|reference|. Returns the elements compared.
+inline int64_t check_step_gradients(const ModelConfig& m, RunConfig r, const Layout& l, double abs, double rel) {
+  r.grad_dtype = DType::kFP32;
+  RankRig ref("cpu", m, reference_run(r, l), Layout{}, 0);
+  ref.trainer->step(0);
+  std::map<std::string, std::vector<float>> want;
+  {
+    const std::vector<float> all = ref.trainer->gradients_fp32();
+    size_t pos = 0;
+    for (const auto& [name, n] : ref.trainer->parameter_tensors()) {
+      want[name].assign(all.begin() + static_cast<std::ptrdiff_t>(pos),
+                        all.begin() + static_cast<std::ptrdiff_t>(pos + static_cast<size_t>(n)));
+      pos += static_cast<size_t>(n);
+    }
+  }
+  RankRig rig(RankRig::Mpi{}, "cpu", m, r, l);
+  rig.build(m, r, l);
+  rig.trainer->step(0);
+  const int64_t rank = rig.groups.rank;
+  const std::vector<float> got = rig.trainer->gradients_fp32();
+  const ParamLayout layout = make_param_layout(m, l, l.coords(rank));
+  const bool sharded = l.zero >= 2 && l.dp > 1;
+  size_t pos = 0;
+  int64_t bad = 0;
+  for (const UnitLayout& u : layout.units) {
+    const UnitShard sh = unit_shard(u.elems, sharded ? l.dp : 1, sharded ? l.coords(rank).dp : 0);
+    for (int64_t x = sh.begin; x < sh.begin + sh.valid; ++x, ++pos) {
+      const TensorSlot* t = nullptr;
+      for (const auto& cand : u.tensors)
+        if (x >= cand.offset && x < cand.offset + cand.elems()) t = &cand;
+      const int64_t local = x - t->offset;
+      const auto gi = global_element_index(*t, local / t->cols, local % t->cols);
+      const double w = gi ? want.at(reference_name(t->name)).at(static_cast<size_t>(*gi)) : 0.0;
+      const double g = got.at(pos);
+      if (std::abs(g - w) > abs + rel * std::abs(w) && bad++ < 5)
+        ADD_FAILURE() << "rank " << rank << " " << t->name << " element " << local << ": " << g << " vs " << w;
+    }
+  }
+  EXPECT_EQ(pos, got.size()) << "rank " << rank;
+  EXPECT_EQ(bad, 0) << "rank " << rank;
+  return static_cast<int64_t>(pos);
 }
 
 // ---- tensor parallelism mixed with dp/pp/ZeRO (test_mixed_train, test_mixed_sp_train) ----

@@ -6,7 +6,7 @@
 // the first step against the one rank's, element by element within 1e-6 +
 // 1e-4 relative. tiny-gpt's tied embeddings put the word embedding in chunk 0
 // of rank 0 and its copy in the last chunk of the last rank. At np 4 also
-// tp 2 × pp 2 (sp) and dp 2 × pp 2 (ZeRO 1), each with vpp 2.
+// tp 2 × pp 2 (sp) and dp 2 × pp 2 (ZeRO 1, 2 and 3), each with vpp 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +66,29 @@ TEST(InterleavedMixed, Tp2Pp2SpAndDp2Pp2Zero1MatchOneRank) {
   Layout dp = mixed(1, 2, 2, 1, false);
   dp.vpp = 2;
   check_layout(with_layers("tiny-gpt", 4), small_run(2, Schedule::k1F1B), dp, 2, Tolerance{});
+}
+
+// np 4: interleaving with ZeRO 2 and 3 (dp 2 × pp 2, vpp 2, 4 layers: each
+// chunk one layer, stage 0's chunk 0 with the embedding, stage 1's chunk 1
+// with the head). Every unit staged and reduce-scattered after each of its
+// backwards in the interleaved order; under ZeRO 3 gathered with a prefetch
+// window that stops at the chunk's end (--prefetch 2 reaches past it).
+// tiny-gpt ties the word of stage 0's chunk 0 to stage 1's chunk 1: the
+// deferred reduce-scatter after the embedding-group sum. Then the gradient
+// shards of one step, element by element, against one rank's.
+TEST(InterleavedZero, Dp2Pp2Vpp2Zero23MatchOneRank) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    Layout l = mixed(1, 2, 2, zero, false);
+    l.vpp = 2;
+    RunConfig r = small_run(4, Schedule::k1F1B);
+    r.prefetch = 2;
+    check_layout(with_layers("tiny-gpt", 4), r, l, 2, Tolerance{});
+    r.prefetch = 1;
+    check_layout(with_layers("tiny-llama", 4), r, l, 1, Tolerance{});
+    EXPECT_GT(check_step_gradients(with_layers("tiny-gpt", 4), small_run(2, Schedule::k1F1B), l, 1e-6, 1e-4), 0);
+  }
 }
 
 // The gradients of one step, tensor by tensor, against one rank's.
