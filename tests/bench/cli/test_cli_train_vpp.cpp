@@ -6,7 +6,9 @@
 // without interleaving a middle stage holds 141/120 of the activations —
 // Megatron's warm-up: (16 − 1 − 1)·2 + (8 − 1)·16 + 1 = 141 one-layer chunks in
 // flight against min(16 − 1, 32) = 15 microbatches of 8 layers — and sends 8
-// times the messages: 32 microbatches × 8 chunks × 2 directions.
+// times the messages: 32 microbatches × 8 chunks × 2 directions. The same
+// layout over dp 2 with ZeRO 3, and tied gpt2-large with ZeRO 2/3 across
+// interleaved stages, pass every check too.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,6 +56,44 @@ TEST(CliTrainVpp, MetaSimulationAt405BLikeLayoutBooksItsBudget) {
   // every rank all four pipeline buffers (a ring), against two at the ends
   EXPECT_EQ(doc["ranks"][0]["measured"]["peak_by_account"]["comm"], int64_t{4} * 1024 * 16384 * 2);
   EXPECT_EQ(one["ranks"][0]["measured"]["peak_by_account"]["comm"], int64_t{2} * 1024 * 16384 * 2);
+}
+
+// The same layout over dp 2 with ZeRO 3 (world 256, one rank per stage
+// simulated): every check passes; each stage reduce-scatters each of its
+// units after every microbatch's backward — 8 one-layer chunks, + the
+// embedding on the first stage: 32·9 = 288 calls, a middle stage 32·8 = 256.
+TEST(CliTrainVpp, Zero3At405BLikeLayoutBooksItsBudget) {
+  std::vector<std::string> args = run_405b_like("8");
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--world") args[i + 1] = "256";
+  for (const char* a : {"--dp", "2", "--zero", "3"}) args.push_back(a);
+  auto r = run_cli(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  ASSERT_EQ(doc["ranks"].size(), 16u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  EXPECT_EQ(doc["ranks"][0]["comm"]["reduce_scatter@dp"]["calls"], 32 * 9);
+  EXPECT_EQ(doc["ranks"][1]["comm"]["reduce_scatter@dp"]["calls"], 32 * 8);
+}
+
+// Tied embeddings (gpt2-large, 36 layers) over tp 2 × pp 4 × vpp 3 × dp 4,
+// ZeRO 2 and 3: every check passes; the first stage's embedding unit is
+// reduce-scattered once, after the emb all-reduce of V'/t·h·g =
+// 50,432/2·1280·2 bytes, its 9 layers every microbatch: 8·9 + 1 calls.
+TEST(CliTrainVpp, TiedZero2And3AcrossStagesBookTheirBudget) {
+  for (const char* zero : {"2", "3"}) {
+    auto r = run_cli({"train", "--backend", "meta",  "--model", "gpt2-large", "--tp",   "2",  "--pp",
+                      "4",     "--vpp",     "3",     "--dp",    "4",          "--zero", zero, "--world",
+                      "32",    "--ranks",   "roles", "--seq",   "1024",       "--mbs",  "1",  "--microbatches",
+                      "8",     "--steps",   "1",     "--json",  "-"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    const auto& first = doc["ranks"][0];
+    EXPECT_EQ(first["comm"]["all_reduce@emb"]["calls"], 1);
+    EXPECT_EQ(first["comm"]["all_reduce@emb"]["bytes"], int64_t{50432} / 2 * 1280 * 2);
+    EXPECT_EQ(first["comm"]["reduce_scatter@dp"]["calls"], 8 * 9 + 1);
+  }
 }
 
 // `check` re-derives the budget from the report's config, vpp included (a
