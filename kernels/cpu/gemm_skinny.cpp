@@ -10,9 +10,10 @@
 #include "core/int_math.h"
 #include "kernels/device.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "kernels/cpu/cpu_isa.h"
+
+#ifdef GPL_CPU_HAVE_AVX2_PATH
 #include <immintrin.h>
-#define GPL_SKINNY_HAVE_AVX2 1
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -25,13 +26,13 @@
 
 namespace gpuledger {
 
-#ifdef GPL_SKINNY_HAVE_AVX2
+#ifdef GPL_CPU_HAVE_AVX2_PATH
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace skinny_avx2 {
-#define GPL_SKINNY_AVX2 1
+#define GPL_SIMD_AVX2 1
 #include "kernels/cpu/gemm_skinny_body.h"
-#undef GPL_SKINNY_AVX2
+#undef GPL_SIMD_AVX2
 }  // namespace skinny_avx2
 #pragma GCC pop_options
 #endif
@@ -47,33 +48,17 @@ constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 // Each thread's columns: a multiple of the axpy strip, so only the last range has a tail.
 constexpr int64_t kColumnAlign = 16;
 
-bool cpu_has_avx2() {
-#ifdef GPL_SKINNY_HAVE_AVX2
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
-SkinnyIsa skinny_best_isa() {
-  static const SkinnyIsa best = cpu_has_avx2() ? SkinnyIsa::kAvx2 : SkinnyIsa::kPortable;
-  return best;
-}
-
-const char* skinny_isa_name(SkinnyIsa isa) { return isa == SkinnyIsa::kAvx2 ? "avx2+fma+f16c" : "portable"; }
-
-void skinny_gemm(const SkinnyGemm& s, SkinnyIsa isa) {
+void skinny_gemm(const SkinnyGemm& s, CpuIsa isa) {
   if (s.w_type == DType::kFP32) throw std::invalid_argument("skinny_gemm: W must be bf16 or fp16");
   if (s.w_sp != 1 && s.w_sj != 1) throw std::invalid_argument("skinny_gemm: one of W's strides must be 1");
   if (s.m > kSkinnyMaxRows) throw std::invalid_argument("skinny_gemm: m exceeds kSkinnyMaxRows");
-  if (isa == SkinnyIsa::kAvx2 && !cpu_has_avx2())
-    throw std::invalid_argument("skinny_gemm: this CPU lacks AVX2, FMA or F16C");
+  if (!cpu_supports(isa)) throw std::invalid_argument("skinny_gemm: this CPU lacks AVX2, FMA or F16C");
   if (s.m <= 0 || s.n <= 0) return;
   auto run = [&](int64_t lo, int64_t hi) {
-#ifdef GPL_SKINNY_HAVE_AVX2
-    if (isa == SkinnyIsa::kAvx2) {
+#ifdef GPL_CPU_HAVE_AVX2_PATH
+    if (isa == CpuIsa::kAvx2) {
       skinny_avx2::run_range(s, lo, hi);
       return;
     }
@@ -113,7 +98,7 @@ void widen_packed(const uint16_t* src, DType t, int64_t s_r, int64_t s_p, int64_
 
 }  // namespace
 
-bool run_skinny_gemm(Device& dev, const GemmArgs& g, SkinnyIsa isa) {
+bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa) {
   if (g.ab_type == DType::kFP32 || g.k == 0 || g.alpha == 0.0f) return false;
   if (g.m > kSkinnyMaxRows && g.n > kSkinnyMaxRows) return false;
   // X = op(A) (m×k), W = op(B); or X = op(B)ᵀ (n×k), W = op(A)ᵀ and C read as Cᵀ.

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace gpuledger {
 
@@ -37,7 +38,7 @@ struct SkinnyGemm {
   int64_t m = 0, n = 0, k = 0;
   const float* x = nullptr;  // X (m×k) fp32, row i at x + i·k
   const uint16_t* w = nullptr;
-  int64_t w_sp = 0, w_sj = 0;  // W[p][j] at w[p·w_sp + j·w_sj]; w_sp == 1 or w_sj == 1
+  int64_t w_sp = 0, w_sj = 0;   // W[p][j] at w[p·w_sp + j·w_sj]; w_sp == 1 or w_sj == 1
   DType w_type = DType::kBF16;  // bf16 or fp16
   void* c = nullptr;
   int64_t c_si = 0, c_sj = 0;  // C[i][j] at c[i·c_si + j·c_sj] (elements)
@@ -45,16 +46,10 @@ struct SkinnyGemm {
   float alpha = 1.0f, beta = 0.0f;
 };
 
-// The code paths; kAvx2 needs AVX2, FMA and F16C at run time.
-enum class SkinnyIsa { kPortable, kAvx2 };
-// The best path this CPU runs (checked once).
-SkinnyIsa skinny_best_isa();
-const char* skinny_isa_name(SkinnyIsa isa);
-
 // Runs s on the given path (throws std::invalid_argument for a path this CPU
 // lacks, a W dtype that is not 16-bit, or strides neither of which is 1).
-void skinny_gemm(const SkinnyGemm& s, SkinnyIsa isa);
-inline void skinny_gemm(const SkinnyGemm& s) { skinny_gemm(s, skinny_best_isa()); }
+void skinny_gemm(const SkinnyGemm& s, CpuIsa isa);
+inline void skinny_gemm(const SkinnyGemm& s) { skinny_gemm(s, cpu_best_isa()); }
 
 class Device;
 struct GemmArgs;
@@ -65,7 +60,7 @@ struct GemmArgs;
 // under a batch stride of 0) into `gemm.x_fp32`, 4·min(m, n)·k bytes of
 // Account::kWorkspace booked on dev for the call. Every trans_a/trans_b,
 // leading dimension, batch stride, alpha, beta and C dtype GemmArgs allows.
-bool run_skinny_gemm(Device& dev, const GemmArgs& g, SkinnyIsa isa);
-inline bool run_skinny_gemm(Device& dev, const GemmArgs& g) { return run_skinny_gemm(dev, g, skinny_best_isa()); }
+bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa);
+inline bool run_skinny_gemm(Device& dev, const GemmArgs& g) { return run_skinny_gemm(dev, g, cpu_best_isa()); }
 
 }  // namespace gpuledger

@@ -1,34 +1,10 @@
 // The skinny GEMM's loops (kernels/cpu/gemm_skinny.h), written once and
-// compiled twice by gemm_skinny.cpp: inside `#pragma GCC target("avx2,fma,f16c")`
-// with GPL_SKINNY_AVX2 set (the intrinsics below), and for the baseline ISA
-// without it (GCC's generic vectors, lowered to SSE2, and scalar fp16).
-// No include guard: included once per ISA, each time inside its own namespace.
+// compiled once per ISA by gemm_skinny.cpp, each time inside that ISA's namespace. No include guard, for that reason.
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef uint16_t U16x8 __attribute__((vector_size(16)));
-typedef uint32_t U32x8 __attribute__((vector_size(32)));
+#include "kernels/cpu/simd_body.h"  // the vectors, loads and multiply-adds, in this namespace too
 
-#define GPL_SKINNY_INLINE inline __attribute__((always_inline))
+#define GPL_SKINNY_INLINE GPL_SIMD_INLINE
 
-// 8 consecutive 16-bit values widened to fp32. bf16 is the high half of an
-// fp32, so zero-extending to 32 bits and shifting left 16 is exact.
-GPL_SKINNY_INLINE V8 load_bf16(const uint16_t* p) {
-  U16x8 h;
-  std::memcpy(&h, p, sizeof h);
-  const U32x8 w = __builtin_convertvector(h, U32x8) << 16;
-  V8 f;
-  std::memcpy(&f, &w, sizeof f);
-  return f;
-}
-GPL_SKINNY_INLINE V8 load_fp16(const uint16_t* p) {
-#ifdef GPL_SKINNY_AVX2
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-#else
-  V8 f;
-  for (int l = 0; l < 8; ++l) f[l] = fp16_to_fp32(p[l]);
-  return f;
-#endif
-}
 template <bool kFp16>
 GPL_SKINNY_INLINE V8 load_w(const uint16_t* p) {
   return kFp16 ? load_fp16(p) : load_bf16(p);
@@ -36,23 +12,6 @@ GPL_SKINNY_INLINE V8 load_w(const uint16_t* p) {
 template <bool kFp16>
 GPL_SKINNY_INLINE float scalar_w(uint16_t v) {
   return kFp16 ? fp16_to_fp32(v) : bf16_to_fp32(v);
-}
-GPL_SKINNY_INLINE V8 fma8(const V8& acc, const V8& a, const V8& b) {
-#ifdef GPL_SKINNY_AVX2
-  return _mm256_fmadd_ps(a, b, acc);
-#else
-  return acc + a * b;
-#endif
-}
-GPL_SKINNY_INLINE V8 load_f32(const float* p) {
-  V8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-GPL_SKINNY_INLINE float hsum(const V8& v) {
-  float s = 0.0f;
-  for (int l = 0; l < 8; ++l) s += v[l];
-  return s;
 }
 
 // C[i][j] = alpha·v + beta·C[i][j] (C not read when beta is 0), rounded once.

@@ -26,7 +26,6 @@
 
 namespace gpuledger::gemm_test {
 
-
 inline constexpr double kU32 = 1.0 / (1 << 24);
 
 inline double unit_roundoff(DType t) {
@@ -63,14 +62,14 @@ struct Case {
   int64_t m = 1, n = 1, k = 1;
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;  // leading dimension = packed + pad
   int64_t batch = 1;
-  int64_t gap_a = 0, gap_b = 0, gap_c = 0;  // stride = matrix size + gap
+  int64_t gap_a = 0, gap_b = 0, gap_c = 0;        // stride = matrix size + gap
   bool broadcast_a = false, broadcast_b = false;  // stride_a / stride_b = 0
   DType ab = DType::kFP32, c = DType::kFP32;
   float alpha = 1.0f, beta = 0.0f;
   bool nan_c = false;  // C starts as NaN (beta must be 0)
   // Set: run the skinny route directly on this path (run_skinny_gemm, which
   // must take the case) instead of Device::gemm; no FLOPs are then counted.
-  std::optional<SkinnyIsa> skinny;
+  std::optional<CpuIsa> skinny;
 };
 
 // Runs one case on a CpuDevice: every C element within the tolerance, C's
@@ -84,7 +83,8 @@ inline int64_t run_case(const Case& cs) {
   const int64_t stride_a = cs.broadcast_a ? 0 : a_rows * lda + cs.gap_a;
   const int64_t stride_b = cs.broadcast_b ? 0 : b_rows * ldb + cs.gap_b;
   const int64_t stride_c = cs.m * ldc + cs.gap_c;
-  const int64_t na = cs.broadcast_a ? a_rows * lda : stride_a * cs.batch, nb = cs.broadcast_b ? b_rows * ldb : stride_b * cs.batch;
+  const int64_t na = cs.broadcast_a ? a_rows * lda : stride_a * cs.batch,
+                nb = cs.broadcast_b ? b_rows * ldb : stride_b * cs.batch;
   const int64_t nc = stride_c * cs.batch;
 
   const std::vector<float> a = random_values(na, cs.ab, rng), b = random_values(nb, cs.ab, rng);

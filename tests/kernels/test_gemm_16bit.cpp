@@ -25,18 +25,18 @@ namespace {
 using gemm_test::Case;
 using gemm_test::run_case;
 
-std::vector<SkinnyIsa> paths_here() {
-  std::vector<SkinnyIsa> p{SkinnyIsa::kPortable};
-  if (skinny_best_isa() != SkinnyIsa::kPortable) p.push_back(skinny_best_isa());
+std::vector<CpuIsa> paths_here() {
+  std::vector<CpuIsa> p{CpuIsa::kPortable};
+  if (cpu_best_isa() != CpuIsa::kPortable) p.push_back(cpu_best_isa());
   return p;
 }
 
 // One skinny case on every path and in every dtype combination.
 void skinny_everywhere(Case c) {
-  for (SkinnyIsa isa : paths_here())
+  for (CpuIsa isa : paths_here())
     for (DType ab : {DType::kBF16, DType::kFP16})
       for (DType ct : {DType::kFP32, ab}) {
-        SCOPED_TRACE(testing::Message() << skinny_isa_name(isa) << " " << dtype_name(ab) << " -> " << dtype_name(ct));
+        SCOPED_TRACE(testing::Message() << cpu_isa_name(isa) << " " << dtype_name(ab) << " -> " << dtype_name(ct));
         c.skinny = isa;
         c.ab = ab;
         c.c = ct;
@@ -175,8 +175,8 @@ TEST(Gemm16Bit, BlockedRouteCrossesEveryBlockAndBooksBoundedBlocks) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (DType ct : {DType::kFP32, DType::kBF16}) {
-          SCOPED_TRACE(testing::Message() << sh.m << "x" << sh.n << "x" << sh.k << " ta " << ta << " tb " << tb << " "
-                                          << dtype_name(ct));
+          SCOPED_TRACE(testing::Message()
+                       << sh.m << "x" << sh.n << "x" << sh.k << " ta " << ta << " tb " << tb << " " << dtype_name(ct));
           Case c;
           c.m = sh.m;
           c.n = sh.n;
@@ -233,14 +233,14 @@ TEST(Gemm16Bit, SkinnyRejectsWhatItCannotRun) {
   s.k = 1;
   s.w_type = DType::kFP32;
   s.w_sp = 1;
-  EXPECT_THROW(skinny_gemm(s, SkinnyIsa::kPortable), std::invalid_argument);
+  EXPECT_THROW(skinny_gemm(s, CpuIsa::kPortable), std::invalid_argument);
   s.w_type = DType::kBF16;
   s.w_sp = 2;
   s.w_sj = 2;
-  EXPECT_THROW(skinny_gemm(s, SkinnyIsa::kPortable), std::invalid_argument);
+  EXPECT_THROW(skinny_gemm(s, CpuIsa::kPortable), std::invalid_argument);
   s.w_sp = 1;
   s.m = kSkinnyMaxRows + 1;
-  EXPECT_THROW(skinny_gemm(s, SkinnyIsa::kPortable), std::invalid_argument);
+  EXPECT_THROW(skinny_gemm(s, CpuIsa::kPortable), std::invalid_argument);
 }
 
 }  // namespace
