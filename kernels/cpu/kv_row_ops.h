@@ -24,8 +24,8 @@ namespace gpuledger {
 
 struct KvRowFormat {
   KvFormat format = KvFormat::kBF16;
-  int64_t D = 0;                    // values per row
-  int64_t group = kKvDefaultGroup;  // int4: channels per (scale, zero) pair
+  int64_t D = 0;                     // values per row
+  int64_t group = kKvDefaultGroup;   // int4: channels per (scale, zero) pair
   const float* fp8_table = nullptr;  // fp8_e4m3_table()
 };
 

@@ -16,7 +16,8 @@
 // row read once and added into every query's fp32 accumulator). No K or V row
 // is widened into memory; the per-thread buffers hold the block's queries,
 // scores and accumulators (rows·D + rows·keys + rows·D floats), not booked in
-// the ledger, like flash attention's tiles. The output is rounded to t once.
+// the ledger, like flash attention's tiles, and kept from call to call. The
+// output is rounded to t once.
 //
 // Scales (kernels/kv_storage.h): per token-head and per tensor multiply the
 // dot product (K) or the weight (V); per channel multiplies the query by the
@@ -188,7 +189,9 @@ void CpuDevice::cached_attention_impl(void* out, const void* q, DType t, int64_t
 
 #pragma omp parallel if (macs > kParallelMinMacs)
   {
-    Scratch scratch;
+    // Each thread's buffers outlive the call: a decode step allocates nothing
+    // once they have grown to the longest context seen (test_decode_allocations).
+    static thread_local Scratch scratch;
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       const size_t b = static_cast<size_t>(task / Hkv);

@@ -64,9 +64,7 @@ GPL_SIMD_INLINE V8 fma8(const V8& acc, const V8& a, const V8& b) {
   return acc + a * b;
 #endif
 }
-GPL_SIMD_INLINE float hsum(const V8& v) {
-  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
+GPL_SIMD_INLINE float hsum(const V8& v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
 // e^x on 8 lanes: Cephes expf (S. L. Moshier, Cephes Math Library 2.2,
 // expf.c): x = n·ln2 + r with n = round(x·log2 e) and ln2 split into
@@ -83,7 +81,7 @@ GPL_SIMD_INLINE V8 exp8(const V8& x_in) {
   x = x > hi ? hi : x;
   const V8 fx = x * 1.44269504088896341f + 0.5f;
   V8 n = __builtin_convertvector(__builtin_convertvector(fx, I32x8), V8);  // truncates toward 0
-  n = n > fx ? n - 1.0f : n;                                                // floor
+  n = n > fx ? n - 1.0f : n;                                               // floor
   V8 r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   V8 p = splat(1.9875691500E-4f);

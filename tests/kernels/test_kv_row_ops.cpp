@@ -101,7 +101,7 @@ Row make_row(KvFormat f, int64_t D, int64_t group, std::mt19937& rng) {
     for (int64_t d = 0; d < D; ++d) {
       uint8_t code = static_cast<uint8_t>(byte(rng));
       if (f == KvFormat::kFP8E4M3 && (code & 0x7F) == 0x7F) code ^= 1;  // not NaN
-      if (f == KvFormat::kInt8 && code == 0x80) code = 0x81;           // −128 unused
+      if (f == KvFormat::kInt8 && code == 0x80) code = 0x81;            // −128 unused
       r.bytes[static_cast<size_t>(d)] = code;
       r.value[static_cast<size_t>(d)] =
           f == KvFormat::kFP8E4M3 ? fp8_e4m3_to_fp32(code) : static_cast<double>(static_cast<int8_t>(code));
@@ -171,7 +171,8 @@ TEST(KvRowOps, DotAndAxpyReadEveryFormatInPlace) {
         const auto i = static_cast<size_t>(d);
         const double want = acc0[i] + w * row.value[i];
         const double tol = (sh.f == KvFormat::kInt4 ? 4 : 2) * kU *
-                           (std::abs(acc0[i]) + std::abs(w) * (std::abs(row.value[i]) + 4.0)) + 1e-30;
+                               (std::abs(acc0[i]) + std::abs(w) * (std::abs(row.value[i]) + 4.0)) +
+                           1e-30;
         EXPECT_NEAR(acc[i], want, tol) << "d " << d;
       }
     }
