@@ -8,10 +8,10 @@
 //    the skinny kernel (gemm_skinny.h) widens the few tokens to fp32 in a
 //    booked workspace (`gemm.x_fp32`, 4·rows·k bytes) and reads the weights in
 //    their 16-bit dtype, once per call.
-//  - other 16-bit A and B: blocked (Blocked16 below): slices of op(A) and op(B)
-//    widened into fp32 workspace blocks of bounded size, reused over the call,
-//    each block product run by the fp32 GEMM; a 16-bit C through an fp32 tile,
-//    rounded once.
+//  - other 16-bit A and B: blocked (run_blocked_16bit below): slices of op(A)
+//    and op(B) widened into fp32 workspace blocks of bounded size, one set per
+//    thread reused over the call, each block product run by the fp32 GEMM; a
+//    16-bit C through an fp32 tile, rounded once.
 //  - fp32 A and B: the fp32 GEMM in place; a 16-bit C through an fp32 copy.
 // Every workspace is allocated through Device::alloc under Account::kWorkspace,
 // so the ledger sees this backend-specific temporary (docs/exact-budget.md,
@@ -53,10 +53,20 @@ namespace {
 // the fork/join costs more than the loop (a few microseconds).
 constexpr int64_t kParallelMinElems = 1 << 15;
 
+// Whether a loop of `work` elements may fork: large enough, and not already
+// inside a parallel region (the blocked route runs these per thread).
+bool fork_worthwhile(int64_t work) {
+#ifdef _OPENMP
+  return work > kParallelMinElems && !omp_in_parallel();
+#else
+  return work > kParallelMinElems;
+#endif
+}
+
 // C (m×n, ldc) = beta·C, with beta == 0 writing zeros without reading C (BLAS
 // semantics: C may hold NaN or garbage when beta is 0).
 void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
-#pragma omp parallel for if (m * n > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(m * n))
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     if (beta == 0.0f)
@@ -174,7 +184,7 @@ void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
   static const MicroTileFn tile_fn = pick_micro_tile();
   // One C tile per task: tasks write disjoint parts of C, so no reduction and
   // a result independent of the thread count. Each task packs its own slices.
-#pragma omp parallel if (tiles > 1 && m * n * k > kParallelMinElems)
+#pragma omp parallel if (tiles > 1 && fork_worthwhile(m * n * k))
   {
     // Panels hold whole micro-tiles (rows, columns rounded up); one pair per thread per call.
     constexpr int64_t kMCr = (kMC + kMR - 1) / kMR * kMR, kNCr = (kNC + kNR - 1) / kNR * kNR;
@@ -259,7 +269,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 void matrix_to_fp32(const void* src, DType t, int64_t ld, int64_t rows, int64_t cols, float* dst) {
   const auto* s = static_cast<const char*>(src);
   const int64_t eb = dtype_bytes(t);
-#pragma omp parallel for if (rows * cols > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(rows * cols))
   for (int64_t r = 0; r < rows; ++r) convert_to_fp32(s + r * ld * eb, t, dst + r * cols, cols);
 }
 
@@ -267,7 +277,7 @@ void matrix_to_fp32(const void* src, DType t, int64_t ld, int64_t rows, int64_t 
 void matrix_from_fp32(const float* src, int64_t rows, int64_t cols, void* dst, DType t, int64_t ld) {
   auto* d = static_cast<char*>(dst);
   const int64_t eb = dtype_bytes(t);
-#pragma omp parallel for if (rows * cols > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(rows * cols))
   for (int64_t r = 0; r < rows; ++r) convert_from_fp32(src + r * cols, d + r * ld * eb, t, cols);
 }
 
@@ -281,13 +291,18 @@ void check_blas_int_range(const GemmArgs& g) {
 #endif
 
 // 16-bit A and B, not skinny: C cut into tiles of at most kBlockM×kBlockN and
-// k into slices of kBlockK; each slice of op(A) and op(B) is widened into a
-// workspace block reused for the whole call and multiplied by the fp32 GEMM
-// into C (or, for a 16-bit C, into an fp32 tile rounded once after the last
-// slice). The workspace is bounded by the blocks, not by the operands:
-// 4·(mb·kb + kb·nb [+ mb·nb]) bytes, mb = min(m, kBlockM), … — at most 3 MiB.
-// Each op(B) slice is widened once per row tile and each op(A) slice once per
-// column tile: (1/kBlockN + 1/kBlockM) conversions per multiply-add.
+// k into slices of kBlockK; for each tile, each slice of op(A) and op(B) is
+// widened into fp32 blocks and multiplied by the fp32 GEMM into C (or, for a
+// 16-bit C, into an fp32 tile rounded once after the last slice). The tiles
+// are shared out over the OpenMP threads, one parallel region per call (not
+// one per block: on a loaded machine each fork/join can wait a time slice),
+// each thread with its own blocks and a one-thread fp32 GEMM; when there are
+// fewer tiles than threads the tiles are narrowed (multiples of 16) until
+// each thread has one. The workspace, `gemm.blocks_fp32`, is bounded by the
+// blocks, not by the operands: workers · 4·(mb·kb + kb·nb [+ mb·nb]) bytes
+// (mb ≤ min(m, kBlockM), …; at most 3 MiB a thread). Each op(B) slice is
+// widened once per row tile and each op(A) slice once per column tile:
+// (1/nb + 1/mb) conversions per multiply-add.
 constexpr int64_t kBlockM = 512, kBlockN = 512, kBlockK = 512;
 
 struct Blocked16 {
@@ -326,6 +341,46 @@ struct Blocked16 {
   }
 };
 
+// Below this many FLOPs (2·m·n·k·batch) the blocked route stays on one thread.
+constexpr int64_t kBlockedParallelMinFlops = int64_t{1} << 22;
+constexpr int64_t kTileAlign = 16;
+
+void run_blocked_16bit(Device& dev, const GemmArgs& g) {
+  int threads = 1;
+#ifdef _OPENMP
+  if (!omp_in_parallel() && 2 * g.m * g.n * g.k * g.batch >= kBlockedParallelMinFlops) threads = omp_get_max_threads();
+#endif
+  int64_t mb = std::min(g.m, kBlockM), nb = std::min(g.n, kBlockN);
+  const int64_t kb = std::min(g.k, kBlockK);
+  if (g.batch * ceil_div(g.m, mb) * ceil_div(g.n, nb) < threads) {  // narrow the tiles along the longer side
+    if (g.n >= g.m)
+      nb = std::min(nb, ceil_div(ceil_div(g.n, threads), kTileAlign) * kTileAlign);
+    else
+      mb = std::min(mb, ceil_div(ceil_div(g.m, threads), kTileAlign) * kTileAlign);
+  }
+  const int64_t tiles_m = ceil_div(g.m, mb), tiles_n = ceil_div(g.n, nb), tiles = g.batch * tiles_m * tiles_n;
+  const int workers = static_cast<int>(std::min<int64_t>(threads, tiles));
+  const bool conv_c = g.c_type != DType::kFP32;
+  const int64_t per_worker = mb * kb + kb * nb + (conv_c ? mb * nb : 0);  // floats
+  Buffer ws = dev.alloc(workers * per_worker * 4, Account::kWorkspace, "gemm.blocks_fp32");
+  const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
+  const auto* a_base = static_cast<const char*>(g.a);
+  const auto* b_base = static_cast<const char*>(g.b);
+  auto* c_base = static_cast<char*>(g.c);
+#pragma omp parallel for num_threads(workers) schedule(dynamic)
+  for (int64_t t = 0; t < tiles; ++t) {
+    int worker = 0;
+#ifdef _OPENMP
+    worker = omp_get_thread_num();
+#endif
+    float* base = ws.as<float>() + worker * per_worker;
+    const Blocked16 run{g, base, base + mb * kb, conv_c ? base + mb * kb + kb * nb : nullptr};
+    const int64_t i = t / (tiles_m * tiles_n), i0 = (t / tiles_n) % tiles_m * mb, j0 = t % tiles_n * nb;
+    run.tile(a_base + i * g.stride_a * ab_eb, b_base + i * g.stride_b * ab_eb, c_base + i * g.stride_c * c_eb, i0,
+             std::min(mb, g.m - i0), j0, std::min(nb, g.n - j0));
+  }
+}
+
 }  // namespace
 
 void CpuDevice::gemm_impl(const GemmArgs& g) {
@@ -340,18 +395,7 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   if (g.ab_type != DType::kFP32) {
     // Decode (one side of C at most kSkinnyMaxRows wide): the weights streamed once (gemm_skinny.h).
     if (run_skinny_gemm(*this, g)) return;
-    const int64_t mb = std::min(g.m, kBlockM), nb = std::min(g.n, kBlockN), kb = std::min(g.k, kBlockK);
-    Buffer wa = alloc(mb * kb * 4, Account::kWorkspace, "gemm.a_block_fp32");
-    Buffer wb = alloc(kb * nb * 4, Account::kWorkspace, "gemm.b_block_fp32");
-    const bool conv_c = g.c_type != DType::kFP32;
-    Buffer wc;
-    if (conv_c) wc = alloc(mb * nb * 4, Account::kWorkspace, "gemm.c_block_fp32");
-    const Blocked16 run{g, wa.as<float>(), wb.as<float>(), conv_c ? wc.as<float>() : nullptr};
-    for (int64_t i = 0; i < g.batch; ++i)
-      for (int64_t i0 = 0; i0 < g.m; i0 += kBlockM)
-        for (int64_t j0 = 0; j0 < g.n; j0 += kBlockN)
-          run.tile(a_base + i * g.stride_a * ab_eb, b_base + i * g.stride_b * ab_eb, c_base + i * g.stride_c * c_eb, i0,
-                   std::min(kBlockM, g.m - i0), j0, std::min(kBlockN, g.n - j0));
+    run_blocked_16bit(*this, g);
     return;
   }
 

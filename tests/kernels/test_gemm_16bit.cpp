@@ -11,6 +11,7 @@
 //  - the workspace each route books, to the byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "tests/kernels/gemm_case.h"
@@ -165,36 +166,78 @@ TEST(Gemm16Bit, NarrowCTakesTheTransposedSkinnyRoute) {
       }
 }
 
-// m and n over 32: the blocked route, tiles of 512 × 512 × 512 at most; books
-// 4·(mb·kb + kb·nb) bytes, + 4·mb·nb for a 16-bit C (mb = min(m, 512), …).
+// Runs f with `threads` OpenMP threads, then restores the count.
+template <class F>
+void with_threads(int threads, F f) {
+#ifdef _OPENMP
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+#endif
+  f();
+#ifdef _OPENMP
+  omp_set_num_threads(before);
+#endif
+}
+
+// m and n over 32: the blocked route. On one thread, tiles of 512 × 512 × 512
+// at most, workspace 4·(mb·kb + kb·nb) bytes, + 4·mb·nb for a 16-bit C
+// (mb = min(m, 512), …).
 TEST(Gemm16Bit, BlockedRouteCrossesEveryBlockAndBooksBoundedBlocks) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (const Shape& sh : {Shape{517, 45, 530}, Shape{40, 530, 515}})
-    for (bool ta : {false, true})
-      for (bool tb : {false, true})
-        for (DType ct : {DType::kFP32, DType::kBF16}) {
-          SCOPED_TRACE(testing::Message()
-                       << sh.m << "x" << sh.n << "x" << sh.k << " ta " << ta << " tb " << tb << " " << dtype_name(ct));
-          Case c;
-          c.m = sh.m;
-          c.n = sh.n;
-          c.k = sh.k;
-          c.ta = ta;
-          c.tb = tb;
-          c.lda_pad = 1;
-          c.ldb_pad = 2;
-          c.ldc_pad = 3;
-          c.ab = DType::kBF16;
-          c.c = ct;
-          c.alpha = 0.5f;
-          c.beta = 1.0f;
-          const int64_t mb = std::min<int64_t>(sh.m, 512), nb = std::min<int64_t>(sh.n, 512);
-          const int64_t kb = std::min<int64_t>(sh.k, 512);
-          const int64_t expect = 4 * (mb * kb + kb * nb + (ct == DType::kFP32 ? 0 : mb * nb));
-          EXPECT_EQ(run_case(c), expect);
-        }
+  with_threads(1, [] {
+    for (const Shape& sh : {Shape{517, 45, 530}, Shape{40, 530, 515}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (DType ct : {DType::kFP32, DType::kBF16}) {
+            SCOPED_TRACE(testing::Message() << sh.m << "x" << sh.n << "x" << sh.k << " ta " << ta << " tb " << tb << " "
+                                            << dtype_name(ct));
+            Case c;
+            c.m = sh.m;
+            c.n = sh.n;
+            c.k = sh.k;
+            c.ta = ta;
+            c.tb = tb;
+            c.lda_pad = 1;
+            c.ldb_pad = 2;
+            c.ldc_pad = 3;
+            c.ab = DType::kBF16;
+            c.c = ct;
+            c.alpha = 0.5f;
+            c.beta = 1.0f;
+            const int64_t mb = std::min<int64_t>(sh.m, 512), nb = std::min<int64_t>(sh.n, 512);
+            const int64_t kb = std::min<int64_t>(sh.k, 512);
+            const int64_t expect = 4 * (mb * kb + kb * nb + (ct == DType::kFP32 ? 0 : mb * nb));
+            EXPECT_EQ(run_case(c), expect);
+          }
+  });
+}
+
+// On three threads the tiles are shared out, each thread with its own blocks;
+// 517 × 45 has two 512-row tiles, fewer than the threads, so the rows are cut
+// in three tiles of 176 (⌈517/3⌉ rounded up to 16): 3 · 4·(176·512 + 512·45
+// + 176·45) bytes for a bf16 C. 40 × 530 has two 512-column tiles: columns cut
+// in 192 (⌈530/3⌉ → 192), 3 · 4·(40·512 + 512·192) for an fp32 C.
+TEST(Gemm16Bit, BlockedRouteSharesTilesOverThreads) {
+  with_threads(3, [] {
+    Case c;
+    c.m = 517;
+    c.n = 45;
+    c.k = 530;
+    c.ta = true;
+    c.ab = DType::kBF16;
+    c.c = DType::kBF16;
+    c.beta = 0.5f;
+    EXPECT_EQ(run_case(c), 3 * 4 * (176 * 512 + 512 * 45 + 176 * 45));
+    c.m = 40;
+    c.n = 530;
+    c.k = 515;
+    c.ta = false;
+    c.tb = true;
+    c.c = DType::kFP32;
+    EXPECT_EQ(run_case(c), 3 * 4 * (40 * 512 + 512 * 192));
+  });
 }
 
 TEST(Gemm16Bit, BlockedRouteBatchBroadcastAndBetaZero) {
