@@ -2,11 +2,21 @@
 // element strides (GemmArgs in kernels/device.h).
 //
 // Compute is fp32 (docs/architecture.md "Three backends": the CPU stores 16-bit values and computes in
-// fp32). 16-bit operands are converted, one batch entry at a time, into fp32
-// workspace buffers allocated through Device::alloc under Account::kWorkspace,
+// fp32). Three routes:
+//  - 16-bit A and B with one side of C at most kSkinnyMaxRows (32) wide —
+//    decode, where one operand is a few tokens and the other a weight matrix:
+//    the skinny kernel (gemm_skinny.h) widens the few tokens to fp32 in a
+//    booked workspace (`gemm.x_fp32`, 4·rows·k bytes) and reads the weights in
+//    their 16-bit dtype, once per call.
+//  - other 16-bit A and B: blocked (run_blocked_16bit below): slices of op(A)
+//    and op(B) widened into fp32 workspace blocks of bounded size, one set per
+//    thread reused over the call, each block product run by the fp32 GEMM; a
+//    16-bit C through an fp32 tile, rounded once.
+//  - fp32 A and B: the fp32 GEMM in place; a 16-bit C through an fp32 copy.
+// Every workspace is allocated through Device::alloc under Account::kWorkspace,
 // so the ledger sees this backend-specific temporary (docs/exact-budget.md,
-// "Workspace"). A 16-bit C is computed in an fp32 buffer (read first when
-// beta != 0) and rounded back once.
+// "Workspace": the budget there bounds the fp32 copies of whole operands,
+// which these blocks never exceed).
 //
 // The fp32 kernel is OpenBLAS's cblas_sgemm when built with BLAS (Debian's
 // OpenBLAS has no bf16 GEMM), else a cache-blocked, OpenMP-
@@ -25,6 +35,7 @@
 
 #include "core/int_math.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/gemm_skinny.h"
 #include "kernels/cpu/thread_policy.h"
 
 #if GPULEDGER_HAVE_BLAS
@@ -42,10 +53,20 @@ namespace {
 // the fork/join costs more than the loop (a few microseconds).
 constexpr int64_t kParallelMinElems = 1 << 15;
 
+// Whether a loop of `work` elements may fork: large enough, and not already
+// inside a parallel region (the blocked route runs these per thread).
+bool fork_worthwhile(int64_t work) {
+#ifdef _OPENMP
+  return work > kParallelMinElems && !omp_in_parallel();
+#else
+  return work > kParallelMinElems;
+#endif
+}
+
 // C (m×n, ldc) = beta·C, with beta == 0 writing zeros without reading C (BLAS
 // semantics: C may hold NaN or garbage when beta is 0).
 void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
-#pragma omp parallel for if (m * n > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(m * n))
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     if (beta == 0.0f)
@@ -163,7 +184,7 @@ void builtin_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
   static const MicroTileFn tile_fn = pick_micro_tile();
   // One C tile per task: tasks write disjoint parts of C, so no reduction and
   // a result independent of the thread count. Each task packs its own slices.
-#pragma omp parallel if (tiles > 1 && m * n * k > kParallelMinElems)
+#pragma omp parallel if (tiles > 1 && fork_worthwhile(m * n * k))
   {
     // Panels hold whole micro-tiles (rows, columns rounded up); one pair per thread per call.
     constexpr int64_t kMCr = (kMC + kMR - 1) / kMR * kMR, kNCr = (kNC + kNR - 1) / kNR * kNR;
@@ -248,7 +269,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 void matrix_to_fp32(const void* src, DType t, int64_t ld, int64_t rows, int64_t cols, float* dst) {
   const auto* s = static_cast<const char*>(src);
   const int64_t eb = dtype_bytes(t);
-#pragma omp parallel for if (rows * cols > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(rows * cols))
   for (int64_t r = 0; r < rows; ++r) convert_to_fp32(s + r * ld * eb, t, dst + r * cols, cols);
 }
 
@@ -256,7 +277,7 @@ void matrix_to_fp32(const void* src, DType t, int64_t ld, int64_t rows, int64_t 
 void matrix_from_fp32(const float* src, int64_t rows, int64_t cols, void* dst, DType t, int64_t ld) {
   auto* d = static_cast<char*>(dst);
   const int64_t eb = dtype_bytes(t);
-#pragma omp parallel for if (rows * cols > kParallelMinElems)
+#pragma omp parallel for if (fork_worthwhile(rows * cols))
   for (int64_t r = 0; r < rows; ++r) convert_from_fp32(src + r * cols, d + r * ld * eb, t, cols);
 }
 
@@ -269,56 +290,130 @@ void check_blas_int_range(const GemmArgs& g) {
 }
 #endif
 
+// 16-bit A and B, not skinny: C cut into tiles of at most kBlockM×kBlockN and
+// k into slices of kBlockK; for each tile, each slice of op(A) and op(B) is
+// widened into fp32 blocks and multiplied by the fp32 GEMM into C (or, for a
+// 16-bit C, into an fp32 tile rounded once after the last slice). The tiles
+// are shared out over the OpenMP threads, one parallel region per call (not
+// one per block: on a loaded machine each fork/join can wait a time slice),
+// each thread with its own blocks and a one-thread fp32 GEMM; when there are
+// fewer tiles than threads the tiles are narrowed (multiples of 16) until
+// each thread has one. The workspace, `gemm.blocks_fp32`, is bounded by the
+// blocks, not by the operands: workers · 4·(mb·kb + kb·nb [+ mb·nb]) bytes
+// (mb ≤ min(m, kBlockM), …; at most 3 MiB a thread). Each op(B) slice is
+// widened once per row tile and each op(A) slice once per column tile:
+// (1/nb + 1/mb) conversions per multiply-add.
+constexpr int64_t kBlockM = 512, kBlockN = 512, kBlockK = 512;
+
+struct Blocked16 {
+  const GemmArgs& g;
+  float* wa;  // op(A) slice as stored (trans_a kept), packed
+  float* wb;  // op(B) slice, likewise
+  float* wc;  // fp32 C tile when C is 16-bit, else null
+
+  // One C tile (rows i0…i0+mc, columns j0…j0+nc) of batch entry ai, bi, ci.
+  void tile(const char* ai, const char* bi, char* ci, int64_t i0, int64_t mc, int64_t j0, int64_t nc) const {
+    const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
+    char* c_tile = ci + (i0 * g.ldc + j0) * c_eb;
+    float* ct = reinterpret_cast<float*>(c_tile);
+    int64_t ldct = g.ldc;
+    if (wc != nullptr) {
+      ct = wc;
+      ldct = nc;
+      // beta == 0: C is not read (it may be uninitialised), as in BLAS.
+      if (g.beta != 0.0f) matrix_to_fp32(c_tile, g.c_type, g.ldc, mc, nc, ct);
+    }
+    if (g.k == 0 || g.alpha == 0.0f) {  // BLAS: A and B are not read
+      sgemm(g.trans_a, g.trans_b, mc, nc, 0, g.alpha, nullptr, 1, nullptr, 1, g.beta, ct, ldct);
+    } else {
+      for (int64_t p0 = 0; p0 < g.k; p0 += kBlockK) {
+        const int64_t kc = std::min(kBlockK, g.k - p0);
+        // The slices as stored: op(A) rows i0… / columns p0…, op(B) rows p0… / columns j0….
+        const char* a_sub = ai + (g.trans_a ? p0 * g.lda + i0 : i0 * g.lda + p0) * ab_eb;
+        const char* b_sub = bi + (g.trans_b ? j0 * g.ldb + p0 : p0 * g.ldb + j0) * ab_eb;
+        const int64_t a_cols = g.trans_a ? mc : kc, b_cols = g.trans_b ? kc : nc;
+        matrix_to_fp32(a_sub, g.ab_type, g.lda, g.trans_a ? kc : mc, a_cols, wa);
+        matrix_to_fp32(b_sub, g.ab_type, g.ldb, g.trans_b ? nc : kc, b_cols, wb);
+        sgemm(g.trans_a, g.trans_b, mc, nc, kc, g.alpha, wa, a_cols, wb, b_cols, p0 == 0 ? g.beta : 1.0f, ct, ldct);
+      }
+    }
+    if (wc != nullptr) matrix_from_fp32(wc, mc, nc, c_tile, g.c_type, g.ldc);
+  }
+};
+
+// Below this many FLOPs (2·m·n·k·batch) the blocked route stays on one thread.
+constexpr int64_t kBlockedParallelMinFlops = int64_t{1} << 22;
+constexpr int64_t kTileAlign = 16;
+
+void run_blocked_16bit(Device& dev, const GemmArgs& g) {
+  int threads = 1;
+#ifdef _OPENMP
+  if (!omp_in_parallel() && 2 * g.m * g.n * g.k * g.batch >= kBlockedParallelMinFlops) threads = omp_get_max_threads();
+#endif
+  int64_t mb = std::min(g.m, kBlockM), nb = std::min(g.n, kBlockN);
+  const int64_t kb = std::min(g.k, kBlockK);
+  if (g.batch * ceil_div(g.m, mb) * ceil_div(g.n, nb) < threads) {  // narrow the tiles along the longer side
+    if (g.n >= g.m)
+      nb = std::min(nb, ceil_div(ceil_div(g.n, threads), kTileAlign) * kTileAlign);
+    else
+      mb = std::min(mb, ceil_div(ceil_div(g.m, threads), kTileAlign) * kTileAlign);
+  }
+  const int64_t tiles_m = ceil_div(g.m, mb), tiles_n = ceil_div(g.n, nb), tiles = g.batch * tiles_m * tiles_n;
+  const int workers = static_cast<int>(std::min<int64_t>(threads, tiles));
+  const bool conv_c = g.c_type != DType::kFP32;
+  const int64_t per_worker = mb * kb + kb * nb + (conv_c ? mb * nb : 0);  // floats
+  Buffer ws = dev.alloc(workers * per_worker * 4, Account::kWorkspace, "gemm.blocks_fp32");
+  const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
+  const auto* a_base = static_cast<const char*>(g.a);
+  const auto* b_base = static_cast<const char*>(g.b);
+  auto* c_base = static_cast<char*>(g.c);
+#pragma omp parallel for num_threads(workers) schedule(dynamic)
+  for (int64_t t = 0; t < tiles; ++t) {
+    int worker = 0;
+#ifdef _OPENMP
+    worker = omp_get_thread_num();
+#endif
+    float* base = ws.as<float>() + worker * per_worker;
+    const Blocked16 run{g, base, base + mb * kb, conv_c ? base + mb * kb + kb * nb : nullptr};
+    const int64_t i = t / (tiles_m * tiles_n), i0 = (t / tiles_n) % tiles_m * mb, j0 = t % tiles_n * nb;
+    run.tile(a_base + i * g.stride_a * ab_eb, b_base + i * g.stride_b * ab_eb, c_base + i * g.stride_c * c_eb, i0,
+             std::min(mb, g.m - i0), j0, std::min(nb, g.n - j0));
+  }
+}
+
 }  // namespace
 
 void CpuDevice::gemm_impl(const GemmArgs& g) {
 #if GPULEDGER_HAVE_BLAS
   check_blas_int_range(g);
 #endif
-
-  const bool conv_ab = g.ab_type != DType::kFP32;
-  const bool conv_c = g.c_type != DType::kFP32;
-  // A and B as stored: rows × cols with leading dimension lda / ldb.
-  const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
-  const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
   const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
-
-  // Workspace for one batch entry at a time (the smallest that works), booked
-  // for the whole call and freed on return.
-  Buffer wa, wb, wc;
-  if (conv_ab) {
-    wa = alloc(a_rows * a_cols * 4, Account::kWorkspace, "gemm.a_fp32");
-    wb = alloc(b_rows * b_cols * 4, Account::kWorkspace, "gemm.b_fp32");
-  }
-  if (conv_c) wc = alloc(g.m * g.n * 4, Account::kWorkspace, "gemm.c_fp32");
-
   const auto* a_base = static_cast<const char*>(g.a);
   const auto* b_base = static_cast<const char*>(g.b);
   auto* c_base = static_cast<char*>(g.c);
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const void* ai = a_base + i * g.stride_a * ab_eb;
-    const void* bi = b_base + i * g.stride_b * ab_eb;
-    void* ci = c_base + i * g.stride_c * c_eb;
 
-    const float* a32 = static_cast<const float*>(ai);
-    const float* b32 = static_cast<const float*>(bi);
-    int64_t lda = g.lda, ldb = g.ldb;
-    if (conv_ab) {
-      // A stride of 0 broadcasts one matrix over the batch: convert it once.
-      if (i == 0 || g.stride_a != 0) matrix_to_fp32(ai, g.ab_type, g.lda, a_rows, a_cols, wa.as<float>());
-      if (i == 0 || g.stride_b != 0) matrix_to_fp32(bi, g.ab_type, g.ldb, b_rows, b_cols, wb.as<float>());
-      a32 = wa.as<float>();
-      b32 = wb.as<float>();
-      lda = a_cols;
-      ldb = b_cols;
-    }
+  if (g.ab_type != DType::kFP32) {
+    // Decode (one side of C at most kSkinnyMaxRows wide): the weights streamed once (gemm_skinny.h).
+    if (run_skinny_gemm(*this, g)) return;
+    run_blocked_16bit(*this, g);
+    return;
+  }
+
+  // fp32 operands: the fp32 GEMM in place; a 16-bit C through an fp32 copy of one batch entry.
+  const bool conv_c = g.c_type != DType::kFP32;
+  Buffer wc;
+  if (conv_c) wc = alloc(g.m * g.n * 4, Account::kWorkspace, "gemm.c_fp32");
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const auto* ai = reinterpret_cast<const float*>(a_base + i * g.stride_a * ab_eb);
+    const auto* bi = reinterpret_cast<const float*>(b_base + i * g.stride_b * ab_eb);
+    void* ci = c_base + i * g.stride_c * c_eb;
     if (conv_c) {
       // beta == 0: C is not read (it may be uninitialised), as in BLAS.
       if (g.beta != 0.0f) matrix_to_fp32(ci, g.c_type, g.ldc, g.m, g.n, wc.as<float>());
-      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta, wc.as<float>(), g.n);
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, ai, g.lda, bi, g.ldb, g.beta, wc.as<float>(), g.n);
       matrix_from_fp32(wc.as<float>(), g.m, g.n, ci, g.c_type, g.ldc);
     } else {
-      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32, lda, b32, ldb, g.beta, static_cast<float*>(ci), g.ldc);
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, ai, g.lda, bi, g.ldb, g.beta, static_cast<float*>(ci), g.ldc);
     }
   }
 }
