@@ -1,10 +1,13 @@
 // Peak measurements (see peak.h).
 #include "bench/peak.h"
+#include "bench/host_cpu.h"
 #include "bench/median.h"
 #include "kernels/registry/registry.h"
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <string>
 #include <vector>
 
 namespace gpuledger::bench {
@@ -105,7 +108,22 @@ SessionPeak measure_cpu_session_peak() {
   for (int64_t n : {1024, 2048})
     p.flops_per_s = std::max(p.flops_per_s, measure_gemm(*dev, {"square", n, n, n}, DType::kFP32, 1, 3).flops_per_s);
   p.source = "measured now: best fp32 sgemm of 1024² and 2048² on " + dev->description();
+  const HardwarePeak hw = host_hardware_peak();
+  p.hardware_flops_per_s = hw.flops_per_s;
+  p.hardware_source = hw.source;
   return p;
+}
+
+HardwarePeak host_hardware_peak() {
+  HardwarePeak h;
+  try {
+    const CpuHardwarePeak p = cpu_hardware_peak(affinity_cpus());
+    h.flops_per_s = p.flops_per_s;
+    h.source = "hardware: " + p.describe();
+  } catch (const std::exception& e) {
+    h.source = std::string("hardware peak unknown: ") + e.what();
+  }
+  return h;
 }
 
 }  // namespace gpuledger::bench

@@ -1,5 +1,7 @@
 // Measured peaks of a backend: GEMM FLOP/s at given shapes and dtypes, and
-// memory bandwidth (STREAM's "add" kernel, c = a + b: 3 arrays moved). Fixed
+// memory bandwidth through the Device (STREAM's "add" kernel, c = a + b: 3
+// arrays moved; what the CUDA backend is measured with — on the CPU the
+// read-dominated STREAM of bench/stream_read.h is the bandwidth). Fixed
 // repetition counts (never adaptive: under MPI every rank must issue the same
 // calls); the median of the timed repetitions is reported.
 #pragma once
@@ -45,10 +47,22 @@ double best_flops(const std::vector<GemmPeak>& peaks, DType dtype);
 // the best fp32 sgemm of 1024² and 2048², measured now on a device of its own
 // (so the run's ledger and FLOP counter never see it). Compute is fp32 on the
 // CPU whatever the storage dtype, so this is the ceiling for every dtype.
+// Beside it, the hardware peak (bench/host_cpu.h): cores × FMA width × clock.
+// MFU is reported against both; above 100 % of either it is an error.
 struct SessionPeak {
   double flops_per_s = 0;
   std::string source;
+  double hardware_flops_per_s = 0;  // 0 when the clock could not be read
+  std::string hardware_source;
 };
 SessionPeak measure_cpu_session_peak();
+
+// The CPU's hardware peak for the CPUs this process runs on, with its source;
+// flops 0 and the reason as the source when it cannot be read.
+struct HardwarePeak {
+  double flops_per_s = 0;
+  std::string source;
+};
+HardwarePeak host_hardware_peak();
 
 }  // namespace gpuledger::bench

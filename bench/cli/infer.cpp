@@ -51,7 +51,10 @@ class InferCommand : public RunCommand {
 
 void InferCommand::bind(CLI::App& app) {
   using O = ConfigOption;
-  add_config_options(app, config_, {O::kModel, O::kLayers, O::kTp, O::kDtype, O::kSeed, O::kDevice, O::kDeviceMemory});
+  // A serving engine attends flash-like (vLLM's backends): the default here, unlike train's.
+  config_.attention = "flash";
+  add_config_options(app, config_,
+                     {O::kModel, O::kLayers, O::kTp, O::kDtype, O::kSeed, O::kDevice, O::kDeviceMemory, O::kAttention});
   add_kv_cache_options(app, cache_);
   const char* g = "Infer";
   const auto tokens = CLI::Range(int64_t{1}, limits::kMaxTokens);
@@ -165,6 +168,9 @@ run::InferRequest InferCommand::request() const {
     throw ConfigError("kv-policy", "--kv-policy " + cache_.kv_policy +
                                        " runs on the cpu and meta backends (the CUDA attention kernel reads no slot "
                                        "map)");
+  if (q.config.run.attention == AttentionKind::kMaterialized && q.kv.eviction.evicts())
+    throw ConfigError("attention", "--attention materialized with --kv-policy " + cache_.kv_policy +
+                                       ": the policy reads the cache's attention weights; use --attention flash");
   q.preemption = preemption_;
   q.arrival_rate = arrival_rate_;
   q.kv_outliers = kv_outliers_;

@@ -21,6 +21,7 @@ class KvCommand : public RunCommand {
  public:
   void bind(CLI::App& app) override {
     using O = ConfigOption;
+    config_.attention = "flash";  // infer's default: the activation estimate is the one infer measures
     add_config_options(app, config_,
                        {O::kModel, O::kLayers, O::kDp, O::kTp, O::kPp, O::kSp, O::kRanks, O::kSeq, O::kAttention,
                         O::kDtype, O::kDevice, O::kDeviceMemory});

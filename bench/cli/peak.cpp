@@ -1,6 +1,9 @@
 // `gpuledger peak`: measured GEMM FLOP/s (square and llama2-7b layer shapes)
-// and memory bandwidth (STREAM add) of a backend — the peak MFU is taken
-// against when the device has no datasheet figure (the CPU).
+// and memory bandwidth of a backend — the peak MFU is taken against when the
+// device has no datasheet figure (the CPU). The bandwidth: on the cpu the
+// read-dominated STREAM (bench/stream_read.h: a dot over two arrays sized
+// from the last-level cache), on cuda STREAM's add through the Device. On the
+// cpu the hardware peak (bench/host_cpu.h) is printed beside the measured one.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -8,10 +11,12 @@
 #include <ostream>
 
 #include "bench/cli/commands.h"
+#include "bench/host_cpu.h"
 #include "bench/peak.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
+#include "bench/stream_read.h"
 #include "kernels/device.h"
 #include "kernels/registry/registry.h"
 
@@ -25,10 +30,37 @@ struct PeakOptions {
   std::string backend = "cpu";
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   int warmup = 1, reps = 5;
-  double bandwidth_mib = 256;
+  double bandwidth_mib = 0;  // 0: the cpu's sizing rule, 256 MiB on cuda
   bool quick = false;
   OutputOptions out;
 };
+
+// The bandwidth with its method: on the cpu the read STREAM (arrays sized from
+// the LLC unless --bandwidth-mib is given), elsewhere STREAM add through the Device.
+json measure_bandwidth_json(Device& dev, const PeakOptions& o) {
+  const auto given = static_cast<int64_t>(o.bandwidth_mib * 1048576.0);
+  if (o.backend == "cpu") {
+    const auto r = bench::measure_read_bandwidth(o.warmup, o.reps, given);
+    return {{"kernel", r.kernel()},
+            {"method", "read"},
+            {"arrays", 2},
+            {"bytes_per_array", r.sizing.array_bytes},
+            {"threads", r.threads},
+            {"isa", r.isa},
+            {"llc_bytes", r.sizing.llc_bytes},
+            {"mem_available_bytes", r.sizing.mem_available_bytes},
+            {"cap_bytes_per_array", r.sizing.cap_bytes},
+            {"median_seconds", r.median_seconds},
+            {"bytes_per_s", r.bytes_per_s}};
+  }
+  const auto bw = bench::measure_bandwidth(dev, given > 0 ? given : int64_t{256} << 20, o.warmup, o.reps);
+  return {{"kernel", "STREAM add c = a + b (fp32) through the Device, 3 arrays moved"},
+          {"method", "add"},
+          {"arrays", 3},
+          {"bytes_per_array", bw.bytes_per_array},
+          {"median_seconds", bw.median_seconds},
+          {"bytes_per_s", bw.bytes_per_s}};
+}
 
 int run_peak(const PeakOptions& o) {
   Ledger ledger;
@@ -36,11 +68,7 @@ int run_peak(const PeakOptions& o) {
   json doc = report::make_report("peak");
   doc["env"]["backend"] = o.backend;
   doc["env"]["device"] = dev->description();
-  doc["config"] = {{"warmup", o.warmup},
-                   {"reps", o.reps},
-                   {"bandwidth_bytes_per_array", o.bandwidth_mib * 1048576.0},
-                   {"dtypes", o.dtypes},
-                   {"quick", o.quick}};
+  doc["config"] = {{"warmup", o.warmup}, {"reps", o.reps}, {"dtypes", o.dtypes}, {"quick", o.quick}};
   std::ostream& os = table_stream(o.out);
   if (!o.out.quiet)
     os << fmt::format("# gpuledger peak on {} ({}): median of {} repetitions after {} warm-up\n", o.backend,
@@ -66,24 +94,29 @@ int run_peak(const PeakOptions& o) {
                              {"flops_per_s", p.flops_per_s}});
     }
   }
-  const auto bw = bench::measure_bandwidth(*dev, static_cast<int64_t>(o.bandwidth_mib * 1048576.0), o.warmup, o.reps);
-  doc["bandwidth"] = {{"kernel", "STREAM add c = a + b (fp32), 3 arrays moved"},
-                      {"bytes_per_array", bw.bytes_per_array},
-                      {"median_seconds", bw.median_seconds},
-                      {"bytes_per_s", bw.bytes_per_s}};
+  const json bw = measure_bandwidth_json(*dev, o);
+  doc["bandwidth"] = bw;
   json s = json::object();
   for (const auto& dt : o.dtypes) s["peak_flops_" + dt] = bench::best_flops(peaks, *dtype_from_name(dt));
-  s["bandwidth_bytes_per_s"] = bw.bytes_per_s;
+  s["bandwidth_bytes_per_s"] = bw["bytes_per_s"];
   s["peak_source"] = "measured by gpuledger peak on " + o.backend + " (" + dev->description() + ")";
+  if (o.backend == "cpu") {
+    const bench::HardwarePeak hw = bench::host_hardware_peak();
+    s["hardware_peak_flops"] = hw.flops_per_s > 0 ? json(hw.flops_per_s) : json(nullptr);
+    s["hardware_peak_source"] = hw.source;
+  }
   doc["summary"] = s;
   if (!o.out.json_path.empty()) report::write_report(doc, o.out.json_path);
   if (!o.out.quiet) {
     os << t.render();
-    os << fmt::format("# bandwidth: STREAM add over 3 × {} arrays: {} (median {})\n",
-                      report::format_bytes(static_cast<double>(bw.bytes_per_array)),
-                      report::format_si(bw.bytes_per_s, "B/s"), report::format_seconds(bw.median_seconds));
+    os << fmt::format("# bandwidth: {}: {} (median {})\n", bw["kernel"].get<std::string>(),
+                      report::format_si(bw["bytes_per_s"].get<double>(), "B/s"),
+                      report::format_seconds(bw["median_seconds"].get<double>()));
     for (const auto& dt : o.dtypes)
-      os << fmt::format("# peak {}: {}\n", dt, report::format_si(s["peak_flops_" + dt].get<double>(), "FLOP/s"));
+      os << fmt::format("# peak {}: {} (measured)\n", dt,
+                        report::format_si(s["peak_flops_" + dt].get<double>(), "FLOP/s"));
+    if (s.contains("hardware_peak_source"))
+      os << fmt::format("# hardware peak fp32: {}\n", s["hardware_peak_source"].get<std::string>());
   }
   return 0;
 }
@@ -102,8 +135,10 @@ void add_peak_command(CLI::App& root, std::vector<Command>& out) {
   app->add_option("--reps", o->reps, "timed repetitions (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  finite_in(app->add_option("--bandwidth-mib", o->bandwidth_mib, "bytes per STREAM array (MiB)"), 1.0, 65536.0)
-      ->capture_default_str();
+  finite_in(
+      app->add_option("--bandwidth-mib", o->bandwidth_mib,
+                      "bytes per STREAM array (MiB); default: cpu max(4 × LLC, 64 MiB) capped at 1 GiB, cuda 256"),
+      1.0, 65536.0);
   app->add_flag("--quick", o->quick, "only the 1024 and 2048 squares");
   add_output_options(*app, o->out);
   out.push_back({app, [o]() { return run_peak(*o); }});

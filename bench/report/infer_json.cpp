@@ -3,6 +3,7 @@
 
 #include "analytic/params.h"
 #include "bench/report/ledger_json.h"
+#include "bench/report/mfu.h"
 #include "bench/report/report.h"
 
 namespace gpuledger::report {
@@ -98,7 +99,7 @@ json prefix_cache_json(const EngineStats& st) {
                            : 0.0}};
 }
 
-json serving_summary_json(const run::InferServingRecord& v, const run::InferPeaks& peaks) {
+json serving_summary_json(const run::InferServingRecord& v, const run::InferPeaks& peaks, json& checks) {
   const EngineStats& st = v.stats;
   json j;
   auto rate = [](double n, double sec) { return sec > 0 ? n / sec : 0.0; };
@@ -119,8 +120,12 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
                  {"bytes_per_s", bps},
                  {"bandwidth_utilization", peaks.bandwidth && dsec > 0 ? json(bps / *peaks.bandwidth) : json(nullptr)},
                  {"flops", st.decode_flops},
-                 {"mfu", peaks.flops && dsec > 0 ? json(st.decode_flops / dsec / *peaks.flops) : json(nullptr)},
                  {"max_batch", st.max_decode_batch}};
+  // MFU against the measured peak and (cpu) the hardware one: above 100 % an error (report/mfu.h)
+  const double decode_rate = dsec > 0 ? static_cast<double>(st.decode_flops) / dsec : 0.0;
+  put_mfu(j["decode"], "mfu", decode_rate, peaks.flops, "measured", checks, "decode.mfu (measured peak)");
+  put_mfu(j["decode"], "mfu_hardware", decode_rate, peaks.hardware_flops, "hardware", checks,
+          "decode.mfu (hardware peak)");
   j["mixed"] = {{"steps", st.mixed_steps},
                 {"decode_tokens", st.decode_tokens - st.decode_step_tokens},
                 {"note", "steps carrying decodes and prefill chunks together: counted as prefill steps"}};
@@ -130,7 +135,10 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["bandwidth_source"] = peaks.bandwidth_source;
   j["peak_flops"] = optional_json(peaks.flops);
   j["peak_source"] = peaks.flops_source;
+  j["hardware_peak_flops"] = optional_json(peaks.hardware_flops);
+  j["hardware_peak_source"] = peaks.hardware_source;
   j["mfu"] = j["decode"]["mfu"];
+  j["mfu_hardware"] = j["decode"]["mfu_hardware"];
   j["preemptions"] = st.preemptions;
   j["prefix_tokens_shared"] = st.prefix_tokens_shared;
   j["prefix_cache"] = prefix_cache_json(st);
@@ -187,7 +195,10 @@ json infer_rank_json(const run::InferRankRecord& r) {
                    {"pool_bytes", r.pool_rule_bytes},
                    {"assigned_bytes_full", r.assigned_bytes_full}};
   j["analytic"] = {
-      {"exact", {{"weights", r.analytic_weights_bytes}, {"kv_full", r.analytic_kv_full_bytes}}},
+      {"exact",
+       {{"weights", r.analytic_weights_bytes},
+        {"kv_full", r.analytic_kv_full_bytes},
+        {"activation_peak", r.analytic_activation_bytes}}},
       {"capacity",
        {{"pool_bytes", r.predicted.pool_bytes}, {"sequences", r.predicted.sequences}, {"tokens", r.predicted.tokens}}},
       {"kv_bytes_per_token", r.analytic_kv_bytes_per_token}};
@@ -221,6 +232,8 @@ run::InferRankRecord infer_rank_from_json(const json& j) {
                  a.at("capacity").at("tokens").get<int64_t>()};
   r.analytic_weights_bytes = a.at("exact").at("weights").get<int64_t>();
   r.analytic_kv_full_bytes = a.at("exact").at("kv_full").get<int64_t>();
+  // absent from reports written before it was recorded
+  r.analytic_activation_bytes = a.at("exact").value("activation_peak", int64_t{0});
   r.analytic_kv_bytes_per_token = a.at("kv_bytes_per_token").get<int64_t>();
   r.executed_flops = j.at("flops").at("executed").get<int64_t>();
   return r;
@@ -239,7 +252,7 @@ json infer_report_json(const run::InferRecord& rec) {
     for (const auto& r : rec.ranks) doc["ranks"].push_back(infer_rank_json(r));
   }
   doc["checks"] = rec.checks;
-  if (rec.serving) doc["summary"] = serving_summary_json(*rec.serving, rec.peaks);
+  if (rec.serving) doc["summary"] = serving_summary_json(*rec.serving, rec.peaks, doc["checks"]);
   if (rec.status != "ok") {
     doc["status"] = rec.status;
     doc["error"] = rec.error;

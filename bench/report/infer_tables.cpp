@@ -15,6 +15,12 @@ using nlohmann::json;
 namespace {
 std::string bytes(const json& v) { return v.is_number() ? format_bytes(v.get<double>()) : "-"; }
 std::string pct(const json& v) { return v.is_number() ? format_percent(v.get<double>()) : "unknown"; }
+
+// An MFU, or the error that replaced it (above 100 % of its peak).
+std::string mfu_text(const json& phase, const std::string& key) {
+  if (phase.contains(key + "_error")) return "ERROR: " + phase[key + "_error"].get<std::string>();
+  return pct(phase.value(key, json()));
+}
 void print_latency(std::ostream& os, const json& lat) {
   if (!lat["figures"].is_object()) {
     os << "\n# latency: " << lat["clock"].get<std::string>() << "\n";
@@ -87,7 +93,10 @@ void print_infer_summary(std::ostream& os, const json& doc) {
   t.columns({"what", "bytes", "note"});
   t.row({"weights", bytes(m["peak_by_account"]["weights"]), "no gradients (serving)"});
   t.row({"activation peak (profiled)", bytes(m["activation_peak_bytes"]),
-         fmt::format("workspace peak of one {}-token prefill", c["prefill_chunk"].get<int64_t>())});
+         fmt::format("workspace peak of one {}-token prefill, attention {}", c["prefill_chunk"].get<int64_t>(),
+                     doc["config"]["run"]["attention"].get<std::string>())});
+  t.row({"activation peak (analytic)", bytes(rk["analytic"]["exact"]["activation_peak"]),
+         "analytic/inference.h, the figure `kv` uses"});
   t.row(
       {"KV pool (vLLM rule)", bytes(m["pool_rule_bytes"]), "utilization × memory − weights − activations − overhead"});
   t.row({"KV booked by the ledger", bytes(kv["pool_bytes"]),
@@ -128,11 +137,18 @@ void print_infer_summary(std::ostream& os, const json& doc) {
           fmt::format("{:.3f}", s["decode"]["seconds"].get<double>()),
           fmt::format("{:.1f}", s["decode"]["tokens_per_s"].get<double>())});
   tp.note(fmt::format(
-      "decode: {} read per step on average (weights + K/V of the batch); {}/s achieved, {} of {} ({}); MFU {}",
+      "decode: {} read per step on average (weights once, the embedding rows looked up, the K/V held); {}/s "
+      "achieved, {} of {} ({})",
       bytes(s["decode"]["bytes_per_step"]), bytes(s["decode"]["bytes_per_s"]),
       pct(s["decode"]["bandwidth_utilization"]),
       s["peak_bandwidth"].is_number() ? bytes(s["peak_bandwidth"]) + "/s" : "unknown",
-      s["bandwidth_source"].get<std::string>(), pct(s["decode"]["mfu"])));
+      s["bandwidth_source"].get<std::string>()));
+  tp.note(fmt::format("decode MFU {} of the measured peak ({}){}", mfu_text(s["decode"], "mfu"),
+                      s["peak_source"].get<std::string>(),
+                      s.value("hardware_peak_source", "").empty()
+                          ? std::string()
+                          : fmt::format("; {} of the hardware peak ({})", mfu_text(s["decode"], "mfu_hardware"),
+                                        s["hardware_peak_source"].get<std::string>())));
   tp.note(fmt::format("mixed steps (decodes beside prefill chunks, in the prefill row): {} carrying {} decode tokens",
                       s["mixed"]["steps"].get<int64_t>(), s["mixed"]["decode_tokens"].get<int64_t>()));
   const json& pc = s["prefix_cache"];

@@ -12,6 +12,7 @@
 #include "bench/oom_advice.h"
 #include "bench/report/comm_bandwidth.h"
 #include "bench/report/ledger_json.h"
+#include "bench/report/mfu.h"
 #include "bench/report/plan_json.h"
 #include "bench/report/report.h"
 #include "bench/report/train_steps_json.h"
@@ -156,6 +157,17 @@ json assemble_report(const run::TrainRecord& rec) {
   // HFU over the reported ranks' executed FLOPs, scaled to the job when only some were reported.
   const double executed_job = runs.empty() ? 0.0 : static_cast<double>(executed_sum) * l.world() / runs.size();
   sum["hfu"] = peak.flops && s > 0 ? json(executed_job / s / peak_total) : json(nullptr);
+  // MFU above 100 % of the measured or the hardware peak is an error, not a result (report/mfu.h).
+  const double model_rate = s > 0 ? static_cast<double>(job.model) / s : 0.0;
+  put_mfu(sum, "mfu", model_rate, peak.flops ? std::optional<double>(peak_total) : std::nullopt, "measured",
+          doc["checks"], "mfu (measured peak)");
+  if (!rec.hardware_peak_source.empty()) {
+    const auto& hw = rec.hardware_peak_flops;
+    sum["hardware_peak_flops"] = hw ? json(*hw) : json(nullptr);
+    sum["hardware_peak_source"] = rec.hardware_peak_source;
+    put_mfu(sum, "mfu_hardware", model_rate, hw ? std::optional<double>(*hw * peak_devices) : std::nullopt, "hardware",
+            doc["checks"], "mfu (hardware peak)");
+  }
   sum["steps"] = train_steps_json(runs, {tokens, static_cast<double>(job.model), executed_job,
                                          peak.flops ? std::optional<double>(peak_total) : std::nullopt, o.warmup});
   doc["summary"] = sum;

@@ -168,10 +168,21 @@ void print_summary(std::ostream& os, const json& doc) {
   t.row({"model FLOPs / step", format_si(s["model_flops_per_step"].get<double>(), "FLOP")});
   t.row({"hardware FLOPs / step", format_si(s["hardware_flops_per_step"].get<double>(), "FLOP")});
   t.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s")});
-  t.row({"MFU / HFU", s["mfu"].is_null()
+  t.row({"MFU / HFU", s.contains("mfu_error") ? "ERROR: " + s["mfu_error"].get<std::string>()
+                      : s["mfu"].is_null()
                           ? "unknown (no peak)"
                           : format_percent(s["mfu"].get<double>()) + " / " + format_percent(s["hfu"].get<double>())});
+  if (s.contains("hardware_peak_source")) {
+    t.row({"hardware peak", s["hardware_peak_flops"].is_null()
+                                ? "unknown"
+                                : format_si(s["hardware_peak_flops"].get<double>(), "FLOP/s")});
+    t.row({"MFU (hardware peak)", s.contains("mfu_hardware_error")
+                                      ? "ERROR: " + s["mfu_hardware_error"].get<std::string>()
+                                  : s["mfu_hardware"].is_null() ? "unknown"
+                                                                : format_percent(s["mfu_hardware"].get<double>())});
+  }
   t.note("peak source: " + s["peak_source"].get<std::string>());
+  if (s.contains("hardware_peak_source")) t.note(s["hardware_peak_source"].get<std::string>());
   os << t.render() << "\n";
   print_checks(os, doc["checks"]);
   if (doc["status"] != "ok") {

@@ -12,6 +12,7 @@
 #include "bench/report/infer_json.h"
 #include "bench/run/infer_serve.h"
 #include "bench/run/launcher.h"
+#include "bench/stream_read.h"
 #include "comm/comm.h"
 #include "kernels/registry/registry.h"
 #include "parallel/groups.h"
@@ -36,14 +37,15 @@ InferPeaks resolve_peaks(const InferRequest& q) {
   InferPeaks p;
   const auto& device = q.config.device;
   if (q.backend == "cpu") {
-    Ledger scratch;
-    auto dev = make_device("cpu", scratch);
-    const auto bw = bench::measure_bandwidth(*dev, int64_t{64} << 20, 1, 5);
+    // A decode step reads (weights, K/V): the read STREAM, on arrays past the LLC.
+    const auto bw = bench::measure_read_bandwidth(1, 5);
     p.bandwidth = bw.bytes_per_s;
-    p.bandwidth_source = "measured now: STREAM add over 3 × 64 MiB arrays on the cpu backend";
+    p.bandwidth_source = "measured now: " + bw.kernel();
     const auto peak = bench::measure_cpu_session_peak();
     p.flops = peak.flops_per_s;
     p.flops_source = peak.source;
+    if (peak.hardware_flops_per_s > 0) p.hardware_flops = peak.hardware_flops_per_s;
+    p.hardware_source = peak.hardware_source;
   } else if (device) {
     p.bandwidth = device->bandwidth_bytes_per_s;
     p.bandwidth_source = device->name + " datasheet (" + device->source + ")";

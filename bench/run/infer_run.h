@@ -58,9 +58,10 @@ struct InferRequest {
 };
 
 // What decode throughput is taken against.
+// On the cpu also the hardware peak (cores × FMA width × clock, bench/host_cpu.h).
 struct InferPeaks {
-  std::optional<double> flops, bandwidth;
-  std::string flops_source, bandwidth_source;
+  std::optional<double> flops, bandwidth, hardware_flops;
+  std::string flops_source, bandwidth_source, hardware_source;
 };
 
 // One serving rank: its ledger, KV cache and capacity beside the analytic figures.
@@ -81,6 +82,7 @@ struct InferRankRecord {
   int64_t assigned_bytes_full = 0;  // assigned when that full
   analytic::KvCapacity predicted;
   int64_t analytic_weights_bytes = 0, analytic_kv_full_bytes = 0, analytic_kv_bytes_per_token = 0;
+  int64_t analytic_activation_bytes = 0;  // the profiled prefill's temporaries (analytic/inference.h)
   int64_t executed_flops = 0;
   std::optional<TorchMemoryReplay> torch;  // the rank's allocations through PyTorch's caching allocator
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "analytic/inference.h"
 #include "analytic/params.h"
 #include "bench/checks.h"
 #include "comm/comm.h"
@@ -158,7 +159,7 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   if (!q.config.run.init_from.empty()) ckpt = std::make_unique<CheckpointWeights>(q.config.run.init_from, m);
   InferWeights::UnitValues values;
   if (ckpt) values = [&](const UnitLayout& unit) { return ckpt->unit_values(unit); };
-  InferenceModel model(s.device, s.tp, m, q.config.run.dtype, q.config.run.seed, values);
+  InferenceModel model(s.device, s.tp, m, q.config.run.dtype, q.config.run.seed, values, q.config.run.attention);
   out.geometry = kv::kv_geometry(m, l, q.kv.dtype, q.kv.scales, 0, q.kv.group);
   const auto& g = out.geometry;
   out.weights = model.weights().bytes();
@@ -244,6 +245,8 @@ InferRankRecord rank_record(const InferRequest& q, const ServingRank& s, const S
   r.analytic_kv_full_bytes = analytic::kv_reserved_bytes(m, l, q.kv, v.measured_cap, q.context);
   r.analytic_kv_bytes_per_token =
       analytic::kv_bytes_per_token(m, l, q.kv.dtype) + analytic::kv_scale_bytes_per_token(m, l, q.kv);
+  r.analytic_activation_bytes =
+      analytic::prefill_activation_bytes(m, l, q.config.run.dtype, q.prefill_chunk, q.config.run.attention);
   r.executed_flops = s.device.executed_flops();
   return r;
 }
@@ -252,6 +255,12 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   const auto d = [](int64_t x) { return static_cast<double>(x); };
   json checks = json::array();
   checks.push_back(bench::make_check("weights", r.rank, d(v.weights), d(r.analytic_weights_bytes), 0));
+  // The profiled prefill's peak is the model's temporaries alone where the
+  // backend's ops book no workspace of their own: meta, and the cpu in fp32
+  // (in 16 bits its GEMMs stage fp32 copies of their operands, ops_gemm.cpp;
+  // on cuda the attention kernels book their block tables).
+  if (q.backend == "meta" || (q.backend == "cpu" && q.config.run.dtype == DType::kFP32))
+    checks.push_back(bench::make_check("activation_peak", r.rank, d(v.act), d(r.analytic_activation_bytes), 0));
   checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
   checks.push_back(bench::make_check("kv.capacity_sequences", r.rank, d(v.measured_cap), d(v.predicted.sequences), 0));
   checks.push_back(bench::make_check("kv.bytes_per_token", r.rank, d(v.geometry.token_bytes()),

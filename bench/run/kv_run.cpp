@@ -7,23 +7,16 @@
 #include <cmath>
 #include <string>
 
-#include "analytic/activations.h"
+#include "analytic/inference.h"
 #include "analytic/params.h"
 #include "analytic/serving_plan.h"
 #include "core/layout.h"
 
 namespace gpuledger::run {
 
-// One layer's tensors without recompute or dropout at s = tokens, b = 1, plus
-// the fp32 logits of those tokens. An estimate; `gpuledger infer` measures it.
 int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens) {
-  RunConfig run = c.run;
-  run.seq = tokens;
-  run.mbs = 1;
-  run.dropout = 0;
-  run.recompute = Recompute::kNone;
-  return analytic::activation_bytes_per_layer(c.model, c.layout, run) +
-         4 * tokens * analytic::padded_vocab(c.model, c.layout.tp) / c.layout.tp;
+  // The one formula infer's profiled peak is checked against (analytic/inference.h).
+  return analytic::prefill_activation_bytes(c.model, c.layout, c.run.dtype, tokens, c.run.attention);
 }
 
 namespace {
@@ -97,8 +90,12 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
     KvRoofline roof;
     roof.batch = q.batch.value_or(std::max<int64_t>(r.capacity->sequences, 1));
     roof.bandwidth_bytes_per_s = *device->bandwidth_bytes_per_s;
+    // A step reads the weights once (the embedding rows of its tokens only) and
+    // every sequence's kept K/V (analytic/inference.h decode_bytes_per_step).
+    const int64_t weights_read = analytic::decode_weight_bytes_read(m, l, q.config.run.dtype, roof.batch) +
+                                 analytic::kv_scale_bytes_fixed(m, l, kv);
     roof.roofline =
-        analytic::decode_roofline(r.weight_bytes, r.sequence_token_bytes, roof.batch, roof.bandwidth_bytes_per_s);
+        analytic::decode_roofline(weights_read, r.sequence_token_bytes, roof.batch, roof.bandwidth_bytes_per_s);
     r.decode_roofline = roof;
   }
   return r;

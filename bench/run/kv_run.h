@@ -47,8 +47,9 @@ struct KvRequest {
 int64_t effective_prefill_chunk(const KvRequest& q);
 
 // The transient activation peak of one inference forward over `tokens`
-// tokens (what vLLM's profiling run measures before sizing the pool), an
-// estimate on one rank of `c`'s layout.
+// tokens (what vLLM's profiling run measures before sizing the pool) on one
+// rank of `c`'s layout with its attention: analytic::prefill_activation_bytes,
+// the figure `infer` checks its profiled peak against.
 int64_t inference_activation_bytes(const ResolvedConfig& c, int64_t tokens);
 
 // The cache at one length of a trace: the mean (rounded up) or the percentile.

@@ -52,6 +52,11 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
   Ledger probe_ledger;
   rec.device_description = make_device(q.backend, probe_ledger)->description();
   rec.peak = resolve_train_peak(q);
+  if (q.backend == "cpu") {  // beside the measured sgemm, the hardware's own
+    const auto hw = bench::host_hardware_peak();
+    if (hw.flops_per_s > 0) rec.hardware_peak_flops = hw.flops_per_s;
+    rec.hardware_peak_source = hw.source;
+  }
   // One process: one CPU node, or the one simulated device's peak × the world.
   rec.peak_devices = simulate ? l.world() : 1;
   rec.mode = simulate ? fmt::format("meta simulation of {} of {} ranks", ranks.size(), l.world()) : "one rank";

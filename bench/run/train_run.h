@@ -50,6 +50,9 @@ struct TrainRecord {
   TrainRequest request;
   std::vector<bench::RankRun> runs;  // the reported ranks, in rank order
   TrainPeak peak;
+  // cpu: cores × FMA width × clock (bench/host_cpu.h), MFU reported against it too
+  std::optional<double> hardware_peak_flops;
+  std::string hardware_peak_source;
   int64_t peak_devices = 1;  // devices whose peaks add up to the job's
   std::string device_description;
   std::string mode;                // "one rank", "meta simulation of …", "MPI, …"

@@ -82,6 +82,20 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
     return;
   }
 
+  materialized_core(q, k, v, ctx, s, keys, core_acc);
+  if (!keep) {
+    s.probs.reset();
+    s.attn_mask.reset();
+    s.dropped.reset();
+  }
+}
+
+void TransformerLayer::materialized_core(const void* q, const void* k, const void* v, void* ctx, LayerSaved& s,
+                                         const LayerKeys& keys, Account core_acc) {
+  const LayerConfig& c = cfg_;
+  const int64_t e = dtype_bytes(c.e);
+  const AttnShape sh = c.attn_shape();
+  const float p = c.dropout;
   const int64_t group = c.a_t / c.k_t, T = c.s, D = c.d;
   const int64_t scores_elems = c.b * c.a_t * T * T;
   Buffer scores = ws(4 * scores_elems, "attn.scores");
@@ -132,11 +146,6 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
   o.c_type = c.e;
   o.batch = c.b * c.k_t;
   dev_.gemm(o);
-  if (!keep) {
-    s.probs.reset();
-    s.attn_mask.reset();
-    s.dropped.reset();
-  }
 }
 
 void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s,

@@ -294,8 +294,12 @@ InferenceEngine::Batch InferenceEngine::schedule(int64_t step) {
 }
 
 int64_t InferenceEngine::step_bytes(const Batch& b) const {
+  // The weights once (the input embedding only in the rows looked up:
+  // InferenceModel::weight_bytes_read), and the K/V every sequence attends to:
+  // the tokens it holds (its new ones included, written before they are read),
+  // every layer of the rank, in the stored dtype with its per-token scales.
   const int64_t token_bytes = cache_.geometry().token_bytes();
-  int64_t bytes = model_.weights().bytes();
+  int64_t bytes = model_.weight_bytes_read(b.tokens);
   for (const auto& st : b.steps) {
     const int64_t len = cache_.length(st.id);
     bytes += (cache_.slot_cap() ? std::min(len, *cache_.slot_cap()) : len) * token_bytes;

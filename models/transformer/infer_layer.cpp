@@ -68,10 +68,18 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
 
   // the cache: write the new K, V, then attend every new query to its cached keys
   cache.write(layer_, batch, k.data(), v.data(), c.e);
-  k.reset();
-  v.reset();
-  Buffer ctx = ws(e * n * c.q_dim(), "infer.ctx");
-  cache.attend(layer_, batch, ctx.data(), q.data(), c.e, c.a_t);
+  Buffer ctx;
+  if (materialized_chunks(batch, cache)) {
+    ctx = ws(e * n * c.q_dim(), "infer.ctx");
+    attend_materialized(batch, cache, q.data(), k.data(), v.data(), ctx.data());
+    k.reset();
+    v.reset();
+  } else {
+    k.reset();
+    v.reset();
+    ctx = ws(e * n * c.q_dim(), "infer.ctx");
+    cache.attend(layer_, batch, ctx.data(), q.data(), c.e, c.a_t);
+  }
   q.reset();
   Buffer ctx_rows = ws(e * n * c.q_dim(), "infer.ctx.rows");
   r0 = 0;
@@ -105,6 +113,39 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   scratch.clear();
   xn.reset();
   dev_.add(out, resid.data(), y.data(), c.e, hid);
+}
+
+bool InferenceLayer::materialized_chunks(const std::vector<kv::SeqStep>& batch, const kv::KvCache& cache) const {
+  if (cfg_.attention != AttentionKind::kMaterialized || cache.eviction().evicts()) return false;
+  for (const auto& s : batch)
+    if (cache.length(s.id) == s.n_new) return true;
+  return false;
+}
+
+void InferenceLayer::attend_materialized(const std::vector<kv::SeqStep>& batch, kv::KvCache& cache, const void* q,
+                                         const void* k, const void* v, void* ctx) {
+  // A chunk that is its sequence's whole context (a prefill from position 0)
+  // runs TransformerLayer's materialized core on its own Q, K, V: the fp32
+  // scores and the probabilities of every head, n_new² each, as the training
+  // forward makes them (attention.cpp), freed after. Every other sequence
+  // (decodes, later chunks, prefix hits) attends to the cache, one at a time.
+  const int64_t e = dtype_bytes(cfg_.e);
+  int64_t r0 = 0;
+  for (const auto& s : batch) {
+    const void* qs = byte_offset(q, e * r0 * cfg_.q_dim());
+    void* cs = byte_offset(ctx, e * r0 * cfg_.q_dim());
+    if (cache.length(s.id) == s.n_new) {
+      LayerConfig one = cfg_;
+      one.s = s.n_new;
+      TransformerLayer tl(dev_, tp_, one, p_);
+      LayerSaved scratch;
+      tl.materialized_core(qs, byte_offset(k, e * r0 * cfg_.kv_dim()), byte_offset(v, e * r0 * cfg_.kv_dim()), cs,
+                           scratch, LayerKeys{}, Account::kWorkspace);
+    } else {
+      cache.attend(layer_, {s}, cs, qs, cfg_.e, cfg_.a_t);
+    }
+    r0 += s.n_new;
+  }
 }
 
 }  // namespace gpuledger

@@ -10,8 +10,11 @@
 // Q, K, V and the context are per sequence (heads, n_new, d), packed in batch
 // order — the layout Device::kv_cache_write / cached_attention take.
 // Nothing is kept for a backward: every temporary is workspace, freed before
-// return. No dropout (inference). The norms and the MLP are TransformerLayer's
-// own (it befriends this class), run on a layer configured for b = 1, s = n.
+// return. Attention: the cache's (flash-like: no n × len scores), or with
+// attention materialized, for a chunk that starts its sequence, the s × s
+// scores and probabilities of TransformerLayer's materialized core. No
+// dropout (inference). The norms and the MLP are TransformerLayer's own (it
+// befriends this class), run on a layer configured for b = 1, s = n.
 //
 // Tensor parallelism: the QKV / attention-out / MLP split of TransformerLayer
 // (its all-reduces over `tp`), with the rank's k_t KV heads in the cache.
@@ -39,6 +42,13 @@ class InferenceLayer {
   int64_t layer() const { return layer_; }
 
  private:
+  // With attention materialized (cfg.attention), whether some sequence of the
+  // batch brings its whole context (n_new == length): its scores are materialized.
+  // Not under a KV budget, whose policy reads the cache's attention weights.
+  bool materialized_chunks(const std::vector<kv::SeqStep>& batch, const kv::KvCache& cache) const;
+  void attend_materialized(const std::vector<kv::SeqStep>& batch, kv::KvCache& cache, const void* q, const void* k,
+                           const void* v, void* ctx);
+
   Device& dev_;
   Comm& tp_;
   LayerConfig cfg_;

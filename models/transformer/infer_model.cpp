@@ -90,8 +90,9 @@ Coords tp_coords(int64_t tp_rank) {
   c.tp = tp_rank;
   return c;
 }
-LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp) {
+LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp, AttentionKind attention) {
   RunConfig r;
+  r.attention = attention;
   r.dtype = dtype;
   r.grad_dtype = dtype;
   r.dropout = 0;
@@ -102,11 +103,11 @@ LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp) 
 }  // namespace
 
 InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed,
-                               const InferWeights::UnitValues& values)
+                               const InferWeights::UnitValues& values, AttentionKind attention)
     : dev_(device),
       tp_(tp),
       model_(model),
-      lcfg_(serving_layer_config(model, dtype, tp.size())),
+      lcfg_(serving_layer_config(model, dtype, tp.size(), attention)),
       weights_(device, make_param_layout(model, tp_layout(tp.size()), tp_coords(tp.rank())), dtype) {
   vocab_begin_ = tp.rank() * weights_.layout().vocab_rows;
   if (values)
@@ -124,6 +125,23 @@ int32_t argmax(const float* x, int64_t n) {
   for (int64_t i = 1; i < n; ++i)
     if (x[i] > x[best]) best = i;
   return static_cast<int32_t>(best);
+}
+
+int64_t InferenceModel::weight_bytes_read(const std::vector<int32_t>& tokens) const {
+  const ParamLayout& pl = weights_.layout();
+  int64_t bytes = weights_.bytes();
+  if (pl.embedding_unit < 0) return bytes;
+  const UnitLayout& eu = pl.units[static_cast<size_t>(pl.embedding_unit)];
+  const int64_t e = dtype_bytes(weights_.type());
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (!pl.head_uses_embedding) {
+    const TensorSlot& word = eu.at("word.weight");
+    int64_t held = 0;  // vocabulary-parallel: the rows of this rank's range
+    for (int32_t id : tokens) held += id >= vocab_begin_ && id < vocab_begin_ + pl.vocab_rows ? 1 : 0;
+    bytes += (held - word.rows) * word.cols * e;
+  }
+  if (const TensorSlot* pos = eu.find("position.weight")) bytes += (n - pos->rows) * pos->cols * e;
+  return bytes;
 }
 
 std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,

@@ -58,9 +58,11 @@ class InferWeights {
 class InferenceModel {
  public:
   // One stage, tp = tp.size() (1: the one-rank model); weights in `dtype`,
-  // initialised from `seed`, or from `values` when given.
+  // initialised from `seed`, or from `values` when given. `attention`:
+  // flash, the cache's attention for every token; materialized, the s × s
+  // scores of a chunk that starts its sequence (InferenceLayer).
   InferenceModel(Device& device, Comm& tp, const ModelConfig& model, DType dtype, uint64_t seed,
-                 const InferWeights::UnitValues& values = {});
+                 const InferWeights::UnitValues& values = {}, AttentionKind attention = AttentionKind::kFlash);
 
   // One engine step: each sequence of `batch` brings n_new tokens (host ids,
   // packed in batch order, Σ n_new of them); the cache already counts them.
@@ -72,6 +74,12 @@ class InferenceModel {
 
   const ModelConfig& model() const { return model_; }
   const InferWeights& weights() const { return weights_; }
+  // The weight bytes a forward over `tokens` (the step's new token ids) reads
+  // on this rank: every tensor once, but the input embedding tables only in
+  // the rows looked up — one word row per token whose id this rank holds, and
+  // (gpt) one learned-position row per token. The word table is read whole
+  // when the head reads it too (tied embeddings, one stage).
+  int64_t weight_bytes_read(const std::vector<int32_t>& tokens) const;
   const LayerConfig& layer_config() const { return lcfg_; }
   Device& device() { return dev_; }
 

@@ -160,6 +160,10 @@ class TransformerLayer {
   // attention.cpp
   void attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc, bool keep_core);
   void core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx);
+  // The materialized core on q (B, a_t, T, d), k and v (B, k_t, T, d): the fp32
+  // scores (workspace) and the probabilities in s.probs (booked in `core_acc`).
+  void materialized_core(const void* q, const void* k, const void* v, void* ctx, LayerSaved& s, const LayerKeys& keys,
+                         Account core_acc);
   void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s, const LayerKeys& keys);
   void qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk);
   // dxn may alias dy: both blocks write dxn only after their last read of dy.

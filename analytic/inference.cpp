@@ -1,0 +1,88 @@
+// Inference on one rank (see inference.h; docs/formulas/inference.md).
+#include "analytic/inference.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
+#include <utility>
+
+#include "analytic/params.h"
+#include "core/checked_math.h"
+
+namespace gpuledger::analytic {
+
+int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
+  if (tokens < 0) throw std::invalid_argument("decode tokens must be >= 0, got " + std::to_string(tokens));
+  const int64_t e = dtype_bytes(dtype), h = m.hidden;
+  int64_t bytes = checked_mul(rank_params(m, l, 0), e, "weight bytes");
+  // The input embedding is a lookup: a step reads the rows of its tokens, not
+  // the table — unless the head reads the table whole as its output matrix.
+  const bool head_reads_table = m.tied_embeddings && l.pp == 1;
+  if (!head_reads_table) bytes += (tokens - padded_vocab(m, l.tp) / l.tp) * h * e;
+  if (m.is_gpt()) bytes += (tokens - m.max_seq) * h * e;  // learned positions, replicated over tp
+  return bytes;
+}
+
+int64_t decode_bytes_per_step(const ModelConfig& m, const Layout& l, DType dtype, const KvOptions& kv, int64_t batch,
+                              int64_t kept_tokens) {
+  const int64_t token_bytes = kv_bytes_per_token(m, l, kv.dtype) + kv_scale_bytes_per_token(m, l, kv);
+  return checked_add(
+      checked_add(decode_weight_bytes_read(m, l, dtype, batch),
+                  checked_product({batch, kept_tokens, token_bytes}, "decode K/V bytes"), "decode bytes per step"),
+      kv_scale_bytes_fixed(m, l, kv), "decode bytes per step");
+}
+
+PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
+                                     AttentionKind attention) {
+  if (tokens < 1) throw std::invalid_argument("prefill tokens must be >= 1, got " + std::to_string(tokens));
+  // vLLM takes this figure by measurement: vllm/v1/worker/gpu_worker.py
+  // determine_available_memory (commit 0012cf69) resets the allocator's peak
+  // statistics, runs self.model_runner.profile_run() (a dummy forward of
+  // max_num_batched_tokens tokens, gpu_model_runner.py _dummy_run), and takes
+  // torch.cuda.memory_stats()["allocated_bytes.all.peak"] — the temporaries
+  // of that one forward above the weights. The same forward's temporaries are
+  // counted here; infer measures them on its ledger (infer_setup.h).
+  // The serving forward's temporaries in the order it allocates and frees them
+  // (models/transformer/infer_model.cpp forward, embed, head_logits;
+  // infer_layer.cpp forward; mlp.cpp mlp_forward), per rank: n tokens, hidden
+  // h, a_t query and k_t KV heads of d, f_t = ffn / t, e bytes per value.
+  const int64_t n = tokens, h = m.hidden, d = m.head_dim, e = dtype_bytes(dtype), t = l.tp;
+  const int64_t a_t = m.heads / t, k_t = kv_heads_on_rank(m.kv_heads, t), f_t = m.ffn / t;
+  const int64_t q_d = a_t * d, kv_d = k_t * d, vr = padded_vocab(m, t) / t;
+  const int64_t stats = (m.is_gpt() ? 2 : 1) * 4 * n;  // fp32 norm statistics per token
+  const int64_t enh = checked_product({e, n, h}, "prefill hidden bytes");
+  PrefillActivation p;
+  // embedding: the token ids (int32) and the first hidden buffer
+  p.embed_bytes = 4 * n + enh;
+  // a layer, beside the two hidden buffers (input and output):
+  const std::pair<int64_t, const char*> phases[] = {
+      // norm-1 output, QKV rows, and Q, K, V split from them
+      {stats + e * n * (h + (q_d + 2 * kv_d) + q_d + 2 * kv_d), "QKV"},
+      // the attention core: flash keeps Q and the context; materialized also
+      // K and V, the fp32 scores (4 bytes) and probabilities (e) of a_t · n² each
+      {attention == AttentionKind::kFlash
+           ? stats + e * n * (h + 2 * q_d)
+           : checked_add(stats + e * n * (h + 2 * q_d + 2 * kv_d),
+                         checked_product({4 + e, a_t, n, n}, "materialized scores bytes"), "attention bytes"),
+       attention == AttentionKind::kFlash ? "attention (flash)" : "attention (materialized scores)"},
+      // context rows and the attention-out output
+      {stats + e * n * (2 * h + q_d), "attention-out"},
+      // norm-2 output, the attention-out output, the residual; then the MLP's inner tensors
+      {stats + 3 * enh, "residual"},
+      {3 * enh + checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes"), "MLP"},
+  };
+  const auto* top = std::max_element(std::begin(phases), std::end(phases),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  p.layer_bytes = 2 * enh + top->first;
+  // head: the last token's row, the final norm, the fp32 logits of this rank's
+  // vocabulary rows; under tp the (max, index) pairs all-gathered
+  p.head_bytes = std::max(
+      {enh + e * h, 2 * e * h + (m.is_gpt() ? 8 : 4), e * h + 4 * vr, t > 1 ? 4 * vr + 8 + 8 * t : int64_t{0}});
+  p.peak_bytes = std::max({p.embed_bytes, p.layer_bytes, p.head_bytes});
+  p.where = p.peak_bytes == p.layer_bytes   ? std::string("layer: ") + top->second
+            : p.peak_bytes == p.embed_bytes ? "embedding"
+                                            : "head";
+  return p;
+}
+
+}  // namespace gpuledger::analytic

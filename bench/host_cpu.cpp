@@ -1,0 +1,158 @@
+// Host CPU facts (see host_cpu.h).
+#include "bench/host_cpu.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace gpuledger::bench {
+
+namespace {
+
+std::string read_first_line(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  if (in) std::getline(in, line);
+  return line;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// The value of the first "key : value" line of /proc/cpuinfo whose key is `key`.
+std::string cpuinfo_field(const std::string& path, std::string_view key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (trim(std::string_view(line).substr(0, colon)) == key) return trim(std::string_view(line).substr(colon + 1));
+  }
+  return {};
+}
+
+bool has_flag(const std::string& flags, std::string_view flag) {
+  std::istringstream in(flags);
+  std::string f;
+  while (in >> f)
+    if (f == flag) return true;
+  return false;
+}
+
+}  // namespace
+
+int64_t parse_cache_size_bytes(std::string_view text) {
+  const std::string t = trim(text);
+  if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) return -1;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(t, &used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  const std::string unit = t.substr(used);
+  if (unit.empty()) return v;
+  if (unit == "K") return v << 10;
+  if (unit == "M") return v << 20;
+  if (unit == "G") return v << 30;
+  return -1;
+}
+
+int64_t last_level_cache_bytes(const std::string& cache_dir) {
+  std::error_code ec;
+  int best_level = 0;
+  int64_t best_bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir, ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    if (read_first_line(entry.path() / "type") == "Instruction") continue;
+    const std::string level_text = read_first_line(entry.path() / "level");
+    const int64_t bytes = parse_cache_size_bytes(read_first_line(entry.path() / "size"));
+    if (level_text.empty() || bytes <= 0) continue;
+    const int level = std::atoi(level_text.c_str());
+    if (level > best_level || (level == best_level && bytes > best_bytes)) {
+      best_level = level;
+      best_bytes = bytes;
+    }
+  }
+  return best_bytes;
+}
+
+int64_t mem_available_bytes(const std::string& meminfo_path) {
+  std::ifstream in(meminfo_path);
+  std::string key, unit;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return trim(unit) == "kB" ? value * 1024 : value;
+  }
+  return 0;
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+std::string CpuHardwarePeak::describe() const {
+  return fmt::format("{} CPUs × {} fp32 lanes ({}) × {} {} × 2 FLOPs × {:.3f} GHz ({}) = {:.4g} FLOP/s", cpus,
+                     fp32_lanes, isa, fma_units, fma ? "FMA units" : "pipes (mul + add)", hz * 1e-9, frequency_source,
+                     flops_per_s);
+}
+
+CpuHardwarePeak cpu_hardware_peak(int cpus, const std::string& cpuinfo_path, const std::string& cpufreq_max_path) {
+  if (cpus < 1) throw std::invalid_argument("hardware peak: cpus must be >= 1, got " + std::to_string(cpus));
+  CpuHardwarePeak p;
+  p.cpus = cpus;
+  const std::string flags = cpuinfo_field(cpuinfo_path, "flags");
+  p.fma = has_flag(flags, "fma");
+  if (has_flag(flags, "avx512f") && p.fma) {
+    p.isa = "avx512f";
+    p.fp32_lanes = 16;
+  } else if (has_flag(flags, "avx2") && p.fma) {
+    p.isa = "avx2+fma";
+    p.fp32_lanes = 8;
+  } else if (has_flag(flags, "avx")) {
+    p.isa = "avx";
+    p.fp32_lanes = 8;
+    p.fma = false;
+  } else if (has_flag(flags, "sse")) {
+    p.isa = "sse";
+    p.fp32_lanes = 4;
+    p.fma = false;
+  } else {
+    p.isa = "scalar";
+    p.fp32_lanes = 1;
+    p.fma = false;
+  }
+  p.fma_units = p.fma ? 2 : 1;  // without FMA: one multiply and one add per cycle, counted as 2 FLOPs
+  const std::string khz = read_first_line(cpufreq_max_path);
+  if (!khz.empty() && std::atoll(khz.c_str()) > 0) {
+    p.hz = static_cast<double>(std::atoll(khz.c_str())) * 1e3;
+    p.frequency_source = cpufreq_max_path;
+  } else {
+    const std::string mhz = cpuinfo_field(cpuinfo_path, "cpu MHz");
+    if (mhz.empty() || !(std::atof(mhz.c_str()) > 0))
+      throw std::runtime_error("hardware peak: no clock in " + cpufreq_max_path + " or in " + cpuinfo_path +
+                               " \"cpu MHz\"");
+    p.hz = std::atof(mhz.c_str()) * 1e6;
+    p.frequency_source = cpuinfo_path + " \"cpu MHz\" of the first processor";
+  }
+  p.flops_per_s = static_cast<double>(cpus) * p.fp32_lanes * p.fma_units * 2.0 * p.hz;
+  return p;
+}
+
+}  // namespace gpuledger::bench

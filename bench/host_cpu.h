@@ -1,0 +1,50 @@
+// What the host CPU is, read from the files Linux keeps about it: the
+// last-level cache (sysfs), the memory available (/proc/meminfo), and the
+// hardware fp32 peak — CPUs × fp32 lanes per FMA × FMA units × 2 FLOPs ×
+// clock — from /proc/cpuinfo's flags and clock or sysfs cpufreq's maximum.
+// Every reader takes its path, so a test can hand it a file of its own.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpuledger::bench {
+
+// "32768K" → 33554432, "1M" → 1048576, "512" → 512 (sysfs cache sizes); -1 when unreadable.
+int64_t parse_cache_size_bytes(std::string_view text);
+
+// The largest cache of the highest level listed under `cache_dir`
+// (index*/level, index*/size; instruction caches left out); 0 when none is listed.
+int64_t last_level_cache_bytes(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
+
+// MemAvailable of /proc/meminfo in bytes; 0 when absent.
+int64_t mem_available_bytes(const std::string& meminfo_path = "/proc/meminfo");
+
+// The CPUs this process may run on (its affinity mask; at least 1).
+int affinity_cpus();
+
+struct CpuHardwarePeak {
+  int cpus = 0;
+  int fp32_lanes = 0;  // per vector FMA: 16 (AVX-512F), 8 (AVX2 + FMA, or AVX), 4 (SSE)
+  int fma_units = 0;   // vector FMA units per core (or mul + add pipes without FMA)
+  bool fma = false;
+  double hz = 0;
+  std::string isa;               // "avx512f", "avx2+fma", "avx", "sse"
+  std::string frequency_source;  // which file and field the clock came from
+  double flops_per_s = 0;        // cpus × lanes × units × 2 × hz
+  std::string describe() const;  // one line: the product and its sources
+};
+
+// The peak from /proc/cpuinfo (the first processor's "flags" and "cpu MHz") and
+// sysfs cpufreq's cpuinfo_max_freq (kHz), which is preferred when the file
+// exists: it is the highest clock the cores are rated to hold, where "cpu MHz"
+// is the clock at the moment of reading. FMA units: 2 per core, the count on
+// every x86 core with AVX2 and FMA since Intel Haswell and AMD Zen 2 (Intel's
+// optimization manual §2; AMD's Zen 2/3 software optimization guides); an
+// AVX-512 part with one FMA unit reaches half of the figure. Without FMA, one
+// multiply and one add pipe. Throws std::runtime_error when no clock is found.
+CpuHardwarePeak cpu_hardware_peak(
+    int cpus, const std::string& cpuinfo_path = "/proc/cpuinfo",
+    const std::string& cpufreq_max_path = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+
+}  // namespace gpuledger::bench

@@ -1,0 +1,130 @@
+// The host CPU readers on files of the test's own (bench/host_cpu.h): the
+// hardware peak's exact product from a fake /proc/cpuinfo and cpufreq file,
+// the last-level cache from a fake sysfs cache directory, MemAvailable; the
+// read STREAM's sizing rule and its dot product against a double reference.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/host_cpu.h"
+#include "bench/stream_read.h"
+
+namespace gpuledger::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("gpuledger_host_cpu_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+// Two processors as /proc/cpuinfo lists them; only the first is read.
+std::string cpuinfo(const std::string& flags, const std::string& mhz) {
+  std::string one = "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: " + mhz + "\nflags\t\t: " + flags + "\n\n";
+  return one + "processor\t: 1\ncpu MHz\t\t: 1.000\nflags\t\t: fpu\n\n";
+}
+
+TEST(HostCpu, HardwarePeakFromCpuinfoClockAndAvx2) {
+  const fs::path d = scratch("avx2");
+  write(d / "cpuinfo", cpuinfo("fpu sse sse2 avx fma avx2 bmi2", "2445.424"));
+  const CpuHardwarePeak p = cpu_hardware_peak(2, (d / "cpuinfo").string(), (d / "no_cpufreq").string());
+  EXPECT_EQ(p.isa, "avx2+fma");
+  EXPECT_EQ(p.fp32_lanes, 8);
+  EXPECT_EQ(p.fma_units, 2);
+  EXPECT_DOUBLE_EQ(p.hz, 2445.424e6);
+  // 2 CPUs × 8 lanes × 2 FMA units × 2 FLOPs × 2.445424 GHz = 156.507136 GFLOP/s
+  EXPECT_NEAR(p.flops_per_s, 156'507'136'000.0, 1e-3);
+  EXPECT_NE(p.frequency_source.find("cpu MHz"), std::string::npos);
+}
+
+TEST(HostCpu, CpufreqMaximumIsPreferredAndAvx512DoublesTheLanes) {
+  const fs::path d = scratch("avx512");
+  write(d / "cpuinfo", cpuinfo("fpu sse avx fma avx2 avx512f avx512bw", "1200.000"));
+  write(d / "cpuinfo_max_freq", "3500000\n");  // kHz
+  const CpuHardwarePeak p = cpu_hardware_peak(4, (d / "cpuinfo").string(), (d / "cpuinfo_max_freq").string());
+  EXPECT_EQ(p.isa, "avx512f");
+  // 4 × 16 × 2 × 2 × 3.5 GHz = 896 GFLOP/s
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 896e9);
+  EXPECT_EQ(p.frequency_source, (d / "cpuinfo_max_freq").string());
+}
+
+TEST(HostCpu, NoFmaCountsAMultiplyAndAnAddPipe) {
+  const fs::path d = scratch("sse");
+  write(d / "cpuinfo", cpuinfo("fpu sse sse2", "2000.000"));
+  const CpuHardwarePeak p = cpu_hardware_peak(1, (d / "cpuinfo").string(), (d / "none").string());
+  EXPECT_EQ(p.isa, "sse");
+  EXPECT_FALSE(p.fma);
+  // 1 × 4 lanes × 1 × 2 × 2 GHz = 16 GFLOP/s
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 16e9);
+}
+
+TEST(HostCpu, NoClockAnywhereIsAnError) {
+  const fs::path d = scratch("noclock");
+  write(d / "cpuinfo", "processor\t: 0\nflags\t\t: avx2 fma\n");
+  EXPECT_THROW(cpu_hardware_peak(1, (d / "cpuinfo").string(), (d / "none").string()), std::runtime_error);
+  EXPECT_THROW(cpu_hardware_peak(0, (d / "cpuinfo").string(), (d / "none").string()), std::invalid_argument);
+}
+
+TEST(HostCpu, LastLevelCacheIsTheLargestOfTheHighestLevel) {
+  const fs::path d = scratch("cache");
+  const auto index = [&](int i, const char* level, const char* type, const char* size) {
+    write(d / ("index" + std::to_string(i)) / "level", level);
+    write(d / ("index" + std::to_string(i)) / "type", type);
+    write(d / ("index" + std::to_string(i)) / "size", size);
+  };
+  index(0, "1\n", "Data\n", "32K\n");
+  index(1, "1\n", "Instruction\n", "32K\n");
+  index(2, "2\n", "Unified\n", "512K\n");
+  index(3, "3\n", "Unified\n", "32768K\n");
+  EXPECT_EQ(last_level_cache_bytes(d.string()), 33'554'432);
+  EXPECT_EQ(last_level_cache_bytes((d / "absent").string()), 0);
+  EXPECT_EQ(parse_cache_size_bytes("1M"), 1'048'576);
+  EXPECT_EQ(parse_cache_size_bytes("512"), 512);
+  EXPECT_EQ(parse_cache_size_bytes("12Q"), -1);
+  EXPECT_EQ(parse_cache_size_bytes(""), -1);
+}
+
+TEST(HostCpu, MemAvailableInBytes) {
+  const fs::path d = scratch("meminfo");
+  write(d / "meminfo", "MemTotal:       32000000 kB\nMemFree:         1000 kB\nMemAvailable:   23226336 kB\n");
+  EXPECT_EQ(mem_available_bytes((d / "meminfo").string()), int64_t{23'226'336} * 1024);
+  EXPECT_EQ(mem_available_bytes((d / "absent").string()), 0);
+}
+
+TEST(StreamRead, ArraysAreFourTimesTheLlcWithinTheCapAndHalfTheFreeMemory) {
+  const int64_t MiB = int64_t{1} << 20;
+  EXPECT_EQ(stream_read_sizing(32 * MiB, 0).array_bytes, 128 * MiB);         // 4 × LLC
+  EXPECT_EQ(stream_read_sizing(4 * MiB, 0).array_bytes, 64 * MiB);           // the floor
+  EXPECT_EQ(stream_read_sizing(0, 0).array_bytes, 64 * MiB);                 // LLC unknown
+  EXPECT_EQ(stream_read_sizing(512 * MiB, 0).array_bytes, 1024 * MiB);       // the cap
+  EXPECT_EQ(stream_read_sizing(32 * MiB, 200 * MiB).array_bytes, 50 * MiB);  // 2 arrays ≤ half of 200 MiB
+  EXPECT_EQ(stream_read_sizing(32 * MiB, 10'001).array_bytes % 4096, 0);
+}
+
+TEST(StreamRead, DotMatchesADoubleReference) {
+  const int64_t n = 300'007;  // past the threading threshold, not a multiple of the vector width
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  double ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    a[static_cast<size_t>(i)] = static_cast<float>(i % 13) * 0.25f;
+    b[static_cast<size_t>(i)] = 1.0f - static_cast<float>(i % 7) * 0.125f;
+    ref += static_cast<double>(a[static_cast<size_t>(i)]) * b[static_cast<size_t>(i)];
+  }
+  // fp32 partial sums: relative error well under 1e-5 for these magnitudes
+  EXPECT_NEAR(stream_dot(a.data(), b.data(), n), ref, 1e-5 * ref);
+  EXPECT_TRUE(stream_dot_isa() == "avx2+fma" || stream_dot_isa() == "scalar");
+}
+
+}  // namespace
+}  // namespace gpuledger::bench
