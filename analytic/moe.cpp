@@ -24,9 +24,9 @@ int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens) {
 int64_t moe_block_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t rows, int64_t e_bytes) {
   constexpr std::string_view what = "MoE activation bytes";
   const int64_t shared = m.shared_experts * m.shared_expert_ffn;
-  int64_t b = checked_mul(tokens, m.num_experts * 4, what);                         // router probabilities
-  b = checked_add(b, rows * 4, what);                                               // row → token
-  b = checked_add(b, checked_product({2, rows, m.hidden, e_bytes}, what), what);    // gathered in, expert out
+  int64_t b = checked_mul(tokens, m.num_experts * 4, what);                           // router probabilities
+  b = checked_add(b, rows * 4, what);                                                 // row → token
+  b = checked_add(b, checked_product({2, rows, m.hidden, e_bytes}, what), what);      // gathered in, expert out
   b = checked_add(b, checked_product({3, rows, m.expert_ffn, e_bytes}, what), what);  // gate, up, SwiGLU out
   return checked_add(b, checked_product({3, tokens, shared, e_bytes}, what), what);   // shared experts
 }

@@ -26,7 +26,8 @@ void softmax_rows(const float* logits, int64_t n, int64_t e, float* probs) {
     const float mx = *std::max_element(l, l + e);
     double sum = 0;
     for (int64_t i = 0; i < e; ++i) sum += std::exp(static_cast<double>(l[i] - mx));
-    for (int64_t i = 0; i < e; ++i) probs[t * e + i] = static_cast<float>(std::exp(static_cast<double>(l[i] - mx)) / sum);
+    for (int64_t i = 0; i < e; ++i)
+      probs[t * e + i] = static_cast<float>(std::exp(static_cast<double>(l[i] - mx)) / sum);
   }
 }
 

@@ -130,8 +130,8 @@ RefOut reference(const Tensors& t) {
         continue;
       }
       ++r.kept;
-      swiglu_ffn(x, t.gate.data() + e * kF * kH, t.up.data() + e * kF * kH, t.down.data() + e * kH * kF, kF,
-                 p[e] / s, r.y.data() + n * kH);
+      swiglu_ffn(x, t.gate.data() + e * kF * kH, t.up.data() + e * kF * kH, t.down.data() + e * kH * kF, kF, p[e] / s,
+                 r.y.data() + n * kH);
     }
     swiglu_ffn(x, t.sgate.data(), t.sup.data(), t.sdown.data(), kFs, 1.0, r.y.data() + n * kH);
   }
@@ -184,8 +184,8 @@ struct Rig {
     return f;
   }
   MoeWeights weights() {
-    return {router.data(),  gate.data(),  up.data(),   down.data(),   sgate.data(),  sup.data(),  sdown.data(),
-            drouter.data(), dgate.data(), dup.data(),  ddown.data(),  dsgate.data(), dsup.data(), dsdown.data()};
+    return {router.data(),  gate.data(),  up.data(),  down.data(),  sgate.data(),  sup.data(),  sdown.data(),
+            drouter.data(), dgate.data(), dup.data(), ddown.data(), dsgate.data(), dsup.data(), dsdown.data()};
   }
 };
 
@@ -230,7 +230,8 @@ TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) {
 
   // every gradient against central differences of the double reference:
   // |measured − reference| <= 2e-4·(1 + |reference|) (fp32 compute vs double, steps of 1e-6)
-  const Buffer* grads[] = {&rig.dx, &rig.drouter, &rig.dgate, &rig.dup, &rig.ddown, &rig.dsgate, &rig.dsup, &rig.dsdown};
+  const Buffer* grads[] = {&rig.dx,    &rig.drouter, &rig.dgate, &rig.dup,
+                           &rig.ddown, &rig.dsgate,  &rig.dsup,  &rig.dsdown};
   const char* names[] = {"x", "router", "gate", "up", "down", "shared.gate", "shared.up", "shared.down"};
   auto tensors = ts.all();
   for (size_t i = 0; i < tensors.size(); ++i) {
