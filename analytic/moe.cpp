@@ -11,7 +11,8 @@ namespace gpuledger::analytic {
 
 int64_t moe_capacity(const ModelConfig& m, int64_t tokens) {
   if (!m.capacity_factor) return tokens;
-  // Megatron-LM moe_utils.get_capacity: ceil(tokens·k · capacity_factor / E), at most N here.
+  // Megatron-LM megatron/core/transformer/moe/moe_utils.py get_capacity (commit
+  // 00611e6eeb0b09b5ee074750956855215ddbd67f): ceil((N·k / E) · c); at most N here.
   const double c = std::ceil(*m.capacity_factor * static_cast<double>(tokens * m.experts_per_token) /
                              static_cast<double>(m.num_experts));
   return std::min<int64_t>(tokens, static_cast<int64_t>(c));

@@ -10,9 +10,10 @@ namespace gpuledger::moe {
 
 int64_t expert_capacity(const RoutingConfig& c, int64_t tokens) {
   if (!c.capacity_factor) return tokens;
-  // Megatron-LM megatron/core/transformer/moe/moe_utils.py get_capacity:
-  // ceil(num_tokens · capacity_factor / num_experts), num_tokens counting the
-  // k choices of each token. Capped at N: one expert holds a token at most once.
+  // Megatron-LM megatron/core/transformer/moe/moe_utils.py get_capacity (commit
+  // 00611e6eeb0b09b5ee074750956855215ddbd67f): ceil((num_tokens / num_experts)
+  // · capacity_factor), called with num_tokens = N·k. Capped at N: one expert
+  // holds a token at most once.
   const double cap = std::ceil(*c.capacity_factor * static_cast<double>(tokens * c.top_k) / c.experts);
   return std::min<int64_t>(tokens, static_cast<int64_t>(cap));
 }
