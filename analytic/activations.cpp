@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "analytic/megatron.h"
+#include "analytic/moe.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
 #include "core/checked_math.h"
@@ -90,8 +91,15 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
   n.add({hidden_sp});                    // norm-2 input (sp)
   n.add({norm_stats(x)});                // norm-2 statistics (sp)
   n.add({hidden_sp});                    // norm-2 output (sp)
-  // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
-  n.add({x.gpt ? 2 : 3, x.e, x.b, x.s, x.f_t});
+  if (m.is_moe()) {
+    // The sparse MLP's saved tensors (analytic/moe.h), no capacity factor: all
+    // N·k choices kept (a model with one is refused by the runs, its rows depend on the routing).
+    const int64_t tokens = x.b * x.s;
+    n.add({moe_block_activation_bytes(m, tokens, moe_worst_case_rows(m, tokens), x.e)});
+  } else {
+    // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
+    n.add({x.gpt ? 2 : 3, x.e, x.b, x.s, x.f_t});
+  }
   if (x.drop) n.add({x.b, x.s_l, x.h});  // MLP dropout mask (sp)
   return n.value();
 }

@@ -5,6 +5,7 @@
 // element-wise work are not, as every MFU convention does. Pure functions of
 // the config, layout and run: never reads kernels/ or models/transformer/.
 #include "analytic/flops.h"
+#include "analytic/moe.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -48,7 +49,10 @@ LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r
   // attention-out: (b·s, a_t·d) × (a_t·d, h)
   const int64_t out = mul({2, b, s, a_t, d, h});
   // MLP: gpt in + out (2 GEMMs of h × f/t); llama gate + up + down (3).
-  const int64_t mlp = mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
+  // MoE (analytic/moe.h): router, the experts' rows (all N·k without a
+  // capacity factor; the capacity-bound worst case with one), shared experts.
+  const int64_t mlp = m.is_moe() ? moe_block_forward_flops(m, b * s, moe_worst_case_rows(m, b * s))
+                                 : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
   g.projections = add(add(qkv, out), mlp);
   // QKᵀ: (s, d) × (d, s) per head; P·V: (s, s) × (s, d) per head. The full s²
   // is executed and counted (our kernels do not skip masked blocks).
@@ -153,6 +157,11 @@ std::vector<Published> published_step_flops(const ModelConfig& m, const Layout& 
   // parameters; drops the context term 2·n_layer·n_ctx·d_attn and the logits.
   out.push_back({"kaplan_6n", 6.0 * static_cast<double>(non_embedding_params(m)) * tokens,
                  "Kaplan et al. 2020, §2.1: 6N per token, N = non-embedding parameters"});
+  // A MoE model: 6·N_active (docs/formulas/moe.md), the parameters a token passes through.
+  if (m.is_moe())
+    out.push_back({"moe_6n_active", static_cast<double>(moe_training_flops_per_token(m)) * tokens,
+                   "docs/formulas/moe.md: 6·N_active per token, N_active = the k routed experts, shared experts, "
+                   "router, attention and head (Kaplan et al. 2020 §2.1 with the active parameters)"});
   // Chowdhery et al. 2022 (PaLM) App. B: 6N + 12·L·H·Q·T per token (H heads of
   // size Q, T the sequence), full (non-causal) attention; N all parameters
   // (PaLM's embedding is shared with the output layer, so 6N covers the logits).

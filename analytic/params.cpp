@@ -23,6 +23,23 @@ int64_t norm_params(const ModelConfig& m) {
   return m.is_gpt() ? 2 * m.hidden : m.hidden;
 }
 
+// The sparse MLP of a MoE layer (docs/formulas/moe.md): the router (E × h,
+// replicated: Megatron's TopKRouter weight is not split over tp) and the
+// experts' SwiGLU matrices, each kind stacked over the E experts (gate, up:
+// E·f_e × h; down: h × E·f_e), then the shared experts' the same way.
+// Under tp each expert's inner size splits as a dense MLP's does.
+void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, const std::string& p) {
+  const int64_t h = m.hidden, routed = m.num_experts * (m.expert_ffn / tp);
+  const int64_t shared = m.shared_experts * (m.shared_expert_ffn / tp);
+  add(ts, p + "moe.router.weight", m.num_experts * h);
+  add(ts, p + "moe.experts.gate.weight", routed * h);
+  add(ts, p + "moe.experts.up.weight", routed * h);
+  add(ts, p + "moe.experts.down.weight", routed * h);
+  add(ts, p + "moe.shared.gate.weight", shared * h);
+  add(ts, p + "moe.shared.up.weight", shared * h);
+  add(ts, p + "moe.shared.down.weight", shared * h);
+}
+
 // One layer's tensors on one TP rank. Column-parallel QKV and MLP-in split
 // their output dim by t; row-parallel attention-out and MLP-out split their
 // input dim by t; norms and row-parallel biases are replicated (Megatron,
@@ -39,10 +56,18 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const s
   if (gpt) add(ts, p + "norm1.bias", h);
   add(ts, p + "qkv.weight", h * qkv_out);
   if (gpt || m.qkv_bias) add(ts, p + "qkv.bias", qkv_out);
+  if (m.qk_norm) {  // Qwen3: one RMSNorm γ over head_dim each for Q and K, shared by the heads
+    add(ts, p + "q_norm.weight", d);
+    add(ts, p + "k_norm.weight", d);
+  }
   add(ts, p + "attn_out.weight", q_t * h);
   if (gpt) add(ts, p + "attn_out.bias", h);
   add(ts, p + "norm2.weight", h);
   if (gpt) add(ts, p + "norm2.bias", h);
+  if (m.is_moe()) {
+    append_moe_tensors(ts, m, tp, p);
+    return ts;
+  }
   if (gpt) {
     add(ts, p + "mlp_in.weight", h * f_t);
     add(ts, p + "mlp_in.bias", f_t);
@@ -86,6 +111,15 @@ int64_t model_params(const ModelConfig& m) {
   n = checked_add(n, norm_params(m), what);                              // final norm
   if (!m.tied_embeddings) n = checked_add(n, m.vocab * m.hidden, what);  // output projection
   return n;
+}
+
+int64_t active_params(const ModelConfig& m) {
+  // A token passes through k of the E routed experts: the other E − k experts'
+  // three matrices (3·h·f_e each) in every layer are not active.
+  if (!m.is_moe()) return model_params(m);
+  constexpr std::string_view what = "active parameters";
+  const int64_t idle_per_layer = checked_mul((m.num_experts - m.experts_per_token) * 3 * m.hidden, m.expert_ffn, what);
+  return model_params(m) - checked_mul(m.layers, idle_per_layer, what);
 }
 
 int64_t non_embedding_params(const ModelConfig& m) {

@@ -16,6 +16,9 @@ int64_t padded_vocab(const ModelConfig& m, int64_t tp);
 
 // Published total Ψ: t = 1, unpadded vocab, a tied matrix counted once.
 int64_t model_params(const ModelConfig& m);
+// The parameters one token passes through (docs/formulas/moe.md): Ψ less the
+// E − k routed experts it is not sent to, in every layer. Ψ for a dense model.
+int64_t active_params(const ModelConfig& m);
 // Ψ without the embedding/head matrices and positions (the "non-embedding" N of Kaplan et al.).
 int64_t non_embedding_params(const ModelConfig& m);
 // One layer's parameters on one TP rank.

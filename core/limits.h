@@ -18,6 +18,7 @@ inline constexpr int64_t kMaxHeads = int64_t{1} << 16;    // heads, kv_heads
 inline constexpr int64_t kMaxHeadDim = int64_t{1} << 16;  // head_dim
 inline constexpr int64_t kMaxFfn = int64_t{1} << 22;      // 4,194,304
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;    // 16,777,216
+inline constexpr int64_t kMaxExperts = int64_t{1} << 12;  // num_experts, shared_experts (DeepSeek-V3: 256)
 inline constexpr int64_t kMaxTokens = int64_t{1} << 24;   // max_seq, sliding_window, --seq, --context, lengths
 // Layout: each of dp, tp, pp, and their product.
 inline constexpr int64_t kMaxWorld = int64_t{1} << 20;  // 1,048,576 ranks

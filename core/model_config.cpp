@@ -78,9 +78,31 @@ std::string get_string(const json& v, const std::string& field, const std::strin
 }
 
 const std::vector<std::string>& known_fields() {
-  static const std::vector<std::string> k = {
-      "name", "source", "flavour", "layers",          "hidden",   "heads",          "kv_heads", "head_dim",
-      "ffn",  "vocab",  "max_seq", "tied_embeddings", "qkv_bias", "sliding_window", "norm_eps", "rope_theta"};
+  static const std::vector<std::string> k = {"name",
+                                             "source",
+                                             "flavour",
+                                             "layers",
+                                             "hidden",
+                                             "heads",
+                                             "kv_heads",
+                                             "head_dim",
+                                             "ffn",
+                                             "vocab",
+                                             "max_seq",
+                                             "tied_embeddings",
+                                             "qkv_bias",
+                                             "sliding_window",
+                                             "norm_eps",
+                                             "rope_theta",
+                                             "qk_norm",
+                                             "num_experts",
+                                             "experts_per_token",
+                                             "expert_ffn",
+                                             "shared_experts",
+                                             "shared_expert_ffn",
+                                             "norm_topk_prob",
+                                             "router_aux_loss_coef",
+                                             "capacity_factor"};
   return k;
 }
 
@@ -88,6 +110,46 @@ std::string join(const std::vector<std::string>& xs, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
   return out;
+}
+
+// The mixture-of-experts fields (docs/formulas/moe.md): all zero for a dense
+// model; with num_experts > 0, 1 <= k <= E, the expert sizes positive and in
+// limits, the coefficients finite and in range.
+void validate_moe(const ModelConfig& m, const std::string& origin) {
+  const auto str = [](auto v) { return std::to_string(v); };
+  if (m.num_experts < 0) fail("num_experts", origin, "must be >= 0 (0: a dense model), got " + str(m.num_experts));
+  if (m.num_experts > limits::kMaxExperts)
+    fail("num_experts", origin, str(m.num_experts) + " is above the limit " + str(limits::kMaxExperts));
+  if (!m.is_moe()) {
+    const std::pair<const char*, bool> set[] = {{"experts_per_token", m.experts_per_token != 0},
+                                                {"expert_ffn", m.expert_ffn != 0},
+                                                {"shared_experts", m.shared_experts != 0},
+                                                {"shared_expert_ffn", m.shared_expert_ffn != 0},
+                                                {"router_aux_loss_coef", m.router_aux_loss_coef != 0.0},
+                                                {"capacity_factor", m.capacity_factor.has_value()}};
+    for (const auto& [field, given] : set)
+      if (given) fail(field, origin, "is a mixture-of-experts field: give num_experts > 0 or leave it out");
+    return;
+  }
+  if (m.is_gpt()) fail("num_experts", origin, "mixture of experts needs the llama flavour (SwiGLU experts)");
+  if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
+    fail("experts_per_token", origin,
+         "must be in [1, num_experts " + str(m.num_experts) + "], got " + str(m.experts_per_token));
+  if (m.expert_ffn < 1 || m.expert_ffn > limits::kMaxFfn)
+    fail("expert_ffn", origin, "must be in [1, " + str(limits::kMaxFfn) + "], got " + str(m.expert_ffn));
+  if (m.shared_experts < 0 || m.shared_experts > limits::kMaxExperts)
+    fail("shared_experts", origin, "must be in [0, " + str(limits::kMaxExperts) + "], got " + str(m.shared_experts));
+  if (m.shared_experts > 0 && (m.shared_expert_ffn < 1 || m.shared_expert_ffn > limits::kMaxFfn))
+    fail("shared_expert_ffn", origin,
+         "must be in [1, " + str(limits::kMaxFfn) + "] with shared experts, got " + str(m.shared_expert_ffn));
+  if (m.shared_experts == 0 && m.shared_expert_ffn != 0)
+    fail("shared_expert_ffn", origin, "given without shared_experts");
+  if (!(m.router_aux_loss_coef >= 0 && m.router_aux_loss_coef < 1))
+    fail("router_aux_loss_coef", origin, "must be in [0, 1), got " + str(m.router_aux_loss_coef));
+  // c·N·k/E tokens per expert: beyond c = E one expert could take every token k times over.
+  if (m.capacity_factor && !(*m.capacity_factor > 0 && *m.capacity_factor <= static_cast<double>(m.num_experts)))
+    fail("capacity_factor", origin,
+         "must be null (no drops) or in (0, num_experts " + str(m.num_experts) + "], got " + str(*m.capacity_factor));
 }
 
 // The checks shared by parse_model_config and validate_model_config.
@@ -123,6 +185,8 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
     fail("rope_theta", origin, "must be in (1, 1e12), got " + std::to_string(m.rope_theta));
   if (m.sliding_window && *m.sliding_window <= 0)
     fail("sliding_window", origin, "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
+  validate_moe(m, origin);
+  if (m.is_gpt() && m.qk_norm) fail("qk_norm", origin, "gpt has no QK norm (a llama-flavour option, Qwen3)");
   if (m.is_gpt()) {
     // GPT-2: MHA, every linear has a bias, learned positions, no window.
     if (m.head_dim * m.heads != m.hidden)
@@ -133,6 +197,23 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
       fail("kv_heads", origin, "gpt is multi-head attention: kv_heads must equal heads " + std::to_string(m.heads));
     if (!m.qkv_bias) fail("qkv_bias", origin, "gpt has every bias: qkv_bias cannot be false");
     if (m.sliding_window) fail("sliding_window", origin, "gpt has no sliding-window attention");
+  }
+}
+
+// qk_norm and the mixture-of-experts fields (all optional; a dense model has none).
+void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
+  if (j.contains("qk_norm")) m.qk_norm = get_bool(j.at("qk_norm"), "qk_norm", origin);
+  for (auto [field, value] :
+       {std::pair{"num_experts", &m.num_experts}, std::pair{"experts_per_token", &m.experts_per_token},
+        std::pair{"expert_ffn", &m.expert_ffn}, std::pair{"shared_experts", &m.shared_experts},
+        std::pair{"shared_expert_ffn", &m.shared_expert_ffn}})
+    if (j.contains(field)) *value = get_int(j.at(field), field, origin);
+  if (j.contains("norm_topk_prob")) m.norm_topk_prob = get_bool(j.at("norm_topk_prob"), "norm_topk_prob", origin);
+  if (j.contains("capacity_factor") && !j.at("capacity_factor").is_null()) {
+    if (!j.at("capacity_factor").is_number())
+      fail("capacity_factor", origin,
+           std::string("expected a number or null, got ") + json_type_name(j.at("capacity_factor")));
+    m.capacity_factor = j.at("capacity_factor").get<double>();
   }
 }
 
@@ -216,7 +297,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin) : m.is_gpt();
   if (j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = get_int(j.at("sliding_window"), "sliding_window", origin);
-  for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta}})
+  read_moe_fields(j, m, origin);
+  for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta},
+                              std::pair{"router_aux_loss_coef", &m.router_aux_loss_coef}})
     if (j.contains(field)) {
       if (!j.at(field).is_number())
         fail(field, origin, std::string("expected a number, got ") + json_type_name(j.at(field)));

@@ -29,10 +29,26 @@ struct ModelConfig {
   std::optional<int64_t> sliding_window;  // Mistral: attention window in tokens
   double norm_eps = 1e-5;                 // LayerNorm / RMSNorm ε (GPT-2, Llama 2: 1e-5; HF rms_norm_eps)
   double rope_theta = 10000.0;            // llama: RoPE base θ (Su et al. 2021; Llama 3: 500000)
+  bool qk_norm = false;                   // llama: RMSNorm over head_dim on Q and K per head (Qwen3)
+
+  // Mixture of experts (docs/formulas/moe.md): every layer's MLP is a sparse
+  // block when num_experts > 0 (llama flavour only): a router (h → E logits),
+  // top-k of the softmax, k SwiGLU experts of inner size expert_ffn per token,
+  // plus shared_experts SwiGLU experts of inner size shared_expert_ffn that
+  // every token passes through. `ffn` is then unused by the layers.
+  int64_t num_experts = 0;                // E (0: a dense model)
+  int64_t experts_per_token = 0;          // k (HF num_experts_per_tok)
+  int64_t expert_ffn = 0;                 // inner size of one expert (HF moe_intermediate_size)
+  int64_t shared_experts = 0;             // experts every token uses (Qwen2-MoE, DeepSeek-MoE)
+  int64_t shared_expert_ffn = 0;          // inner size of one shared expert
+  bool norm_topk_prob = true;             // renormalise the k chosen probabilities to sum 1
+  double router_aux_loss_coef = 0.0;      // α of the load-balancing loss α·E·Σ_e f_e·P_e
+  std::optional<double> capacity_factor;  // c: an expert takes ⌈c·N·k/E⌉ tokens (none: no drops)
 
   bool is_gpt() const { return flavour == Flavour::kGpt; }
   int64_t q_dim() const { return heads * head_dim; }      // a·d
   int64_t kv_dim() const { return kv_heads * head_dim; }  // k·d
+  bool is_moe() const { return num_experts > 0; }
 };
 
 // A bad model file or value. `field` names the offending field ("" if none).

@@ -1,6 +1,8 @@
 // Option registration and resolution (see config_options.h).
 #include "bench/cli/config_options.h"
 
+#include "core/model_support.h"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "analytic/budget.h"
 #include "bench/report/report.h"
 #include "core/limits.h"
+#include "core/model_support.h"
 
 namespace gpuledger::cli {
 
@@ -317,6 +320,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
     throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
   r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
+  require_runnable_model(r.model, r.layout, r.run);  // MoE: one rank; QK norm: counted, not run
   if (o.gbs > 0) {
     const int64_t per_step = r.run.mbs * r.layout.dp;
     if (o.gbs % per_step != 0)

@@ -29,6 +29,7 @@ void add_models_command(CLI::App& root, std::vector<Command>& out) {
            nlohmann::json j = report::model_json(m);
            j["params"] = params;
            j["non_embedding_params"] = analytic::non_embedding_params(m);
+           j["active_params"] = analytic::active_params(m);
            doc["models"].push_back(j);
            t.row({m.name, m.is_gpt() ? "gpt" : "llama", std::to_string(m.layers), std::to_string(m.hidden),
                   std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.head_dim),

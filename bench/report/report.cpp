@@ -53,6 +53,18 @@ json model_json(const ModelConfig& m) {
             {"vocab", m.vocab},       {"max_seq", m.max_seq},   {"tied_embeddings", m.tied_embeddings},
             {"qkv_bias", m.qkv_bias}};
   j["sliding_window"] = m.sliding_window ? json(*m.sliding_window) : json(nullptr);
+  // Written only when set, so a dense model's report is unchanged.
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.is_moe()) {
+    j["num_experts"] = m.num_experts;
+    j["experts_per_token"] = m.experts_per_token;
+    j["expert_ffn"] = m.expert_ffn;
+    j["shared_experts"] = m.shared_experts;
+    j["shared_expert_ffn"] = m.shared_expert_ffn;
+    j["norm_topk_prob"] = m.norm_topk_prob;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    j["capacity_factor"] = m.capacity_factor ? json(*m.capacity_factor) : json(nullptr);
+  }
   return j;
 }
 

@@ -199,6 +199,10 @@ ModelConfig load_hf_config(const std::string& path) {
 }
 
 std::string hf_config_json(const ModelConfig& m) {
+  if (m.is_moe() || m.qk_norm)  // Mixtral / Qwen3-MoE configs and tensor names are not written yet
+    throw ConfigError(
+        m.is_moe() ? "num_experts" : "qk_norm",
+        "model '" + m.name + "': writing a Hugging Face config of a MoE or QK-norm model is not implemented");
   json j;
   if (m.is_gpt()) {
     j = {{"model_type", "gpt2"},

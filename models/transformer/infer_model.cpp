@@ -91,6 +91,11 @@ Coords tp_coords(int64_t tp_rank) {
   return c;
 }
 LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp, AttentionKind attention) {
+  // The serving layer keeps no per-request routing state for a MoE block yet.
+  if (m.is_moe())
+    throw ConfigError("num_experts", "model '" + m.name +
+                                         "' is a mixture of experts: inference of MoE models is "
+                                         "not implemented yet");
   RunConfig r;
   r.attention = attention;
   r.dtype = dtype;

@@ -39,6 +39,12 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.attention = r.attention;
   c.recompute = r.recompute;
   c.tp = tp;  // sp is the caller's (a Layout field, not the run's)
+  if (m.is_moe()) {
+    c.moe = true;
+    c.routing = {m.num_experts, m.experts_per_token, m.norm_topk_prob, m.capacity_factor, m.router_aux_loss_coef};
+    c.expert_ffn = m.expert_ffn;
+    c.shared_ffn = m.shared_experts * m.shared_expert_ffn;
+  }
   return c;
 }
 
@@ -62,6 +68,14 @@ LayerParams layer_params(const Params& p, size_t unit) {
   lp.up_w = w("mlp_up.weight");       lp.d_up_w = g("mlp_up.weight");
   lp.mlp_out_w = w("mlp_out.weight"); lp.d_mlp_out_w = g("mlp_out.weight");
   lp.mlp_out_b = w("mlp_out.bias");   lp.d_mlp_out_b = g("mlp_out.bias");
+  MoeWeights& m = lp.moe;
+  m.router = w("moe.router.weight");             m.d_router = g("moe.router.weight");
+  m.gate = w("moe.experts.gate.weight");         m.d_gate = g("moe.experts.gate.weight");
+  m.up = w("moe.experts.up.weight");             m.d_up = g("moe.experts.up.weight");
+  m.down = w("moe.experts.down.weight");         m.d_down = g("moe.experts.down.weight");
+  m.shared_gate = w("moe.shared.gate.weight");   m.d_shared_gate = g("moe.shared.gate.weight");
+  m.shared_up = w("moe.shared.up.weight");       m.d_shared_up = g("moe.shared.up.weight");
+  m.shared_down = w("moe.shared.down.weight");   m.d_shared_down = g("moe.shared.down.weight");
   // clang-format on
   return lp;
 }
@@ -141,6 +155,8 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
   if (cfg.a_t % cfg.k_t != 0)
     throw std::invalid_argument("TransformerLayer: query heads per rank (" + std::to_string(cfg.a_t) +
                                 ") must be a multiple of KV heads per rank (" + std::to_string(cfg.k_t) + ")");
+  if (cfg.moe && (cfg.tp > 1 || cfg.sp))
+    throw std::invalid_argument("TransformerLayer: a MoE layer runs on one tensor-parallel rank only");
   if (!cfg.gpt && cfg.d % 2 != 0)
     throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " + std::to_string(cfg.d));
 }

@@ -53,6 +53,7 @@
 #include "core/model_config.h"
 #include "core/run_config.h"
 #include "kernels/device.h"
+#include "models/moe/moe_block.h"
 #include "models/transformer/params.h"
 #include "models/transformer/tp_mappings.h"
 
@@ -73,6 +74,11 @@ struct LayerConfig {
   Recompute recompute = Recompute::kNone;
   bool sp = false;  // sequence parallelism (only with tp > 1)
   int64_t tp = 1;   // tensor-parallel size (the shard count under sp)
+  // Mixture of experts (ModelConfig::num_experts > 0): the MLP is a MoeBlock
+  // (models/moe/moe_block.h) of these experts; f_t is then unused.
+  bool moe = false;
+  moe::RoutingConfig routing;
+  int64_t expert_ffn = 0, shared_ffn = 0;  // f_e; S·f_s
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
@@ -92,6 +98,7 @@ struct LayerParams {
   const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
              *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr, *mlp_in_w = nullptr, *mlp_in_b = nullptr,
              *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr;
+  MoeWeights moe;  // the "moe.*" tensors (weights and gradients) of a MoE layer
   void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
        *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
        *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr;
@@ -124,6 +131,10 @@ struct LayerSaved {
   Buffer mlp_b;        // [mbs, seq, f_t] e: llama up (gpt: none)
   Buffer mlp_act;      // [mbs, seq, f_t] e: GELU / SwiGLU output
   Buffer mlp_mask;     // [mbs, s_l, h] uint8 MLP-out dropout
+  // A MoE layer's block (moe_block.h): its saved tensors, routing and load-balancing loss.
+  MoeSaved moe;
+  // Set before backward: d(loss)/d(this layer's load-balancing loss).
+  double moe_aux_scale = 0;
   void clear() { *this = LayerSaved{}; }
 };
 
@@ -171,6 +182,7 @@ class TransformerLayer {
   // mlp.cpp
   void mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc);
   void mlp_backward(const void* dy, void* dxn, LayerSaved& s);
+  MoeShape moe_shape() const;
 
   Device& dev_;
   Comm& tp_;

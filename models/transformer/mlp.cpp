@@ -10,8 +10,24 @@
 
 namespace gpuledger {
 
+MoeShape TransformerLayer::moe_shape() const {
+  MoeShape m;
+  m.tokens = cfg_.tokens();
+  m.hidden = cfg_.h;
+  m.expert_ffn = cfg_.expert_ffn;
+  m.shared_ffn = cfg_.shared_ffn;
+  m.routing = cfg_.routing;
+  m.e = cfg_.e;
+  m.g = cfg_.g;
+  return m;
+}
+
 void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc) {
   const LayerConfig& c = cfg_;
+  if (c.moe) {  // one rank holds every expert (no tp: the constructor refused it)
+    MoeBlock(dev_, moe_shape(), p_.moe).forward(xn, y, s.moe, acc);
+    return;
+  }
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;
   AllTokens xg(tp_region(), xn, "norm2.out.gathered");
   xn = xg.data();
@@ -44,6 +60,11 @@ void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Accou
 
 void TransformerLayer::mlp_backward(const void* dy, void* dxn, LayerSaved& s) {
   const LayerConfig& c = cfg_;
+  if (c.moe) {
+    MoeBlock(dev_, moe_shape(), p_.moe).backward(s.norm2_out.data(), dy, dxn, s.moe, s.moe_aux_scale);
+    s.norm2_out.reset();
+    return;
+  }
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;
   // sp: the bias gradient is the shard's partial sum; dy is then gathered
   if (c.gpt) dev_.bias_backward(p_.d_mlp_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);

@@ -118,6 +118,7 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
   const std::string mb = "fwd.mb" + std::to_string(slot);
   s.hidden.resize(static_cast<size_t>(L + 1));
   s.saved.resize(static_cast<size_t>(L));
+  double aux_loss = 0;  // Σ of the MoE layers' load-balancing losses
 
   s.hidden[0] = dev_.alloc(e * hid, Account::kActivations, "layer" + std::to_string(pl.global_layer(i0)) + ".in");
   if (first) {
@@ -146,13 +147,16 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
     unit_hook(unit, false, true);
     layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
     unit_hook(unit, false, false);
+    aux_loss += s.saved[i].moe.plan.aux_loss;
   }
   if (!last) return 0.0;
   dev_.ledger().mark_phase(mb + ".head");
   unit_hook(pl.head_unit, false, true);
   const double loss = head_forward(s, host_targets);
   unit_hook(pl.head_unit, false, false);
-  return loss;
+  // MoE: each layer's load-balancing loss joins the microbatch's mean token
+  // loss (docs/formulas/moe.md), so it enters the token sum N times.
+  return dev_.touches_memory() ? loss + aux_loss * static_cast<double>(lcfg_.tokens()) : loss;
 }
 
 void StageModel::unit_hook(int unit, bool backward, bool begin) {
@@ -387,6 +391,7 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     const int unit = pl.first_layer_unit + static_cast<int>(i0 + i);
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
     unit_hook(unit, true, true);
+    s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(lcfg_.tokens());
     layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
     unit_hook(unit, true, false);
     s.hidden[i].reset();

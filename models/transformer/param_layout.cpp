@@ -30,6 +30,13 @@ enum Kind : uint64_t {
   kUpW,
   kMlpOutW,
   kMlpOutB,
+  kRouterW,
+  kExpertGateW,
+  kExpertUpW,
+  kExpertDownW,
+  kSharedGateW,
+  kSharedUpW,
+  kSharedDownW,
 };
 uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
 
@@ -156,13 +163,29 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
   col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
             a_t * d);
-  if (gpt) {
+  if (m.is_moe()) {
+    // The sparse MLP (docs/formulas/moe.md), one rank holding every expert:
+    // the router (E × h), each expert kind stacked over the E experts (gate,
+    // up: E·f_e × h; down: E·h × f_e, expert e's h × f_e block at row e·h),
+    // then the shared experts as one FFN of inner size S·f_s.
+    const int64_t E = m.num_experts, f = m.expert_ffn, fs = m.shared_experts * m.shared_expert_ffn;
+    ub.add("moe.router.weight", E, h, true, ParamInit::kNormal, layer_id(L, kRouterW), h);
+    ub.add("moe.experts.gate.weight", E * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h);
+    ub.add("moe.experts.up.weight", E * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h);
+    ub.add("moe.experts.down.weight", E * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f);
+    if (fs > 0) {
+      ub.add("moe.shared.gate.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedGateW), h);
+      ub.add("moe.shared.up.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedUpW), h);
+      ub.add("moe.shared.down.weight", h, fs, true, ParamInit::kResidualNormal, layer_id(L, kSharedDownW), fs);
+    }
+  } else if (gpt) {
     row_block(ub.add("mlp_in.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kMlpInW), h), f_t);
   } else {
     row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
     row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
   }
-  col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal, layer_id(L, kMlpOutW), m.ffn), f_t);
+  if (!m.is_moe())
+    col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal, layer_id(L, kMlpOutW), m.ffn), f_t);
   // vectors (replicated unless column-parallel)
   replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
   if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
@@ -183,6 +206,8 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
   const int64_t t = l.tp, j = coords.tp, h = m.hidden;
   if (m.heads % t != 0 || m.ffn % t != 0 || (m.kv_heads % t != 0 && t % m.kv_heads != 0))
     throw std::invalid_argument("param layout: heads, ffn and kv_heads must divide by tp (or tp by kv_heads)");
+  if (m.is_moe() && t > 1)
+    throw std::invalid_argument("param layout: a mixture-of-experts model on one tensor-parallel rank only");
   const bool gpt = m.is_gpt();
   const int64_t a_t = m.heads / t, k_t = kv_heads_on_rank(m.kv_heads, t), f_t = m.ffn / t;
   // The first KV head this rank holds: a block of k/t, or with t > k the one

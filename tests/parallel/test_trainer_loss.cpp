@@ -47,7 +47,7 @@ TEST_P(TrainerLoss, FallsFromLnVTowardsTheEntropyRate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, TrainerLoss,
-                         ::testing::Combine(::testing::Values("tiny-gpt", "tiny-llama"),
+                         ::testing::Combine(::testing::Values("tiny-gpt", "tiny-llama", "tiny-moe"),
                                             ::testing::Values(DType::kFP32, DType::kBF16)),
                          [](const auto& info) {
                            std::string n =

@@ -1,0 +1,37 @@
+// The mixture-of-experts terms of the budgets (docs/formulas/moe.md), from
+// the model config alone; the measured block is models/moe/moe_block.h. The
+// parameters (total and active) are in analytic/params.h.
+//
+// Rows: an expert's capacity is C = ⌈c·N·k/E⌉ (no capacity factor: N); the
+// rows the experts process, A, are N·k less the dropped choices. A is known
+// after routing; before it the prediction is the capacity-bound worst case
+// A_max = min(N·k, E·min(C, N)): every expert full to its capacity, and never
+// more than the N·k choices there are.
+#pragma once
+#include <cstdint>
+
+#include "core/model_config.h"
+
+namespace gpuledger::analytic {
+
+int64_t moe_capacity(const ModelConfig& m, int64_t tokens);         // C
+int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens);  // A_max
+
+// The bytes one MoE block saves for its backward, N tokens, A kept rows,
+// activations of e bytes: probabilities N·E·4, the row → token table A·4, the
+// gathered input and the expert output 2·A·h·e, gate, up and SwiGLU output
+// 3·A·f_e·e, the shared experts' gate, up and output 3·N·S·f_s·e.
+int64_t moe_block_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t rows, int64_t e_bytes);
+
+// The GEMM FLOPs of one MoE block's forward over N tokens with A kept rows:
+// router 2·N·h·E, experts 3·2·A·h·f_e, shared experts 3·2·N·h·S·f_s. The
+// backward is twice the forward (each GEMM has a data and a weight GEMM).
+int64_t moe_block_forward_flops(const ModelConfig& m, int64_t tokens, int64_t rows);
+
+// Model FLOPs per token of training, 6·N_active (Kaplan et al. 2020 §2.1
+// with the active parameters; attention scores left out), N_active =
+// analytic::active_params less the input embedding lookup (kept when tied:
+// the matrix is then also the head's GEMM).
+int64_t moe_training_flops_per_token(const ModelConfig& m);
+
+}  // namespace gpuledger::analytic

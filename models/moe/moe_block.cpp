@@ -1,0 +1,226 @@
+// MoeBlock (see moe_block.h): the router, the experts, the combine, the shared
+// experts, and their backward.
+#include "models/moe/moe_block.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "models/transformer/layer.h"  // linear_forward / linear_backward_* (the GEMMs of a linear layer)
+
+namespace gpuledger {
+namespace {
+
+// The host side of the routing and the combine reads and writes device
+// tensors through staged fp32 copies (on meta the copies read zeros).
+std::vector<float> to_host(Device& dev, const void* src, DType t, int64_t n) {
+  std::vector<unsigned char> raw(static_cast<size_t>(n * dtype_bytes(t)));
+  dev.copy_to_host(raw.data(), src, static_cast<int64_t>(raw.size()));
+  std::vector<float> out(static_cast<size_t>(n));
+  convert_to_fp32(raw.data(), t, out.data(), n);
+  return out;
+}
+
+void from_host(Device& dev, void* dst, DType t, const std::vector<float>& src) {
+  const auto n = static_cast<int64_t>(src.size());
+  std::vector<unsigned char> raw(static_cast<size_t>(n * dtype_bytes(t)));
+  convert_from_fp32(src.data(), raw.data(), t, n);
+  dev.copy_from_host(dst, raw.data(), static_cast<int64_t>(raw.size()));
+}
+
+const char* at(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
+
+}  // namespace
+
+MoeBlock::MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights)
+    : dev_(device), s_(shape), w_(weights) {
+  const auto& r = s_.routing;
+  if (s_.tokens < 1 || s_.hidden < 1 || s_.expert_ffn < 1 || r.experts < 1 || r.top_k < 1 || r.top_k > r.experts)
+    throw std::invalid_argument("MoeBlock: need tokens, hidden, expert_ffn >= 1 and 1 <= top_k <= experts");
+}
+
+double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
+  const int64_t n = s_.tokens, h = s_.hidden, E = s_.routing.experts;
+  {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
+    Buffer logits = ws(n * E * eb(), "moe.router.logits");
+    linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
+    sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n);
+  }
+  sv.probs = dev_.alloc(n * E * 4, acc, "moe.router.probs");
+  dev_.copy_from_host(sv.probs.data(), sv.plan.probs.data(), n * E * 4);
+  const int64_t rows = sv.plan.kept_rows();
+  sv.row_token = dev_.alloc(rows * 4, acc, "moe.dispatch.row_token");
+  dev_.copy_from_host(sv.row_token.data(), sv.plan.row_token.data(), rows * 4);
+  sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
+  dev_.vocab_embedding_forward(sv.x.data(), sv.row_token.as<int32_t>(), xn, s_.e, rows, h, 0, n);  // gather
+  experts_forward(sv, acc);
+  combine(sv, y);
+  if (s_.shared_ffn > 0) shared_forward(xn, y, sv, acc);
+  return sv.plan.aux_loss;
+}
+
+void MoeBlock::experts_forward(MoeSaved& sv, Account acc) {
+  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = sv.plan.kept_rows(), e = eb();
+  sv.gate = dev_.alloc(rows * f * e, acc, "moe.experts.gate");
+  sv.up = dev_.alloc(rows * f * e, acc, "moe.experts.up");
+  sv.act = dev_.alloc(rows * f * e, acc, "moe.experts.act");
+  sv.out = dev_.alloc(rows * h * e, acc, "moe.experts.out");
+  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
+    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * f * h * e;
+    if (r == 0) continue;
+    linear_forward(dev_, at(sv.gate.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.gate, w_off), s_.e, r, h,
+                   f);
+    linear_forward(dev_, at(sv.up.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.up, w_off), s_.e, r, h, f);
+  }
+  dev_.swiglu_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
+  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
+    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex);
+    if (r == 0) continue;
+    linear_forward(dev_, at(sv.out.data(), r0 * h * e), at(sv.act.data(), r0 * f * e), at(w_.down, ex * h * f * e),
+                   s_.e, r, f, h);
+  }
+}
+
+void MoeBlock::combine(const MoeSaved& sv, void* y) {
+  // y_t = Σ_j w_{t,j}·out[row_{t,j}] over the kept choices, summed in fp32.
+  const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k;
+  const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, sv.plan.kept_rows() * h);
+  std::vector<float> acc(static_cast<size_t>(n * h), 0.0f);
+  for (int64_t a = 0; a < n * k; ++a) {
+    const int32_t row = sv.plan.row[a];
+    if (row < 0) continue;
+    const float w = sv.plan.weight[a];
+    float* dst = acc.data() + (a / k) * h;
+    const float* src = out.data() + row * h;
+    for (int64_t c = 0; c < h; ++c) dst[c] += w * src[c];
+  }
+  from_host(dev_, y, s_.e, acc);
+}
+
+void MoeBlock::shared_forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
+  const int64_t n = s_.tokens, h = s_.hidden, f = s_.shared_ffn, e = eb();
+  sv.shared_gate = dev_.alloc(n * f * e, acc, "moe.shared.gate");
+  sv.shared_up = dev_.alloc(n * f * e, acc, "moe.shared.up");
+  sv.shared_act = dev_.alloc(n * f * e, acc, "moe.shared.act");
+  linear_forward(dev_, sv.shared_gate.data(), xn, w_.shared_gate, s_.e, n, h, f);
+  linear_forward(dev_, sv.shared_up.data(), xn, w_.shared_up, s_.e, n, h, f);
+  dev_.swiglu_forward(sv.shared_act.data(), sv.shared_gate.data(), sv.shared_up.data(), s_.e, n * f);
+  Buffer ys = ws(n * h * e, "moe.shared.out");
+  linear_forward(dev_, ys.data(), sv.shared_act.data(), w_.shared_down, s_.e, n, f, h);
+  dev_.accumulate(y, s_.e, ys.data(), s_.e, n * h);
+}
+
+void MoeBlock::backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv, double aux_scale) {
+  const int64_t n = s_.tokens, h = s_.hidden, rows = sv.plan.kept_rows();
+  // dxn may be dy's buffer (the layer reuses it): the shared experts read dy
+  // after dxn is written, so they get a copy.
+  Buffer dy_copy;
+  if (dy == dxn && s_.shared_ffn > 0) {
+    dy_copy = ws(n * h * eb(), "moe.dy");
+    dev_.copy(dy_copy.data(), dy, n * h * eb());
+    dy = dy_copy.data();
+  }
+  std::vector<float> dweight;
+  Buffer dout = combine_backward(sv, dy, dweight);
+  sv.out.reset();
+  Buffer dx = ws(rows * h * eb(), "moe.experts.dx");
+  experts_backward(sv, dout.data(), dx.data());
+  dout.reset();
+  dev_.fill_zero(dxn, n * h * eb());
+  // scatter-add of the rows' input gradients onto their tokens
+  dev_.vocab_embedding_backward(dxn, s_.e, dx.data(), s_.e, sv.row_token.as<int32_t>(), rows, h, 0, n);
+  dx.reset();
+  sv.row_token.reset();
+  router_backward(xn, sv, dweight, aux_scale, dxn);
+  if (s_.shared_ffn > 0) shared_backward(xn, dy, dxn, sv);
+  sv = MoeSaved{};
+}
+
+Buffer MoeBlock::combine_backward(const MoeSaved& sv, const void* dy, std::vector<float>& dweight) {
+  // d out[row] = w·dy_t; d w_{t,j} = dy_t · out[row] (zero for a dropped choice)
+  const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k, rows = sv.plan.kept_rows();
+  const std::vector<float> g = to_host(dev_, dy, s_.e, n * h);
+  const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, rows * h);
+  std::vector<float> dout(static_cast<size_t>(rows * h), 0.0f);
+  dweight.assign(static_cast<size_t>(n * k), 0.0f);
+  for (int64_t a = 0; a < n * k; ++a) {
+    const int32_t row = sv.plan.row[a];
+    if (row < 0) continue;
+    const float w = sv.plan.weight[a];
+    const float* gt = g.data() + (a / k) * h;
+    double dot = 0;
+    for (int64_t c = 0; c < h; ++c) {
+      dout[row * h + c] = w * gt[c];
+      dot += static_cast<double>(gt[c]) * out[row * h + c];
+    }
+    dweight[a] = static_cast<float>(dot);
+  }
+  Buffer d = ws(rows * h * eb(), "moe.experts.dout");
+  from_host(dev_, d.data(), s_.e, dout);
+  return d;
+}
+
+void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
+  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = sv.plan.kept_rows(), e = eb();
+  Buffer dact = ws(rows * f * e, "moe.experts.dact");
+  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
+    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * h * f;
+    if (r == 0) continue;
+    linear_backward_weight(dev_, at(w_.d_down, w_off * dtype_bytes(s_.g)), s_.g, at(dout, r0 * h * e),
+                           at(sv.act.data(), r0 * f * e), s_.e, r, f, h);
+    linear_backward_data(dev_, at(dact.data(), r0 * f * e), at(dout, r0 * h * e), at(w_.down, w_off * e), s_.e, r, f,
+                         h);
+  }
+  sv.act.reset();
+  Buffer dup = ws(rows * f * e, "moe.experts.dup");
+  dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
+  sv.gate.reset();
+  sv.up.reset();
+  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
+    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * f * h;
+    if (r == 0) continue;
+    const void* x = at(sv.x.data(), r0 * h * e);
+    linear_backward_weight(dev_, at(w_.d_gate, w_off * dtype_bytes(s_.g)), s_.g, at(dact.data(), r0 * f * e), x, s_.e,
+                           r, h, f);
+    linear_backward_weight(dev_, at(w_.d_up, w_off * dtype_bytes(s_.g)), s_.g, at(dup.data(), r0 * f * e), x, s_.e, r,
+                           h, f);
+    linear_backward_data(dev_, at(dx, r0 * h * e), at(dact.data(), r0 * f * e), at(w_.gate, w_off * e), s_.e, r, h, f);
+    linear_backward_data(dev_, at(dx, r0 * h * e), at(dup.data(), r0 * f * e), at(w_.up, w_off * e), s_.e, r, h, f,
+                         /*beta=*/1.0f);
+  }
+  sv.x.reset();
+}
+
+void MoeBlock::router_backward(const void* xn, MoeSaved& sv, const std::vector<float>& dweight, double aux_scale,
+                               void* dxn) {
+  const int64_t n = s_.tokens, h = s_.hidden, E = s_.routing.experts;
+  // The saved probabilities, read back from the device (the plan's host copy of them is what was written).
+  dev_.copy_to_host(sv.plan.probs.data(), sv.probs.data(), n * E * 4);
+  sv.probs.reset();
+  std::vector<float> dlogits(static_cast<size_t>(n * E));
+  moe::routing_backward(s_.routing, sv.plan, dweight.data(), aux_scale, dlogits.data());
+  Buffer dl = ws(n * E * eb(), "moe.router.dlogits");
+  from_host(dev_, dl.data(), s_.e, dlogits);
+  linear_backward_weight(dev_, w_.d_router, s_.g, dl.data(), xn, s_.e, n, h, E);
+  linear_backward_data(dev_, dxn, dl.data(), w_.router, s_.e, n, h, E, /*beta=*/1.0f);
+}
+
+void MoeBlock::shared_backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv) {
+  const int64_t n = s_.tokens, h = s_.hidden, f = s_.shared_ffn, e = eb();
+  linear_backward_weight(dev_, w_.d_shared_down, s_.g, dy, sv.shared_act.data(), s_.e, n, f, h);
+  Buffer dact = ws(n * f * e, "moe.shared.dact");
+  linear_backward_data(dev_, dact.data(), dy, w_.shared_down, s_.e, n, f, h);
+  sv.shared_act.reset();
+  Buffer dup = ws(n * f * e, "moe.shared.dup");
+  dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), sv.shared_gate.data(), sv.shared_up.data(), s_.e, n * f);
+  sv.shared_gate.reset();
+  sv.shared_up.reset();
+  linear_backward_weight(dev_, w_.d_shared_gate, s_.g, dact.data(), xn, s_.e, n, h, f);
+  linear_backward_weight(dev_, w_.d_shared_up, s_.g, dup.data(), xn, s_.e, n, h, f);
+  linear_backward_data(dev_, dxn, dact.data(), w_.shared_gate, s_.e, n, h, f, /*beta=*/1.0f);
+  linear_backward_data(dev_, dxn, dup.data(), w_.shared_up, s_.e, n, h, f, /*beta=*/1.0f);
+}
+
+}  // namespace gpuledger

@@ -1,0 +1,95 @@
+// The sparse MLP of a mixture-of-experts layer on one rank, all experts local
+// (docs/formulas/moe.md), written against Device only:
+//
+//   xn ─ router GEMM (h → E) ─ softmax, top-k, capacity (host, moe_routing.h)
+//   xn ─ gather rows by expert (Device::vocab_embedding_forward on the row → token table)
+//      ─ per expert e: SwiGLU FFN on its rows (gate, up: h → f_e; down: f_e → h) via Device::gemm
+//      ─ combine: y_t = Σ_j w_{t,j}·out[row_{t,j}] (host)   [+ the shared experts' SwiGLU on every token]
+//
+// Backward runs through all of it: the combine (the expert outputs' and the
+// weights' gradients), the experts, the scatter-add of the rows' input
+// gradients (Device::vocab_embedding_backward), the top-k weights and the
+// softmax to the router logits together with the load-balancing loss's
+// gradient, and the router GEMM.
+//
+// Weights (the parameter layout's "moe.*" tensors, analytic/params.cpp): router
+// (E × h); experts' gate and up (E stacked f_e × h), down (E stacked h × f_e);
+// shared gate, up (f_s·S × h), down (h × f_s·S): S shared experts of inner
+// size f_s are one SwiGLU FFN of inner size S·f_s (the down projection sums
+// them), un-gated as DeepSeek-MoE's.
+//
+// Saved for the backward (account `acc`, docs/formulas/moe.md "Activations";
+// A = the kept rows, N·k less the dropped choices):
+//   moe.router.probs      N·E fp32
+//   moe.dispatch.row_token A int32
+//   moe.experts.in        A·h   e   (the gathered rows)
+//   moe.experts.gate, .up, .act  A·f_e e each
+//   moe.experts.out       A·h   e   (for the combine weights' gradient)
+//   moe.shared.gate, .up, .act   N·S·f_s e each (shared experts only)
+// The routing choices (expert, row, weight per token and choice) stay on the
+// host in MoeSaved::plan: the combine runs on the host, on staged copies.
+// The block's input xn is the caller's saved tensor (the layer's norm-2 output).
+#pragma once
+#include <cstdint>
+
+#include "kernels/device.h"
+#include "models/moe/moe_routing.h"
+
+namespace gpuledger {
+
+struct MoeShape {
+  int64_t tokens = 0;      // N = b·s
+  int64_t hidden = 0;      // h
+  int64_t expert_ffn = 0;  // f_e
+  int64_t shared_ffn = 0;  // S·f_s (0: no shared experts)
+  moe::RoutingConfig routing;
+  DType e = DType::kBF16;  // activations and weights
+  DType g = DType::kBF16;  // gradients
+};
+
+struct MoeWeights {
+  const void *router = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
+  const void *shared_gate = nullptr, *shared_up = nullptr, *shared_down = nullptr;
+  void *d_router = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_down = nullptr;
+  void *d_shared_gate = nullptr, *d_shared_up = nullptr, *d_shared_down = nullptr;
+};
+
+struct MoeSaved {
+  moe::RoutingPlan plan;
+  Buffer probs, row_token, x, gate, up, act, out;
+  Buffer shared_gate, shared_up, shared_act;
+};
+
+class MoeBlock {
+ public:
+  MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights);
+
+  // y (N × h, e) = the block's output for xn (N × h, e); `saved` receives what
+  // backward needs, booked under `acc`. Returns the load-balancing loss
+  // (α·E·Σ f_e·P_e, already times α).
+  double forward(const void* xn, void* y, MoeSaved& saved, Account acc);
+  // dxn (N × h, e) = d(loss)/d(xn) given dy (dxn may be dy's buffer);
+  // accumulates the weight gradients.
+  // aux_scale = d(loss)/d(aux loss) (the scale the caller gives the main loss).
+  // Frees `saved`.
+  void backward(const void* xn, const void* dy, void* dxn, MoeSaved& saved, double aux_scale);
+
+  const MoeShape& shape() const { return s_; }
+
+ private:
+  void experts_forward(MoeSaved& sv, Account acc);
+  void experts_backward(MoeSaved& sv, const void* dout, void* dx);
+  void shared_forward(const void* xn, void* y, MoeSaved& sv, Account acc);
+  void shared_backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv);
+  void combine(const MoeSaved& sv, void* y);
+  Buffer combine_backward(const MoeSaved& sv, const void* dy, std::vector<float>& dweight);
+  void router_backward(const void* xn, MoeSaved& sv, const std::vector<float>& dweight, double aux_scale, void* dxn);
+  Buffer ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
+  int64_t eb() const { return dtype_bytes(s_.e); }
+
+  Device& dev_;
+  MoeShape s_;
+  MoeWeights w_;
+};
+
+}  // namespace gpuledger
