@@ -81,7 +81,9 @@ int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) {
 //  (b) the gradient buffers of one microbatch: the fp32 logits gradient
 //      4·b·s·V'/t (last stage only) plus two hidden-sized gradients 2·e·b·s·h
 //      (full sequence, even under SP: generous);
-//  (c) a CPU GEMM's fp32 copies of its operands: 4·(|A| + |B| + |C|) for the
+//  (c) a CPU GEMM's fp32 copies of its operands (an upper bound: the CPU GEMM
+//      widens only a decode GEMM's token rows or 512×512 blocks per thread,
+//      kernels/cpu/ops_gemm.cpp): 4·(|A| + |B| + |C|) for the
 //      largest GEMM of the rank, M = b·s tokens: QKV (h → (a_t + 2k_t)·d),
 //      attention-out (a_t·d → h), MLP-in (h → f/t, llama gate and up taken as
 //      one fused h → 2f/t), MLP-out (f/t → h), the head (h → V'/t, last stage),

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "bench/peak.h"
+#include "bench/stream_read.h"
 #include "core/device_spec.h"
 #include "kernels/registry/registry.h"
 
@@ -50,6 +51,13 @@ ReferencePeak measured_peak(Backend& b) {
       p.flops_per_s[t] = best;
     }
     p.flops_source = "measured now: best square GEMM of 2048², 4096², 8192² per dtype on " + b.dev->description();
+  }
+  if (b.name == "cpu") {
+    // The host's read bandwidth, as `gpuledger peak` and `infer` take it (bench/stream_read.h).
+    const bench::ReadBandwidth bw = bench::measure_read_bandwidth(1, 5);
+    p.bytes_per_s = bw.bytes_per_s;
+    p.bytes_source = "measured now: " + bw.kernel() + ", median of 5 (as `gpuledger peak`)";
+    return p;
   }
   const int64_t array_bytes = int64_t{256} << 20;
   p.bytes_per_s = bench::measure_bandwidth(*b.dev, array_bytes, 1, 5).bytes_per_s;
