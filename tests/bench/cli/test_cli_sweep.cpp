@@ -239,8 +239,8 @@ TEST(SweepMpi, TrainPointsUnderMpirun) {
   const std::string out = scratch_dir("sweep-mpi");
   std::string cmd = std::string(mpiexec) + " -n 2 --oversubscribe " + GPULEDGER_BIN + " sweep train";
   for (const auto& a : kTrainFixed) cmd += " " + a;
-  // Plain DP and ZeRO-1 over dp 2 (tiny-gpt ties its embeddings: ZeRO-2/3 refuse it), and a
-  // layout of 4 ranks on a sweep of 2 (tp 2 × dp 2).
+  // Plain DP and ZeRO-1 over dp 2 (two points keep the MPI run short), and a layout of 4 ranks
+  // on a sweep of 2 (tp 2 × dp 2).
   cmd += " --seq 16 --dp 2 --grid zero=0,1 --grid tp=1,2 --out " + out + " > " + out + "/stdout.txt 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc)) << cmd;
