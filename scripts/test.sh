@@ -10,20 +10,14 @@
 #      (unit, cli, mpi, install; gpu tests skip here). Extra arguments go to
 #      this ctest;
 #   4. a second build with only a compiler (${MINIMAL_BUILD_DIR:-build-minimal}: no MPI, no
-#      BLAS — the built-in GEMM —, no CUDA), warnings as errors, and its unit
-#      tests but the bad-input corpus and the CLI tests (both run in step 3, on
-#      the same command-line code; here they took 709 of its 898 test-seconds,
-#      while the unit tests already run the built-in GEMM through the training
-#      and inference paths). With SANITIZE=1 it is
-#      built under AddressSanitizer and UndefinedBehaviorSanitizer
-#      (-DGPULEDGER_SANITIZE=ON; any UB report is fatal) and runs its unit
-#      tests and the corpus; the CLI tests, which drive the binary end to end,
-#      run in step 3 only (-DGPULEDGER_CLI_TESTS=OFF there), and so do the MPI
-#      tests (Open MPI's own allocations make ASan's leak checker report at
-#      exit). SANITIZE=1 is not CI's default: on CI's two cores the sanitizer
-#      build and its tests take longer than CI's half-hour budget allows (a cold
-#      sanitized build compiles each command-line file in about 45 s of CPU at
-#      -O3, three times the plain build);
+#      BLAS — the built-in GEMM —, no CUDA), warnings as errors, under
+#      AddressSanitizer and UndefinedBehaviorSanitizer (-DGPULEDGER_SANITIZE=ON;
+#      any UB report is fatal; compiled at -Og, the CPU kernels at -O2), and its
+#      unit tests and the bad-input corpus. The CLI tests, which drive the binary
+#      end to end, run in step 3 only (-DGPULEDGER_CLI_TESTS=OFF here), and so
+#      do the MPI tests (Open MPI's own allocations make ASan's leak checker
+#      report at exit). SANITIZE=0 builds it plain instead, and runs its unit
+#      tests but the bad-input corpus and the CLI tests (both run in step 3);
 #   5. (with SANITIZE=1) the libFuzzer targets (tests/fuzz, clang,
 #      ${FUZZ_BUILD_DIR:-build-fuzz}), each run for ${FUZZ_SECONDS:-20} s from
 #      its seed corpus (FUZZ_SECONDS=0 skips the step). A finding fails the
@@ -36,7 +30,7 @@ MINIMAL_BUILD_DIR="${MINIMAL_BUILD_DIR:-$ROOT/build-minimal}"
 FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 FORMAT_CHECK="${FORMAT_CHECK:-1}"
-SANITIZE="${SANITIZE:-0}"
+SANITIZE="${SANITIZE:-1}"
 
 timed() {  # timed NAME CMD...: runs CMD, then prints how long it took
   local name="$1" t0=$SECONDS
