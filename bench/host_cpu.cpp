@@ -30,16 +30,12 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-// The value of the first "key : value" line of /proc/cpuinfo whose key is `key`.
+// The value of the first "key : value" line of the file at `path` (/proc/cpuinfo).
 std::string cpuinfo_field(const std::string& path, std::string_view key) {
   std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    if (trim(std::string_view(line).substr(0, colon)) == key) return trim(std::string_view(line).substr(colon + 1));
-  }
-  return {};
+  std::stringstream text;
+  text << in.rdbuf();
+  return key_value_field(text.str(), key);
 }
 
 bool has_flag(const std::string& flags, std::string_view flag) {
@@ -51,6 +47,16 @@ bool has_flag(const std::string& flags, std::string_view flag) {
 }
 
 }  // namespace
+
+std::string key_value_field(const std::string& text, std::string_view key) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon != std::string::npos && trim(std::string_view(line).substr(0, colon)) == key)
+      return trim(std::string_view(line).substr(colon + 1));
+  }
+  return {};
+}
 
 int64_t parse_cache_size_bytes(std::string_view text) {
   const std::string t = trim(text);

@@ -10,6 +10,10 @@
 
 namespace gpuledger::bench {
 
+// The value of the first "key : value" line of `text` whose key is `key`, both
+// trimmed (/proc/cpuinfo, /proc/driver/nvidia/gpus/*/information); "" when none.
+std::string key_value_field(const std::string& text, std::string_view key);
+
 // "32768K" → 33554432, "1M" → 1048576, "512" → 512 (sysfs cache sizes); -1 when unreadable.
 int64_t parse_cache_size_bytes(std::string_view text);
 

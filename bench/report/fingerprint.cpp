@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/host_cpu.h"
 #include "bench/report/report.h"
 #include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/thread_policy.h"
@@ -51,16 +52,8 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
-// "key\t: value" lines (/proc/cpuinfo, /proc/driver/nvidia/gpus/*/information):
-// the first value of `key`, or "".
-std::string field(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (colon != std::string::npos && trim(line.substr(0, colon)) == key) return trim(line.substr(colon + 1));
-  }
-  return "";
-}
+// "key\t: value" lines (/proc/cpuinfo, /proc/driver/nvidia/gpus/*/information).
+using bench::key_value_field;
 
 json env_or_null(const std::map<std::string, std::string>& env, const char* name) {
   const auto it = env.find(name);
@@ -92,7 +85,7 @@ json gpu_json() {
   std::vector<std::string> found;
   if (fs::is_directory(gpus, ec))
     for (const auto& entry : fs::directory_iterator(gpus, ec)) {
-      const std::string model = field(read_text(entry.path() / "information"), "Model");
+      const std::string model = key_value_field(read_text(entry.path() / "information"), "Model");
       if (!model.empty()) found.push_back(model);
     }
   std::sort(found.begin(), found.end());
@@ -165,15 +158,15 @@ std::string job_id(const std::map<std::string, std::string>& env) {
 
 CpuInfo parse_cpuinfo(const std::string& text) {
   CpuInfo c;
-  c.model = field(text, "model name");
-  if (c.model.empty()) c.model = field(text, "Hardware");
+  c.model = key_value_field(text, "model name");
+  if (c.model.empty()) c.model = key_value_field(text, "Hardware");
   if (c.model.empty()) {
-    const std::string part = field(text, "CPU part");
-    if (!part.empty()) c.model = field(text, "CPU implementer") + "/" + part;
+    const std::string part = key_value_field(text, "CPU part");
+    if (!part.empty()) c.model = key_value_field(text, "CPU implementer") + "/" + part;
   }
   if (c.model.empty()) c.model = "unknown";
-  std::string flags = field(text, "flags");
-  if (flags.empty()) flags = field(text, "Features");
+  std::string flags = key_value_field(text, "flags");
+  if (flags.empty()) flags = key_value_field(text, "Features");
   std::istringstream words(" " + flags + " ");
   std::vector<std::string> have;
   for (std::string w; words >> w;) have.push_back(w);
