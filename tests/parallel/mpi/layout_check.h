@@ -193,24 +193,29 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
 }
 
 // ---- the gradients of one step, element by element ----
+// One rank's first-step gradients with the same global batch, by tensor name.
+inline std::map<std::string, std::vector<float>> reference_gradients(const ModelConfig& m, const RunConfig& r,
+                                                                     const Layout& l) {
+  RankRig ref("cpu", m, reference_run(r, l), Layout{}, 0);
+  ref.trainer->step(0);
+  std::map<std::string, std::vector<float>> want;
+  const std::vector<float> all = ref.trainer->gradients_fp32();
+  size_t pos = 0;
+  for (const auto& [name, n] : ref.trainer->parameter_tensors()) {
+    want[name].assign(all.begin() + static_cast<std::ptrdiff_t>(pos),
+                      all.begin() + static_cast<std::ptrdiff_t>(pos + static_cast<size_t>(n)));
+    pos += static_cast<size_t>(n);
+  }
+  return want;
+}
+
 // The first step's gradients on every rank (fp32 gradients) against one
 // rank's with the same global batch: a whole gradient buffer tensor by tensor,
 // or under ZeRO 2/3 (dp > 1) each unit's shard (Trainer::gradients_fp32),
 // every element within abs + rel·|reference|. Returns the elements compared.
 inline int64_t check_step_gradients(const ModelConfig& m, RunConfig r, const Layout& l, double abs, double rel) {
   r.grad_dtype = DType::kFP32;
-  RankRig ref("cpu", m, reference_run(r, l), Layout{}, 0);
-  ref.trainer->step(0);
-  std::map<std::string, std::vector<float>> want;
-  {
-    const std::vector<float> all = ref.trainer->gradients_fp32();
-    size_t pos = 0;
-    for (const auto& [name, n] : ref.trainer->parameter_tensors()) {
-      want[name].assign(all.begin() + static_cast<std::ptrdiff_t>(pos),
-                        all.begin() + static_cast<std::ptrdiff_t>(pos + static_cast<size_t>(n)));
-      pos += static_cast<size_t>(n);
-    }
-  }
+  const std::map<std::string, std::vector<float>> want = reference_gradients(m, r, l);
   RankRig rig(RankRig::Mpi{}, "cpu", m, r, l);
   rig.build(m, r, l);
   rig.trainer->step(0);

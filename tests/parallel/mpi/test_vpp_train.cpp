@@ -97,18 +97,7 @@ TEST(InterleavedGradients, EveryTensorMatchesOneRank) {
   const ModelConfig m = with_layers("tiny-gpt", 2 * l.pp);
   RunConfig r = small_run(2 * l.pp, Schedule::k1F1B);
   r.grad_dtype = DType::kFP32;
-  RankRig ref("cpu", m, reference_run(r, l), Layout{}, 0);
-  ref.trainer->step(0);
-  std::map<std::string, std::vector<float>> want;
-  {
-    const std::vector<float> all = ref.trainer->gradients_fp32();
-    size_t pos = 0;
-    for (const auto& [name, n] : ref.trainer->parameter_tensors()) {
-      want[name].assign(all.begin() + static_cast<std::ptrdiff_t>(pos),
-                        all.begin() + static_cast<std::ptrdiff_t>(pos + static_cast<size_t>(n)));
-      pos += static_cast<size_t>(n);
-    }
-  }
+  const std::map<std::string, std::vector<float>> want = reference_gradients(m, r, l);
   RankRig rig(RankRig::Mpi{}, "cpu", m, r, l);
   rig.build(m, r, l);
   rig.trainer->step(0);
