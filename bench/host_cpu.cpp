@@ -23,12 +23,16 @@ std::string read_first_line(const std::filesystem::path& p) {
   return line;
 }
 
-std::string trim(std::string_view s) {
+}  // namespace
+
+std::string trim_space(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return std::string(s.substr(b, e - b));
 }
+
+namespace {
 
 // The value of the first "key : value" line of the file at `path` (/proc/cpuinfo).
 std::string cpuinfo_field(const std::string& path, std::string_view key) {
@@ -52,14 +56,14 @@ std::string key_value_field(const std::string& text, std::string_view key) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
-    if (colon != std::string::npos && trim(std::string_view(line).substr(0, colon)) == key)
-      return trim(std::string_view(line).substr(colon + 1));
+    if (colon != std::string::npos && trim_space(std::string_view(line).substr(0, colon)) == key)
+      return trim_space(std::string_view(line).substr(colon + 1));
   }
   return {};
 }
 
 int64_t parse_cache_size_bytes(std::string_view text) {
-  const std::string t = trim(text);
+  const std::string t = trim_space(text);
   if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) return -1;
   size_t used = 0;
   int64_t v = 0;
@@ -101,7 +105,7 @@ int64_t mem_available_bytes(const std::string& meminfo_path) {
   int64_t value = 0;
   while (in >> key >> value) {
     std::getline(in, unit);
-    if (key == "MemAvailable:") return trim(unit) == "kB" ? value * 1024 : value;
+    if (key == "MemAvailable:") return trim_space(unit) == "kB" ? value * 1024 : value;
   }
   return 0;
 }

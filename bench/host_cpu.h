@@ -10,6 +10,9 @@
 
 namespace gpuledger::bench {
 
+// `s` without its leading and trailing white space.
+std::string trim_space(std::string_view s);
+
 // The value of the first "key : value" line of `text` whose key is `key`, both
 // trimmed (/proc/cpuinfo, /proc/driver/nvidia/gpus/*/information); "" when none.
 std::string key_value_field(const std::string& text, std::string_view key);

@@ -46,12 +46,6 @@ std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
 // "key\t: value" lines (/proc/cpuinfo, /proc/driver/nvidia/gpus/*/information).
 using bench::key_value_field;
 
@@ -66,7 +60,7 @@ json blas_json() {
   // CPU (e.g. "Haswell", "SkylakeX", "SapphireRapids"): the same library runs
   // different GEMMs on different machines.
   return {{"library", "OpenBLAS"},
-          {"config", trim(openblas_get_config())},
+          {"config", bench::trim_space(openblas_get_config())},
           {"corename", blas_corename()},
           {"threads", openblas_get_num_threads()}};
 #else
