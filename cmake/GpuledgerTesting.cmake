@@ -24,12 +24,30 @@ else()
   set(GPL_TEST_THREADS 2)
 endif()
 
+# Label platform: a unit test whose result depends on how this build was
+# configured — every test of a folder that sets GPL_PLATFORM_TESTS (the CPU
+# kernels: BLAS, the ISA paths, OpenMP threads), and any test whose source reads
+# a GPULEDGER_HAVE_* switch. With GPULEDGER_GENERIC_UNIT_TESTS=OFF only these
+# unit tests (and the CLI tests) are built: scripts/test.sh's main build, whose
+# other unit tests run once, in the sanitizer build.
 function(gpl_add_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  set(labels unit ${T_LABELS})
+  set(platform ${GPL_PLATFORM_TESTS})
+  foreach(src ${T_SOURCES})
+    file(STRINGS ${src} reads_switch REGEX "GPULEDGER_HAVE_")
+    if(reads_switch)
+      set(platform ON)
+    endif()
+  endforeach()
+  if(platform)
+    list(APPEND labels platform)
+  elseif(NOT GPULEDGER_GENERIC_UNIT_TESTS AND NOT "cli" IN_LIST labels)
+    return()
+  endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main gpl_test_options)
   add_test(NAME ${name} COMMAND ${name})
-  set(labels unit ${T_LABELS})
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=${GPL_TEST_THREADS};OPENBLAS_NUM_THREADS=${GPL_TEST_THREADS}")
 endfunction()

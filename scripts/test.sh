@@ -7,8 +7,10 @@
 #      formatted; CI leaves it on;
 #   3. the main build (${BUILD_DIR:-build}: MPI, OpenBLAS, CUDA when nvcc is
 #      found) with warnings as errors, and every test that does not need a GPU
-#      (unit, cli, mpi, install; gpu tests skip here). Extra arguments go to
-#      this ctest;
+#      (unit, cli, mpi, install; gpu tests skip here). With SANITIZE=1 its unit
+#      tests are those labelled platform (-DGPULEDGER_GENERIC_UNIT_TESTS=OFF):
+#      the CPU kernels and the tests that read the build's switches; the others
+#      run once, in step 4. Extra arguments go to this ctest;
 #   4. a second build with only a compiler (${MINIMAL_BUILD_DIR:-build-minimal}: no MPI, no
 #      BLAS — the built-in GEMM —, no CUDA), warnings as errors, under
 #      AddressSanitizer and UndefinedBehaviorSanitizer (-DGPULEDGER_SANITIZE=ON;
@@ -59,13 +61,21 @@ run_ctest() {  # run_ctest BUILD_DIR CTEST_ARGS...
   (cd "$1" && shift && ctest --output-on-failure -j "$JOBS" "$@")
 }
 
-timed "main build" env BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON
+# With the sanitizer build (SANITIZE=1) each unit test runs once: the main build
+# keeps the unit tests labelled platform (the CPU kernels with this build's BLAS,
+# ISA paths and threads; tests that read a GPULEDGER_HAVE_* switch) and the
+# CLI, MPI, GPU and install tests; the other unit tests run under the sanitizers.
+generic_unit_tests=ON
+[ "$SANITIZE" = "1" ] && generic_unit_tests=OFF
+timed "main build" env BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON \
+  -DGPULEDGER_GENERIC_UNIT_TESTS="$generic_unit_tests"
 timed "main tests" run_ctest "$BUILD_DIR" "$@"
 
 if [ "$SANITIZE" = "1" ]; then
   timed "minimal sanitizer build (no MPI, no BLAS, no CUDA; ASan + UBSan)" env BUILD_DIR="$MINIMAL_BUILD_DIR" \
     "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF \
-    -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON -DGPULEDGER_CLI_TESTS=OFF
+    -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON -DGPULEDGER_CLI_TESTS=OFF \
+    -DGPULEDGER_GENERIC_UNIT_TESTS=ON
   timed "minimal sanitizer unit tests and bad inputs" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$MINIMAL_BUILD_DIR" -L unit
   if [ "$FUZZ_SECONDS" != "0" ]; then
