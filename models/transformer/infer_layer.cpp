@@ -57,6 +57,8 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
     void* ks = byte_offset(k.data(), e * r0 * c.kv_dim());
     dev_.split_qkv(qs, ks, byte_offset(v.data(), e * r0 * c.kv_dim()), byte_offset(rows.data(), e * r0 * c.qkv_dim()),
                    c.e, sh);
+    // Qwen3's QK norm before RoPE, in place (attention.cpp: qk_norm_forward)
+    if (c.qk_norm) tl.qk_norm_forward(qs, ks, nullptr, qs, ks, c.a_t * s.n_new, c.k_t * s.n_new);
     if (!c.gpt) {  // RoPE (Su et al. 2021) at the sequence's own positions len − n_new …
       const int64_t pos = cache.length(s.id) - s.n_new;
       dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, c.rope_theta);
