@@ -2,6 +2,7 @@
 #include "analytic/inference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <stdexcept>
 #include <utility>
@@ -10,6 +11,35 @@
 #include "core/checked_math.h"
 
 namespace gpuledger::analytic {
+
+double expected_distinct_experts(int64_t experts, int64_t top_k, int64_t tokens) {
+  if (experts < 1 || top_k < 1 || top_k > experts || tokens < 0)
+    throw std::invalid_argument("expected distinct experts: need 1 <= k <= E and tokens >= 0, got E " +
+                                std::to_string(experts) + ", k " + std::to_string(top_k) + ", tokens " +
+                                std::to_string(tokens));
+  // Uniform routing: each token's k experts a uniformly drawn k-subset of the
+  // E, independent of the other tokens'. One token leaves expert e out with
+  // probability 1 − k/E, all B tokens with (1 − k/E)^B; by linearity of
+  // expectation over the E experts, E·(1 − (1 − k/E)^B) are routed to.
+  const double E = static_cast<double>(experts), k = static_cast<double>(top_k);
+  return E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(tokens)));
+}
+
+int64_t moe_expert_weight_bytes(const ModelConfig& m, DType dtype) {
+  return checked_product({3, m.hidden, m.expert_ffn, dtype_bytes(dtype)}, "expert weight bytes");
+}
+
+int64_t decode_weight_bytes_read_routed(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
+                                        int64_t experts_routed) {
+  if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
+  const int64_t all_experts = checked_mul(layers_on_stage(m, l, 0), m.num_experts, "experts on the rank");
+  if (experts_routed < 0 || experts_routed > all_experts)
+    throw std::invalid_argument("experts routed to must be in [0, " + std::to_string(all_experts) + "], got " +
+                                std::to_string(experts_routed));
+  // every expert once (the parameter count holds them all), less those not routed to
+  return decode_weight_bytes_read(m, l, dtype, tokens) -
+         checked_mul(all_experts - experts_routed, moe_expert_weight_bytes(m, dtype), "unread expert bytes");
+}
 
 int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
   if (tokens < 0) throw std::invalid_argument("decode tokens must be >= 0, got " + std::to_string(tokens));
@@ -23,11 +53,20 @@ int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dt
   return bytes;
 }
 
+int64_t decode_weight_bytes_expected(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
+  if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
+  const double unread =
+      static_cast<double>(layers_on_stage(m, l, 0)) *
+      (static_cast<double>(m.num_experts) - expected_distinct_experts(m.num_experts, m.experts_per_token, tokens)) *
+      static_cast<double>(moe_expert_weight_bytes(m, dtype));
+  return decode_weight_bytes_read(m, l, dtype, tokens) - std::llround(unread);
+}
+
 int64_t decode_bytes_per_step(const ModelConfig& m, const Layout& l, DType dtype, const KvOptions& kv, int64_t batch,
                               int64_t kept_tokens) {
   const int64_t token_bytes = kv_bytes_per_token(m, l, kv.dtype) + kv_scale_bytes_per_token(m, l, kv);
   return checked_add(
-      checked_add(decode_weight_bytes_read(m, l, dtype, batch),
+      checked_add(decode_weight_bytes_expected(m, l, dtype, batch),
                   checked_product({batch, kept_tokens, token_bytes}, "decode K/V bytes"), "decode bytes per step"),
       kv_scale_bytes_fixed(m, l, kv), "decode bytes per step");
 }

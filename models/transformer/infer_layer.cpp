@@ -8,6 +8,14 @@
 #include <string>
 
 namespace gpuledger {
+namespace {
+// The experts a routing sent at least one token to.
+int64_t experts_with_rows(const moe::RoutingPlan& plan, int64_t experts) {
+  int64_t n = 0;
+  for (int64_t ex = 0; ex < experts; ++ex) n += plan.rows_of(ex) > 0 ? 1 : 0;
+  return n;
+}
+}  // namespace
 
 InferenceLayer::InferenceLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params,
                                int64_t layer)
@@ -112,6 +120,7 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   stats.reset();
   LayerSaved scratch;
   tl.mlp_forward(xn.data(), y.data(), scratch, Account::kWorkspace);
+  experts_routed_ = c.moe ? experts_with_rows(scratch.moe.plan, c.routing.experts) : 0;
   scratch.clear();
   xn.reset();
   dev_.add(out, resid.data(), y.data(), c.e, hid);
