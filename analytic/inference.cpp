@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "analytic/moe.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 
@@ -71,6 +72,23 @@ int64_t decode_bytes_per_step(const ModelConfig& m, const Layout& l, DType dtype
       kv_scale_bytes_fixed(m, l, kv), "decode bytes per step");
 }
 
+namespace {
+
+// A MoE block's temporaries in the serving forward (models/moe/moe_block.cpp
+// MoeBlock::forward with every tensor in workspace): first the router logits
+// (n × E, e bytes) alone; then what the training forward saves, for all n·k
+// rows (nothing dropped at inference: analytic/moe.h
+// moe_block_activation_bytes), with the shared experts' output (n × h) last.
+int64_t moe_serving_bytes(const ModelConfig& m, int64_t n, int64_t e) {
+  const int64_t rows = checked_mul(n, m.experts_per_token, "MoE rows");
+  const int64_t logits = checked_product({e, n, m.num_experts}, "router logits bytes");
+  int64_t block = moe_block_activation_bytes(m, n, rows, e);
+  if (m.shared_experts > 0) block = checked_add(block, checked_product({e, n, m.hidden}, "shared out"), "MoE bytes");
+  return std::max(logits, block);
+}
+
+}  // namespace
+
 PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
                                      AttentionKind attention) {
   if (tokens < 1) throw std::invalid_argument("prefill tokens must be >= 1, got " + std::to_string(tokens));
@@ -108,7 +126,9 @@ PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DTyp
       {stats + e * n * (2 * h + q_d), "attention-out"},
       // norm-2 output, the attention-out output, the residual; then the MLP's inner tensors
       {stats + 3 * enh, "residual"},
-      {3 * enh + checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes"), "MLP"},
+      {3 * enh +
+           (m.is_moe() ? moe_serving_bytes(m, n, e) : checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes")),
+       "MLP"},
   };
   const auto* top = std::max_element(std::begin(phases), std::end(phases),
                                      [](const auto& x, const auto& y) { return x.first < y.first; });

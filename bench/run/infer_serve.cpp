@@ -258,10 +258,9 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   // The profiled prefill's peak is the model's temporaries alone where the
   // backend's ops book no workspace of their own: meta, and the cpu in fp32
   // (in 16 bits its GEMMs stage fp32 copies of their operands, ops_gemm.cpp;
-  // on cuda the attention kernels book their block tables). The formula
-  // leaves a MoE block's own temporaries out: no check for a MoE model.
+  // on cuda the attention kernels book their block tables).
   const ModelConfig& m = q.config.model;
-  if (!m.is_moe() && (q.backend == "meta" || (q.backend == "cpu" && q.config.run.dtype == DType::kFP32)))
+  if (q.backend == "meta" || (q.backend == "cpu" && q.config.run.dtype == DType::kFP32))
     checks.push_back(bench::make_check("activation_peak", r.rank, d(v.act), d(r.analytic_activation_bytes), 0));
   checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
   checks.push_back(bench::make_check("kv.capacity_sequences", r.rank, d(v.measured_cap), d(v.predicted.sequences), 0));

@@ -153,6 +153,23 @@ TEST(InferStepBytes, ProfiledPrefillPeakEqualsTheAnalyticFigureFlashAndMateriali
     }
 }
 
+TEST(InferStepBytes, MoeProfiledPrefillPeakEqualsTheAnalyticFigure) {
+  // tiny-moe, fp32, 16 tokens: the MoE block peaks with every row's tensors,
+  // 4·16·4 probs + 4·32 row tokens + 2·32·32·4 rows in and out + 3·32·24·4
+  // expert inner + 3·16·16·4 shared inner + 16·32·4 shared out = 22,912, on
+  // the layer's two hidden buffers and three of its own (5·16·32·4 = 10,240)
+  EXPECT_EQ(profiled("cpu", "tiny-moe", DType::kFP32, AttentionKind::kFlash, 16), 33'152);
+  for (const auto attention : {AttentionKind::kFlash, AttentionKind::kMaterialized})
+    for (int64_t chunk : {1, 5, 16, 64}) {
+      SCOPED_TRACE(std::string(attention_name(attention)) + " chunk " + std::to_string(chunk));
+      EXPECT_EQ(profiled("cpu", "tiny-moe", DType::kFP32, attention, chunk),
+                analytic::prefill_activation_bytes(load_model("tiny-moe"), one(), DType::kFP32, chunk, attention));
+    }
+  const ModelConfig q = load_model("qwen3-30b-a3b");
+  EXPECT_EQ(profiled("meta", "qwen3-30b-a3b", DType::kBF16, AttentionKind::kFlash, 2048),
+            analytic::prefill_activation_bytes(q, one(), DType::kBF16, 2048, AttentionKind::kFlash));
+}
+
 TEST(InferStepBytes, ProfiledPrefillPeakEqualsTheAnalyticFigureOnMetaForRealShapes) {
   for (const std::string name : {"tiny-gpt", "llama3-8b", "qwen2.5-7b", "gpt2"})
     for (const auto attention : {AttentionKind::kFlash, AttentionKind::kMaterialized}) {
