@@ -38,18 +38,10 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   void* q = s.qkv.data();
   void* k = byte_offset(q, e * n * c.q_dim());
   void* v = byte_offset(k, e * n * c.kv_dim());
-  if (c.qk_norm) {  // Q and K as projected are the norm's saved input; the normed ones go on in s.qkv
-    s.qk_norm_in = dev_.alloc(e * n * (c.q_dim() + c.kv_dim()), acc, "qk_norm.in");
-    s.qk_norm_rstd = dev_.alloc(4 * c.b * (c.a_t + c.k_t) * c.s, acc, "qk_norm.rstd");
-    void* q_in = s.qk_norm_in.data();
-    void* k_in = byte_offset(q_in, e * n * c.q_dim());
-    dev_.split_qkv(q_in, k_in, v, qkv_rows.data(), c.e, sh);
-    qk_norm_forward(q, k, s.qk_norm_rstd.as<float>(), q_in, k_in, c.b * c.a_t * c.s, c.b * c.k_t * c.s);
-    done(s.qk_norm_in);
-    done(s.qk_norm_rstd);
-  } else {
+  if (c.qk_norm)  // Qwen3 (qk_norm.cpp)
+    qk_norm_split(q, k, v, qkv_rows.data(), s, acc);
+  else
     dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
-  }
   qkv_rows.reset();
   if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021), positions 0 … T − 1
     dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
@@ -315,22 +307,8 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
     dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
     dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
   }
-  Buffer dqk_in;  // qk_norm: the gradients of Q and K before the norm
-  if (c.qk_norm) {
-    dqk_in = ws(e * n * (c.q_dim() + c.kv_dim()), "dqk_norm.in");
-    const int64_t rows_q = c.b * c.a_t * c.s, rows_k = c.b * c.k_t * c.s;
-    const void* q_in = s.qk_norm_in.data();
-    const void* k_in = byte_offset(q_in, e * n * c.q_dim());
-    const float* rstd = s.qk_norm_rstd.as<float>();
-    void* dq_in = dqk_in.data();
-    void* dk_in = byte_offset(dq_in, e * n * c.q_dim());
-    dev_.rmsnorm_backward(dq_in, p_.d_q_norm_w, c.g, dq, q_in, p_.q_norm_w, rstd, c.e, rows_q, c.d, false);
-    dev_.rmsnorm_backward(dk_in, p_.d_k_norm_w, c.g, dk, k_in, p_.k_norm_w, rstd + rows_q, c.e, rows_k, c.d, false);
-    s.qk_norm_in.reset();
-    s.qk_norm_rstd.reset();
-    dq = dq_in;
-    dk = dk_in;
-  }
+  Buffer dqk_in;  // Qwen3 (qk_norm.cpp): dq, dk now point to the gradients before the norm
+  if (c.qk_norm) dqk_in = qk_norm_backward(dq, dk, s);
   Buffer dqkv_rows = ws(e * n * c.qkv_dim(), "dqkv.rows");
   dev_.merge_qkv_grad(dqkv_rows.data(), dq, dk, dv, c.e, sh);
   dqk_in.reset();
@@ -347,19 +325,6 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   linear_backward_data(dev_, dxf.data(), dqkv_rows.data(), p_.qkv_w, c.e, n, c.h, c.qkv_dim());
   dqkv_rows.reset();
   dxf.reduce();
-}
-
-// Qwen3's QK norm (transformers 5.24.0, models/qwen3/modeling_qwen3.py
-// Qwen3Attention.forward and models/qwen3_moe/modeling_qwen3_moe.py
-// Qwen3MoeAttention: q_norm / k_norm, an RMSNorm over head_dim with
-// rms_norm_eps, on q_proj / k_proj's output viewed as heads, before
-// apply_rotary_pos_emb): each head's row of d is one RMSNorm row, γ (d)
-// shared by every head. Ours multiplies by γ in fp32 before rounding to e;
-// Qwen3RMSNorm rounds the normalised row to the input dtype first.
-void TransformerLayer::qk_norm_forward(void* q, void* k, float* rstd, const void* q_in, const void* k_in,
-                                       int64_t rows_q, int64_t rows_k) {
-  dev_.rmsnorm_forward(q, rstd, q_in, p_.q_norm_w, cfg_.e, rows_q, cfg_.d, cfg_.norm_eps);
-  dev_.rmsnorm_forward(k, rstd ? rstd + rows_q : nullptr, k_in, p_.k_norm_w, cfg_.e, rows_k, cfg_.d, cfg_.norm_eps);
 }
 
 }  // namespace gpuledger

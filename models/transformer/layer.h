@@ -32,7 +32,8 @@
 //              dropped probs; flash: the fp32 log-sum-exp), the context,
 //              attention-out dropout mask, norm-2 input, stats and output, the
 //              MLP's (gpt: GELU input and output; llama: gate, up, SwiGLU
-//              output), MLP dropout mask. The layer input is the caller's.
+//              output), MLP dropout mask; with qk_norm (Qwen3) Q and K before
+//              the QK norm and its rstd (qk_norm.cpp). The layer input is the caller's.
 //   selective: the same without the core's tensors, which backward recomputes
 //              from Q, K, V (re-running QKᵀ and P·V, as Megatron's
 //              checkpointed core attention does) in workspace.
@@ -184,11 +185,17 @@ class TransformerLayer {
   void qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk);
   // dxn may alias dy: both blocks write dxn only after their last read of dy.
   void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
-  // qk_norm (Qwen3): q, k (head layout, `rows_q` = B·a_t·T and `rows_k` =
+  // qk_norm.cpp (Qwen3): q, k (head layout, `rows_q` = B·a_t·T and `rows_k` =
   // B·k_t·T rows of d) = RMSNorm of q_in, k_in with the shared per-head γ;
   // rstd (rows_q + rows_k, fp32) may be null (inference), q may alias q_in.
   void qk_norm_forward(void* q, void* k, float* rstd, const void* q_in, const void* k_in, int64_t rows_q,
                        int64_t rows_k);
+  // split_qkv with the QK norm: the projected Q, K saved in s.qk_norm_in (and
+  // the rstd), the normed ones written to q, k; v as split_qkv.
+  void qk_norm_split(void* q, void* k, void* v, const void* qkv_rows, LayerSaved& s, Account acc);
+  // dq, dk (after RoPE's backward) -> the gradients before the norm, in the
+  // returned workspace (dq, dk repointed into it); accumulates the γ gradients.
+  Buffer qk_norm_backward(void*& dq, void*& dk, LayerSaved& s);
   // mlp.cpp
   void mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc);
   void mlp_backward(const void* dy, void* dxn, LayerSaved& s);
