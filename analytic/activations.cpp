@@ -75,6 +75,10 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
   n.add({norm_stats(x)});                                 // norm-1 statistics (sp)
   n.add({hidden_sp});                                     // norm-1 output (sp)
   n.add({x.e, x.b, x.s, x.a_t * x.d + 2 * x.k_t * x.d});  // Q, K, V (after RoPE)
+  if (m.qk_norm) {  // Qwen3: Q and K before the QK norm, and its fp32 rstd per head row
+    n.add({x.e, x.b, x.s, (x.a_t + x.k_t) * x.d});
+    n.add({4, x.b, x.s, x.a_t + x.k_t});
+  }
   if (r.recompute == Recompute::kNone) {
     // The attention core; `selective` recomputes it in backward instead.
     if (r.attention == AttentionKind::kMaterialized) {

@@ -2,14 +2,45 @@
 #include "analytic/inference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <stdexcept>
 #include <utility>
 
+#include "analytic/moe.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 
 namespace gpuledger::analytic {
+
+double expected_distinct_experts(int64_t experts, int64_t top_k, int64_t tokens) {
+  if (experts < 1 || top_k < 1 || top_k > experts || tokens < 0)
+    throw std::invalid_argument("expected distinct experts: need 1 <= k <= E and tokens >= 0, got E " +
+                                std::to_string(experts) + ", k " + std::to_string(top_k) + ", tokens " +
+                                std::to_string(tokens));
+  // Uniform routing: each token's k experts a uniformly drawn k-subset of the
+  // E, independent of the other tokens'. One token leaves expert e out with
+  // probability 1 − k/E, all B tokens with (1 − k/E)^B; by linearity of
+  // expectation over the E experts, E·(1 − (1 − k/E)^B) are routed to.
+  const double E = static_cast<double>(experts), k = static_cast<double>(top_k);
+  return E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(tokens)));
+}
+
+int64_t moe_expert_weight_bytes(const ModelConfig& m, DType dtype) {
+  return checked_product({3, m.hidden, m.expert_ffn, dtype_bytes(dtype)}, "expert weight bytes");
+}
+
+int64_t decode_weight_bytes_read_routed(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
+                                        int64_t experts_routed) {
+  if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
+  const int64_t all_experts = checked_mul(layers_on_stage(m, l, 0), m.num_experts, "experts on the rank");
+  if (experts_routed < 0 || experts_routed > all_experts)
+    throw std::invalid_argument("experts routed to must be in [0, " + std::to_string(all_experts) + "], got " +
+                                std::to_string(experts_routed));
+  // every expert once (the parameter count holds them all), less those not routed to
+  return decode_weight_bytes_read(m, l, dtype, tokens) -
+         checked_mul(all_experts - experts_routed, moe_expert_weight_bytes(m, dtype), "unread expert bytes");
+}
 
 int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
   if (tokens < 0) throw std::invalid_argument("decode tokens must be >= 0, got " + std::to_string(tokens));
@@ -23,14 +54,40 @@ int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dt
   return bytes;
 }
 
+int64_t decode_weight_bytes_expected(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
+  if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
+  const double unread =
+      static_cast<double>(layers_on_stage(m, l, 0)) *
+      (static_cast<double>(m.num_experts) - expected_distinct_experts(m.num_experts, m.experts_per_token, tokens)) *
+      static_cast<double>(moe_expert_weight_bytes(m, dtype));
+  return decode_weight_bytes_read(m, l, dtype, tokens) - std::llround(unread);
+}
+
 int64_t decode_bytes_per_step(const ModelConfig& m, const Layout& l, DType dtype, const KvOptions& kv, int64_t batch,
                               int64_t kept_tokens) {
   const int64_t token_bytes = kv_bytes_per_token(m, l, kv.dtype) + kv_scale_bytes_per_token(m, l, kv);
   return checked_add(
-      checked_add(decode_weight_bytes_read(m, l, dtype, batch),
+      checked_add(decode_weight_bytes_expected(m, l, dtype, batch),
                   checked_product({batch, kept_tokens, token_bytes}, "decode K/V bytes"), "decode bytes per step"),
       kv_scale_bytes_fixed(m, l, kv), "decode bytes per step");
 }
+
+namespace {
+
+// A MoE block's temporaries in the serving forward (models/moe/moe_block.cpp
+// MoeBlock::forward with every tensor in workspace): first the router logits
+// (n × E, e bytes) alone; then what the training forward saves, for all n·k
+// rows (nothing dropped at inference: analytic/moe.h
+// moe_block_activation_bytes), with the shared experts' output (n × h) last.
+int64_t moe_serving_bytes(const ModelConfig& m, int64_t n, int64_t e) {
+  const int64_t rows = checked_mul(n, m.experts_per_token, "MoE rows");
+  const int64_t logits = checked_product({e, n, m.num_experts}, "router logits bytes");
+  int64_t block = moe_block_activation_bytes(m, n, rows, e);
+  if (m.shared_experts > 0) block = checked_add(block, checked_product({e, n, m.hidden}, "shared out"), "MoE bytes");
+  return std::max(logits, block);
+}
+
+}  // namespace
 
 PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
                                      AttentionKind attention) {
@@ -69,7 +126,9 @@ PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DTyp
       {stats + e * n * (2 * h + q_d), "attention-out"},
       // norm-2 output, the attention-out output, the residual; then the MLP's inner tensors
       {stats + 3 * enh, "residual"},
-      {3 * enh + checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes"), "MLP"},
+      {3 * enh +
+           (m.is_moe() ? moe_serving_bytes(m, n, e) : checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes")),
+       "MLP"},
   };
   const auto* top = std::max_element(std::begin(phases), std::end(phases),
                                      [](const auto& x, const auto& y) { return x.first < y.first; });

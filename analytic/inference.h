@@ -28,10 +28,28 @@ namespace gpuledger::analytic {
 // embeddings on one stage), less the learned positions (gpt) but one row per
 // token. Under tp every token's row is counted on the rank (exact at tp = 1;
 // there a rank reads only the rows of its vocabulary range).
+// A MoE model counts every expert here (all of them are held); the two below
+// count the experts a step reads.
 int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens);
 
+// The expected number of distinct experts `tokens` tokens route to in one
+// layer, each choosing top_k of `experts`, under uniform routing (every
+// token's k-subset uniform and independent): E·(1 − (1 − k/E)^B).
+double expected_distinct_experts(int64_t experts, int64_t top_k, int64_t tokens);
+// One expert's gate, up and down weights: 3·h·f_e·e bytes.
+int64_t moe_expert_weight_bytes(const ModelConfig& m, DType dtype);
+// MoE: the weights a step reads when its layers routed to `experts_routed`
+// distinct experts in all (Σ over the rank's layers): the dense and shared
+// weights and the router once, the routed experts once each. Dense: as above.
+int64_t decode_weight_bytes_read_routed(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
+                                        int64_t experts_routed);
+// MoE: the same with the expected distinct experts of `tokens` tokens in each
+// layer (rounded to the byte). Dense: decode_weight_bytes_read.
+int64_t decode_weight_bytes_expected(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens);
+
 // One decode step of `batch` sequences, each holding `kept_tokens` K/V tokens
-// (the new one included): the weights read above for `batch` tokens, plus
+// (the new one included): the weights read for `batch` tokens (a MoE model's
+// expected experts, decode_weight_bytes_expected), plus
 // batch × kept × (K/V bytes + per-token scales) per token, plus the fixed scales once.
 int64_t decode_bytes_per_step(const ModelConfig& m, const Layout& l, DType dtype, const KvOptions& kv, int64_t batch,
                               int64_t kept_tokens);

@@ -20,11 +20,14 @@ int64_t megatron_padded_vocab(int64_t vocab, int64_t tp) {
 
 namespace {
 
-// The per-layer parameter groups of compute_weight_and_optimizer_memory for a
-// dense model: attention_params (self_attn_term), dense_mlp_params,
-// layernorm_params, and the final norm.
+// The per-layer parameter groups of compute_weight_and_optimizer_memory:
+// attention_params (self_attn_term), dense_mlp_params, layernorm_params, the
+// final norm; for MoE layers shared_expert_params, routed_expert_params and
+// router_params; the layer counts num_dense_layers and num_moe_layers.
 struct MegatronLayerParams {
   double attention = 0, mlp = 0, layernorm = 0, final_norm = 0, embedding = 0;
+  double shared_experts = 0, routed_experts = 0, router = 0;
+  double dense_layers = 0, moe_layers = 0;
 };
 
 MegatronLayerParams megatron_layer_params(const ModelConfig& m, int64_t tp) {
@@ -43,32 +46,62 @@ MegatronLayerParams megatron_layer_params(const ModelConfig& m, int64_t tp) {
   p.final_norm = norm_size * h;
   // embedding_size = h * padded_vocab_size
   p.embedding = h * static_cast<double>(megatron_padded_vocab(m.vocab, tp));
+  // moe_layer_freq 1: every layer a MoE layer (our MoE models), else all dense
+  const double layers = static_cast<double>(m.layers);
+  p.dense_layers = m.is_moe() ? 0.0 : layers;
+  p.moe_layers = m.is_moe() ? layers : 0.0;
+  if (m.is_moe()) {
+    const double experts = static_cast<double>(m.num_experts);
+    // shared_expert_params = 2 * h * moe_shared_expert_intermediate_size * gated_linear_multiplier
+    p.shared_experts = 2.0 * h * static_cast<double>(m.shared_experts * m.shared_expert_ffn) * gated;
+    // routed_expert_params = 2 * h * moe_ffn_hidden_size * num_experts * gated_linear_multiplier
+    p.routed_experts = 2.0 * h * static_cast<double>(m.expert_ffn) * experts * gated;
+    // router_params = h * num_experts (no add_bias_linear)
+    p.router = h * experts;
+  }
   return p;
 }
 
 }  // namespace
 
-MegatronShardParams megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage) {
+MegatronShardParams megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage,
+                                          const MegatronExpertLayout& x) {
   const MegatronLayerParams p = megatron_layer_params(m, l.tp);
-  const double layers = static_cast<double>(m.layers);
   const double t = static_cast<double>(l.tp), pp = static_cast<double>(l.pp);
+  const double expert_split = static_cast<double>(x.etp_or(l.tp)) * static_cast<double>(x.ep);  // ETP·EP
   // tp_sharded_params_in_transformer_block = (attention + dense_mlp) * num_dense_layers
-  const double tp_block = (p.attention + p.mlp) * layers;
-  // replicated_params_in_transformer_block = layernorm * num_dense_layers + final_layernorm
-  const double replicated_block = p.layernorm * layers + p.final_norm;
+  //                                          + (attention + shared_expert) * num_moe_layers
+  const double tp_block = (p.attention + p.mlp) * p.dense_layers + (p.attention + p.shared_experts) * p.moe_layers;
+  // replicated_params_in_transformer_block = layernorm * num_dense_layers
+  //                                          + (layernorm + router) * num_moe_layers + final_layernorm
+  const double replicated_block = p.layernorm * p.dense_layers + (p.layernorm + p.router) * p.moe_layers + p.final_norm;
+  // expert_sharded_params_in_transformer_block = routed_expert * num_moe_layers
+  const double expert_block = p.routed_experts * p.moe_layers;
   MegatronShardParams s;
   if (stage == 0) {
     // Most loaded shard: ((tp_block / pp) + embedding) / tp, replicated_block / pp
-    // (not divided by tp), + embedding / tp when untied and pp == 1.
+    // (not divided by tp), (expert_block / pp) / (etp * ep), + embedding / tp
+    // when untied and pp == 1.
     s.tp_sharded = (tp_block / pp + p.embedding) / t;
     s.replicated = replicated_block / pp;
+    s.expert_sharded = (expert_block / pp) / expert_split;
     if (!m.tied_embeddings && l.pp == 1) s.tp_sharded += p.embedding / t;
   } else {
-    // Other shards: tp_block / (pp * tp) + replicated_block / pp.
+    // Other shards: tp_block / (pp * tp) + replicated_block / pp + expert_block / (pp * etp * ep).
     s.tp_sharded = tp_block / (pp * t);
     s.replicated = replicated_block / pp;
+    s.expert_sharded = expert_block / (pp * expert_split);
   }
   return s;
+}
+
+double megatron_weight_and_optimizer_bytes(const ModelConfig& m, const Layout& l, int64_t stage,
+                                           bool distributed_optimizer, const MegatronExpertLayout& x) {
+  const MegatronShardParams s = megatron_shard_params(m, l, stage, x);
+  // expert_data_parallel_size = world_size // (etp * ep * pp)
+  const int64_t expert_dp = (l.dp * l.tp * l.pp) / (x.etp_or(l.tp) * x.ep * l.pp);
+  return (s.tp_sharded + s.replicated) * megatron_bytes_per_param(distributed_optimizer, l.dp) +
+         s.expert_sharded * megatron_bytes_per_param(distributed_optimizer, expert_dp);
 }
 
 double megatron_bytes_per_param(bool distributed_optimizer, int64_t dp) {

@@ -6,8 +6,15 @@
 //     choice between them in report_theoretical_memory;
 //   megatron/training/training.py num_floating_point_operations
 //     (transformer_flops, dense layers, BSHD defaults).
-// Dense models only (no MoE, MTP, MLA, linear attention): the terms those
-// features add are zero here. Parameter counts follow Megatron's conventions
+// Dense models and MoE models whose every layer is a MoE layer (Megatron's
+// --moe-layer-freq 1): compute_weight_and_optimizer_memory's routed experts
+// (2·h·f_e·E·3/2 per layer, expert-sharded over ETP·EP and their optimizer
+// state over the expert data-parallel size world/(ETP·EP·PP)), shared experts
+// (2·h·S·f_s·3/2, TP-sharded) and router (h·E, replicated). No MTP, MLA,
+// latent MoE, shared-expert gate or linear attention: those terms are zero
+// here; Qwen3's QK norm (2·d per layer) is not in Megatron's count. The
+// activation and FLOPs figures are the dense ones (Megatron's
+// compute_activation_memory has no MoE term). Parameter counts follow Megatron's conventions
 // (no linear biases, norm_size 1 for RMSNorm and 2 for LayerNorm, learned
 // positions not counted, the vocabulary padded by vocab_size_with_padding).
 #pragma once
@@ -34,11 +41,27 @@ int64_t megatron_padded_vocab(int64_t vocab, int64_t tp);
 struct MegatronShardParams {
   double tp_sharded = 0;
   double replicated = 0;
-  double total() const { return tp_sharded + replicated; }
+  double expert_sharded = 0;  // routed experts, over ETP·EP (MoE)
+  double total() const { return tp_sharded + replicated + expert_sharded; }
 };
-MegatronShardParams megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage);
+// Megatron's expert layout: --expert-model-parallel-size (EP, default 1) and
+// --expert-tensor-parallel-size (ETP; megatron/training/arguments.py sets it
+// to the TP size when not given).
+struct MegatronExpertLayout {
+  int64_t ep = 1;
+  std::optional<int64_t> etp;
+  int64_t etp_or(int64_t tp) const { return etp.value_or(tp); }
+};
+MegatronShardParams megatron_shard_params(const ModelConfig& m, const Layout& l, int64_t stage,
+                                          const MegatronExpertLayout& x = {});
 // Bytes per parameter: 18, or 6 + 12/DP with --use-distributed-optimizer.
 double megatron_bytes_per_param(bool distributed_optimizer, int64_t dp);
+// compute_weight_and_optimizer_memory's figure for the shard of `stage`:
+// (TP-sharded + replicated) · bytes_per_param(DP) + expert-sharded ·
+// bytes_per_param(expert DP = world / (ETP·EP·PP)), world = DP·TP·PP.
+// (Megatron returns the most loaded shard's; stage > 0 gives the other shards'.)
+double megatron_weight_and_optimizer_bytes(const ModelConfig& m, const Layout& l, int64_t stage,
+                                           bool distributed_optimizer, const MegatronExpertLayout& x = {});
 
 // report_theoretical_memory's activation figure (bytes) for the first pipeline
 // stage: compute_activation_memory when sequence parallelism and selective

@@ -216,14 +216,13 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
   // distributed optimizer (6 + 12/DP) shards the fp32 master and Adam states
   // over DP like ZeRO 1. Neither describes ZeRO 2 or 3, so neither is printed there.
   if (l.zero <= 1) {
-    const MegatronShardParams ms = megatron_shard_params(m, l, l.coords(rank).pp);
     const bool distributed = l.zero == 1;
     const std::string shard = l.coords(rank).pp == 0
                                   ? "most loaded shard: ((L/p layers' TP-sharded params + embedding)/t + "
                                     "replicated norms/p)"
                                   : "other shards: (L/p layers' TP-sharded params)/t + replicated norms/p";
     out.push_back({distributed ? "megatron_distributed_optimizer" : "megatron_18",
-                   ms.total() * megatron_bytes_per_param(distributed, l.dp),
+                   megatron_weight_and_optimizer_bytes(m, l, l.coords(rank).pp, distributed),
                    std::string("Megatron-LM megatron/training/theoretical_memory_usage.py "
                                "compute_weight_and_optimizer_memory @") +
                        kMegatronCommit + ": " +

@@ -104,9 +104,12 @@ ServingPoint serving_point(const ServingDemand& d, const ServingModel& m, const 
   p.decode_fixed_s = weights_per_device / bw;
   p.decode_per_seq_s = kv_token_per_device * (d.prompt_tokens + d.output_tokens / 2) / bw;
   if (dev.peak_flops) {
+    // 2 FLOPs per active parameter per token (Kaplan et al. 2020 §2.1; a MoE
+    // token passes through its k experts only, docs/formulas/moe.md)
     const double flops_per_s = t * *dev.peak_flops * dev.mfu;
-    p.prefill_s = 2.0 * static_cast<double>(m.params) * d.prompt_tokens / flops_per_s;
-    p.decode_flop_per_seq_s = 2.0 * static_cast<double>(m.params) / flops_per_s;
+    const double active = static_cast<double>(m.active_params > 0 ? m.active_params : m.params);
+    p.prefill_s = 2.0 * active * d.prompt_tokens / flops_per_s;
+    p.decode_flop_per_seq_s = 2.0 * active / flops_per_s;
   }
   const double lambda = p.replica_qps, n = d.output_tokens;
   p.stable = lambda * n * std::max(p.decode_per_seq_s, p.decode_flop_per_seq_s) < 1.0;

@@ -35,11 +35,12 @@ struct ServingDemand {
 
 // The model, whole (not per rank): a TP degree divides weights and KV.
 struct ServingModel {
-  int64_t params = 0;
+  int64_t params = 0;  // every parameter held (a MoE model: all experts)
   int64_t weight_bytes = 0;
   int64_t kv_bytes_per_token = 0;  // all layers, all KV heads
   int64_t kv_heads = 0;            // TP degrees must divide it (or the heads replicate past it)
   int64_t heads = 0;               // TP degrees must divide the attention heads
+  int64_t active_params = 0;       // the parameters a token passes through (FLOPs: 2 per token each); 0: params
 };
 
 // One device and how it is assumed to run.

@@ -7,7 +7,9 @@ namespace gpuledger {
 
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   const std::string model = "model '" + m.name + "'";
-  if (m.qk_norm) throw ConfigError("qk_norm", model + " has QK norm (Qwen3), which the runs do not implement yet");
+  if (m.qk_norm && l.tp > 1)
+    throw ConfigError("qk_norm", model + " has QK norm (Qwen3), whose γ gradient the runs do not sum over " +
+                                     "tensor-parallel ranks yet: give tp 1, got tp " + std::to_string(l.tp));
   if (!m.is_moe()) return;
   if (l.dp > 1 || l.tp > 1 || l.pp > 1 || l.vpp > 1)
     throw ConfigError("num_experts", model + " is a mixture of experts: expert parallelism is not implemented yet, " +

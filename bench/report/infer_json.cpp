@@ -138,6 +138,19 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["hardware_peak_flops"] = optional_json(peaks.hardware_flops);
   j["hardware_peak_source"] = peaks.hardware_source;
   j["mfu"] = j["decode"]["mfu"];
+  if (v.moe) {
+    const run::MoeDecodeRecord& mo = *v.moe;
+    j["moe"] = {{"experts", mo.experts},
+                {"top_k", mo.top_k},
+                {"layers", mo.layers},
+                {"decode_steps", mo.decode_steps},
+                {"expert_weight_bytes", mo.expert_weight_bytes},
+                {"experts_per_layer_step", mo.experts_per_layer_step},
+                {"experts_per_layer_step_modeled", mo.experts_per_layer_step_modeled},
+                {"weight_bytes_per_step", mo.weight_bytes_per_step},
+                {"weight_bytes_per_step_modeled", mo.weight_bytes_per_step_modeled},
+                {"routing_model", "uniform: E·(1 − (1 − k/E)^B) distinct experts per layer for B tokens"}};
+  }
   j["mfu_hardware"] = j["decode"]["mfu_hardware"];
   j["preemptions"] = st.preemptions;
   j["prefix_tokens_shared"] = st.prefix_tokens_shared;

@@ -70,6 +70,18 @@ void print_kv_errors(std::ostream& os, const json& c, const json& s) {
   }
 }
 
+// A MoE model's decode: the distinct experts routed to and the weights read,
+// measured and under uniform routing (analytic/inference.h). On meta the
+// router reads zeros and every token ties to experts 0 … k − 1.
+std::string moe_decode_note(const json& mo) {
+  return fmt::format(
+      "MoE decode ({} experts, top-{}, {} layers, no capacity drop): {:.2f} distinct experts per layer per step "
+      "(uniform routing model {:.2f}); weights read per step {} (model {})",
+      mo["experts"].get<int64_t>(), mo["top_k"].get<int64_t>(), mo["layers"].get<int64_t>(),
+      mo["experts_per_layer_step"].get<double>(), mo["experts_per_layer_step_modeled"].get<double>(),
+      bytes(mo["weight_bytes_per_step"]), bytes(mo["weight_bytes_per_step_modeled"]));
+}
+
 }  // namespace
 
 void print_infer_summary(std::ostream& os, const json& doc) {
@@ -149,6 +161,7 @@ void print_infer_summary(std::ostream& os, const json& doc) {
                           ? std::string()
                           : fmt::format("; {} of the hardware peak ({})", mfu_text(s["decode"], "mfu_hardware"),
                                         s["hardware_peak_source"].get<std::string>())));
+  if (s.contains("moe")) tp.note(moe_decode_note(s["moe"]));
   tp.note(fmt::format("mixed steps (decodes beside prefill chunks, in the prefill row): {} carrying {} decode tokens",
                       s["mixed"]["steps"].get<int64_t>(), s["mixed"]["decode_tokens"].get<int64_t>()));
   const json& pc = s["prefix_cache"];

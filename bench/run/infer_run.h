@@ -101,8 +101,19 @@ struct KvPolicyErrorRecord {
   std::string note;
 };
 
+// A MoE model's decode steps: the distinct experts each layer routed to and
+// the weight bytes read, measured beside the uniform-routing model
+// (analytic/inference.h expected_distinct_experts, decode_weight_bytes_expected).
+struct MoeDecodeRecord {
+  int64_t decode_steps = 0, layers = 0, experts = 0, top_k = 0;
+  double experts_per_layer_step = 0, experts_per_layer_step_modeled = 0;  // means over the decode steps
+  double weight_bytes_per_step = 0, weight_bytes_per_step_modeled = 0;
+  int64_t expert_weight_bytes = 0;  // one expert's gate, up and down
+};
+
 // The serving engine's figures on the reporting rank.
 struct InferServingRecord {
+  std::optional<MoeDecodeRecord> moe;  // a MoE model with decode steps
   EngineStats stats;
   int64_t kv_bytes_per_token = 0;
   int64_t kv_scale_bytes_per_token = 0;  // of kv_bytes_per_token: the scales stored beside each token

@@ -259,6 +259,7 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   // backend's ops book no workspace of their own: meta, and the cpu in fp32
   // (in 16 bits its GEMMs stage fp32 copies of their operands, ops_gemm.cpp;
   // on cuda the attention kernels book their block tables).
+  const ModelConfig& m = q.config.model;
   if (q.backend == "meta" || (q.backend == "cpu" && q.config.run.dtype == DType::kFP32))
     checks.push_back(bench::make_check("activation_peak", r.rank, d(v.act), d(r.analytic_activation_bytes), 0));
   checks.push_back(bench::make_check("kv.pool_rule", r.rank, d(v.pool), d(v.predicted.pool_bytes), 0));
@@ -267,6 +268,19 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
                                      d(r.analytic_kv_bytes_per_token), 0));
   checks.push_back(
       bench::make_check("kv.assigned_when_full", r.rank, d(v.assigned_full), d(r.analytic_kv_full_bytes), 0));
+  if (m.is_moe() && q.config.layout.tp == 1 && v.stats.decode_steps > 0) {
+    // The decode weight bytes given the routing made: per step the dense
+    // weights, router and shared experts once and each routed expert once.
+    // Linear in the routed count, so summed over the steps by batch size.
+    const Layout one;
+    int64_t routed_model = 0;
+    for (const auto& [batch, steps] : v.stats.decode_steps_by_batch)
+      routed_model += steps * analytic::decode_weight_bytes_read(m, one, q.config.run.dtype, batch);
+    const int64_t unread = m.layers * m.num_experts * v.stats.decode_steps - v.stats.decode_experts_routed;
+    routed_model -= unread * analytic::moe_expert_weight_bytes(m, q.config.run.dtype);
+    checks.push_back(
+        bench::make_check("moe.decode_weight_bytes", r.rank, d(v.stats.decode_weight_bytes_read), d(routed_model), 0));
+  }
   if (q.preemption == "swap")  // the host peak: the most blocks swapped out at once × block bytes
     checks.push_back(bench::make_check("kv.swap.host_peak_bytes", r.rank, d(v.host_swap_peak),
                                        d(v.swap_peak_blocks) * d(v.block_bytes), 0));
@@ -275,8 +289,32 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
   return checks;
 }
 
-InferServingRecord serving_record(const ServingRank& s, const Served& v) {
+// Measured vs the uniform-routing model, means over the decode steps.
+std::optional<MoeDecodeRecord> moe_decode_record(const InferRequest& q, const EngineStats& st) {
+  const ModelConfig& m = q.config.model;
+  if (!m.is_moe() || st.decode_steps == 0) return std::nullopt;
+  MoeDecodeRecord r;
+  const auto steps = static_cast<double>(st.decode_steps);
+  const Layout& l = q.config.layout;
+  r.decode_steps = st.decode_steps;
+  r.layers = layers_on_stage(m, l, 0);
+  r.experts = m.num_experts;
+  r.top_k = m.experts_per_token;
+  r.expert_weight_bytes = analytic::moe_expert_weight_bytes(m, q.config.run.dtype);
+  r.experts_per_layer_step = static_cast<double>(st.decode_experts_routed) / (steps * static_cast<double>(r.layers));
+  r.weight_bytes_per_step = static_cast<double>(st.decode_weight_bytes_read) / steps;
+  for (const auto& [batch, n] : st.decode_steps_by_batch) {
+    const double share = static_cast<double>(n) / steps;
+    r.experts_per_layer_step_modeled += share * analytic::expected_distinct_experts(r.experts, r.top_k, batch);
+    r.weight_bytes_per_step_modeled +=
+        share * static_cast<double>(analytic::decode_weight_bytes_expected(m, l, q.config.run.dtype, batch));
+  }
+  return r;
+}
+
+InferServingRecord serving_record(const InferRequest& q, const ServingRank& s, const Served& v) {
   InferServingRecord r;
+  r.moe = moe_decode_record(q, v.stats);
   r.stats = v.stats;
   r.kv_bytes_per_token = v.geometry.token_bytes();
   r.kv_scale_bytes_per_token = v.geometry.scale_bytes_per_token();
@@ -298,7 +336,7 @@ void serve_and_measure(const InferRequest& q, const ServingRank& s, InferRecord&
   const Served v = serve(q, s);
   record.ranks = {rank_record(q, s, v)};
   record.checks = serving_checks(q, v, record.ranks.front());
-  record.serving = serving_record(s, v);
+  record.serving = serving_record(q, s, v);
 }
 
 }  // namespace gpuledger::run

@@ -90,9 +90,10 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
     KvRoofline roof;
     roof.batch = q.batch.value_or(std::max<int64_t>(r.capacity->sequences, 1));
     roof.bandwidth_bytes_per_s = *device->bandwidth_bytes_per_s;
-    // A step reads the weights once (the embedding rows of its tokens only) and
-    // every sequence's kept K/V (analytic/inference.h decode_bytes_per_step).
-    const int64_t weights_read = analytic::decode_weight_bytes_read(m, l, q.config.run.dtype, roof.batch) +
+    // A step reads the weights once (the embedding rows of its tokens only; a
+    // MoE model's experts those the batch is expected to route to) and every
+    // sequence's kept K/V (analytic/inference.h decode_bytes_per_step).
+    const int64_t weights_read = analytic::decode_weight_bytes_expected(m, l, q.config.run.dtype, roof.batch) +
                                  analytic::kv_scale_bytes_fixed(m, l, kv);
     roof.roofline =
         analytic::decode_roofline(weights_read, r.sequence_token_bytes, roof.batch, roof.bandwidth_bytes_per_s);

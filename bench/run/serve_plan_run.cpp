@@ -40,6 +40,7 @@ void check_request(const ServePlanRequest& q) {
 analytic::ServingModel serving_model(const ResolvedConfig& c) {
   analytic::ServingModel m;
   m.params = analytic::model_params(c.model);
+  m.active_params = analytic::active_params(c.model);
   m.weight_bytes = m.params * dtype_bytes(c.run.dtype);
   // The whole model's KV at the serving dtype's 16 bits (one rank, tp = 1).
   m.kv_bytes_per_token = analytic::kv_bytes_per_token(c.model, Layout{}, KvFormat::kBF16);

@@ -38,7 +38,10 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   void* q = s.qkv.data();
   void* k = byte_offset(q, e * n * c.q_dim());
   void* v = byte_offset(k, e * n * c.kv_dim());
-  dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
+  if (c.qk_norm)  // Qwen3 (qk_norm.cpp)
+    qk_norm_split(q, k, v, qkv_rows.data(), s, acc);
+  else
+    dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
   qkv_rows.reset();
   if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021), positions 0 … T − 1
     dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
@@ -304,8 +307,11 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
     dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
     dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
   }
+  Buffer dqk_in;  // Qwen3 (qk_norm.cpp): dq, dk now point to the gradients before the norm
+  if (c.qk_norm) dqk_in = qk_norm_backward(dq, dk, s);
   Buffer dqkv_rows = ws(e * n * c.qkv_dim(), "dqkv.rows");
   dev_.merge_qkv_grad(dqkv_rows.data(), dq, dk, dv, c.e, sh);
+  dqk_in.reset();
   dqkv.reset();
 
   if (c.qkv_bias) dev_.bias_backward(p_.d_qkv_b, c.g, dqkv_rows.data(), c.e, n, c.qkv_dim(), true);

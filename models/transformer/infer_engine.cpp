@@ -293,13 +293,14 @@ InferenceEngine::Batch InferenceEngine::schedule(int64_t step) {
   return b;
 }
 
-int64_t InferenceEngine::step_bytes(const Batch& b) const {
-  // The weights once (the input embedding only in the rows looked up:
-  // InferenceModel::weight_bytes_read), and the K/V every sequence attends to:
-  // the tokens it holds (its new ones included, written before they are read),
-  // every layer of the rank, in the stored dtype with its per-token scales.
+int64_t InferenceEngine::step_kv_bytes(const Batch& b) const {
+  // The K/V every sequence attends to: the tokens it holds (its new ones
+  // included, written before they are read), every layer of the rank, in the
+  // stored dtype with its per-token scales. The weights are added after the
+  // forward (InferenceModel::weight_bytes_read: the input embedding only in
+  // the rows looked up, a MoE layer's experts only those routed to).
   const int64_t token_bytes = cache_.geometry().token_bytes();
-  int64_t bytes = model_.weight_bytes_read(b.tokens);
+  int64_t bytes = 0;
   for (const auto& st : b.steps) {
     const int64_t len = cache_.length(st.id);
     bytes += (cache_.slot_cap() ? std::min(len, *cache_.slot_cap()) : len) * token_bytes;
@@ -310,7 +311,7 @@ int64_t InferenceEngine::step_bytes(const Batch& b) const {
 void InferenceEngine::execute(Batch& b, int64_t step) {
   StepCost cost;
   cost.tokens = static_cast<int64_t>(b.tokens.size());
-  cost.bytes_read = step_bytes(b);
+  cost.bytes_read = step_kv_bytes(b);
   Device& dev = model_.device();
   const int64_t f0 = dev.executed_flops();
   const double t0 = now_seconds();
@@ -318,6 +319,8 @@ void InferenceEngine::execute(Batch& b, int64_t step) {
   dev.synchronize();
   cost.measured_seconds = now_seconds() - t0;
   cost.flops = dev.executed_flops() - f0;
+  const int64_t weight_bytes = model_.weight_bytes_read(b.tokens);
+  cost.bytes_read += weight_bytes;
   const double seconds = opt_.step_seconds ? opt_.step_seconds(cost) : cost.measured_seconds;
   clock_s_ += seconds;
 
@@ -334,6 +337,9 @@ void InferenceEngine::execute(Batch& b, int64_t step) {
     stats_.decode_seconds += seconds;
     stats_.decode_flops += cost.flops;
     stats_.decode_bytes_read += cost.bytes_read;
+    stats_.decode_weight_bytes_read += weight_bytes;
+    stats_.decode_experts_routed += model_.experts_routed();
+    ++stats_.decode_steps_by_batch[b.decodes];
     stats_.max_decode_batch = std::max(stats_.max_decode_batch, b.decodes);
   }
   StepRecord rec;

@@ -39,6 +39,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,7 +104,13 @@ struct EngineStats {
   int64_t decode_step_tokens = 0;                  // the decode tokens of decode steps
   double prefill_seconds = 0, decode_seconds = 0;  // engine clock, by kind of step
   int64_t decode_bytes_read = 0;                   // Σ over decode steps: weights + K/V of the batch
-  int64_t decode_flops = 0, prefill_flops = 0;     // executed (Device counter), by kind of step
+  int64_t decode_weight_bytes_read = 0;            // … of which the weights
+  // A MoE model: Σ over decode steps and layers of the distinct experts the
+  // step routed to; and the decode steps by batch size (what the model of the
+  // expected count, analytic/inference.h, is evaluated on).
+  int64_t decode_experts_routed = 0;
+  std::map<int64_t, int64_t> decode_steps_by_batch;
+  int64_t decode_flops = 0, prefill_flops = 0;  // executed (Device counter), by kind of step
   int64_t preemptions = 0;
   int64_t swap_outs = 0, swap_ins = 0;            // preemption by swap
   int64_t swap_out_bytes = 0, swap_in_bytes = 0;  // device → host, host → device
@@ -141,7 +148,7 @@ class InferenceEngine {
   // newest is already in the batch).
   bool grow(size_t running_index, int64_t tokens, int64_t step);
   void finish(size_t running_index, int64_t step);
-  int64_t step_bytes(const Batch& b) const;
+  int64_t step_kv_bytes(const Batch& b) const;
 
   InferenceModel& model_;
   kv::KvCache& cache_;

@@ -8,6 +8,14 @@
 #include <string>
 
 namespace gpuledger {
+namespace {
+// The experts a routing sent at least one token to.
+int64_t experts_with_rows(const moe::RoutingPlan& plan, int64_t experts) {
+  int64_t n = 0;
+  for (int64_t ex = 0; ex < experts; ++ex) n += plan.rows_of(ex) > 0 ? 1 : 0;
+  return n;
+}
+}  // namespace
 
 InferenceLayer::InferenceLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params,
                                int64_t layer)
@@ -57,6 +65,8 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
     void* ks = byte_offset(k.data(), e * r0 * c.kv_dim());
     dev_.split_qkv(qs, ks, byte_offset(v.data(), e * r0 * c.kv_dim()), byte_offset(rows.data(), e * r0 * c.qkv_dim()),
                    c.e, sh);
+    // Qwen3's QK norm before RoPE, in place (attention.cpp: qk_norm_forward)
+    if (c.qk_norm) tl.qk_norm_forward(qs, ks, nullptr, qs, ks, c.a_t * s.n_new, c.k_t * s.n_new);
     if (!c.gpt) {  // RoPE (Su et al. 2021) at the sequence's own positions len − n_new …
       const int64_t pos = cache.length(s.id) - s.n_new;
       dev_.rope_forward(qs, c.e, 1, c.a_t, s.n_new, c.d, pos, c.rope_theta);
@@ -110,6 +120,7 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   stats.reset();
   LayerSaved scratch;
   tl.mlp_forward(xn.data(), y.data(), scratch, Account::kWorkspace);
+  experts_routed_ = c.moe ? experts_with_rows(scratch.moe.plan, c.routing.experts) : 0;
   scratch.clear();
   xn.reset();
   dev_.add(out, resid.data(), y.data(), c.e, hid);

@@ -16,6 +16,10 @@
 // dropout (inference). The norms and the MLP are TransformerLayer's own (it
 // befriends this class), run on a layer configured for b = 1, s = n.
 //
+// A MoE layer's MLP is the MoeBlock (models/moe/moe_block.h), every routed
+// token computed (no capacity factor at inference); the layer keeps the count
+// of distinct experts the forward routed to, which is what a step reads of them.
+//
 // Tensor parallelism: the QKV / attention-out / MLP split of TransformerLayer
 // (its all-reduces over `tp`), with the rank's k_t KV heads in the cache.
 #pragma once
@@ -40,6 +44,8 @@ class InferenceLayer {
   void forward(const void* x, void* out, const std::vector<kv::SeqStep>& batch, kv::KvCache& cache);
 
   int64_t layer() const { return layer_; }
+  // A MoE layer: the distinct experts the last forward routed a token to (0: dense).
+  int64_t experts_routed() const { return experts_routed_; }
 
  private:
   // With attention materialized (cfg.attention), whether some sequence of the
@@ -54,6 +60,7 @@ class InferenceLayer {
   LayerConfig cfg_;
   LayerParams p_;
   int64_t layer_;
+  int64_t experts_routed_ = 0;
 };
 
 }  // namespace gpuledger

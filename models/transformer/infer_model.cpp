@@ -72,6 +72,15 @@ LayerParams InferWeights::layer_params(size_t unit) const {
   lp.up_w = w("mlp_up.weight");
   lp.mlp_out_w = w("mlp_out.weight");
   lp.mlp_out_b = w("mlp_out.bias");
+  lp.q_norm_w = w("q_norm.weight");
+  lp.k_norm_w = w("k_norm.weight");
+  lp.moe.router = w("moe.router.weight");
+  lp.moe.gate = w("moe.experts.gate.weight");
+  lp.moe.up = w("moe.experts.up.weight");
+  lp.moe.down = w("moe.experts.down.weight");
+  lp.moe.shared_gate = w("moe.shared.gate.weight");
+  lp.moe.shared_up = w("moe.shared.up.weight");
+  lp.moe.shared_down = w("moe.shared.down.weight");
   return lp;
 }
 
@@ -91,11 +100,6 @@ Coords tp_coords(int64_t tp_rank) {
   return c;
 }
 LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp, AttentionKind attention) {
-  // The serving layer keeps no per-request routing state for a MoE block yet.
-  if (m.is_moe())
-    throw ConfigError("num_experts", "model '" + m.name +
-                                         "' is a mixture of experts: inference of MoE models is "
-                                         "not implemented yet");
   RunConfig r;
   r.attention = attention;
   r.dtype = dtype;
@@ -103,7 +107,11 @@ LayerConfig serving_layer_config(const ModelConfig& m, DType dtype, int64_t tp, 
   r.dropout = 0;
   r.mbs = 1;
   r.seq = 1;
-  return make_layer_config(m, r, tp);
+  // A MoE block serves without a capacity factor: every routed token is
+  // computed (a capacity is a training device; the serving forward drops nothing).
+  ModelConfig served = m;
+  served.capacity_factor = std::nullopt;
+  return make_layer_config(served, r, tp);
 }
 }  // namespace
 
@@ -146,7 +154,17 @@ int64_t InferenceModel::weight_bytes_read(const std::vector<int32_t>& tokens) co
     bytes += (held - word.rows) * word.cols * e;
   }
   if (const TensorSlot* pos = eu.find("position.weight")) bytes += (n - pos->rows) * pos->cols * e;
+  if (model_.is_moe()) {  // the routed experts only: E − routed experts' gate, up and down are not read
+    const int64_t expert_bytes = 3 * model_.hidden * model_.expert_ffn * e;
+    for (const auto& layer : layers_) bytes -= (model_.num_experts - layer->experts_routed()) * expert_bytes;
+  }
   return bytes;
+}
+
+int64_t InferenceModel::experts_routed() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_) n += layer->experts_routed();
+  return n;
 }
 
 std::vector<int32_t> InferenceModel::forward(const std::vector<kv::SeqStep>& batch, const std::vector<int32_t>& tokens,

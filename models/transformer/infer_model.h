@@ -79,7 +79,11 @@ class InferenceModel {
   // the rows looked up — one word row per token whose id this rank holds, and
   // (gpt) one learned-position row per token. The word table is read whole
   // when the head reads it too (tied embeddings, one stage).
+  // A MoE model reads only the experts its last forward routed a token to:
+  // call it after the forward over `tokens`.
   int64_t weight_bytes_read(const std::vector<int32_t>& tokens) const;
+  // Σ over the layers of the distinct experts the last forward routed to (0: dense).
+  int64_t experts_routed() const;
   const LayerConfig& layer_config() const { return lcfg_; }
   Device& device() { return dev_; }
 

@@ -23,6 +23,7 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   LayerConfig c;
   c.gpt = m.is_gpt();
   c.qkv_bias = m.is_gpt() || m.qkv_bias;
+  c.qk_norm = m.qk_norm;
   c.b = r.mbs;
   c.s = r.seq;
   c.h = m.hidden;
@@ -68,6 +69,8 @@ LayerParams layer_params(const Params& p, size_t unit) {
   lp.up_w = w("mlp_up.weight");       lp.d_up_w = g("mlp_up.weight");
   lp.mlp_out_w = w("mlp_out.weight"); lp.d_mlp_out_w = g("mlp_out.weight");
   lp.mlp_out_b = w("mlp_out.bias");   lp.d_mlp_out_b = g("mlp_out.bias");
+  lp.q_norm_w = w("q_norm.weight");   lp.d_q_norm_w = g("q_norm.weight");
+  lp.k_norm_w = w("k_norm.weight");   lp.d_k_norm_w = g("k_norm.weight");
   MoeWeights& m = lp.moe;
   m.router = w("moe.router.weight");             m.d_router = g("moe.router.weight");
   m.gate = w("moe.experts.gate.weight");         m.d_gate = g("moe.experts.gate.weight");
@@ -159,6 +162,10 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
     throw std::invalid_argument("TransformerLayer: a MoE layer runs on one tensor-parallel rank only");
   if (!cfg.gpt && cfg.d % 2 != 0)
     throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " + std::to_string(cfg.d));
+  // The γ of the QK norm is shared by all heads: under tp each rank's gradient
+  // is a partial sum over its own heads, which no reduction sums yet.
+  if (cfg.qk_norm && (cfg.gpt || cfg.tp > 1))
+    throw std::invalid_argument("TransformerLayer: QK norm on the llama flavour and one tensor-parallel rank only");
 }
 
 Buffer TransformerLayer::ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }

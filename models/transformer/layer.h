@@ -32,7 +32,8 @@
 //              dropped probs; flash: the fp32 log-sum-exp), the context,
 //              attention-out dropout mask, norm-2 input, stats and output, the
 //              MLP's (gpt: GELU input and output; llama: gate, up, SwiGLU
-//              output), MLP dropout mask. The layer input is the caller's.
+//              output), MLP dropout mask; with qk_norm (Qwen3) Q and K before
+//              the QK norm and its rstd (qk_norm.cpp). The layer input is the caller's.
 //   selective: the same without the core's tensors, which backward recomputes
 //              from Q, K, V (re-running QKᵀ and P·V, as Megatron's
 //              checkpointed core attention does) in workspace.
@@ -62,6 +63,7 @@ namespace gpuledger {
 struct LayerConfig {
   bool gpt = true;  // gpt flavour (else llama)
   bool qkv_bias = true;
+  bool qk_norm = false;                             // llama: RMSNorm over d on each head's Q and K before RoPE (Qwen3)
   int64_t b = 1, s = 1;                             // microbatch, sequence
   int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
   std::optional<int64_t> window;
@@ -97,11 +99,13 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
 struct LayerParams {
   const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
              *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr, *mlp_in_w = nullptr, *mlp_in_b = nullptr,
-             *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr;
+             *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr, *q_norm_w = nullptr,
+             *k_norm_w = nullptr;
   MoeWeights moe;  // the "moe.*" tensors (weights and gradients) of a MoE layer
   void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
        *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
-       *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr;
+       *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr, *d_q_norm_w = nullptr,
+       *d_k_norm_w = nullptr;
 };
 LayerParams layer_params(const Params& p, size_t unit);
 
@@ -115,22 +119,24 @@ struct LayerKeys {
 // hidden size, d the head dim, a_t / k_t the rank's query / KV heads, f_t =
 // ffn/t; e the compute dtype; "scores" = [mbs, a_t, seq, seq].
 struct LayerSaved {
-  Buffer norm1_stats;  // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
-  Buffer norm1_out;    // [mbs, s_l, h] e
-  Buffer qkv;          // Q [mbs, a_t, seq, d] | K, V [mbs, k_t, seq, d] e, after RoPE
-  Buffer probs;        // scores e: softmax(scale·QKᵀ) (materialized core)
-  Buffer attn_mask;    // scores uint8 (dropout > 0)
-  Buffer dropped;      // scores e: the dropped probabilities (dropout > 0)
-  Buffer lse;          // [mbs, a_t, seq] fp32 log-sum-exp (flash core)
-  Buffer ctx;          // [mbs, a_t, seq, d] e: the context
-  Buffer out_mask;     // [mbs, s_l, h] uint8 attention-out dropout
-  Buffer norm2_in;     // [mbs, s_l, h] e: the residual after attention
-  Buffer norm2_stats;  // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
-  Buffer norm2_out;    // [mbs, s_l, h] e
-  Buffer mlp_a;        // [mbs, seq, f_t] e: gpt GELU input; llama gate
-  Buffer mlp_b;        // [mbs, seq, f_t] e: llama up (gpt: none)
-  Buffer mlp_act;      // [mbs, seq, f_t] e: GELU / SwiGLU output
-  Buffer mlp_mask;     // [mbs, s_l, h] uint8 MLP-out dropout
+  Buffer norm1_stats;   // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
+  Buffer norm1_out;     // [mbs, s_l, h] e
+  Buffer qkv;           // Q [mbs, a_t, seq, d] | K, V [mbs, k_t, seq, d] e, after RoPE
+  Buffer qk_norm_in;    // qk_norm: Q [mbs, a_t, seq, d] | K [mbs, k_t, seq, d] e, before the QK norm
+  Buffer qk_norm_rstd;  // qk_norm: [mbs, a_t + k_t, seq] fp32 rstd of each head's rows
+  Buffer probs;         // scores e: softmax(scale·QKᵀ) (materialized core)
+  Buffer attn_mask;     // scores uint8 (dropout > 0)
+  Buffer dropped;       // scores e: the dropped probabilities (dropout > 0)
+  Buffer lse;           // [mbs, a_t, seq] fp32 log-sum-exp (flash core)
+  Buffer ctx;           // [mbs, a_t, seq, d] e: the context
+  Buffer out_mask;      // [mbs, s_l, h] uint8 attention-out dropout
+  Buffer norm2_in;      // [mbs, s_l, h] e: the residual after attention
+  Buffer norm2_stats;   // [mbs, s_l] fp32 rstd (gpt: also mean, ×2)
+  Buffer norm2_out;     // [mbs, s_l, h] e
+  Buffer mlp_a;         // [mbs, seq, f_t] e: gpt GELU input; llama gate
+  Buffer mlp_b;         // [mbs, seq, f_t] e: llama up (gpt: none)
+  Buffer mlp_act;       // [mbs, seq, f_t] e: GELU / SwiGLU output
+  Buffer mlp_mask;      // [mbs, s_l, h] uint8 MLP-out dropout
   // A MoE layer's block (moe_block.h): its saved tensors, routing and load-balancing loss.
   MoeSaved moe;
   // Set before backward: d(loss)/d(this layer's load-balancing loss).
@@ -179,6 +185,17 @@ class TransformerLayer {
   void qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk);
   // dxn may alias dy: both blocks write dxn only after their last read of dy.
   void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
+  // qk_norm.cpp (Qwen3): q, k (head layout, `rows_q` = B·a_t·T and `rows_k` =
+  // B·k_t·T rows of d) = RMSNorm of q_in, k_in with the shared per-head γ;
+  // rstd (rows_q + rows_k, fp32) may be null (inference), q may alias q_in.
+  void qk_norm_forward(void* q, void* k, float* rstd, const void* q_in, const void* k_in, int64_t rows_q,
+                       int64_t rows_k);
+  // split_qkv with the QK norm: the projected Q, K saved in s.qk_norm_in (and
+  // the rstd), the normed ones written to q, k; v as split_qkv.
+  void qk_norm_split(void* q, void* k, void* v, const void* qkv_rows, LayerSaved& s, Account acc);
+  // dq, dk (after RoPE's backward) -> the gradients before the norm, in the
+  // returned workspace (dq, dk repointed into it); accumulates the γ gradients.
+  Buffer qk_norm_backward(void*& dq, void*& dk, LayerSaved& s);
   // mlp.cpp
   void mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc);
   void mlp_backward(const void* dy, void* dxn, LayerSaved& s);

@@ -37,6 +37,8 @@ enum Kind : uint64_t {
   kSharedGateW,
   kSharedUpW,
   kSharedDownW,
+  kQNormW,
+  kKNormW,
 };
 uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
 
@@ -190,6 +192,10 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
   if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
   if (gpt || m.qkv_bias) qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
+  if (m.qk_norm) {  // Qwen3: one RMSNorm γ over head_dim each for Q and K, shared by the heads
+    replicated(ub.add("q_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kQNormW), 1));
+    replicated(ub.add("k_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kKNormW), 1));
+  }
   if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
   replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
   if (gpt) {

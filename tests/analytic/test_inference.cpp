@@ -3,6 +3,10 @@
 // and materialized.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <stdexcept>
+#include <vector>
+
 #include "analytic/inference.h"
 #include "analytic/params.h"
 #include "hand_models.h"
@@ -53,6 +57,57 @@ TEST(InferenceBytes, TiedGptReadsTheTableForItsHeadAndPositionRowsPerToken) {
   const ModelConfig untied = testing::hand_gpt(10, false, "untied");
   // untied: also the word table less its 2 rows: 8 rows of 16 bytes
   EXPECT_EQ(decode_weight_bytes_read(untied, one_rank(), DType::kBF16, 2), 2048 * 2 - 8 * 16 - 14 * 16);
+}
+
+// The uniform-routing model against an independent count: every assignment
+// of k-subsets to B tokens enumerated, the distinct experts averaged.
+double enumerated_distinct(int64_t E, int64_t k, int64_t B) {
+  std::vector<uint32_t> subsets;  // bit masks of the k-subsets of E
+  for (uint32_t s = 0; s < (1u << E); ++s)
+    if (std::popcount(s) == k) subsets.push_back(s);
+  double total = 0, count = 0;
+  std::vector<size_t> pick(static_cast<size_t>(B), 0);
+  while (true) {
+    uint32_t u = 0;
+    for (size_t i : pick) u |= subsets[i];
+    total += std::popcount(u);
+    count += 1;
+    size_t j = 0;  // the next assignment (odometer)
+    while (j < pick.size() && ++pick[j] == subsets.size()) pick[j++] = 0;
+    if (j == pick.size()) break;
+  }
+  return total / count;
+}
+
+TEST(MoeDecode, ExpectedDistinctExpertsEqualsTheEnumeration) {
+  const int64_t cases[][3] = {{4, 2, 1}, {4, 2, 2}, {4, 2, 3}, {5, 2, 3}, {6, 3, 2}, {8, 2, 4}};
+  for (const auto& c : cases)
+    EXPECT_NEAR(expected_distinct_experts(c[0], c[1], c[2]), enumerated_distinct(c[0], c[1], c[2]), 1e-12)
+        << "E " << c[0] << " k " << c[1] << " B " << c[2];
+  // by hand: two tokens, top-2 of 4: 4·(1 − (1/2)²) = 3; one token reads its k
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(4, 2, 2), 3.0);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(128, 8, 1), 8.0);
+  // Qwen3-30B-A3B at batch 64: 128·(1 − (15/16)^64) = 125.94235…
+  EXPECT_NEAR(expected_distinct_experts(128, 8, 64), 125.94235, 1e-5);
+  EXPECT_THROW(expected_distinct_experts(4, 5, 1), std::invalid_argument);
+}
+
+TEST(MoeDecode, MixtralReadsTheActiveParametersAtBatchOne) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  Layout l;
+  // one token: 2 experts of 8 in each layer, so the active parameters
+  // 12,879,925,248 (docs/formulas/moe.md) less the word table but one row
+  const int64_t expected = (12'879'925'248 - 32'000LL * 4096 + 4096) * 2;
+  EXPECT_EQ(expected, 25'497'714'688);
+  EXPECT_EQ(decode_weight_bytes_expected(m, l, DType::kBF16, 1), expected);
+  EXPECT_EQ(decode_weight_bytes_read_routed(m, l, DType::kBF16, 1, 32 * 2), expected);
+  // every expert read once: the whole table of weights (less the embedding table but one row)
+  EXPECT_EQ(decode_weight_bytes_read_routed(m, l, DType::kBF16, 1, 32 * 8),
+            decode_weight_bytes_read(m, l, DType::kBF16, 1));
+  // batch 4: 8·(1 − (3/4)^4) = 5.46875 experts per layer, 2.53125 unread
+  EXPECT_EQ(decode_weight_bytes_expected(m, l, DType::kBF16, 4),
+            decode_weight_bytes_read(m, l, DType::kBF16, 4) - 32LL * 176'160'768 * 2 * 253'125 / 100'000);
+  EXPECT_THROW(decode_weight_bytes_read_routed(m, l, DType::kBF16, 1, 32 * 8 + 1), std::invalid_argument);
 }
 
 TEST(PrefillActivation, TinyLlamaFlashPeaksInTheMlp) {

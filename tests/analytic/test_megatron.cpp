@@ -139,6 +139,46 @@ TEST(Megatron, CurrentFlopsCodeIsTheCausalModelCount) {
   EXPECT_DOUBLE_EQ(megatron_step_flops(c.m, c.l, c.r), 175'569'673'125'888.0);
 }
 
+// Megatron's MoE terms (compute_weight_and_optimizer_memory, d98e8a64) for
+// mixtral-8x7b at TP 2, PP 4, DP 8 (world 64), EP 8, ETP 1, by hand:
+//   attention 2·4096²·(1 + 8/32)·1 = 41,943,040; routed experts
+//   2·4096·14336·8·3/2 = 1,409,286,144; router 4096·8 = 32,768; norms
+//   2·4096 = 8192; final norm 4096; embedding 4096·32000 (32000 is a multiple
+//   of 128·2) = 131,072,000; 32 layers, all MoE, no shared experts.
+//   TP-sharded (stage 0): (32·41,943,040/4 + 131,072,000)/2 = 233,308,160
+//   replicated: (32·(8192 + 32,768) + 4096)/4 = 328,704
+//   expert-sharded: (32·1,409,286,144/4)/(1·8) = 1,409,286,144
+//   expert DP = 64/(1·8·4) = 2
+//   18 B/param: (233,308,160 + 328,704)·18 + 1,409,286,144·18 = 29,572,614,144
+//   distributed: 233,636,864·(6 + 12/8) + 1,409,286,144·(6 + 12/2) = 18,663,710,208
+// Megatron's own function returns the same two figures for these arguments
+// (scripts/megatron_reference.py's loader, num_experts 8, moe_ffn_hidden_size
+// 14336, moe_layer_freq 1, expert_model_parallel_size 8, expert_tensor_parallel_size 1).
+TEST(Megatron, MixtralMoeTermsAtExpertParallelEight) {
+  Case c = make_case("mixtral-8x7b", 2, 4, 8, 4096, 1, 8);
+  const MegatronExpertLayout ep8{8, 1};
+  const MegatronShardParams s = megatron_shard_params(c.m, c.l, 0, ep8);
+  EXPECT_EQ(s.tp_sharded, 233'308'160.0);
+  EXPECT_EQ(s.replicated, 328'704.0);
+  EXPECT_EQ(s.expert_sharded, 1'409'286'144.0);
+  EXPECT_EQ(megatron_weight_and_optimizer_bytes(c.m, c.l, 0, false, ep8), 29'572'614'144.0);
+  EXPECT_EQ(megatron_weight_and_optimizer_bytes(c.m, c.l, 0, true, ep8), 18'663'710'208.0);
+  // Other shards (stage 1): no embedding; 32·41,943,040/8 = 167,772,160 TP-sharded
+  const MegatronShardParams o = megatron_shard_params(c.m, c.l, 1, ep8);
+  EXPECT_EQ(o.tp_sharded, 167'772'160.0);
+  EXPECT_EQ(o.expert_sharded, 1'409'286'144.0);
+  // Without --expert-model-parallel-size: EP 1, ETP = TP 2 (arguments.py),
+  // expert DP 64/(2·1·4) = 8: experts 32·1,409,286,144/(4·2) = 5,637,144,576
+  // per shard, 18·(233,636,864 + 5,637,144,576) = 105,674,065,920 (Megatron's figure too)
+  EXPECT_EQ(megatron_shard_params(c.m, c.l, 0).expert_sharded, 5'637'144'576.0);
+  EXPECT_EQ(megatron_weight_and_optimizer_bytes(c.m, c.l, 0, false), 105'674'065'920.0);
+  EXPECT_EQ(megatron_weight_and_optimizer_bytes(c.m, c.l, 0, true), 44'030'860'800.0);
+  // On one rank the shard is the whole model: Megatron's count at this commit
+  // (router included) equals ours, 46,702,792,704 (docs/formulas/moe.md).
+  Case one = make_case("mixtral-8x7b", 1, 1, 1, 4096, 1, 1);
+  EXPECT_EQ(megatron_shard_params(one.m, one.l, 0).total(), 46'702'792'704.0);
+}
+
 TEST(Megatron, PaddedVocabularyAtEveryTensorParallelSize) {
   EXPECT_EQ(megatron_padded_vocab(50257, 1), 50304);
   EXPECT_EQ(megatron_padded_vocab(32000, 2), 32000);

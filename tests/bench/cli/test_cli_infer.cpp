@@ -235,3 +235,32 @@ TEST(CliInfer, UsageErrorsExitTwo) {
 }
 
 }  // namespace
+
+// A MoE model serves on one rank through its router and experts. On meta the
+// router reads zeros: every token's logits tie and top-2 takes experts 0 and
+// 1, so each decode step of tiny-moe (4 experts) routes to 2 per layer, and
+// reads one expert of 3·32·24 bf16 values = 4608 B less per unrouted expert.
+TEST(CliInfer, MoeDecodeCountsTheRoutedExperts) {
+  auto r = run_cli({"infer", "--model", "tiny-moe", "--backend", "meta", "--device", "h100-sxm", "--requests", "3",
+                    "--prompt-len", "6", "--gen-len", "3", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  const auto& moe = doc["summary"]["moe"];
+  EXPECT_EQ(moe["experts"], 4);
+  EXPECT_EQ(moe["top_k"], 2);
+  EXPECT_EQ(moe["layers"], 2);
+  EXPECT_EQ(moe["decode_steps"], 2);  // 3 tokens each: the first from the prefill, then 2 decode steps of 3
+  EXPECT_EQ(moe["expert_weight_bytes"], 4608);
+  EXPECT_DOUBLE_EQ(moe["experts_per_layer_step"].get<double>(), 2.0);
+  // uniform routing, batch 3: 4·(1 − (1/2)³) = 3.5
+  EXPECT_DOUBLE_EQ(moe["experts_per_layer_step_modeled"].get<double>(), 3.5);
+  // bf16: 34,272 parameters less the table but 3 rows of 32, less 2·2 unrouted experts
+  EXPECT_DOUBLE_EQ(moe["weight_bytes_per_step"].get<double>(), (34'272 - 97 * 32 + 3 * 32) * 2 - 4 * 4608);
+  EXPECT_DOUBLE_EQ(moe["weight_bytes_per_step_modeled"].get<double>(), (34'272 - 97 * 32 + 3 * 32) * 2 - 1 * 4608);
+  bool routed_check = false;
+  for (const auto& c : doc["checks"]) {
+    EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    routed_check = routed_check || c["name"] == "moe.decode_weight_bytes";
+  }
+  EXPECT_TRUE(routed_check);
+}

@@ -283,4 +283,19 @@ TEST(CliPlan, OffloadOptimizerMovesMasterAndStatesToTheHost) {
   EXPECT_TRUE(contains(zero0.err, "--offload optimizer needs --zero 1, 2 or 3")) << zero0.err;
 }
 
+// kv for a MoE model: the weights are every expert's (tiny-moe: 34,272
+// parameters, bf16), a decode step of 3 sequences reads the experts 3 tokens
+// are expected to route to under uniform routing — 4·(1 − (1/2)³) = 3.5 of 4
+// per layer, so 2 layers · 0.5 · 4608 B = 4608 B unread — and their K/V.
+TEST(CliKv, MoeWeightsAreAllExpertsAndDecodeReadsTheExpectedOnes) {
+  auto r =
+      run_cli({"kv", "--model", "tiny-moe", "--device", "h100-sxm", "--context", "32", "--batch", "3", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rank = r.json()["ranks"][0];
+  EXPECT_EQ(rank["analytic"]["exact"]["weights"], 34'272 * 2);
+  const int64_t weights_read = (34'272 - 97 * 32 + 3 * 32) * 2 - 4608;  // the table but 3 rows, one expert less
+  const int64_t kv_read = 3 * 32 * 128;                                 // 3 sequences of 32 tokens, 128 B each
+  EXPECT_EQ(rank["decode_roofline"]["bytes_per_step"], weights_read + kv_read);
+}
+
 }  // namespace

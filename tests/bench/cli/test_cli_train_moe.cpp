@@ -59,9 +59,21 @@ TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto full = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--recompute", "full"});
   EXPECT_EQ(full.status, 2) << full.err;
   EXPECT_TRUE(contains(full.err, "--recompute full")) << full.err;
-  auto qwen = run_cli({"plan", "--model", "qwen3-30b-a3b"});
+  auto qwen = run_cli({"plan", "--model", "qwen3-30b-a3b", "--tp", "2"});  // QK norm runs at tp 1 only
   EXPECT_EQ(qwen.status, 2) << qwen.err;
   EXPECT_TRUE(contains(qwen.err, "QK norm")) << qwen.err;
+}
+
+// Qwen3-30B-A3B's shapes (QK norm, 128 experts, top-8) cut to 2 layers, on
+// meta: the QK norm's γ, its saved Q, K and rstd and the experts in every
+// account exactly as budgeted.
+TEST(CliTrainMoe, Qwen3WithQkNormOnMetaPassesEveryCheck) {
+  auto r = run_cli({"train", "--model", "qwen3-30b-a3b", "--layers", "2", "--backend", "meta", "--seq", "64", "--mbs",
+                    "2", "--steps", "1", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  expect_checks_pass(doc);
+  EXPECT_EQ(doc["config"]["model"]["qk_norm"], true);
 }
 
 }  // namespace

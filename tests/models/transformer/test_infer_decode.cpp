@@ -42,12 +42,14 @@ struct Case {
   KvScales scales;
   double tol;
   std::optional<int64_t> window;
+  bool qk_norm = false;  // Qwen3's QK norm switched on in the model
 };
 
 std::string name(const Case& c) {
   std::string n = c.model + "_" + std::string(attention_name(c.attention)) + "_" + std::string(dtype_name(c.dtype)) +
                   "_kv" + std::string(kv_format_name(c.format)) + "_" + std::string(kv_scales_name(c.scales));
   if (c.window) n += "_w" + std::to_string(*c.window);
+  if (c.qk_norm) n += "_qknorm";
   for (auto& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -60,6 +62,7 @@ TEST_P(DecodeVsReference, EveryDecodeStepMatchesTheFullRecompute) {
   Env env;
   ModelConfig m = load_model(c.model);
   m.sliding_window = c.window;
+  m.qk_norm = c.qk_norm;
   InferenceModel model(*env.dev, *env.tp, m, c.dtype, 7);
   kv::KvGeometry g;
   g.layers = m.layers;
@@ -109,6 +112,12 @@ std::vector<Case> cases() {
   out.push_back(
       {"tiny-llama", AttentionKind::kMaterialized, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, 8});
   out.push_back({"tiny-gpt", AttentionKind::kFlash, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, 5});
+  // mixture of experts (every routed token computed) and Qwen3's QK norm
+  for (auto a : {AttentionKind::kMaterialized, AttentionKind::kFlash})
+    out.push_back({"tiny-moe", a, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, {}, true});
+  out.push_back({"tiny-moe", AttentionKind::kFlash, DType::kBF16, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-2, {}});
+  out.push_back(
+      {"tiny-llama", AttentionKind::kFlash, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, {}, true});
   return out;
 }
 

@@ -61,6 +61,71 @@ TEST(InferStepBytes, DecodeStepsReadTheWeightsAndTheHeldKv) {
                                       analytic::decode_bytes_per_step(m, one(), DType::kFP32, kv, 2, 7));
 }
 
+// tiny-moe: L = 2, h = 32, a = 4, k = 2, d = 8, E = 4 experts of f_e = 24,
+// top-2, one shared expert of 16, V = 97, untied. A layer: norms 64, QKV
+// 32·(4 + 4)·8 = 2048, attention-out 1024, router 128, experts 4·3·32·24 =
+// 9216, shared 3·32·16 = 1536: 14,016; the model 2·14,016 + 2·97·32 + 32 =
+// 34,272 parameters; one expert 3·32·24 = 2304.
+constexpr int64_t kTinyMoeParams = 34'272, kTinyMoeExpert = 2304;
+
+// With the router's weights zero every token's E logits tie: softmax is
+// uniform and top-2 takes experts 0 and 1 (ties to the lower index), so
+// each layer routes to 2 of its 4 experts, whatever the batch.
+void zero_routers(InferenceModel& model, Device& dev) {
+  const ParamLayout& pl = model.weights().layout();
+  for (int64_t i = 0; i < pl.layers; ++i) {
+    const auto u = static_cast<size_t>(pl.first_layer_unit + i);
+    const TensorSlot& router = pl.units[u].at("moe.router.weight");
+    const std::vector<float> zeros(static_cast<size_t>(router.elems()), 0.0f);
+    dev.copy_from_host(model.weights().weight(u, "moe.router.weight"), zeros.data(), 4 * router.elems());
+  }
+}
+
+TEST(InferStepBytes, MoeDecodeReadsTheRoutedExpertsOnly) {
+  Env env;
+  const ModelConfig m = load_model("tiny-moe");
+  InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 1);
+  ASSERT_EQ(model.weights().bytes(), kTinyMoeParams * 4);
+  zero_routers(model, *env.dev);
+  kv::PagedKvCache cache(*env.dev, geometry(m), 32, 4);
+  InferenceEngine engine(model, cache, {8, 64, false});
+  // three requests of 4 prompt tokens and 3 generated: one prefill step, then
+  // two decode steps of 3 tokens over sequences of 5 and then 6 tokens
+  const auto res = engine.run(make_requests(std::vector<RequestShape>(3, RequestShape{4, 3, 0}), m.vocab, 5, 0));
+  ASSERT_EQ(res.size(), 3u);
+  const EngineStats& st = engine.stats();
+  ASSERT_EQ(st.decode_steps, 2);
+  EXPECT_EQ(st.decode_experts_routed, 2 * 2 * 2);  // 2 steps × 2 layers × experts {0, 1}
+  // a step: every weight once, less the word table but 3 rows of 32, less
+  // the 2 experts of each layer no token went to
+  const int64_t weights_3 = kTinyMoeParams * 4 - 97 * 32 * 4 + 3 * 32 * 4 - 2 * 2 * kTinyMoeExpert * 4;
+  ASSERT_EQ(weights_3, 88'192);
+  EXPECT_EQ(st.decode_weight_bytes_read, 2 * weights_3);
+  EXPECT_EQ(st.decode_weight_bytes_read, 2 * analytic::decode_weight_bytes_read_routed(m, one(), DType::kFP32, 3, 4));
+  const int64_t kv_token = 2 * 2 * 2 * 8 * 2;  // bf16 K and V, 2 layers, 2 KV heads of 8
+  EXPECT_EQ(st.decode_bytes_read, 2 * weights_3 + 3 * 5 * kv_token + 3 * 6 * kv_token);
+  EXPECT_EQ(st.decode_steps_by_batch.at(3), 2);
+}
+
+TEST(InferStepBytes, MoeWeightsReadFollowTheRoutingMade) {
+  // random weights: whatever the router picks, the bytes are the dense part
+  // and the distinct experts the layers routed to
+  Env env;
+  const ModelConfig m = load_model("tiny-moe");
+  InferenceModel model(*env.dev, *env.tp, m, DType::kFP32, 3);
+  kv::PagedKvCache cache(*env.dev, geometry(m), 32, 4);
+  for (int64_t id = 0; id < 5; ++id) ASSERT_TRUE(cache.add_sequence(id, 1));
+  std::vector<kv::SeqStep> batch;
+  for (int64_t id = 0; id < 5; ++id) batch.push_back({id, 1});
+  const std::vector<int32_t> tokens = {3, 17, 29, 41, 88};
+  model.forward(batch, tokens, cache);
+  const int64_t routed = model.experts_routed();
+  EXPECT_GE(routed, 2 * 2);  // at least k per layer
+  EXPECT_LE(routed, 2 * 4);
+  EXPECT_EQ(model.weight_bytes_read(tokens),
+            kTinyMoeParams * 4 - 97 * 32 * 4 + 5 * 32 * 4 - (2 * 4 - routed) * kTinyMoeExpert * 4);
+}
+
 int64_t profiled(const std::string& backend, const std::string& model_name, DType dtype, AttentionKind attention,
                  int64_t chunk) {
   Env env(backend);
@@ -86,6 +151,23 @@ TEST(InferStepBytes, ProfiledPrefillPeakEqualsTheAnalyticFigureFlashAndMateriali
       EXPECT_EQ(profiled("meta", "tiny-llama", DType::kBF16, attention, chunk),
                 analytic::prefill_activation_bytes(m, one(), DType::kBF16, chunk, attention));
     }
+}
+
+TEST(InferStepBytes, MoeProfiledPrefillPeakEqualsTheAnalyticFigure) {
+  // tiny-moe, fp32, 16 tokens: the MoE block peaks with every row's tensors,
+  // 4·16·4 probs + 4·32 row tokens + 2·32·32·4 rows in and out + 3·32·24·4
+  // expert inner + 3·16·16·4 shared inner + 16·32·4 shared out = 22,912, on
+  // the layer's two hidden buffers and three of its own (5·16·32·4 = 10,240)
+  EXPECT_EQ(profiled("cpu", "tiny-moe", DType::kFP32, AttentionKind::kFlash, 16), 33'152);
+  for (const auto attention : {AttentionKind::kFlash, AttentionKind::kMaterialized})
+    for (int64_t chunk : {1, 5, 16, 64}) {
+      SCOPED_TRACE(std::string(attention_name(attention)) + " chunk " + std::to_string(chunk));
+      EXPECT_EQ(profiled("cpu", "tiny-moe", DType::kFP32, attention, chunk),
+                analytic::prefill_activation_bytes(load_model("tiny-moe"), one(), DType::kFP32, chunk, attention));
+    }
+  const ModelConfig q = load_model("qwen3-30b-a3b");
+  EXPECT_EQ(profiled("meta", "qwen3-30b-a3b", DType::kBF16, AttentionKind::kFlash, 2048),
+            analytic::prefill_activation_bytes(q, one(), DType::kBF16, 2048, AttentionKind::kFlash));
 }
 
 TEST(InferStepBytes, ProfiledPrefillPeakEqualsTheAnalyticFigureOnMetaForRealShapes) {

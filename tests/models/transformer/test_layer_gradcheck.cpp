@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "analytic/activations.h"
 #include "core/model_config.h"
 #include "harness.h"
 #include "models/transformer/data.h"
@@ -30,11 +31,12 @@ struct Case {
   std::string model;
   AttentionKind attention;
   float dropout;
+  bool qk_norm = false;  // Qwen3's QK norm switched on in the model
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.model + "_" + std::string(attention_name(info.param.attention)) +
-                  (info.param.dropout > 0 ? "_dropout" : "_nodropout");
+                  (info.param.dropout > 0 ? "_dropout" : "_nodropout") + (info.param.qk_norm ? "_qknorm" : "");
   for (auto& c : n)
     if (c == '-') c = '_';
   return n;
@@ -79,6 +81,7 @@ struct LayerRig {
   int64_t hid = 0;
 
   LayerRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
+    m.qk_norm = c.qk_norm;
     params = noisy_params(env, m, DType::kFP32);
     unit = static_cast<size_t>(params->layout().first_layer_unit);
     layer =
@@ -138,6 +141,10 @@ TEST_P(LayerGradCheck, ParametersAndInputMatchFiniteDifferences) {
       w[j] = w0;
       from_host(dev, rig.params->weights(rig.unit).data(), DType::kFP32, w);
       expect_close_fd((lp - lm) / (2 * kEps), dw[j], 1e-3, 5e-3, t.name + "[" + std::to_string(i) + "]");
+      // the QK norm's γ takes part (a zero gradient would pass the comparison above)
+      if (t.role == "q_norm.weight" || t.role == "k_norm.weight") {
+        EXPECT_GT(std::abs(dw[j]), 1e-4) << t.name;
+      }
     }
   }
   for (int64_t i : testing::sample_indices(rig.hid, 12)) {
@@ -186,12 +193,41 @@ TEST_P(LayerGradCheck, RecomputeKeepsLessAndFreesEverything) {
 }
 
 const Case kCases[] = {
-    {"tiny-gpt", AttentionKind::kMaterialized, 0.0f},   {"tiny-gpt", AttentionKind::kMaterialized, 0.1f},
-    {"tiny-gpt", AttentionKind::kFlash, 0.0f},          {"tiny-gpt", AttentionKind::kFlash, 0.1f},
-    {"tiny-llama", AttentionKind::kMaterialized, 0.0f}, {"tiny-llama", AttentionKind::kMaterialized, 0.1f},
-    {"tiny-llama", AttentionKind::kFlash, 0.0f},        {"tiny-llama", AttentionKind::kFlash, 0.1f},
+    {"tiny-gpt", AttentionKind::kMaterialized, 0.0f},
+    {"tiny-gpt", AttentionKind::kMaterialized, 0.1f},
+    {"tiny-gpt", AttentionKind::kFlash, 0.0f},
+    {"tiny-gpt", AttentionKind::kFlash, 0.1f},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.0f},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.1f},
+    {"tiny-llama", AttentionKind::kFlash, 0.0f},
+    {"tiny-llama", AttentionKind::kFlash, 0.1f},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.0f, true},
+    {"tiny-llama", AttentionKind::kFlash, 0.1f, true},
 };
 INSTANTIATE_TEST_SUITE_P(Tiny, LayerGradCheck, ::testing::ValuesIn(kCases), case_name);
+
+// The QK norm's saved tensors, booked and in the exact budget to the byte:
+// tiny-llama (a_t 4, k_t 2, d 16), fp32, b 2, s 8 — Q and K before the norm,
+// 4·2·8·(4 + 2)·16 = 6144 B, and one fp32 rstd per head row, 4·2·8·6 = 384 B.
+TEST(QkNorm, SavedTensorsBookedAndBudgeted) {
+  int64_t kept[2];
+  for (int qk = 0; qk < 2; ++qk) {
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      LayerRig rig({"tiny-llama", AttentionKind::kFlash, 0.0f, qk == 1}, rc);
+      Ledger& led = rig.env.ledger;
+      const int64_t act0 = led.live(Account::kActivations);
+      Buffer out = rig.env.dev->alloc(4 * rig.hid, Account::kWorkspace, "out");
+      LayerSaved s;
+      rig.layer->forward(rig.x.data(), out.data(), rig.keys, s);
+      const int64_t layer_input = 4 * rig.hid;  // the caller's x, inside the per-layer budget
+      EXPECT_EQ(led.live(Account::kActivations) - act0 + layer_input,
+                analytic::activation_bytes_per_layer(rig.m, Layout{}, rig.r))
+          << "qk_norm " << qk << ", recompute " << recompute_name(rc);
+      if (rc == Recompute::kNone) kept[qk] = led.live(Account::kActivations) - act0;
+    }
+  }
+  EXPECT_EQ(kept[1] - kept[0], 6144 + 384);
+}
 
 // ---- the whole tiny model: loss = Σ token cross-entropies ----
 struct ModelRig {
@@ -203,6 +239,7 @@ struct ModelRig {
   std::vector<int32_t> ids, targets;
 
   ModelRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
+    m.qk_norm = c.qk_norm;
     params = noisy_params(env, m, DType::kFP32);
     model = std::make_unique<StageModel>(*env.dev, *env.tp, m, r, Layout{}, Coords{}, *params);
     const int64_t n = r.mbs * r.seq;
