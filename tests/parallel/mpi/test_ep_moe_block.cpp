@@ -14,7 +14,6 @@
 #include <mpi.h>
 
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "kernels/ledger.h"
 #include "kernels/registry/registry.h"
 #include "models/moe/moe_block.h"
+#include "parallel/groups.h"
 
 namespace gpuledger {
 namespace {
@@ -69,8 +69,13 @@ std::vector<float> normal(int64_t n, double scale, uint32_t seed) {
 // experts' gate, up, down (all E), 5-7 the shared gate, up, down.
 std::vector<std::vector<float>> host_tensors(int64_t world_rank) {
   return {normal(kN * kH, 1.0, 100 + static_cast<uint32_t>(world_rank)),  // each rank its own tokens
-          normal(kE * kH, 0.5, 1), normal(kE * kF * kH, 0.3, 2), normal(kE * kF * kH, 0.3, 3),
-          normal(kE * kH * kF, 0.3, 4), normal(kFs * kH, 0.3, 5), normal(kFs * kH, 0.3, 6), normal(kH * kFs, 0.3, 7)};
+          normal(kE * kH, 0.5, 1),
+          normal(kE * kF * kH, 0.3, 2),
+          normal(kE * kF * kH, 0.3, 3),
+          normal(kE * kH * kF, 0.3, 4),
+          normal(kFs * kH, 0.3, 5),
+          normal(kFs * kH, 0.3, 6),
+          normal(kH * kFs, 0.3, 7)};
 }
 
 struct Result {
@@ -148,18 +153,25 @@ int64_t world_size() {
   return s;
 }
 
-// ep groups of `ep` consecutive world ranks ({0,1}, {2,3} for ep 2 on 4 ranks).
+// The ep groups of dp = world (make_mpi_groups: ep consecutive dp ranks, {0,1}
+// {2,3} for ep 2 on 4 ranks).
 void check_ep(const ModelConfig& m, int64_t ep) {
-  const int64_t rank = world_rank(), base = rank / ep * ep;
-  std::vector<int64_t> members(static_cast<size_t>(ep));
-  std::iota(members.begin(), members.end(), base);
+  const int64_t rank = world_rank();
+  Layout l;
+  l.dp = world_size();
+  l.ep = ep;
   CommCounters counters, ref_counters;
-  auto comm = split_world_comm("ep", counters, members);
-  auto ref_comm = split_world_comm("ep_ref", ref_counters, members);  // sums the reference gradients
+  Ledger group_ledger;
+  auto group_dev = make_device("cpu", group_ledger);
+  Groups groups = make_mpi_groups(l, counters, *group_dev);
+  Comm* comm = groups.ep.get();
+  ASSERT_EQ(comm->size(), ep);
+  ASSERT_EQ(comm->rank(), rank % ep);
+  auto ref_comm = split_world_comm("ep_ref", ref_counters, l.ep_group(rank));  // sums the reference gradients
   const auto tensors = host_tensors(rank);
 
   const Result ref = run_block(m, tensors, 1, 0, nullptr);
-  const Result got = run_block(m, tensors, ep, comm->rank() * (kE / ep), comm.get());
+  const Result got = run_block(m, tensors, ep, comm->rank() * (kE / ep), comm);
 
   expect_near_all(got.y, ref.y, "y");
   expect_near_all(got.dx, ref.dx, "dx");
@@ -184,7 +196,7 @@ void check_ep(const ModelConfig& m, int64_t ep) {
   EXPECT_EQ(got.activations, analytic::moe_block_ep_activation_bytes(m, kN, 4));
   EXPECT_EQ(got.forward_flops, analytic::moe_block_forward_flops(m, kN, slots));
   EXPECT_EQ(got.total_flops, 3 * analytic::moe_block_forward_flops(m, kN, slots));
-  ASSERT_EQ(counters.by_key().size(), 1u);
+  ASSERT_EQ(counters.by_key().size(), 1u);  // nothing on dp or edp
   const CommCount& a2a = counters.by_key().at("all_to_all@ep");
   EXPECT_EQ(a2a.calls, analytic::kMoeEpAllToAllsPerBlockStep);
   EXPECT_EQ(a2a.bytes, analytic::kMoeEpAllToAllsPerBlockStep * analytic::moe_ep_all_to_all_bytes(m, kN, 4));
