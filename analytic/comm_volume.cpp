@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "analytic/dp_staging.h"
+#include "analytic/moe.h"
 #include "analytic/offload.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
@@ -258,6 +259,20 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
     if (l.zero >= 1 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+  }
+
+  // Expert parallelism (ep > 1; docs/formulas/moe.md "Expert parallelism",
+  // models/moe/moe_block.h): every MoE layer of the rank, every microbatch,
+  // exchanges its E·C capacity slots (C per expert per source rank, from the
+  // microbatch's b·s tokens) four times over ep: dispatch and combine in the
+  // forward, their gradients in the backward; E·C·h·e bytes per call
+  // (analytic/moe.h). The expert gradients' sum over the expert-data-parallel
+  // group is not counted here: no run takes --ep yet, and dp_comm above still
+  // counts every expert in the dp buckets.
+  if (m.is_moe() && l.ep > 1) {
+    const int64_t calls = checked_product({kMoeEpAllToAllsPerBlockStep, r.microbatches, layers_on_stage(m, l, c.pp)},
+                                          "communication calls");
+    tally.add("all_to_all", "ep", calls, moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
 
   // The loss of the global batch on every rank: each last-stage rank's share

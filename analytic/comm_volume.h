@@ -20,8 +20,8 @@ struct CommCount {
   int64_t bytes = 0;
 };
 
-// Key: "<kind>@<group>", kind in all_reduce reduce_scatter all_gather broadcast
-// send recv; group in dp tp pp emb (the tied-embedding group). Only non-zero
+// Key: "<kind>@<group>", kind in all_reduce reduce_scatter all_gather all_to_all
+// broadcast send recv; group in dp tp pp emb (the tied-embedding group) ep. Only non-zero
 // entries; a group of one rank issues nothing. The full rules, with a worked
 // example, are docs/formulas/comm.md; in short:
 //   DP, ZeRO 0/1: all-reduce of every gradient bucket (g bytes per element),
@@ -48,6 +48,8 @@ struct CommCount {
 //     of the step (unit_reduced_after_schedule), not one per microbatch.
 //   grad_clip > 0: the norm's fp32 sum all-reduced over tp, pp (and dp under ZeRO 2/3).
 //   The step's loss: one fp32 all-reduce over dp (n > 1) and one over pp (p > 1).
+//   Expert parallelism (ep > 1, MoE): per MoE layer per microbatch 4 all-to-alls
+//     of E·C·h·e over ep (analytic/moe.h moe_ep_all_to_all_bytes).
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,
                                                     int64_t rank);
 

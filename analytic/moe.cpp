@@ -32,6 +32,23 @@ int64_t moe_block_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t
   return checked_add(b, checked_product({3, tokens, shared, e_bytes}, what), what);   // shared experts
 }
 
+int64_t moe_ep_slots(const ModelConfig& m, int64_t tokens) {
+  return checked_mul(m.num_experts, moe_capacity(m, tokens), "MoE dispatch slots");
+}
+
+int64_t moe_block_ep_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t e_bytes) {
+  constexpr std::string_view what = "MoE activation bytes";
+  const int64_t slots = moe_ep_slots(m, tokens), shared = m.shared_experts * m.shared_expert_ffn;
+  int64_t b = checked_mul(tokens, m.num_experts * 4, what);                            // router probabilities
+  b = checked_add(b, checked_product({2, slots, m.hidden, e_bytes}, what), what);      // received in, returned out
+  b = checked_add(b, checked_product({3, slots, m.expert_ffn, e_bytes}, what), what);  // gate, up, SwiGLU out
+  return checked_add(b, checked_product({3, tokens, shared, e_bytes}, what), what);    // shared experts
+}
+
+int64_t moe_ep_all_to_all_bytes(const ModelConfig& m, int64_t tokens, int64_t e_bytes) {
+  return checked_product({moe_ep_slots(m, tokens), m.hidden, e_bytes}, "MoE all-to-all bytes");
+}
+
 int64_t moe_block_forward_flops(const ModelConfig& m, int64_t tokens, int64_t rows) {
   constexpr std::string_view what = "MoE FLOPs";
   const int64_t shared = m.shared_experts * m.shared_expert_ffn;

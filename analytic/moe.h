@@ -23,9 +23,26 @@ int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens);  // A_max
 // 3·A·f_e·e, the shared experts' gate, up and output 3·N·S·f_s·e.
 int64_t moe_block_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t rows, int64_t e_bytes);
 
+// Expert parallelism over ep ranks (docs/formulas/moe.md "Expert
+// parallelism"; the block is models/moe/moe_block.h): every rank exchanges
+// fixed-size buffers of E·C slots (C per expert per source rank, from its own
+// N tokens), so a rank's experts process E/ep experts × ep sources × C slots =
+// E·C rows, padding included, whatever the routing: the bytes, FLOPs and
+// all-to-all volume below are known before the run.
+int64_t moe_ep_slots(const ModelConfig& m, int64_t tokens);  // E·C
+// Saved per block under ep: probabilities N·E·4, the received rows and the
+// returned expert outputs 2·E·C·h·e, gate, up and SwiGLU output 3·E·C·f_e·e,
+// the shared experts 3·N·S·f_s·e (no row → token table: the host plan maps slots).
+int64_t moe_block_ep_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t e_bytes);
+// The bytes one of the block's all-to-alls books (the send buffer, nccl-tests
+// sizing): E·C·h·e; a block issues 2 per forward and 2 per backward.
+int64_t moe_ep_all_to_all_bytes(const ModelConfig& m, int64_t tokens, int64_t e_bytes);
+constexpr int64_t kMoeEpAllToAllsPerBlockStep = 4;
+
 // The GEMM FLOPs of one MoE block's forward over N tokens with A kept rows:
 // router 2·N·h·E, experts 3·2·A·h·f_e, shared experts 3·2·N·h·S·f_s. The
 // backward is twice the forward (each GEMM has a data and a weight GEMM).
+// Under ep a rank's experts run A = moe_ep_slots rows.
 int64_t moe_block_forward_flops(const ModelConfig& m, int64_t tokens, int64_t rows);
 
 // Model FLOPs per token of training, 6·N_active (Kaplan et al. 2020 §2.1

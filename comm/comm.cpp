@@ -12,6 +12,7 @@ std::string_view comm_kind_name(CommKind k) {
     case CommKind::kAllReduce: return "all_reduce";
     case CommKind::kReduceScatter: return "reduce_scatter";
     case CommKind::kAllGather: return "all_gather";
+    case CommKind::kAllToAll: return "all_to_all";
     case CommKind::kBroadcast: return "broadcast";
     case CommKind::kSend: return "send";
     case CommKind::kRecv: return "recv";
@@ -67,6 +68,9 @@ class SelfComm final : public Comm {
     if (out != in) device_.copy(out, in, n * dtype_bytes(t));
   }
   void reduce_scatter(void* out, const void* in, int64_t n, DType t) override {
+    if (out != in) device_.copy(out, in, n * dtype_bytes(t));
+  }
+  void all_to_all(void* out, const void* in, int64_t n, DType t) override {
     if (out != in) device_.copy(out, in, n * dtype_bytes(t));
   }
   void broadcast(void*, int64_t, DType, int64_t) override {}

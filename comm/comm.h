@@ -3,7 +3,7 @@
 // the meta simulation). Every call books its calls, bytes and seconds in the
 // rank's CommCounters under "<kind>@<group>" (docs/architecture.md "Reports"); bytes are
 // counted as nccl-tests sizes a call: all-reduce the buffer, reduce-scatter its
-// input, all-gather its output, send/recv the message.
+// input, all-gather its output, all-to-all its send buffer, send/recv the message.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,7 +18,17 @@ namespace gpuledger {
 // kCopyToHost / kCopyToDevice: no collective, a rank's copy between its device
 // and host memory (ZeRO-Offload, parallel/zero/optimizer_offload.h), counted
 // beside the collectives under the group "host".
-enum class CommKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kCopyToHost, kCopyToDevice };
+enum class CommKind {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kAllToAll,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kCopyToHost,
+  kCopyToDevice
+};
 enum class ReduceOp { kSum, kMax };
 
 std::string_view comm_kind_name(CommKind k);  // "all_reduce", "reduce_scatter", ...
@@ -70,6 +80,11 @@ class Comm {
   virtual void all_gather(void* out, const void* in, int64_t n, DType t) = 0;
   // out (n) = this rank's slice of the sum of every rank's in (n · size).
   virtual void reduce_scatter(void* out, const void* in, int64_t n, DType t) = 0;
+  // out (n · size): block i (n elements) is block `rank` of group rank i's in
+  // (n · size); block j of this rank's in goes to group rank j (equal splits:
+  // MPI_Alltoall; NCCL as nccl-tests' alltoall, one ncclSend/ncclRecv pair per
+  // peer in a group). in and out must not overlap.
+  virtual void all_to_all(void* out, const void* in, int64_t n, DType t) = 0;
   virtual void broadcast(void* buf, int64_t n, DType t, int64_t root) = 0;
   virtual void send(const void* buf, int64_t n, DType t, int64_t peer) = 0;
   virtual void recv(void* buf, int64_t n, DType t, int64_t peer) = 0;
@@ -104,7 +119,7 @@ class Comm {
 class Device;
 
 // A group of one rank: all_reduce and broadcast leave the buffer as it is,
-// all_gather and reduce_scatter copy in to out through the Device; nothing is
+// all_gather, reduce_scatter and all_to_all copy in to out through the Device; nothing is
 // booked (a one-rank group moves no bytes). send/recv on it throw.
 std::unique_ptr<Comm> make_self_comm(std::string group, CommCounters& counters, Device& device);
 

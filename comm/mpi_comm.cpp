@@ -107,6 +107,21 @@ void MpiComm::reduce_scatter(void* out, const void* in, int64_t n, DType t) {
   book(CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_), seconds_since(t0));
 }
 
+void MpiComm::all_to_all(void* out, const void* in, int64_t n, DType t) {
+  const auto t0 = Clock::now();
+  const int count = mpi_count(n, group(), "all_to_all");
+  const int64_t total_bytes = n * size_ * dtype_bytes(t);
+  mpi_count(n * size_, group(), "all_to_all (buffer)");
+  // MPI forbids aliased send and receive buffers (MPI_IN_PLACE aside, which the Comm contract does not offer).
+  const auto* o = static_cast<const char*>(out);
+  const auto* i = static_cast<const char*>(in);
+  if (total_bytes > 0 && o < i + total_bytes && i < o + total_bytes)
+    throw std::invalid_argument("all_to_all on '" + group() + "': the send and receive buffers overlap");
+  MPI_CHECK(MPI_Alltoall(in, count, move_type(t), out, count, move_type(t), comm_),
+            describe("all-to-all of", n, t, group()) + " per peer");
+  book(CommKind::kAllToAll, comm_call_bytes(CommKind::kAllToAll, n, t, size_), seconds_since(t0));
+}
+
 void MpiComm::broadcast(void* buf, int64_t n, DType t, int64_t root) {
   const auto t0 = Clock::now();
   const int count = mpi_count(n, group(), "broadcast");

@@ -47,6 +47,8 @@ class MpiComm final : public Comm {
   void all_reduce(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum) override;
   void all_gather(void* out, const void* in, int64_t n, DType t) override;
   void reduce_scatter(void* out, const void* in, int64_t n, DType t) override;
+  // MPI_Alltoall, the 16-bit values moved as they are.
+  void all_to_all(void* out, const void* in, int64_t n, DType t) override;
   void broadcast(void* buf, int64_t n, DType t, int64_t root) override;
   // Point-to-point on one fixed tag; messages between two ranks arrive in order.
   void send(const void* buf, int64_t n, DType t, int64_t peer) override;

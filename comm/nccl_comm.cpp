@@ -176,6 +176,32 @@ void NcclComm::reduce_scatter(void* out, const void* in, int64_t n, DType t) {
   run_blocking(reduce_scatter_call(out, in, n, t));
 }
 
+void NcclComm::all_to_all(void* out, const void* in, int64_t n, DType t) {
+  const size_t count = nccl_count(n, group(), "all_to_all");
+  const int64_t block_bytes = n * dtype_bytes(t);
+  const int64_t total_bytes = block_bytes * size();
+  const auto* o = static_cast<const char*>(out);
+  const auto* i = static_cast<const char*>(in);
+  if (total_bytes > 0 && o < i + total_bytes && i < o + total_bytes)
+    throw std::invalid_argument("all_to_all on '" + group() + "': the send and receive buffers overlap");
+  Call c{CommKind::kAllToAll, comm_call_bytes(CommKind::kAllToAll, n, t, size()),
+         describe("all-to-all of", n, t, group()) + " per peer"};
+  c.body = [this, out, in, count, block_bytes, t, what = c.what](cudaStream_t s, void*) {
+    if (count == 0) return;
+    NCCL_CHECK(ncclGroupStart(), "opening the group of " + what);
+    for (int64_t peer = 0; peer < size(); ++peer) {
+      NCCL_CHECK(ncclSend(static_cast<const char*>(in) + peer * block_bytes, count, nccl_dtype(t),
+                          static_cast<int>(peer), comm_, s),
+                 what + ": the send to peer " + std::to_string(peer));
+      NCCL_CHECK(ncclRecv(static_cast<char*>(out) + peer * block_bytes, count, nccl_dtype(t), static_cast<int>(peer),
+                          comm_, s),
+                 what + ": the receive from peer " + std::to_string(peer));
+    }
+    NCCL_CHECK(ncclGroupEnd(), "closing the group of " + what);
+  };
+  run_blocking(c);
+}
+
 void NcclComm::broadcast(void* buf, int64_t n, DType t, int64_t root) {
   const size_t count = nccl_count(n, group(), "broadcast");
   if (root < 0 || root >= size())

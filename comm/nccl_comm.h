@@ -84,6 +84,10 @@ class NcclComm final : public Comm {
   void all_reduce(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum) override;
   void all_gather(void* out, const void* in, int64_t n, DType t) override;
   void reduce_scatter(void* out, const void* in, int64_t n, DType t) override;
+  // One ncclSend and one ncclRecv of n elements per peer (itself included)
+  // inside ncclGroupStart/End, as nccl-tests' alltoall runs it
+  // (src/alltoall.cu, AlltoAllRunColl).
+  void all_to_all(void* out, const void* in, int64_t n, DType t) override;
   void broadcast(void* buf, int64_t n, DType t, int64_t root) override;
   void send(const void* buf, int64_t n, DType t, int64_t peer) override;
   void recv(void* buf, int64_t n, DType t, int64_t peer) override;

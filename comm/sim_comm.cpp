@@ -40,6 +40,11 @@ void SimComm::reduce_scatter(void*, const void*, int64_t n, DType t) {
   book(CommKind::kReduceScatter, comm_call_bytes(CommKind::kReduceScatter, n, t, size_), 0.0);
 }
 
+void SimComm::all_to_all(void*, const void*, int64_t n, DType t) {
+  check_count(n, "all_to_all");
+  book(CommKind::kAllToAll, comm_call_bytes(CommKind::kAllToAll, n, t, size_), 0.0);
+}
+
 void SimComm::broadcast(void*, int64_t n, DType t, int64_t root) {
   check_count(n, "broadcast");
   if (root < 0 || root >= size_)

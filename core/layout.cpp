@@ -64,6 +64,21 @@ std::vector<int64_t> Layout::pp_group(int64_t r) const {
   return g;
 }
 
+std::vector<int64_t> Layout::ep_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  const int64_t first = c.dp / ep * ep;
+  for (c.dp = first; c.dp < first + ep; ++c.dp) g.push_back(rank(c));
+  return g;
+}
+
+std::vector<int64_t> Layout::expert_dp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.dp = c.dp % ep; c.dp < dp; c.dp += ep) g.push_back(rank(c));
+  return g;
+}
+
 // ---- validation ----
 
 namespace {
@@ -87,6 +102,25 @@ void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig
                       s(r.microbatches) + " (Megatron's interleaved schedule runs microbatches in groups of pp)");
   if (r.schedule != Schedule::k1F1B)
     throw LayoutError("--vpp " + s(l.vpp) + " needs --schedule 1f1b (the interleaved schedule is a 1F1B schedule)");
+}
+// Expert parallelism (--ep): Megatron-LM carves the ep groups out of the dp
+// ranks (parallel_state.py at d98e8a64: the expert layout's
+// world = etp·ep·edp·pp), so ep divides dp; each rank holds E/ep experts.
+// Not built here with tensor or pipeline parallelism.
+void check_expert_parallel(const Layout& l, const ModelConfig& m) {
+  if (l.ep < 1) throw LayoutError("--ep must be >= 1, got " + s(l.ep));
+  if (l.ep == 1) return;
+  if (l.ep > limits::kMaxWorld) throw LayoutError("--ep " + s(l.ep) + " is above the limit " + s(limits::kMaxWorld));
+  if (!m.is_moe()) throw LayoutError("--ep " + s(l.ep) + " needs a mixture-of-experts model; " + m.name + " is dense");
+  if (l.dp % l.ep != 0)
+    throw LayoutError("--ep " + s(l.ep) + " does not divide --dp " + s(l.dp) +
+                      " (the expert-parallel groups are carved out of the data-parallel ranks)");
+  if (m.num_experts % l.ep != 0)
+    throw LayoutError("--ep " + s(l.ep) + " does not divide the " + s(m.num_experts) + " experts of " + m.name +
+                      " (each rank holds experts / ep)");
+  if (l.tp > 1 || l.pp > 1)
+    throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + " --pp " + s(l.pp) +
+                      ": expert parallelism is built with tp = pp = 1 only");
 }
 }  // namespace
 
@@ -131,6 +165,7 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
     throw LayoutError("--pp " + s(l.pp) + " exceeds layers " + s(m.layers) + who +
                       ": every stage needs at least one layer");
   check_virtual_stages(l, m, r);
+  check_expert_parallel(l, m);
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");

@@ -31,6 +31,12 @@ struct Layout {
   // layers of virtual stages c·pp + r, c = 0 … vpp − 1, and trains them
   // under the interleaved 1F1B schedule (parallel/pp/schedule.h).
   int64_t vpp = 1;
+  // Expert-parallel size: the MoE layers' experts are split over ep ranks,
+  // carved out of the data-parallel group as Megatron-LM does (ep divides dp;
+  // megatron/core/parallel_state.py initialize_model_parallel, expert rank
+  // generator "tp-ep-dp-pp" at d98e8a64: ep consecutive dp ranks form an ep
+  // group, and the dp/ep ranks holding the same experts the expert-data-parallel group).
+  int64_t ep = 1;
 
   // Checked: a layout whose product does not fit throws OverflowError rather than wrapping.
   int64_t world() const { return checked_product({dp, tp, pp}, "world = dp·tp·pp"); }
@@ -40,6 +46,11 @@ struct Layout {
   std::vector<int64_t> tp_group(int64_t rank) const;
   std::vector<int64_t> dp_group(int64_t rank) const;
   std::vector<int64_t> pp_group(int64_t rank) const;
+  // The ep group: dp coordinates ⌊d/ep⌋·ep … ⌊d/ep⌋·ep + ep − 1 (same tp, pp).
+  std::vector<int64_t> ep_group(int64_t rank) const;
+  // The expert-data-parallel group: the dp/ep ranks of the dp group with the
+  // same d mod ep (the same experts), over which expert gradients are summed.
+  std::vector<int64_t> expert_dp_group(int64_t rank) const;
   bool is_first_stage(int64_t rank) const { return coords(rank).pp == 0; }
   bool is_last_stage(int64_t rank) const { return coords(rank).pp == pp - 1; }
 };
@@ -49,6 +60,7 @@ struct RunConfig;
 
 // Throws LayoutError saying what divides what: sizes >= 1, zero in 0..3,
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
+// ep: divides dp and the model's experts, tp = pp = 1 (not built with them),
 // layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt.
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 

@@ -36,7 +36,7 @@ int64_t position(const std::vector<int64_t>& members, int64_t rank) {
   return it - members.begin();
 }
 
-// The four group kinds, in the one order every rank builds them (MPI_Comm_split
+// The group kinds, in the one order every rank builds them (MPI_Comm_split
 // is collective over the world: ranks must agree on the sequence of calls).
 struct GroupSpec {
   const char* name;
@@ -45,16 +45,18 @@ struct GroupSpec {
 };
 
 std::vector<GroupSpec> group_specs(const Layout& l, int64_t rank, bool tied) {
-  return {{"tp", l.tp_group(rank), true},
-          {"dp", l.dp_group(rank), true},
-          {"pp", l.pp_group(rank), true},
-          {"emb", emb_group(l, rank, tied), tied && l.pp > 1}};
+  return {
+      {"tp", l.tp_group(rank), true}, {"dp", l.dp_group(rank), true},
+      {"pp", l.pp_group(rank), true}, {"emb", emb_group(l, rank, tied), tied && l.pp > 1},
+      {"ep", l.ep_group(rank), true}, {"edp", l.ep > 1 ? l.expert_dp_group(rank) : std::vector<int64_t>{}, l.ep > 1}};
 }
 
 std::unique_ptr<Comm>* slot(Groups& g, const std::string& name) {
   if (name == "tp") return &g.tp;
   if (name == "dp") return &g.dp;
   if (name == "pp") return &g.pp;
+  if (name == "ep") return &g.ep;
+  if (name == "edp") return &g.expert_dp;
   return &g.emb;
 }
 
@@ -69,6 +71,8 @@ RankContext Groups::context() const {
   c.dp = dp.get();
   c.pp = pp.get();
   c.emb = emb.get();
+  c.ep = ep.get();
+  c.expert_dp = expert_dp ? expert_dp.get() : dp.get();
   c.counters = counters;
   return c;
 }

@@ -10,7 +10,8 @@
 // A group of one rank is always make_self_comm (it moves and books nothing).
 // The emb group is the first and last pipeline stage of the same (dp, tp)
 // coordinates, in that order, built when embeddings are tied and pp > 1;
-// other ranks (middle stages) get none.
+// other ranks (middle stages) get none. The ep and expert-dp ("edp") groups
+// are Layout::ep_group and expert_dp_group; edp is built only when ep > 1.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,8 @@ struct Groups {
   int64_t rank = 0;                  // in the world
   std::unique_ptr<Comm> tp, dp, pp;  // never null
   std::unique_ptr<Comm> emb;         // null unless tied embeddings, pp > 1, first or last stage
+  std::unique_ptr<Comm> ep;          // never null: the expert-parallel group (one rank when ep = 1)
+  std::unique_ptr<Comm> expert_dp;   // null when ep = 1 (the expert-data-parallel group is then dp)
   CommCounters* counters = nullptr;
 
   // Pointers into this object: it must outlive the context.

@@ -12,12 +12,14 @@ namespace gpuledger {
 
 struct RankContext {
   Layout layout;
-  int64_t rank = 0;     // in the world
-  Coords coords;        // layout.coords(rank)
-  Comm* tp = nullptr;   // tensor-parallel group
-  Comm* dp = nullptr;   // data-parallel group (ZeRO shards over it)
-  Comm* pp = nullptr;   // pipeline group (send/recv to stage ± 1)
-  Comm* emb = nullptr;  // first + last stage when embeddings are tied and pp > 1; else null
+  int64_t rank = 0;           // in the world
+  Coords coords;              // layout.coords(rank)
+  Comm* tp = nullptr;         // tensor-parallel group
+  Comm* dp = nullptr;         // data-parallel group (ZeRO shards over it)
+  Comm* pp = nullptr;         // pipeline group (send/recv to stage ± 1)
+  Comm* emb = nullptr;        // first + last stage when embeddings are tied and pp > 1; else null
+  Comm* ep = nullptr;         // expert-parallel group (all_to_all of the MoE dispatch)
+  Comm* expert_dp = nullptr;  // expert-data-parallel group: the ranks holding the same experts (dp when ep = 1)
   CommCounters* counters = nullptr;
 
   bool first_stage() const { return coords.pp == 0; }

@@ -10,6 +10,8 @@ int64_t comm_group_size(const std::string& group, const Layout& l) {
   if (group == "dp") return l.dp;
   if (group == "pp") return l.pp;
   if (group == "emb") return 2;
+  if (group == "ep") return l.ep;
+  if (group == "edp") return l.dp / l.ep;  // the expert-data-parallel group
   return 1;
 }
 
@@ -17,7 +19,7 @@ double busbw_factor(const std::string& kind, int64_t n) {
   if (n <= 1) return 1.0;
   const double d = static_cast<double>(n);
   if (kind == "all_reduce") return 2.0 * (d - 1) / d;
-  if (kind == "reduce_scatter" || kind == "all_gather") return (d - 1) / d;
+  if (kind == "reduce_scatter" || kind == "all_gather" || kind == "all_to_all") return (d - 1) / d;
   return 1.0;  // broadcast, send, recv
 }
 

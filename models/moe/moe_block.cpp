@@ -2,6 +2,7 @@
 // experts, and their backward.
 #include "models/moe/moe_block.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,11 +35,17 @@ char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
 
-MoeBlock::MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights)
-    : dev_(device), s_(shape), w_(weights) {
+MoeBlock::MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm)
+    : dev_(device), s_(shape), w_(weights), ep_comm_(ep_comm) {
   const auto& r = s_.routing;
   if (s_.tokens < 1 || s_.hidden < 1 || s_.expert_ffn < 1 || r.experts < 1 || r.top_k < 1 || r.top_k > r.experts)
     throw std::invalid_argument("MoeBlock: need tokens, hidden, expert_ffn >= 1 and 1 <= top_k <= experts");
+  if (s_.ep < 1 || r.experts % s_.ep != 0)
+    throw std::invalid_argument("MoeBlock: ep " + std::to_string(s_.ep) + " must divide the " +
+                                std::to_string(r.experts) + " experts");
+  if (s_.ep > 1 && (ep_comm_ == nullptr || ep_comm_->size() != s_.ep))
+    throw std::invalid_argument("MoeBlock: ep " + std::to_string(s_.ep) + " needs the expert-parallel group's comm" +
+                                (ep_comm_ ? " (it has " + std::to_string(ep_comm_->size()) + " ranks)" : ""));
 }
 
 double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
@@ -50,46 +57,103 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   }
   sv.probs = dev_.alloc(n * E * 4, acc, "moe.router.probs");
   dev_.copy_from_host(sv.probs.data(), sv.plan.probs.data(), n * E * 4);
-  const int64_t rows = sv.plan.kept_rows();
-  sv.row_token = dev_.alloc(rows * 4, acc, "moe.dispatch.row_token");
-  dev_.copy_from_host(sv.row_token.data(), sv.plan.row_token.data(), rows * 4);
-  sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
-  dev_.vocab_embedding_forward(sv.x.data(), sv.row_token.as<int32_t>(), xn, s_.e, rows, h, 0, n);  // gather
-  experts_forward(sv, acc);
+  dispatch_forward(xn, sv, acc);
+  if (s_.ep == 1) {
+    sv.out = dev_.alloc(expert_rows(sv) * h * eb(), acc, "moe.experts.out");
+    experts_forward(sv, acc, sv.out.data());
+  } else {
+    // The experts' outputs go back to the ranks whose tokens they are.
+    Buffer expert_out = dev_.alloc(expert_rows(sv) * h * eb(), Account::kComm, "moe.dispatch.expert_out");
+    experts_forward(sv, acc, expert_out.data());
+    sv.out = dev_.alloc(expert_rows(sv) * h * eb(), acc, "moe.experts.out");
+    exchange(sv.out.data(), expert_out.data());
+  }
   combine(sv, y);
   if (s_.shared_ffn > 0) shared_forward(xn, y, sv, acc);
   return sv.plan.aux_loss;
 }
 
-void MoeBlock::experts_forward(MoeSaved& sv, Account acc) {
-  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = sv.plan.kept_rows(), e = eb();
+// sv.x = the rows the local experts process: one rank, the kept rows gathered
+// by expert; under ep, this rank's tokens packed into E·C slots and exchanged.
+void MoeBlock::dispatch_forward(const void* xn, MoeSaved& sv, Account acc) {
+  const int64_t n = s_.tokens, h = s_.hidden, rows = expert_rows(sv);
+  if (s_.ep == 1) {
+    sv.row_token = dev_.alloc(rows * 4, acc, "moe.dispatch.row_token");
+    dev_.copy_from_host(sv.row_token.data(), sv.plan.row_token.data(), rows * 4);
+    sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
+    dev_.vocab_embedding_forward(sv.x.data(), sv.row_token.as<int32_t>(), xn, s_.e, rows, h, 0, n);  // gather
+    return;
+  }
+  const std::vector<float> x = to_host(dev_, xn, s_.e, n * h);
+  std::vector<float> packed(static_cast<size_t>(rows * h), 0.0f);  // unused slots stay zero
+  for (int64_t a = 0; a < n * s_.routing.top_k; ++a) {
+    const int64_t slot = out_row(sv, a);
+    if (slot < 0) continue;
+    const int64_t t = a / s_.routing.top_k;
+    std::copy(x.begin() + t * h, x.begin() + (t + 1) * h, packed.begin() + slot * h);
+  }
+  Buffer send = dev_.alloc(rows * h * eb(), Account::kComm, "moe.dispatch.send");
+  from_host(dev_, send.data(), s_.e, packed);
+  sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
+  exchange(sv.x.data(), send.data());
+}
+
+void MoeBlock::exchange(void* out, const void* in) {
+  const int64_t per_peer = s_.routing.experts / s_.ep * moe::expert_capacity(s_.routing, s_.tokens) * s_.hidden;
+  ep_comm_->all_to_all(out, in, per_peer, s_.e);
+}
+
+int64_t MoeBlock::expert_rows(const MoeSaved& sv) const {
+  return s_.ep == 1 ? sv.plan.kept_rows() : s_.routing.experts * moe::expert_capacity(s_.routing, s_.tokens);
+}
+
+int64_t MoeBlock::out_row(const MoeSaved& sv, int64_t choice) const {
+  const int32_t row = sv.plan.row[choice];
+  if (s_.ep == 1 || row < 0) return row;
+  // Expert e's slots are [e·C, (e+1)·C); its kept rows fill them in order.
+  const int64_t ex = sv.plan.expert[choice];
+  return ex * moe::expert_capacity(s_.routing, s_.tokens) + (row - sv.plan.rows_begin[ex]);
+}
+
+std::vector<MoeBlock::ExpertRows> MoeBlock::expert_row_blocks(const MoeSaved& sv) const {
+  std::vector<ExpertRows> blocks;
+  if (s_.ep == 1) {
+    for (int64_t ex = 0; ex < s_.routing.experts; ++ex)
+      if (sv.plan.rows_of(ex) > 0) blocks.push_back({sv.plan.rows_begin[ex], sv.plan.rows_of(ex), ex});
+    return blocks;
+  }
+  // Received: ep source blocks, each E/ep local experts × C slots.
+  const int64_t local = s_.routing.experts / s_.ep, c = moe::expert_capacity(s_.routing, s_.tokens);
+  for (int64_t src = 0; src < s_.ep; ++src)
+    for (int64_t ex = 0; ex < local; ++ex) blocks.push_back({(src * local + ex) * c, c, ex});
+  return blocks;
+}
+
+void MoeBlock::experts_forward(MoeSaved& sv, Account acc, void* out) {
+  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = expert_rows(sv), e = eb();
   sv.gate = dev_.alloc(rows * f * e, acc, "moe.experts.gate");
   sv.up = dev_.alloc(rows * f * e, acc, "moe.experts.up");
   sv.act = dev_.alloc(rows * f * e, acc, "moe.experts.act");
-  sv.out = dev_.alloc(rows * h * e, acc, "moe.experts.out");
-  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
-    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * f * h * e;
-    if (r == 0) continue;
+  const std::vector<ExpertRows> blocks = expert_row_blocks(sv);
+  for (const auto& [r0, r, ex] : blocks) {
+    const int64_t w_off = ex * f * h * e;
     linear_forward(dev_, at(sv.gate.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.gate, w_off), s_.e, r, h,
                    f);
     linear_forward(dev_, at(sv.up.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.up, w_off), s_.e, r, h, f);
   }
   dev_.swiglu_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
-  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
-    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex);
-    if (r == 0) continue;
-    linear_forward(dev_, at(sv.out.data(), r0 * h * e), at(sv.act.data(), r0 * f * e), at(w_.down, ex * h * f * e),
-                   s_.e, r, f, h);
-  }
+  for (const auto& [r0, r, ex] : blocks)
+    linear_forward(dev_, at(out, r0 * h * e), at(sv.act.data(), r0 * f * e), at(w_.down, ex * h * f * e), s_.e, r, f,
+                   h);
 }
 
 void MoeBlock::combine(const MoeSaved& sv, void* y) {
   // y_t = Σ_j w_{t,j}·out[row_{t,j}] over the kept choices, summed in fp32.
   const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k;
-  const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, sv.plan.kept_rows() * h);
+  const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, expert_rows(sv) * h);
   std::vector<float> acc(static_cast<size_t>(n * h), 0.0f);
   for (int64_t a = 0; a < n * k; ++a) {
-    const int32_t row = sv.plan.row[a];
+    const int64_t row = out_row(sv, a);
     if (row < 0) continue;
     const float w = sv.plan.weight[a];
     float* dst = acc.data() + (a / k) * h;
@@ -113,7 +177,7 @@ void MoeBlock::shared_forward(const void* xn, void* y, MoeSaved& sv, Account acc
 }
 
 void MoeBlock::backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv, double aux_scale) {
-  const int64_t n = s_.tokens, h = s_.hidden, rows = sv.plan.kept_rows();
+  const int64_t n = s_.tokens, h = s_.hidden, rows = expert_rows(sv);
   // dxn may be dy's buffer (the layer reuses it): the shared experts read dy
   // after dxn is written, so they get a copy.
   Buffer dy_copy;
@@ -125,12 +189,20 @@ void MoeBlock::backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv,
   std::vector<float> dweight;
   Buffer dout = combine_backward(sv, dy, dweight);
   sv.out.reset();
+  if (s_.ep > 1) {  // the outputs' gradients to the experts' ranks
+    Buffer at_experts = ws(rows * h * eb(), "moe.dispatch.dout");
+    exchange(at_experts.data(), dout.data());
+    dout = std::move(at_experts);
+  }
   Buffer dx = ws(rows * h * eb(), "moe.experts.dx");
   experts_backward(sv, dout.data(), dx.data());
   dout.reset();
-  dev_.fill_zero(dxn, n * h * eb());
-  // scatter-add of the rows' input gradients onto their tokens
-  dev_.vocab_embedding_backward(dxn, s_.e, dx.data(), s_.e, sv.row_token.as<int32_t>(), rows, h, 0, n);
+  if (s_.ep > 1) {  // the inputs' gradients back to the tokens' ranks
+    Buffer back = ws(rows * h * eb(), "moe.dispatch.dx");
+    exchange(back.data(), dx.data());
+    dx = std::move(back);
+  }
+  scatter_rows_backward(sv, dx.data(), dxn);
   dx.reset();
   sv.row_token.reset();
   router_backward(xn, sv, dweight, aux_scale, dxn);
@@ -138,15 +210,33 @@ void MoeBlock::backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv,
   sv = MoeSaved{};
 }
 
+// dxn = Σ over a token's kept choices of its row's input gradient.
+void MoeBlock::scatter_rows_backward(const MoeSaved& sv, const void* dx, void* dxn) {
+  const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k;
+  if (s_.ep == 1) {
+    dev_.fill_zero(dxn, n * h * eb());
+    dev_.vocab_embedding_backward(dxn, s_.e, dx, s_.e, sv.row_token.as<int32_t>(), sv.plan.kept_rows(), h, 0, n);
+    return;
+  }
+  const std::vector<float> g = to_host(dev_, dx, s_.e, expert_rows(sv) * h);
+  std::vector<float> acc(static_cast<size_t>(n * h), 0.0f);
+  for (int64_t a = 0; a < n * k; ++a) {
+    const int64_t slot = out_row(sv, a);
+    if (slot < 0) continue;
+    for (int64_t c = 0; c < h; ++c) acc[(a / k) * h + c] += g[slot * h + c];
+  }
+  from_host(dev_, dxn, s_.e, acc);
+}
+
 Buffer MoeBlock::combine_backward(const MoeSaved& sv, const void* dy, std::vector<float>& dweight) {
   // d out[row] = w·dy_t; d w_{t,j} = dy_t · out[row] (zero for a dropped choice)
-  const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k, rows = sv.plan.kept_rows();
+  const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k, rows = expert_rows(sv);
   const std::vector<float> g = to_host(dev_, dy, s_.e, n * h);
   const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, rows * h);
   std::vector<float> dout(static_cast<size_t>(rows * h), 0.0f);
   dweight.assign(static_cast<size_t>(n * k), 0.0f);
   for (int64_t a = 0; a < n * k; ++a) {
-    const int32_t row = sv.plan.row[a];
+    const int64_t row = out_row(sv, a);
     if (row < 0) continue;
     const float w = sv.plan.weight[a];
     const float* gt = g.data() + (a / k) * h;
@@ -163,11 +253,11 @@ Buffer MoeBlock::combine_backward(const MoeSaved& sv, const void* dy, std::vecto
 }
 
 void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
-  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = sv.plan.kept_rows(), e = eb();
+  const int64_t h = s_.hidden, f = s_.expert_ffn, rows = expert_rows(sv), e = eb();
+  const std::vector<ExpertRows> blocks = expert_row_blocks(sv);
   Buffer dact = ws(rows * f * e, "moe.experts.dact");
-  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
-    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * h * f;
-    if (r == 0) continue;
+  for (const auto& [r0, r, ex] : blocks) {
+    const int64_t w_off = ex * h * f;
     linear_backward_weight(dev_, at(w_.d_down, w_off * dtype_bytes(s_.g)), s_.g, at(dout, r0 * h * e),
                            at(sv.act.data(), r0 * f * e), s_.e, r, f, h);
     linear_backward_data(dev_, at(dact.data(), r0 * f * e), at(dout, r0 * h * e), at(w_.down, w_off * e), s_.e, r, f,
@@ -178,9 +268,8 @@ void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
   dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
   sv.gate.reset();
   sv.up.reset();
-  for (int64_t ex = 0; ex < s_.routing.experts; ++ex) {
-    const int64_t r0 = sv.plan.rows_begin[ex], r = sv.plan.rows_of(ex), w_off = ex * f * h;
-    if (r == 0) continue;
+  for (const auto& [r0, r, ex] : blocks) {
+    const int64_t w_off = ex * f * h;
     const void* x = at(sv.x.data(), r0 * h * e);
     linear_backward_weight(dev_, at(w_.d_gate, w_off * dtype_bytes(s_.g)), s_.g, at(dact.data(), r0 * f * e), x, s_.e,
                            r, h, f);

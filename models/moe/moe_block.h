@@ -29,9 +29,30 @@
 // The routing choices (expert, row, weight per token and choice) stay on the
 // host in MoeSaved::plan: the combine runs on the host, on staged copies.
 // The block's input xn is the caller's saved tensor (the layer's norm-2 output).
+//
+// Expert parallelism (shape.ep > 1, with the expert-parallel group's Comm):
+// this rank holds experts [r·E/ep, (r+1)·E/ep) (r = its rank in the group;
+// the expert weights and gradients passed are those E/ep experts), routes its
+// own N tokens with the full router, and exchanges fixed-size buffers so that
+// every all-to-all has equal splits (docs/formulas/moe.md "Expert
+// parallelism"): each expert has C = ⌈c·N·k/E⌉ slots per source rank (no
+// capacity factor: C = N), its kept rows in slot order, the unused slots zero.
+//   forward:  pack (E·C × h, account comm "moe.dispatch.send") ─ all-to-all ─
+//             moe.experts.in (ep source blocks of E/ep experts × C slots) ─
+//             the experts on every slot (padding included, as Megatron-LM's
+//             --moe-pad-expert-input-to-capacity) ─ all-to-all ─
+//             moe.experts.out (this rank's E·C slots back, saved for the
+//             combine's weight gradient) ─ combine
+//   backward: the combine's gradient ─ all-to-all ─ the experts' backward ─
+//             all-to-all ─ the scatter-add onto the tokens (host)
+// Saved per block: probs N·E·4, experts.in and experts.out E·C·h·e each,
+// gate, up, act E·C·f_e·e each; no row → token table (the host plan maps slots).
 #pragma once
 #include <cstdint>
 
+#include <vector>
+
+#include "comm/comm.h"
 #include "kernels/device.h"
 #include "models/moe/moe_routing.h"
 
@@ -43,6 +64,7 @@ struct MoeShape {
   int64_t expert_ffn = 0;  // f_e
   int64_t shared_ffn = 0;  // S·f_s (0: no shared experts)
   moe::RoutingConfig routing;
+  int64_t ep = 1;          // expert-parallel group size (E % ep == 0); > 1 needs the group's Comm
   DType e = DType::kBF16;  // activations and weights
   DType g = DType::kBF16;  // gradients
 };
@@ -62,7 +84,8 @@ struct MoeSaved {
 
 class MoeBlock {
  public:
-  MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights);
+  // ep_comm: the expert-parallel group (size shape.ep), needed when shape.ep > 1.
+  MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm = nullptr);
 
   // y (N × h, e) = the block's output for xn (N × h, e); `saved` receives what
   // backward needs, booked under `acc`. Returns the load-balancing loss
@@ -77,8 +100,19 @@ class MoeBlock {
   const MoeShape& shape() const { return s_; }
 
  private:
-  void experts_forward(MoeSaved& sv, Account acc);
+  // One GEMM group of the experts: `rows` rows from `row0` of the expert
+  // buffers, through local expert `expert` (its index in the weights given).
+  struct ExpertRows {
+    int64_t row0, rows, expert;
+  };
+  std::vector<ExpertRows> expert_row_blocks(const MoeSaved& sv) const;
+  int64_t expert_rows(const MoeSaved& sv) const;              // A one rank, E·C under ep
+  int64_t out_row(const MoeSaved& sv, int64_t choice) const;  // the choice's row of sv.out, −1 dropped
+  void dispatch_forward(const void* xn, MoeSaved& sv, Account acc);
+  void experts_forward(MoeSaved& sv, Account acc, void* out);
   void experts_backward(MoeSaved& sv, const void* dout, void* dx);
+  void exchange(void* out, const void* in);  // one all-to-all of the E·C slots
+  void scatter_rows_backward(const MoeSaved& sv, const void* dx, void* dxn);
   void shared_forward(const void* xn, void* y, MoeSaved& sv, Account acc);
   void shared_backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv);
   void combine(const MoeSaved& sv, void* y);
@@ -90,6 +124,7 @@ class MoeBlock {
   Device& dev_;
   MoeShape s_;
   MoeWeights w_;
+  Comm* ep_comm_ = nullptr;
 };
 
 }  // namespace gpuledger

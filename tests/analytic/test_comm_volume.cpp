@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "analytic/comm_volume.h"
+#include "core/model_config.h"
 #include "tests/analytic/hand_models.h"
 
 namespace gpuledger::analytic {
@@ -311,6 +313,31 @@ TEST(CommVolume, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 1), 0.0);
   EXPECT_THROW(busbw_factor("gossip", 2), std::invalid_argument);
   EXPECT_THROW(busbw_factor("all_reduce", 0), std::invalid_argument);
+}
+
+// Expert parallelism: Mixtral-8x7B (E 8, k 2, h 4096, L 32), dp 64, ep 8, b 1,
+// s 4096, m 2, bf16. Dropless: C = N = 4096, E·C = 32,768 slots, one
+// all-to-all 32,768·4096·2 = 268,435,456 B; 4 per layer per microbatch:
+// 4·2·32 = 256 calls. c = 1.25: C = ⌈1.25·4096·2/8⌉ = 1280, 83,886,080 B per call
+// (docs/formulas/moe.md, worked example).
+TEST(CommVolume, ExpertParallelAllToAlls) {
+  ModelConfig m = load_model("mixtral-8x7b");
+  Layout l = layout(64, 1, 1);
+  l.ep = 8;
+  RunConfig r;
+  r.seq = 4096;
+  r.mbs = 1;
+  r.microbatches = 2;
+  for (std::optional<double> c : {std::optional<double>{}, std::optional<double>{1.25}}) {
+    m.capacity_factor = c;
+    const Counts got = rank_comm_per_step(m, l, r, 17);
+    const CommCount& a2a = got.at("all_to_all@ep");
+    EXPECT_EQ(a2a.calls, 256);
+    EXPECT_EQ(a2a.bytes, 256 * (c ? int64_t{83'886'080} : int64_t{268'435'456}));
+  }
+  l.ep = 1;
+  EXPECT_EQ(rank_comm_per_step(m, l, r, 17).count("all_to_all@ep"), 0u);
+  EXPECT_DOUBLE_EQ(busbw_factor("all_to_all@ep", 8), 7.0 / 8.0);
 }
 
 }  // namespace

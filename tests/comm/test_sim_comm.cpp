@@ -60,6 +60,20 @@ TEST(SimComm, BooksTheSequenceAtSize2) {
   expect_count(cc, "recv@dp", 1, 200);
 }
 
+// All-to-all: n elements to each of the group's ranks, booked as the n·size
+// elements of the send buffer (nccl-tests' alltoall size).
+TEST(SimComm, BooksAllToAllAsItsSendBuffer) {
+  CommCounters cc;
+  SimComm ep("ep", cc, 8, 5);
+  ep.all_to_all(nullptr, nullptr, 96, DType::kBF16);  // 96 · 8 · 2
+  ep.all_to_all(nullptr, nullptr, 10, DType::kFP32);  // 10 · 8 · 4
+  ep.all_to_all(nullptr, nullptr, 0, DType::kFP32);   // a call of nothing is still a call
+  ASSERT_EQ(cc.by_key().size(), 1u);
+  expect_count(cc, "all_to_all@ep", 3, 1536 + 320);
+  EXPECT_THROW(ep.all_to_all(nullptr, nullptr, -1, DType::kBF16), std::invalid_argument);
+  expect_count(cc, "all_to_all@ep", 3, 1856);  // the rejected call booked nothing
+}
+
 TEST(SimComm, KeysByGroupAndAccumulates) {
   CommCounters cc;
   SimComm tp("tp", cc, 8, 3), pp("pp", cc, 4, 2);

@@ -242,6 +242,43 @@ TEST(ValidateLayout, EachError) {
   expect_layout_error(make(1, 1, 1), l3, r, {"--dropout"});
 }
 
+// ---- expert parallelism (--ep) ----
+
+// dp 8 × tp 1 × pp 1, ep 4: ep groups {0..3} {4..7}; expert-dp groups {0,4} {1,5} {2,6} {3,7}.
+// dp 4 × tp 2, ep 2: the groups step over dp coordinates, tp held (ranks = tp + 2·dp).
+TEST(LayoutExpertParallel, EpGroupsAreConsecutiveDpRanksAndExpertDpTheRest) {
+  Layout l = make(8, 1, 1);
+  l.ep = 4;
+  EXPECT_EQ(l.ep_group(0), (Ranks{0, 1, 2, 3}));
+  EXPECT_EQ(l.ep_group(6), (Ranks{4, 5, 6, 7}));
+  EXPECT_EQ(l.expert_dp_group(1), (Ranks{1, 5}));
+  EXPECT_EQ(l.expert_dp_group(7), (Ranks{3, 7}));
+  Layout t = make(4, 2, 1);
+  t.ep = 2;
+  EXPECT_EQ(t.ep_group(5), (Ranks{5, 7}));  // rank 5: tp 1, dp 2
+  EXPECT_EQ(t.expert_dp_group(5), (Ranks{1, 5}));
+  Layout one = make(4, 1, 1);  // ep 1: the ep group is the rank, the expert-dp group the dp group
+  EXPECT_EQ(one.ep_group(2), (Ranks{2}));
+  EXPECT_EQ(one.expert_dp_group(2), one.dp_group(2));
+}
+
+TEST(ValidateLayout, ExpertParallelErrors) {
+  const ModelConfig moe = load_model("mixtral-8x7b");  // E 8
+  const ModelConfig dense = load_model("llama3-8b");
+  auto with_ep = [](Layout l, int64_t ep) {
+    l.ep = ep;
+    return l;
+  };
+  EXPECT_NO_THROW(validate_layout(with_ep(make(64, 1, 1), 8), moe, run()));
+  EXPECT_NO_THROW(validate_layout(with_ep(make(4, 1, 1), 2), moe, run()));
+  expect_layout_error(with_ep(make(4, 1, 1), 0), moe, run(), {"--ep must be >= 1, got 0"});
+  expect_layout_error(with_ep(make(6, 1, 1), 4), moe, run(), {"--ep 4 does not divide --dp 6"});
+  expect_layout_error(with_ep(make(6, 1, 1), 3), moe, run(), {"--ep 3 does not divide the 8 experts"});
+  expect_layout_error(with_ep(make(2, 1, 1), 2), dense, run(), {"--ep 2 needs a mixture-of-experts model"});
+  expect_layout_error(with_ep(make(2, 2, 1), 2), moe, run(), {"--ep 2 with --tp 2 --pp 1"});
+  expect_layout_error(with_ep(make(2, 1, 2), 2), moe, run(), {"--ep 2 with --tp 1 --pp 2"});
+}
+
 // ---- run-option names (core/run_config.h) ----
 
 TEST(RunConfigNames, RoundTrip) {

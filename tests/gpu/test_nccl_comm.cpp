@@ -213,6 +213,29 @@ TEST_F(NcclComm, ReduceScatterDistinctInEqualsOutAndNcclInPlace) {
                  2 * comm_call_bytes(CommKind::kReduceScatter, n, DType::kBF16, P())));
 }
 
+// all_to_all: block i of rank r's output is block r of rank i's input
+// (rank i's block j holds i·20 + j·4 + e, e < 3: at most 4·20 + 3, exact in
+// every dtype); booked as its send buffer, n·P elements.
+TEST_F(NcclComm, AllToAllTransposesTheBlocks) {
+  const int64_t n = 3;
+  for (DType t : kDtypes) {
+    std::vector<float> x(static_cast<size_t>(n * P()));
+    for (int64_t j = 0; j < P(); ++j)
+      for (int64_t e = 0; e < n; ++e) x[j * n + e] = static_cast<float>(r() * 20 + j * 4 + e);
+    Buffer in = upload(x, t);
+    Buffer out = g->dev->alloc(n * P() * dtype_bytes(t), Account::kComm, "test");
+    comm().all_to_all(out.data(), in.data(), n, t);
+    const auto got = download(out.data(), n * P(), t);
+    for (int64_t i = 0; i < P(); ++i)
+      for (int64_t e = 0; e < n; ++e)
+        ASSERT_EQ(got[i * n + e], static_cast<float>(i * 20 + r() * 4 + e)) << dtype_name(t) << " block " << i;
+    EXPECT_THROW(comm().all_to_all(in.data(), in.data(), n, t), std::invalid_argument);
+  }
+  EXPECT_EQ(count("all_to_all@world").calls, 3);
+  EXPECT_EQ(count("all_to_all@world").bytes, comm_call_bytes(CommKind::kAllToAll, n, DType::kFP32, P()) +
+                                                 2 * comm_call_bytes(CommKind::kAllToAll, n, DType::kBF16, P()));
+}
+
 TEST_F(NcclComm, BroadcastFromTheLastRank) {
   const int64_t n = 33, root = P() - 1;
   for (DType t : kDtypes) {

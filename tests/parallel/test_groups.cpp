@@ -97,6 +97,36 @@ TEST(Groups, OneRankGroupsAreSelfCommsAndBookNothing) {
   EXPECT_THROW(g.pp->send(nullptr, 1, DType::kFP32, 0), std::logic_error);
 }
 
+// dp 8, ep 4, rank 6: ep group {4, 5, 6, 7} (rank 2 in it), expert-dp group
+// {2, 6} (rank 1); with ep 1 the ep group is the rank and expert_dp is dp.
+TEST(Groups, ExpertParallelGroups) {
+  Rig r;
+  Layout l;
+  l.dp = 8;
+  l.ep = 4;
+  Groups g = make_sim_groups(l, 6, r.counters, *r.dev);
+  ASSERT_NE(g.ep, nullptr);
+  ASSERT_NE(g.expert_dp, nullptr);
+  EXPECT_EQ(g.ep->size(), 4);
+  EXPECT_EQ(g.ep->rank(), 2);
+  EXPECT_EQ(g.expert_dp->size(), 2);
+  EXPECT_EQ(g.expert_dp->rank(), 1);
+  RankContext c = g.context();
+  EXPECT_EQ(c.ep, g.ep.get());
+  EXPECT_EQ(c.expert_dp, g.expert_dp.get());
+  c.ep->all_to_all(nullptr, nullptr, 100, DType::kBF16);
+  c.expert_dp->all_reduce(nullptr, 10, DType::kFP32);
+  ASSERT_EQ(r.counters.by_key().size(), 2u);
+  EXPECT_EQ(r.counters.by_key().at("all_to_all@ep").bytes, 100 * 4 * 2);
+  EXPECT_EQ(r.counters.by_key().at("all_reduce@edp").bytes, 40);
+
+  l.ep = 1;
+  Groups one = make_sim_groups(l, 6, r.counters, *r.dev);
+  EXPECT_EQ(one.ep->size(), 1);
+  EXPECT_EQ(one.expert_dp, nullptr);
+  EXPECT_EQ(one.context().expert_dp, one.dp.get());
+}
+
 TEST(Groups, SingleGroups) {
   Rig r;
   Groups g = make_single_groups(r.counters, *r.dev);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analytic/moe.h"
+#include "comm/sim_comm.h"
 #include "kernels/device.h"
 #include "kernels/ledger.h"
 #include "kernels/registry/registry.h"
@@ -271,6 +272,38 @@ TEST(MoeBlock, MetaBooksTheSameBytesAndFlops) {
   block.backward(rig.x.data(), dy.data(), rig.dx.data(), saved, 1.0);
   EXPECT_EQ(rig.dev->executed_flops(), 3 * analytic::moe_block_forward_flops(m, kN, 6));
   EXPECT_EQ(rig.ledger.live(Account::kActivations), 0);
+}
+
+// Expert parallelism on meta: rank 1 of a simulated ep group of 2 holds
+// experts 2 and 3 (the weight buffers are larger than it reads: fine on meta).
+// Whatever the routing, it saves and computes E·C rows (C = 3 slots per
+// expert per source rank) and books four all-to-alls of E·C·h·e bytes.
+TEST(MoeBlock, ExpertParallelOnMetaBooksTheSlots) {
+  Tensors ts = random_tensors(7);
+  Rig rig("meta", DType::kBF16, ts);
+  CommCounters counters;
+  SimComm ep("ep", counters, 2, 1);
+  MoeShape shape = moe_shape(DType::kBF16);
+  shape.ep = 2;
+  MoeBlock block(*rig.dev, shape, rig.weights(), &ep);
+  Buffer y = rig.dev->alloc(kN * kH * 2, Account::kWorkspace, "y");
+  MoeSaved saved;
+  block.forward(rig.x.data(), y.data(), saved, Account::kActivations);
+  const ModelConfig m = moe_model();
+  EXPECT_EQ(analytic::moe_ep_slots(m, kN), 12);
+  EXPECT_EQ(rig.ledger.peak(Account::kActivations), analytic::moe_block_ep_activation_bytes(m, kN, 2));
+  // 4·8·4 + 2·12·32·2 + 3·12·16·2 + 3·8·8·2, by hand
+  EXPECT_EQ(analytic::moe_block_ep_activation_bytes(m, kN, 2), 128 + 1536 + 1152 + 384);
+  Buffer dy = rig.dev->alloc(kN * kH * 2, Account::kWorkspace, "dy");
+  block.backward(rig.x.data(), dy.data(), rig.dx.data(), saved, 1.0);
+  EXPECT_EQ(rig.dev->executed_flops(), 3 * analytic::moe_block_forward_flops(m, kN, 12));
+  EXPECT_EQ(rig.ledger.live(Account::kActivations), 0);
+  ASSERT_EQ(counters.by_key().size(), 1u);
+  EXPECT_EQ(counters.by_key().at("all_to_all@ep").calls, 4);
+  EXPECT_EQ(counters.by_key().at("all_to_all@ep").bytes, 4 * 12 * kH * 2);
+  EXPECT_THROW(MoeBlock(*rig.dev, shape, rig.weights(), nullptr), std::invalid_argument);
+  shape.ep = 3;  // does not divide E = 4
+  EXPECT_THROW(MoeBlock(*rig.dev, shape, rig.weights(), &ep), std::invalid_argument);
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ class ThreadComm final : public Comm {
   }
   void all_gather(void*, const void*, int64_t, DType) override { throw std::logic_error("unused"); }
   void reduce_scatter(void*, const void*, int64_t, DType) override { throw std::logic_error("unused"); }
+  void all_to_all(void*, const void*, int64_t, DType) override { throw std::logic_error("unused"); }
   void broadcast(void*, int64_t, DType, int64_t) override { throw std::logic_error("unused"); }
   void send(const void*, int64_t, DType, int64_t) override { throw std::logic_error("unused"); }
   void recv(void*, int64_t, DType, int64_t) override { throw std::logic_error("unused"); }

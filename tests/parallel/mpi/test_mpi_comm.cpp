@@ -274,6 +274,43 @@ TEST(MpiComm, SendRecvRing) {
   EXPECT_EQ(c.at("recv@world").bytes, n * 4);
 }
 
+// ---- all_to_all: the transpose of the (rank, block) matrix ----
+
+TEST(MpiComm, AllToAllDeliversEveryBlockToItsRank) {
+  World w;
+  const int64_t n = 5, W = w.size;
+  // Block j of rank r's input (to rank j): r·1000 + j·10 + i; bf16 values <= 3·8 + 3 exact.
+  std::vector<float> in(n * W), out(n * W, -1.0f);
+  std::vector<uint16_t> in_b(3 * W), out_b(3 * W);
+  for (int64_t j = 0; j < W; ++j) {
+    for (int64_t i = 0; i < n; ++i) in[j * n + i] = float(w.rank * 1000 + j * 10 + i);
+    for (int64_t i = 0; i < 3; ++i) in_b[j * 3 + i] = fp32_to_bf16(float(w.rank * 8 + j * 2 + i));
+  }
+  CommCounters cc;
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MpiComm c("ep", cc, dup);
+  c.all_to_all(out.data(), in.data(), n, DType::kFP32);
+  c.all_to_all(out_b.data(), in_b.data(), 3, DType::kBF16);
+  // Block i of this rank's output is block `rank` of rank i's input.
+  for (int64_t i = 0; i < W; ++i) {
+    for (int64_t e = 0; e < n; ++e) ASSERT_EQ(out[i * n + e], float(i * 1000 + w.rank * 10 + e)) << i << " " << e;
+    for (int64_t e = 0; e < 3; ++e) ASSERT_EQ(bf16_to_fp32(out_b[i * 3 + e]), float(i * 8 + w.rank * 2 + e));
+  }
+  // Booked as nccl-tests sizes it: the send buffer, n·W elements per call.
+  const auto& k = cc.by_key().at("all_to_all@ep");
+  EXPECT_EQ(k.calls, 2);
+  EXPECT_EQ(k.bytes, n * W * 4 + 3 * W * 2);
+  EXPECT_GT(k.seconds, 0.0);
+  CommCounters sim_cc;
+  SimComm sim("ep", sim_cc, W, w.rank);
+  sim.all_to_all(nullptr, nullptr, n, DType::kFP32);
+  sim.all_to_all(nullptr, nullptr, 3, DType::kBF16);
+  EXPECT_EQ(sim_cc.by_key().at("all_to_all@ep").bytes, k.bytes);
+  // Overlapping buffers are refused before MPI sees them.
+  EXPECT_THROW(c.all_to_all(in.data() + 1, in.data(), n, DType::kFP32), std::invalid_argument);
+}
+
 // ---- counters: the hand figures of test_sim_comm.cpp, and a SimComm's ----
 
 TEST(MpiComm, CountersFollowNcclTestsSizingAndEqualSimComm) {
