@@ -30,7 +30,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
-  void validate() const override { resolve_config(with_world()); }
+  void validate() const override;
 
  private:
   ConfigOptions with_world() const;
@@ -114,18 +114,27 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
-// --world N: the layout's world, dp filled in from N when only tp and pp are given.
+void TrainCommand::validate() const {
+  const ResolvedConfig c = resolve_config(with_world());
+  // plan --cp budgets context parallelism; the measured step has no ring attention yet.
+  if (c.layout.cp > 1)
+    throw LayoutError(
+        fmt::format("train --cp {}: the ring-attention step is not built yet (plan --cp {} gives its budget)",
+                    c.layout.cp, c.layout.cp));
+}
+
+// --world N: the layout's world, dp filled in from N when only tp, pp (and cp) are given.
 ConfigOptions TrainCommand::with_world() const {
   ConfigOptions c = config_;
   if (world_ <= 0) return c;
   if (backend_ != "meta") throw ConfigError("world", "--world simulates ranks: it needs --backend meta");
-  const int64_t tp_pp = c.layout.tp * c.layout.pp;
-  if (c.layout.dp == 1 && world_ != tp_pp) {
-    if (world_ % tp_pp != 0)
-      throw LayoutError(fmt::format("--world {} is not a multiple of --tp × --pp = {}", world_, tp_pp));
-    c.layout.dp = world_ / tp_pp;
+  const int64_t tp_pp_cp = c.layout.tp * c.layout.pp * c.layout.cp;
+  if (c.layout.dp == 1 && world_ != tp_pp_cp) {
+    if (world_ % tp_pp_cp != 0)
+      throw LayoutError(fmt::format("--world {} is not a multiple of --tp × --pp × --cp = {}", world_, tp_pp_cp));
+    c.layout.dp = world_ / tp_pp_cp;
   } else if (world_ != c.layout.world()) {
-    throw LayoutError(fmt::format("--world {} but dp·tp·pp = {}", world_, c.layout.world()));
+    throw LayoutError(fmt::format("--world {} but dp·tp·pp·cp = {}", world_, c.layout.world()));
   }
   return c;
 }
