@@ -130,7 +130,6 @@ void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig
 // (Megatron asserts seq % (2·cp) == 0 in get_batch_on_this_cp_rank). Our own
 // limit: cp > 1 is built for tp = pp = 1 and dense models only.
 void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConfig& r) {
-  if (l.cp < 1) throw LayoutError("--cp must be >= 1, got " + s(l.cp));
   if (l.cp == 1) return;
   if (r.seq % (2 * l.cp) != 0)
     throw LayoutError("--cp " + s(l.cp) + ": 2·cp = " + s(2 * l.cp) + " does not divide --seq " + s(r.seq) +
@@ -154,6 +153,7 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (l.dp < 1) throw LayoutError("--dp must be >= 1, got " + s(l.dp));
   if (l.tp < 1) throw LayoutError("--tp must be >= 1, got " + s(l.tp));
   if (l.pp < 1) throw LayoutError("--pp must be >= 1, got " + s(l.pp));
+  if (l.cp < 1) throw LayoutError("--cp must be >= 1, got " + s(l.cp));  // before cp enters the world's product
   if (l.zero < 0 || l.zero > 3) throw LayoutError("--zero must be 0, 1, 2 or 3, got " + s(l.zero));
   if (r.mbs < 1) throw LayoutError("--mbs must be >= 1, got " + s(r.mbs));
   if (r.seq < 1) throw LayoutError("--seq must be >= 1, got " + s(r.seq));

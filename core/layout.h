@@ -77,8 +77,8 @@ int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stag
 int64_t layers_per_chunk(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t first_layer_of_chunk(const ModelConfig& m, const Layout& l, int64_t stage, int64_t chunk);
 
-// Causal load balancing of context parallelism (Megatron's get_batch_on_this_cp_rank,
-// megatron/training/utils.py; TransformerEngine's ring attention assumes it):
+// Causal load balancing of context parallelism (Megatron's get_batch_on_this_cp_rank, per sequence,
+// megatron/core/utils.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553; TE's ring attention assumes it):
 // the sequence of s tokens is cut into 2·cp chunks of s/(2·cp) and cp rank r
 // holds chunks r and 2·cp − 1 − r, in that order, so that every rank's queries
 // see the same number of causal keys. Throws LayoutError unless 2·cp divides s.

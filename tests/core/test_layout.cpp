@@ -374,6 +374,8 @@ TEST(ValidateLayout, ContextParallelErrors) {
   zero.zero = 1;
   expect_layout_error(zero, l3, flash, {"--cp 4", "--zero 0 only", "--zero 1"});
   expect_layout_error(make_cp(1, 0), l3, run(), {"--cp must be >= 1", "0"});
+  // refused before it enters the world's product (which would overflow)
+  expect_layout_error(make_cp(4, -(int64_t{1} << 62)), l3, run(), {"--cp must be >= 1"});
   expect_layout_error(make_cp(1, 4), l3, run(1028), {"--cp 4", "2·cp = 8", "--seq 1028"});
   Layout tp = make_cp(1, 2);
   tp.tp = 2;
