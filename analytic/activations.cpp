@@ -27,9 +27,14 @@ struct Dims {
 Dims dims(const ModelConfig& m, const Layout& l, const RunConfig& r) {
   Dims x{};
   x.b = r.mbs;
-  x.s = r.seq;
+  // Context parallelism (cp > 1, tp = 1): the rank holds s/cp tokens of every
+  // sequence (core/layout.h cp_token_chunks), and every saved tensor is of its
+  // local tokens — the ring's flash core saves the local queries' output and
+  // log-sum-exp, not the visiting K/V blocks (TransformerEngine's
+  // AttnFuncWithCPAndKVP2P saves q, k, v, out and softmax_lse of the rank).
+  x.s = r.seq / l.cp;
   x.t = l.tp;
-  x.s_l = l.sp ? r.seq / l.tp : r.seq;  // sequence-sharded tensors under --sp
+  x.s_l = l.sp ? x.s / l.tp : x.s;  // sequence-sharded tensors under --sp
   x.h = m.hidden;
   x.a_t = m.heads / l.tp;
   x.k_t = kv_heads_on_rank(m.kv_heads, l.tp);
@@ -204,7 +209,9 @@ KorthikantiRow matching_row(const Layout& l, const RunConfig& r) {
 }  // namespace
 
 std::vector<Published> published_activations(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
-  const double s = static_cast<double>(r.seq), b = static_cast<double>(r.mbs);
+  // With context parallelism the rows are evaluated at the rank's s/cp tokens:
+  // the paper has no cp, and a rank of a cp ring holds a sequence of s/cp.
+  const double s = static_cast<double>(r.seq / l.cp), b = static_cast<double>(r.mbs);
   const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
   const double t = static_cast<double>(l.tp);
   const KorthikantiRow row = matching_row(l, r);

@@ -31,15 +31,22 @@ namespace {
 //     embedding's (the staging buffer then holds another unit's gradient);
 //   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
 //     recv-gradient, last stage recv-activation + send-gradient, middle all
-//     four; with vpp > 1 every stage all four.
+//     four; with vpp > 1 every stage all four;
+//   CP ring buffers (cp > 1), B_kv = 2·b·(s/cp)·k·d·e each: two K/V blocks
+//     (the one sent, the one received) and two dK/dV partial sums, held the
+//     step long like the PP buffers — TransformerEngine's backward holds
+//     p2p_comm_buffers of two (K/V, dK/dV) pairs (AttnFuncWithCPAndKVP2P,
+//     context_parallel.py at d0067d0da6cb01811b8072a7d304f0e00344ce2b).
+//   With cp > 1 the DP gradient reduction spans dp·cp ranks.
 int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
   const auto units = rank_param_units(m, l, rank);
   int64_t n = 0;
-  if (l.dp > 1) {
+  const int64_t grad_ranks = l.dp * l.cp;  // Megatron's data-parallel group with cp
+  if (grad_ranks > 1) {
     if (l.zero <= 1) {
-      n = dp_reduce_staging_bytes(units, l.zero, l.dp, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
+      n = dp_reduce_staging_bytes(units, l.zero, grad_ranks, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
       int64_t largest_shard = 0;
       for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
@@ -58,6 +65,11 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
     // of virtual stages), so all four
     const int64_t buffers = (l.vpp == 1 && (first || last)) ? 2 : 4;
     n = checked_add(n, checked_mul(buffers, msg, "comm staging bytes"), "comm staging bytes");
+  }
+  if (l.cp > 1) {
+    const int64_t block = checked_product({2, r.mbs, r.seq / l.cp, kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim, e},
+                                          "ring K/V block bytes");
+    n = checked_add(n, checked_mul(4, block, "comm staging bytes"), "comm staging bytes");
   }
   return n;
 }

@@ -51,10 +51,14 @@ class Tally {
   std::map<std::string, CommCount> counts_;
 };
 
+// The ranks that hold the same parameters and average their gradients: dp·cp
+// (Megatron's data-parallel group with context parallelism, counted under "dp").
+int64_t grad_ranks(const Layout& l) { return l.dp * l.cp; }
+
 // ---- DP and ZeRO over the dp group (n > 1) ----
 void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& units, const Layout& l,
              const RunConfig& r, int64_t e, int64_t g) {
-  const int64_t n = l.dp;
+  const int64_t n = grad_ranks(l);
   if (n < 2) return;
   const int64_t mb = r.microbatches;
   if (l.zero == 0) {
@@ -220,6 +224,32 @@ void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
   }
 }
 
+// ---- CP (cp > 1): the ring attention's point-to-point ----
+// Per layer per microbatch, one K/V block of the rank's s/cp tokens is
+// B_kv = 2·b·(s/cp)·k·d·e bytes (K and V; tp = 1). As TransformerEngine's
+// AttnFuncWithCPAndKVP2P does it (transformer_engine/pytorch/attention/
+// dot_product_attention/context_parallel.py at d0067d0da6cb01811b8072a7d304f0e00344ce2b):
+//   forward: cp − 1 ring steps, each sends the block the rank holds to the next
+//     rank and receives the previous rank's (p2p_comm_buffers[i] -> [i + 1]);
+//   backward: cp iterations, each one send and one recv: the first sends the
+//     K/V block only, the last the dK/dV partial sum only (it reaches its
+//     owner), the cp − 2 between both in one buffer — cp messages of
+//     2·(cp − 1)·B_kv bytes in all.
+// A selective recompute re-runs the attention core's forward in the backward,
+// a full recompute the layer's: either repeats the forward's ring.
+void cp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t layers, int64_t e) {
+  if (l.cp < 2) return;
+  const int64_t block = checked_product({2, r.mbs, r.seq / l.cp, kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim, e},
+                                        "ring K/V block bytes");
+  const int64_t units = checked_mul(r.microbatches, layers, "ring layer passes");
+  const int64_t forwards = r.recompute == Recompute::kNone ? 1 : 2;
+  for (const char* kind : {"send", "recv"}) {
+    tally.add(kind, "cp", checked_product({units, forwards, l.cp - 1}, "ring messages"), block);
+    tally.add_total(kind, "cp", checked_mul(units, l.cp, "ring messages"),
+                    checked_product({units, 2 * (l.cp - 1), block}, "ring bytes"));
+  }
+}
+
 }  // namespace
 
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,
@@ -234,6 +264,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   dp_comm(tally, m, units, l, r, e, g);
   tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
   pp_comm(tally, m, l, r, first, last, e);
+  cp_comm(tally, m, l, r, layers_on_stage(m, l, c.pp), e);
 
   // --offload optimizer: per unit, the gradient shard device→host and the
   // updated weights host→device (analytic/offload.h); copies, not collectives,
@@ -256,7 +287,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 1/2/3 sum the
   // gradients into shards (each rank's norm covers its shard).
   if (r.grad_clip > 0) {
-    if (l.zero >= 1 && l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+    if (l.zero >= 1 && grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   }
@@ -279,7 +310,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // (its token losses / global tokens, one fp32) summed over dp, then over pp
   // (the other stages add 0). TP ranks compute the same loss (vocab-parallel
   // cross-entropy), so tp needs none.
-  if (l.dp > 1) tally.add("all_reduce", "dp", 1, 4);
+  if (grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
   if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
   return tally.take();
 }

@@ -21,7 +21,8 @@ struct CommCount {
 };
 
 // Key: "<kind>@<group>", kind in all_reduce reduce_scatter all_gather all_to_all
-// broadcast send recv; group in dp tp pp emb (the tied-embedding group) ep. Only non-zero
+// broadcast send recv; group in dp tp pp cp emb (the tied-embedding group) ep; with
+// cp > 1 "dp" is the data-parallel group with cp (dp·cp ranks). Only non-zero
 // entries; a group of one rank issues nothing. The full rules, with a worked
 // example, are docs/formulas/comm.md; in short:
 //   DP, ZeRO 0/1: all-reduce of every gradient bucket (g bytes per element),
@@ -41,6 +42,10 @@ struct CommCount {
 //     the cross-entropy's 3 reductions of b·s fp32 values; under SP the
 //     all-reduce of the sequence-partial gradients (norms, gpt's row-parallel
 //     biases and positions).
+//   CP: the ring attention's K/V blocks (forward cp − 1 sends of B_kv per layer
+//     per microbatch; backward cp sends of 2·(cp − 1)·B_kv in all, K/V and
+//     dK/dV), B_kv = 2·b·(s/cp)·k·d·e, and their receives; a selective or
+//     full recompute repeats the forward's.
 //   PP: one activation send and one gradient recv of b·s_l·h·e per microbatch per
 //     downstream boundary (and the mirror upstream).
 //   Tied embeddings, p > 1: one all-reduce of V'/t·h·g over emb per step;

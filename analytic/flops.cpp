@@ -40,7 +40,9 @@ struct LayerGemms {
 // kv_heads: the KV heads whose K and V projections are counted on this rank
 // (k_t for the hardware count; see model_kv_heads for the model count).
 LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads) {
-  const int64_t b = r.mbs, s = r.seq, h = m.hidden, d = m.head_dim;
+  // Context parallelism: the rank's s/cp tokens pass through every projection;
+  // its s/cp queries meet all s keys over the ring's cp blocks.
+  const int64_t b = r.mbs, s = r.seq / l.cp, s_keys = r.seq, h = m.hidden, d = m.head_dim;
   const int64_t a_t = m.heads / l.tp;
   const int64_t f_t = m.ffn / l.tp;
   LayerGemms g;
@@ -56,7 +58,7 @@ LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r
   g.projections = add(add(qkv, out), mlp);
   // QKᵀ: (s, d) × (d, s) per head; P·V: (s, s) × (s, d) per head. The full s²
   // is executed and counted (our kernels do not skip masked blocks).
-  g.core = mul({2, 2, b, a_t, s, s, d});
+  g.core = mul({2, 2, b, a_t, s, s_keys, d});
   return g;
 }
 
@@ -89,7 +91,7 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
   const Coords c = l.coords(rank);
   const int64_t layers = layers_on_stage(m, l, c.pp);  // L_i
   const bool last = c.pp == l.pp - 1;
-  const int64_t b = r.mbs, s = r.seq, h = m.hidden;
+  const int64_t b = r.mbs, s = r.seq / l.cp, h = m.hidden;  // the rank's tokens (cp: s/cp)
 
   // ---- hardware: everything executed ----
   const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp));
@@ -123,7 +125,8 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
 }
 
 JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  // The DP replicas do identical work: Σ over one replica's t·p ranks, × n.
+  // The DP replicas do identical work, and so do the cp ranks of a ring (the
+  // causal load balancing): Σ over one replica's t·p ranks, × dp·cp.
   JobFlops sum;
   for (int64_t stage = 0; stage < l.pp; ++stage) {
     for (int64_t j = 0; j < l.tp; ++j) {
@@ -133,7 +136,7 @@ JobFlops job_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& 
       sum.model_causal += static_cast<double>(f.model_causal);
     }
   }
-  const double n = static_cast<double>(l.dp);
+  const double n = static_cast<double>(l.dp * l.cp);
   sum.model *= n;
   sum.hardware *= n;
   sum.model_causal *= n;

@@ -1,8 +1,11 @@
-// Layout: rank <-> (tp, dp, pp) coordinates, the three process groups as pure
+// Layout: rank <-> (tp, cp, dp, pp) coordinates, the process groups as pure
 // functions, and the divisibility checks a layout must pass before anything
-// is allocated. Order is Megatron's RankGenerator default "tp-dp-pp" (tp
-// fastest): rank = tp + T·(dp + D·pp), so a TP group is T consecutive ranks
-// (one node's NVLink domain when T <= GPUs per node).
+// is allocated. Order is Megatron's RankGenerator default "tp-cp-ep-dp-pp"
+// (initialize_model_parallel, megatron/core/parallel_state.py at
+// d98e8a64ddf34856e74b24714e3bedb2f5a39553) without ep, tp fastest:
+// rank = tp + T·(cp + C·(dp + D·pp)), so a TP group is T consecutive ranks
+// (one node's NVLink domain when T <= GPUs per node) and a CP ring the next
+// level out. With cp = 1 it is the "tp-dp-pp" order.
 #include "core/layout.h"
 #include <algorithm>
 
@@ -18,7 +21,7 @@ std::string s(int64_t v) { return std::to_string(v); }
 void check_rank(const Layout& l, int64_t rank) {
   if (rank < 0 || rank >= l.world())
     throw LayoutError("rank " + s(rank) + " is outside world " + s(l.world()) + " (dp " + s(l.dp) + " × tp " + s(l.tp) +
-                      " × pp " + s(l.pp) + ")");
+                      " × pp " + s(l.pp) + (l.cp > 1 ? " × cp " + s(l.cp) : std::string()) + ")");
 }
 
 }  // namespace
@@ -29,19 +32,21 @@ Coords Layout::coords(int64_t r) const {
   check_rank(*this, r);
   Coords c;
   c.tp = r % tp;
-  c.dp = (r / tp) % dp;
-  c.pp = r / (tp * dp);
+  c.cp = (r / tp) % cp;
+  c.dp = (r / (tp * cp)) % dp;
+  c.pp = r / (tp * cp * dp);
   return c;
 }
 
 int64_t Layout::rank(const Coords& c) const {
-  if (c.tp < 0 || c.tp >= tp || c.dp < 0 || c.dp >= dp || c.pp < 0 || c.pp >= pp)
-    throw LayoutError("coordinates (tp " + s(c.tp) + ", dp " + s(c.dp) + ", pp " + s(c.pp) +
-                      ") are outside the layout (tp " + s(tp) + ", dp " + s(dp) + ", pp " + s(pp) + ")");
-  return c.tp + tp * (c.dp + dp * c.pp);
+  if (c.tp < 0 || c.tp >= tp || c.dp < 0 || c.dp >= dp || c.pp < 0 || c.pp >= pp || c.cp < 0 || c.cp >= cp)
+    throw LayoutError("coordinates (tp " + s(c.tp) + ", dp " + s(c.dp) + ", pp " + s(c.pp) + ", cp " + s(c.cp) +
+                      ") are outside the layout (tp " + s(tp) + ", dp " + s(dp) + ", pp " + s(pp) + ", cp " + s(cp) +
+                      ")");
+  return c.tp + tp * (c.cp + cp * (c.dp + dp * c.pp));
 }
 
-// ---- groups: vary one coordinate, hold the other two ----
+// ---- groups: vary one coordinate, hold the others ----
 
 std::vector<int64_t> Layout::tp_group(int64_t r) const {
   Coords c = coords(r);
@@ -77,6 +82,38 @@ std::vector<int64_t> Layout::expert_dp_group(int64_t r) const {
   std::vector<int64_t> g;
   for (c.dp = c.dp % ep; c.dp < dp; c.dp += ep) g.push_back(rank(c));
   return g;
+}
+
+std::vector<int64_t> Layout::cp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.cp = 0; c.cp < cp; ++c.cp) g.push_back(rank(c));
+  return g;
+}
+
+// Megatron's data_parallel_group_with_cp: cp varies fastest, as in the rank order.
+std::vector<int64_t> Layout::dp_cp_group(int64_t r) const {
+  Coords c = coords(r);
+  std::vector<int64_t> g;
+  for (c.dp = 0; c.dp < dp; ++c.dp)
+    for (c.cp = 0; c.cp < cp; ++c.cp) g.push_back(rank(c));
+  return g;
+}
+
+// ---- context-parallel load balancing ----
+
+CpChunks cp_token_chunks(int64_t seq, int64_t cp, int64_t cp_rank) {
+  if (cp < 1 || seq < 1 || seq % (2 * cp) != 0)
+    throw LayoutError("--cp " + s(cp) + ": 2·cp does not divide --seq " + s(seq) +
+                      " (the sequence is cut into 2·cp equal chunks)");
+  if (cp_rank < 0 || cp_rank >= cp) throw LayoutError("cp rank " + s(cp_rank) + " is outside --cp " + s(cp));
+  return CpChunks{.first = cp_rank, .second = 2 * cp - 1 - cp_rank, .chunk_tokens = seq / (2 * cp)};
+}
+
+int64_t cp_global_position(const CpChunks& c, int64_t i) {
+  if (i < 0 || i >= 2 * c.chunk_tokens)
+    throw LayoutError("local token " + s(i) + " is outside the rank's " + s(2 * c.chunk_tokens) + " tokens");
+  return i < c.chunk_tokens ? c.first * c.chunk_tokens + i : c.second * c.chunk_tokens + (i - c.chunk_tokens);
 }
 
 // ---- validation ----
@@ -122,6 +159,27 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
     throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + " --pp " + s(l.pp) +
                       ": expert parallelism is built with tp = pp = 1 only");
 }
+
+// Context parallelism: the 2·cp load-balanced chunks must divide the sequence
+// (Megatron asserts seq % (2·cp) == 0 in get_batch_on_this_cp_rank). Our own
+// limit: cp > 1 is built for tp = pp = 1 and dense models only.
+void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConfig& r) {
+  if (l.cp == 1) return;
+  if (r.seq % (2 * l.cp) != 0)
+    throw LayoutError("--cp " + s(l.cp) + ": 2·cp = " + s(2 * l.cp) + " does not divide --seq " + s(r.seq) +
+                      " (the sequence is cut into 2·cp equal chunks for causal load balancing)");
+  if (l.tp > 1 || l.pp > 1)
+    throw LayoutError("--cp " + s(l.cp) + " is built with --tp 1 --pp 1 only, got --tp " + s(l.tp) + " --pp " +
+                      s(l.pp));
+  if (m.num_experts > 0)
+    throw LayoutError("--cp " + s(l.cp) + " is built for dense models only (" + m.name + " is MoE)");
+  // The ring merges each visiting block's partial output by its log-sum-exp:
+  // a flash core (TransformerEngine's context parallelism runs flash or fused
+  // attention only). ZeRO would shard over dp·cp ranks: not built.
+  if (r.attention != AttentionKind::kFlash)
+    throw LayoutError("--cp " + s(l.cp) + " needs --attention flash (ring attention merges flash blocks)");
+  if (l.zero != 0) throw LayoutError("--cp " + s(l.cp) + " is built with --zero 0 only, got --zero " + s(l.zero));
+}
 }  // namespace
 
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) {
@@ -129,6 +187,7 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   if (l.dp < 1) throw LayoutError("--dp must be >= 1, got " + s(l.dp));
   if (l.tp < 1) throw LayoutError("--tp must be >= 1, got " + s(l.tp));
   if (l.pp < 1) throw LayoutError("--pp must be >= 1, got " + s(l.pp));
+  if (l.cp < 1) throw LayoutError("--cp must be >= 1, got " + s(l.cp));  // before cp enters the world's product
   if (l.zero < 0 || l.zero > 3) throw LayoutError("--zero must be 0, 1, 2 or 3, got " + s(l.zero));
   if (r.mbs < 1) throw LayoutError("--mbs must be >= 1, got " + s(r.mbs));
   if (r.seq < 1) throw LayoutError("--seq must be >= 1, got " + s(r.seq));
@@ -146,7 +205,9 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   at_most("--dp", l.dp, limits::kMaxWorld);
   at_most("--tp", l.tp, limits::kMaxWorld);
   at_most("--pp", l.pp, limits::kMaxWorld);
+  at_most("--cp", l.cp, limits::kMaxWorld);
   at_most("world = dp·tp·pp", l.dp * l.tp * l.pp, limits::kMaxWorld);  // each <= 2^20: the product fits
+  at_most("world = dp·tp·pp·cp", (l.dp * l.tp * l.pp) * l.cp, limits::kMaxWorld);
   at_most("--seq", r.seq, limits::kMaxTokens);
   at_most("--mbs", r.mbs, limits::kMaxBatch);
   at_most("--microbatches", r.microbatches, limits::kMaxBatch);
@@ -166,6 +227,7 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
                       ": every stage needs at least one layer");
   check_virtual_stages(l, m, r);
   check_expert_parallel(l, m);
+  check_context_parallel(l, m, r);
   // Sequence parallelism shards the sequence over the TP group.
   if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");

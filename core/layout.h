@@ -1,6 +1,7 @@
-// Layout: world = dp × tp × pp, ZeRO stage and sequence parallelism; rank <->
-// coordinates and process groups as pure functions (Megatron's RankGenerator
-// order: tp fastest, then dp, then pp). No MPI here.
+// Layout: world = dp × tp × pp × cp, ZeRO stage and sequence parallelism; rank
+// <-> coordinates and process groups as pure functions (Megatron's RankGenerator
+// order "tp-cp-ep-dp-pp" without ep: tp fastest, then cp, then dp, then pp).
+// No MPI here.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -13,6 +14,7 @@ namespace gpuledger {
 
 struct Coords {
   int64_t dp = 0, tp = 0, pp = 0;
+  int64_t cp = 0;  // context-parallel rank (last, so that {dp, tp, pp} initialisers keep their meaning)
   bool operator==(const Coords&) const = default;
 };
 
@@ -37,10 +39,14 @@ struct Layout {
   // generator "tp-ep-dp-pp" at d98e8a64: ep consecutive dp ranks form an ep
   // group, and the dp/ep ranks holding the same experts the expert-data-parallel group).
   int64_t ep = 1;
+  // Context parallelism (Megatron's context_parallel_size): the sequence of
+  // every microbatch split over cp ranks, 2·cp chunks, rank r holding chunks
+  // r and 2·cp − 1 − r (cp_token_chunks below).
+  int64_t cp = 1;
 
   // Checked: a layout whose product does not fit throws OverflowError rather than wrapping.
-  int64_t world() const { return checked_product({dp, tp, pp}, "world = dp·tp·pp"); }
-  Coords coords(int64_t rank) const;  // rank = tp + tp_size·(dp + dp_size·pp)
+  int64_t world() const { return checked_product({dp, tp, pp, cp}, "world = dp·tp·pp·cp"); }
+  Coords coords(int64_t rank) const;  // rank = tp + tp_size·(cp + cp_size·(dp + dp_size·pp))
   int64_t rank(const Coords& c) const;
   // Ranks of the group `rank` belongs to, in group order.
   std::vector<int64_t> tp_group(int64_t rank) const;
@@ -51,6 +57,11 @@ struct Layout {
   // The expert-data-parallel group: the dp/ep ranks of the dp group with the
   // same d mod ep (the same experts), over which expert gradients are summed.
   std::vector<int64_t> expert_dp_group(int64_t rank) const;
+  // The context-parallel ring (cp ranks, cp coordinate 0 … cp − 1) and
+  // Megatron's data-parallel group with cp (dp·cp ranks: every rank holding
+  // the same parameters, over which gradients are averaged), in (dp, cp) order.
+  std::vector<int64_t> cp_group(int64_t rank) const;
+  std::vector<int64_t> dp_cp_group(int64_t rank) const;
   bool is_first_stage(int64_t rank) const { return coords(rank).pp == 0; }
   bool is_last_stage(int64_t rank) const { return coords(rank).pp == pp - 1; }
 };
@@ -61,7 +72,8 @@ struct RunConfig;
 // Throws LayoutError saying what divides what: sizes >= 1, zero in 0..3,
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
 // ep: divides dp and the model's experts, tp = pp = 1 (not built with them),
-// layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt.
+// layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt,
+// seq % (2·cp) under cp > 1 (with tp = pp = 1 and no MoE: the combinations built so far).
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 
 // Layers held by pipeline stage `stage` (contiguous, layers / pp each; when pp
@@ -76,6 +88,19 @@ int64_t first_layer_of_stage(const ModelConfig& m, const Layout& l, int64_t stag
 // from layer (c·pp + r)·L/(pp·vpp) on.
 int64_t layers_per_chunk(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t first_layer_of_chunk(const ModelConfig& m, const Layout& l, int64_t stage, int64_t chunk);
+
+// Causal load balancing of context parallelism (Megatron's get_batch_on_this_cp_rank, per sequence,
+// megatron/core/utils.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553; TE's ring attention assumes it):
+// the sequence of s tokens is cut into 2·cp chunks of s/(2·cp) and cp rank r
+// holds chunks r and 2·cp − 1 − r, in that order, so that every rank's queries
+// see the same number of causal keys. Throws LayoutError unless 2·cp divides s.
+struct CpChunks {
+  int64_t first = 0, second = 0;  // chunk indices, first < second
+  int64_t chunk_tokens = 0;       // s / (2·cp)
+};
+CpChunks cp_token_chunks(int64_t seq, int64_t cp, int64_t cp_rank);
+// Global position of the rank's i-th local token, i in [0, s/cp).
+int64_t cp_global_position(const CpChunks& c, int64_t i);
 
 // KV heads one TP rank holds (docs/exact-budget.md k_t): k/t when t <= k (t
 // must divide k), else 1 — each KV head replicated t/k times (t a multiple of

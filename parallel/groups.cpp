@@ -113,9 +113,9 @@ Groups make_single_groups(CommCounters& counters, Device& device) {
 
 void require_mpi_world(int64_t world_size, const Layout& l) {
   if (world_size != l.world())
-    throw LayoutError("mpirun -np " + std::to_string(world_size) +
-                      " but the layout needs dp·tp·pp = " + std::to_string(l.dp) + "·" + std::to_string(l.tp) + "·" +
-                      std::to_string(l.pp) + " = " + std::to_string(l.world()));
+    throw LayoutError("mpirun -np " + std::to_string(world_size) + " but the layout needs dp·tp·pp = " +
+                      std::to_string(l.dp) + "·" + std::to_string(l.tp) + "·" + std::to_string(l.pp) +
+                      (l.cp > 1 ? "·cp " + std::to_string(l.cp) : std::string()) + " = " + std::to_string(l.world()));
 }
 
 Groups make_mpi_groups(const Layout& l, CommCounters& counters, Device& device, bool tied_embeddings,

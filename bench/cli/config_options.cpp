@@ -103,6 +103,13 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
           ->capture_default_str()
           ->check(kWorldRange)
           ->group(kLayoutGroup);
+    case ConfigOption::kCp:
+      return app
+          .add_option("--cp", o.layout.cp,
+                      "context-parallel size: each sequence split over cp ranks, ring attention (Megatron)")
+          ->capture_default_str()
+          ->check(kWorldRange)
+          ->group(kLayoutGroup);
     case ConfigOption::kRanks:
       return app
           .add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")

@@ -50,6 +50,7 @@ enum class ConfigOption {
   kZero,
   kSp,
   kVpp,
+  kCp,
   kRanks,
   kSeq,
   kMbs,
@@ -73,21 +74,35 @@ enum class ConfigOption {
 };
 
 // Every option of a training run: what plan budgets and train runs.
-inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {
-    ConfigOption::kModel,        ConfigOption::kLayers,
-    ConfigOption::kDp,           ConfigOption::kTp,
-    ConfigOption::kPp,           ConfigOption::kZero,
-    ConfigOption::kSp,           ConfigOption::kVpp,
-    ConfigOption::kRanks,        ConfigOption::kSeq,
-    ConfigOption::kMbs,          ConfigOption::kGbs,
-    ConfigOption::kMicrobatches, ConfigOption::kSchedule,
-    ConfigOption::kRecompute,    ConfigOption::kAttention,
-    ConfigOption::kDtype,        ConfigOption::kGradDtype,
-    ConfigOption::kDropout,      ConfigOption::kSeed,
-    ConfigOption::kBucketMb,     ConfigOption::kOverlapGradReduce,
-    ConfigOption::kPrefetch,     ConfigOption::kOptimizer,
-    ConfigOption::kMomentum,     ConfigOption::kOffload,
-    ConfigOption::kDevice,       ConfigOption::kDeviceMemory};
+inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {ConfigOption::kModel,
+                                                                               ConfigOption::kLayers,
+                                                                               ConfigOption::kDp,
+                                                                               ConfigOption::kTp,
+                                                                               ConfigOption::kPp,
+                                                                               ConfigOption::kZero,
+                                                                               ConfigOption::kSp,
+                                                                               ConfigOption::kVpp,
+                                                                               ConfigOption::kCp,
+                                                                               ConfigOption::kRanks,
+                                                                               ConfigOption::kSeq,
+                                                                               ConfigOption::kMbs,
+                                                                               ConfigOption::kGbs,
+                                                                               ConfigOption::kMicrobatches,
+                                                                               ConfigOption::kSchedule,
+                                                                               ConfigOption::kRecompute,
+                                                                               ConfigOption::kAttention,
+                                                                               ConfigOption::kDtype,
+                                                                               ConfigOption::kGradDtype,
+                                                                               ConfigOption::kDropout,
+                                                                               ConfigOption::kSeed,
+                                                                               ConfigOption::kBucketMb,
+                                                                               ConfigOption::kOverlapGradReduce,
+                                                                               ConfigOption::kPrefetch,
+                                                                               ConfigOption::kOptimizer,
+                                                                               ConfigOption::kMomentum,
+                                                                               ConfigOption::kOffload,
+                                                                               ConfigOption::kDevice,
+                                                                               ConfigOption::kDeviceMemory};
 
 // The check every floating option carries: the value is finite and in
 // [min, max]. CLI11's Range alone lets NaN through (every comparison with NaN

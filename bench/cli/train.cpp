@@ -30,7 +30,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
-  void validate() const override { resolve_config(with_world()); }
+  void validate() const override;
 
  private:
   ConfigOptions with_world() const;
@@ -114,18 +114,27 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
-// --world N: the layout's world, dp filled in from N when only tp and pp are given.
+// plan --cp budgets context parallelism; the measured step has no ring attention yet.
+void refuse_context_parallel(const Layout& l) {
+  if (l.cp > 1)
+    throw LayoutError(fmt::format(
+        "train --cp {}: the ring-attention step is not built yet (plan --cp {} gives its budget)", l.cp, l.cp));
+}
+
+void TrainCommand::validate() const { refuse_context_parallel(resolve_config(with_world()).layout); }
+
+// --world N: the layout's world, dp filled in from N when only tp, pp (and cp) are given.
 ConfigOptions TrainCommand::with_world() const {
   ConfigOptions c = config_;
   if (world_ <= 0) return c;
   if (backend_ != "meta") throw ConfigError("world", "--world simulates ranks: it needs --backend meta");
-  const int64_t tp_pp = c.layout.tp * c.layout.pp;
-  if (c.layout.dp == 1 && world_ != tp_pp) {
-    if (world_ % tp_pp != 0)
-      throw LayoutError(fmt::format("--world {} is not a multiple of --tp × --pp = {}", world_, tp_pp));
-    c.layout.dp = world_ / tp_pp;
+  const int64_t tp_pp_cp = c.layout.tp * c.layout.pp * c.layout.cp;
+  if (c.layout.dp == 1 && world_ != tp_pp_cp) {
+    if (world_ % tp_pp_cp != 0)
+      throw LayoutError(fmt::format("--world {} is not a multiple of --tp × --pp × --cp = {}", world_, tp_pp_cp));
+    c.layout.dp = world_ / tp_pp_cp;
   } else if (world_ != c.layout.world()) {
-    throw LayoutError(fmt::format("--world {} but dp·tp·pp = {}", world_, c.layout.world()));
+    throw LayoutError(fmt::format("--world {} but dp·tp·pp·cp = {}", world_, c.layout.world()));
   }
   return c;
 }
@@ -133,6 +142,7 @@ ConfigOptions TrainCommand::with_world() const {
 int TrainCommand::run() const {
   run::TrainRequest q;
   q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
+  refuse_context_parallel(q.config.layout);
   q.save_weights = checkpoint_.save_weights;
   const Layout& l = q.config.layout;
   if (backend_ == "meta" && l.world() > 1) q.simulated_ranks = select_ranks(config_.ranks, l, l.world());

@@ -7,7 +7,8 @@ using nlohmann::json;
 
 int64_t comm_group_size(const std::string& group, const Layout& l) {
   if (group == "tp") return l.tp;
-  if (group == "dp") return l.dp;
+  if (group == "dp") return l.dp * l.cp;  // with cp > 1 the data-parallel group with cp
+  if (group == "cp") return l.cp;
   if (group == "pp") return l.pp;
   if (group == "emb") return 2;
   if (group == "ep") return l.ep;

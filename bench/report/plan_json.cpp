@@ -36,6 +36,7 @@ json plan_rank_json(const run::PlanRankRecord& r) {
             {"host_bytes", budget.exact.host()},
             {"analytic", {{"exact", exact}, {"published", published}, {"comm", comm}}},
             {"flops", {{"analytic_hardware", budget.flops.hardware}, {"analytic_model", budget.flops.model}}}};
+  if (c.cp > 0) j["coords"]["cp"] = c.cp;  // only off the first rank of a cp ring: reports without cp stay as they were
   if (r.device_bytes) {
     j["device_bytes"] = *r.device_bytes;
     j["fits"] = budget.exact.device_total() <= *r.device_bytes;
@@ -49,7 +50,8 @@ run::PlanRankRecord plan_rank_from_json(const json& j) {
   auto& budget = r.budget;
   budget.rank = j.at("rank").get<int64_t>();
   const json& c = j.at("coords");
-  budget.coords = {c.at("dp").get<int64_t>(), c.at("tp").get<int64_t>(), c.at("pp").get<int64_t>()};
+  budget.coords = {c.at("dp").get<int64_t>(), c.at("tp").get<int64_t>(), c.at("pp").get<int64_t>(),
+                   c.value("cp", int64_t{0})};
   r.role = j.at("role").get<std::string>();
   budget.in_flight = j.at("in_flight_microbatches").get<int64_t>();
   r.params = j.at("params").get<int64_t>();

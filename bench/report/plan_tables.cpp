@@ -39,9 +39,10 @@ void print_config_header(std::ostream& os, const json& doc) {
   if (doc.contains("params"))
     os << fmt::format("# params  Ψ = {} (padded vocab V' = {})\n", format_count(doc["params"]["total"].get<int64_t>()),
                       doc["params"].value("padded_vocab", m["vocab"].get<int64_t>()));
-  os << fmt::format("# layout  world={} = dp {} × tp {} × pp {}, zero {}, sp {}{}\n", l["world"].get<int64_t>(),
-                    l["dp"].get<int64_t>(), l["tp"].get<int64_t>(), l["pp"].get<int64_t>(), l["zero"].get<int>(),
-                    l["sp"].get<bool>() ? "on" : "off",
+  os << fmt::format("# layout  world={} = dp {} × tp {} × pp {}{}, zero {}, sp {}{}\n", l["world"].get<int64_t>(),
+                    l["dp"].get<int64_t>(), l["tp"].get<int64_t>(), l["pp"].get<int64_t>(),
+                    l.contains("cp") ? fmt::format(" × cp {} (ring attention)", l["cp"].get<int64_t>()) : "",
+                    l["zero"].get<int>(), l["sp"].get<bool>() ? "on" : "off",
                     l.contains("vpp") ? fmt::format(", vpp {} (interleaved 1F1B)", l["vpp"].get<int64_t>()) : "");
   os << fmt::format(
       "# run     seq={} mbs={} microbatches={} gbs={} schedule={} recompute={} attention={} dtype={} "

@@ -249,5 +249,30 @@ TEST(PublishedActivations, RowAndPipelineRule) {
   EXPECT_DOUBLE_EQ(p.at("korthikanti_stage"), 5 * 2 * 110592.0);
 }
 
+// Context parallelism: a rank saves the tensors of its s/cp tokens only — with
+// the flash core every saved tensor is per token (the log-sum-exp too), so a
+// rank of cp 4 at seq 8192 saves what one rank saves at seq 2048, byte for byte.
+TEST(Activations, ContextParallelSavesTheLocalTokens) {
+  const ModelConfig m = load_model("llama3-8b");
+  RunConfig r;
+  r.mbs = 1;
+  r.attention = AttentionKind::kFlash;
+  RunConfig quarter = r;
+  r.seq = 8192;
+  quarter.seq = 2048;
+  Layout cp;
+  cp.cp = 4;
+  const Layout one;
+  EXPECT_EQ(activation_bytes_per_layer(m, cp, r), activation_bytes_per_layer(m, one, quarter));
+  EXPECT_EQ(activation_peak_bytes(m, cp, r, 0), activation_peak_bytes(m, one, quarter, 0));
+  // By hand at seq 2048, b 1, h 4096, a 32, k 8, d 128, f 14336, bf16, no dropout:
+  // input, norm-1 out, norm-2 in, norm-2 out 4·2·2048·4096; two rstd 2·4·2048;
+  // Q K V 2·2048·(32 + 16)·128; lse 4·32·2048; context 2·2048·4096;
+  // gate, up, SwiGLU out 3·2·2048·14336.
+  const int64_t s = 2048;
+  const int64_t want = 4 * 2 * s * 4096 + 2 * 4 * s + 2 * s * 48 * 128 + 4 * 32 * s + 2 * s * 4096 + 3 * 2 * s * 14336;
+  EXPECT_EQ(activation_bytes_per_layer(m, cp, r), want);
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

@@ -213,5 +213,24 @@ TEST(Budget, TiedZero3GathersTheEmbeddingForTheHead) {
   EXPECT_EQ(rank_budget(untied, dp2(3), tied_run(1), 0).exact[Account::kWeights], 2 * 2544 + 2 * 2600);
 }
 
+// Context parallelism, the tied gpt above (P_r = 3488, k 2, d 4), cp 2, dp 1,
+// ZeRO 0, seq 8, bf16, flash: the gradients are all-reduced over dp·cp = 2
+// ranks (two fp32 slots covering all 3488 elements, 4·3488 B), and the ring
+// holds two K/V blocks and two dK/dV blocks of B_kv = 2·1·4·2·4·2 = 128 B.
+// The activations are those of the rank's 4 tokens: one rank at seq 4.
+TEST(Budget, ContextParallelRingBuffersAndLocalTokens) {
+  const ModelConfig m = tied_gpt();
+  RunConfig r = tied_run(1);
+  r.seq = 8;
+  r.attention = AttentionKind::kFlash;
+  Layout l;
+  l.cp = 2;
+  EXPECT_EQ(rank_budget(m, l, r, 1).exact[Account::kComm], 4 * 3488 + 4 * 128);
+  RunConfig half = r;
+  half.seq = 4;
+  EXPECT_EQ(rank_budget(m, l, r, 1).exact[Account::kActivations],
+            rank_budget(m, Layout{}, half, 0).exact[Account::kActivations]);
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

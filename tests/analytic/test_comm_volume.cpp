@@ -340,5 +340,35 @@ TEST(CommVolume, ExpertParallelAllToAlls) {
   EXPECT_DOUBLE_EQ(busbw_factor("all_to_all@ep", 8), 7.0 / 8.0);
 }
 
+// Context parallelism, tiny gpt (L 2, k 2, d 4), bf16, flash, 3 microbatches:
+// one K/V block of the rank's s/cp tokens is B_kv = 2·b·(s/cp)·k·d·e bytes;
+// per layer per microbatch the forward sends cp − 1 blocks, the backward cp
+// messages of 2·(cp − 1)·B_kv bytes in all (TransformerEngine's
+// AttnFuncWithCPAndKVP2P); the gradients are averaged over dp·cp ranks.
+TEST(CommVolume, ContextParallelRing) {
+  const auto m = tiny_gpt();
+  RunConfig r = run(3);
+  r.attention = AttentionKind::kFlash;
+  Layout l = layout(1, 1, 1);
+  l.cp = 2;
+  // B_kv = 2·1·2·2·4·2 = 64. 3·2 = 6 layer passes. Forward 6·1 sends of 64 B;
+  // backward 6·2 sends of 2·1·64 B each pass: 18 calls, 384 + 768 = 1152 B.
+  // DP over dp·cp = 2: the 4096 B gradient all-reduce and the loss.
+  expect_counts(rank_comm_per_step(m, l, r, 1),
+                {{"send@cp", {18, 1152}}, {"recv@cp", {18, 1152}}, {"all_reduce@dp", {2, 4100}}});
+  // cp 4, seq 8: B_kv = 2·1·2·2·4·2 = 64; forward 6·3 = 18 sends (1152 B),
+  // backward 6·4 = 24 sends of 6·2·3·64 = 2304 B: 42 calls, 3456 B.
+  l.cp = 4;
+  r.seq = 8;
+  expect_counts(rank_comm_per_step(m, l, r, 3),
+                {{"send@cp", {42, 3456}}, {"recv@cp", {42, 3456}}, {"all_reduce@dp", {2, 4100}}});
+  // A full or selective recompute runs the forward ring twice: 18 more sends of 64 B.
+  for (const Recompute rc : {Recompute::kFull, Recompute::kSelective}) {
+    r.recompute = rc;
+    expect_counts(rank_comm_per_step(m, l, r, 0),
+                  {{"send@cp", {60, 4608}}, {"recv@cp", {60, 4608}}, {"all_reduce@dp", {2, 4100}}});
+  }
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

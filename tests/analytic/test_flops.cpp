@@ -248,5 +248,28 @@ TEST(Flops, OverflowIsAnError) {
   EXPECT_TRUE(std::isfinite(job.hardware));
 }
 
+// Context parallelism: each rank runs s/cp tokens through every GEMM and its
+// s/cp queries against all s keys, so a rank does exactly 1/cp of the
+// single-rank step (load-balanced: the same on every rank) and the job the same.
+TEST(Flops, ContextParallelSharesTheStep) {
+  const ModelConfig m = load_model("llama3-8b");
+  RunConfig r;
+  r.seq = 8192;
+  r.mbs = 1;
+  r.microbatches = 2;
+  r.attention = AttentionKind::kFlash;
+  const Layout one;
+  Layout cp;
+  cp.cp = 4;
+  const StepFlops whole = rank_step_flops(m, one, r, 0);
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const StepFlops part = rank_step_flops(m, cp, r, rank);
+    EXPECT_EQ(4 * part.hardware, whole.hardware) << rank;
+    EXPECT_EQ(4 * part.model, whole.model) << rank;
+    EXPECT_EQ(4 * part.model_causal, whole.model_causal) << rank;
+  }
+  EXPECT_EQ(job_step_flops(m, cp, r).hardware, job_step_flops(m, one, r).hardware);
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

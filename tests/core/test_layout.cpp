@@ -306,6 +306,123 @@ TEST(RunConfigNames, BatchArithmetic) {
   EXPECT_FALSE(r.has_master());
 }
 
+// ---- context parallelism ----
+
+Layout make_cp(int64_t dp, int64_t cp) {
+  Layout l = make(dp, 1, 1);
+  l.cp = cp;
+  return l;
+}
+
+TEST(LayoutContextParallel, MegatronOrderTpCpDpPp) {
+  // tp 2, cp 2, dp 2, pp 2: rank = tp + 2·(cp + 2·(dp + 2·pp)).
+  Layout l = make(/*dp=*/2, /*tp=*/2, /*pp=*/2);
+  l.cp = 2;
+  ASSERT_EQ(l.world(), 16);
+  // 13 = 1 + 2·(0 + 2·(1 + 2·1)): tp 1, cp 0, dp 1, pp 1.
+  EXPECT_EQ(l.coords(13), (Coords{.dp = 1, .tp = 1, .pp = 1, .cp = 0}));
+  // 6 = 0 + 2·(1 + 2·(1 + 2·0)): tp 0, cp 1, dp 1, pp 0.
+  EXPECT_EQ(l.coords(6), (Coords{.dp = 1, .tp = 0, .pp = 0, .cp = 1}));
+  EXPECT_EQ(l.rank(Coords{.dp = 0, .tp = 1, .pp = 1, .cp = 1}), 11);  // 1 + 2·(1 + 2·(0 + 2·1))
+  // Megatron's groups for this layout (RankGenerator "tp-cp-dp-pp"): CP [0,2] [1,3] …,
+  // DP [0,4] [1,5] …, DP-with-CP [0,2,4,6] [1,3,5,7] …, TP [0,1] …, PP [0,8] ….
+  EXPECT_EQ(l.cp_group(0), (Ranks{0, 2}));
+  EXPECT_EQ(l.cp_group(13), (Ranks{13, 15}));  // 15 = 1 + 2·(1 + 2·(1 + 2·1))
+  EXPECT_EQ(l.dp_group(0), (Ranks{0, 4}));
+  EXPECT_EQ(l.dp_group(6), (Ranks{2, 6}));
+  EXPECT_EQ(l.dp_cp_group(0), (Ranks{0, 2, 4, 6}));
+  EXPECT_EQ(l.dp_cp_group(13), (Ranks{9, 11, 13, 15}));
+  EXPECT_EQ(l.tp_group(6), (Ranks{6, 7}));
+  EXPECT_EQ(l.pp_group(6), (Ranks{6, 14}));
+  EXPECT_THROW(l.rank(Coords{.cp = 2}), LayoutError);
+  // cp 1 keeps the tp-dp-pp order: every rank's coordinates as before, cp 0.
+  const Layout plain = make(2, 2, 4);
+  EXPECT_EQ(plain.coords(5), (Coords{.dp = 0, .tp = 1, .pp = 1}));
+  EXPECT_EQ(plain.cp_group(5), (Ranks{5}));
+  EXPECT_EQ(plain.dp_cp_group(5), plain.dp_group(5));
+}
+
+TEST(LayoutContextParallel, GroupsPartitionTheWorld) {
+  for (const Layout& l : {make_cp(1, 2), make_cp(2, 2), make_cp(1, 4), make_cp(3, 4)}) {
+    SCOPED_TRACE(testing::Message() << "dp " << l.dp << " cp " << l.cp);
+    std::set<int64_t> seen;
+    for (int64_t r = 0; r < l.world(); ++r) {
+      const Coords c = l.coords(r);
+      EXPECT_EQ(l.rank(c), r);
+      EXPECT_EQ(r, c.cp + l.cp * c.dp);  // tp = pp = 1
+      const Ranks cg = l.cp_group(r), dcg = l.dp_cp_group(r);
+      ASSERT_EQ(static_cast<int64_t>(cg.size()), l.cp);
+      ASSERT_EQ(static_cast<int64_t>(dcg.size()), l.cp * l.dp);
+      EXPECT_EQ(cg[c.cp], r);
+      EXPECT_EQ(dcg[c.dp * l.cp + c.cp], r);
+      for (int64_t i = 1; i < l.cp; ++i) EXPECT_EQ(cg[i], cg[0] + i);  // a CP ring is consecutive ranks at tp 1
+      if (c.cp == 0) seen.insert(cg.begin(), cg.end());
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), l.world());  // the rings cover every rank once
+  }
+}
+
+TEST(LayoutContextParallel, LoadBalancedChunks) {
+  // seq 16, cp 4: 8 chunks of 2 tokens; rank r holds chunks r and 7 − r.
+  const CpChunks c0 = cp_token_chunks(16, 4, 0), c2 = cp_token_chunks(16, 4, 2);
+  EXPECT_EQ(c0.first, 0);
+  EXPECT_EQ(c0.second, 7);
+  EXPECT_EQ(c0.chunk_tokens, 2);
+  EXPECT_EQ(c2.first, 2);
+  EXPECT_EQ(c2.second, 5);
+  Ranks pos0, pos2;
+  for (int64_t i = 0; i < 4; ++i) {
+    pos0.push_back(cp_global_position(c0, i));
+    pos2.push_back(cp_global_position(c2, i));
+  }
+  EXPECT_EQ(pos0, (Ranks{0, 1, 14, 15}));
+  EXPECT_EQ(pos2, (Ranks{4, 5, 10, 11}));
+  EXPECT_THROW(cp_global_position(c0, 4), LayoutError);
+  // Every rank does the same causal work: its queries see Σ (position + 1)
+  // keys, the same on every rank; the ranks together hold every position once.
+  for (int64_t cp : {1, 2, 4, 8}) {
+    const int64_t seq = 2 * cp * 3;
+    std::set<int64_t> all;
+    int64_t first_rank_keys = -1;
+    for (int64_t r = 0; r < cp; ++r) {
+      const CpChunks c = cp_token_chunks(seq, cp, r);
+      int64_t keys = 0;
+      for (int64_t i = 0; i < seq / cp; ++i) {
+        const int64_t p = cp_global_position(c, i);
+        all.insert(p);
+        keys += p + 1;
+      }
+      if (r == 0) first_rank_keys = keys;
+      EXPECT_EQ(keys, first_rank_keys) << "cp " << cp << " rank " << r;
+    }
+    EXPECT_EQ(static_cast<int64_t>(all.size()), seq);
+  }
+  EXPECT_THROW(cp_token_chunks(12, 4, 0), LayoutError);  // 8 ∤ 12
+  EXPECT_THROW(cp_token_chunks(16, 4, 4), LayoutError);
+}
+
+TEST(ValidateLayout, ContextParallelErrors) {
+  const ModelConfig l3 = load_model("llama3-8b");
+  RunConfig flash = run(8192);
+  flash.attention = AttentionKind::kFlash;
+  EXPECT_NO_THROW(validate_layout(make_cp(2, 4), l3, flash));
+  expect_layout_error(make_cp(2, 4), l3, run(8192), {"--cp 4 needs --attention flash"});
+  Layout zero = make_cp(2, 4);
+  zero.zero = 1;
+  expect_layout_error(zero, l3, flash, {"--cp 4", "--zero 0 only", "--zero 1"});
+  expect_layout_error(make_cp(1, 0), l3, run(), {"--cp must be >= 1", "0"});
+  // refused before it enters the world's product (which would overflow)
+  expect_layout_error(make_cp(4, -(int64_t{1} << 62)), l3, run(), {"--cp must be >= 1"});
+  expect_layout_error(make_cp(1, 4), l3, run(1028), {"--cp 4", "2·cp = 8", "--seq 1028"});
+  Layout tp = make_cp(1, 2);
+  tp.tp = 2;
+  expect_layout_error(tp, l3, run(), {"--cp 2", "--tp 1 --pp 1 only", "--tp 2"});
+  Layout pp = make_cp(1, 2);
+  pp.pp = 2;
+  expect_layout_error(pp, l3, run(), {"--cp 2", "--pp 2"});
+  expect_layout_error(make_cp(1, int64_t{1} << 21), l3, run(), {"--cp", "above the limit"});
+}
+
 }  // namespace
 }  // namespace gpuledger
 

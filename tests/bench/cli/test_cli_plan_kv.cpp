@@ -298,4 +298,45 @@ TEST(CliKv, MoeWeightsAreAllExpertsAndDecodeReadsTheExpectedOnes) {
   EXPECT_EQ(rank["decode_roofline"]["bytes_per_step"], weights_read + kv_read);
 }
 
+// Context parallelism at Llama 3.1 405B's long-context shape: cp 8 × dp 2,
+// seq 131072 (s/cp = 16384 tokens a rank). Every cp rank holds the same
+// budget (load-balanced chunks), the activations are those of one rank at
+// seq 16384, and the ring moves, per rank, B_kv = 2·1·16384·8·128·2 =
+// 67,108,864 B blocks: 126 layers × 2 microbatches × (7 forward + 8 backward)
+// = 3780 sends, (7 + 14)·252·B_kv = 355,140,108,288 B.
+TEST(CliPlan, ContextParallelRingAt405B) {
+  const std::vector<std::string> base = {"plan",           "--model", "llama3.1-405b", "--seq", "131072", "--mbs", "1",
+                                         "--microbatches", "2",       "--attention",   "flash", "--json", "-"};
+  auto args = base;
+  args.insert(args.end(), {"--cp", "8", "--dp", "2", "--ranks", "0,5,9"});
+  auto cp = run_cli(args);
+  ASSERT_EQ(cp.status, 0) << cp.err;
+  const auto doc = cp.json();
+  EXPECT_EQ(doc["config"]["layout"]["cp"], 8);
+  EXPECT_EQ(doc["config"]["layout"]["world"], 16);
+  ASSERT_EQ(doc["ranks"].size(), 3u);
+  EXPECT_EQ(doc["ranks"][1]["coords"]["cp"], 5);
+  EXPECT_EQ(doc["ranks"][2]["coords"]["dp"], 1);  // 9 = cp 1 + 8·dp 1
+  const int64_t block = 67108864;
+  for (const auto& rank : doc["ranks"]) {
+    EXPECT_EQ(rank["analytic"]["exact"], doc["ranks"][0]["analytic"]["exact"]) << rank["rank"];
+    EXPECT_EQ(rank["analytic"]["comm"]["send@cp"]["calls"], 3780);
+    EXPECT_EQ(rank["analytic"]["comm"]["send@cp"]["bytes"], 355140108288);
+    EXPECT_EQ(rank["analytic"]["comm"]["recv@cp"]["bytes"], 355140108288);
+  }
+  args = base;
+  args[4] = "16384";
+  args.insert(args.end(), {"--dp", "16"});
+  auto local = run_cli(args);
+  ASSERT_EQ(local.status, 0) << local.err;
+  const auto local_doc = local.json();
+  const auto& e = doc["ranks"][0]["analytic"]["exact"];
+  const auto& l = local_doc["ranks"][0]["analytic"]["exact"];
+  EXPECT_EQ(e["activations"], l["activations"]);
+  EXPECT_EQ(e["weights"], l["weights"]);
+  // The same gradient all-reduce over dp·cp = 16 ranks as over dp 16, and the ring's 4 blocks.
+  EXPECT_EQ(e["comm"].get<int64_t>(), l["comm"].get<int64_t>() + 4 * block);
+  EXPECT_TRUE(contains(cp.err, "× cp 8 (ring attention)")) << cp.err;
+}
+
 }  // namespace
