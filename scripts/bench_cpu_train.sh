@@ -7,17 +7,24 @@
 #   scripts/bench_cpu_train.sh [STEPS]     (default 4: 1 warm-up + 3 timed)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
-GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+# GPULEDGER_BIN: a gpuledger already built (nothing is built then); else scripts/build.sh builds all.
+if [ -n "${GPULEDGER_BIN:-}" ]; then
+  GL="$GPULEDGER_BIN"
+else
+  BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
+  GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+fi
 OUT="$ROOT/results/cpu"
 STEPS="${1:-4}"
 mkdir -p "$OUT"
 echo "# $(date -u +%FT%TZ) on $(hostname): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}; load: $(uptime)"
 "$GL" peak --backend cpu --dtypes fp32,bf16 --reps 5 --json "$OUT/peak.json"
 for dt in fp32 bf16; do
   "$GL" train --model llama2-7b --layers 2 --seq 1024 --mbs 1 --dtype "$dt" --steps "$STEPS" --warmup 1 \
       --profile --json "$OUT/train-llama2-7b-2l-$dt.json"
 done
+echo "# load at the end: $(uptime)"
 python3 - "$OUT" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
