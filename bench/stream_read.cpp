@@ -10,9 +10,10 @@
 #include <stdexcept>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
+#include "kernels/cpu/cpu_isa.h"  // GPL_CPU_HAVE_AVX2_PATH, the run-time check
+
+#ifdef GPL_CPU_HAVE_AVX2_PATH
 #include <immintrin.h>
-#define GPULEDGER_STREAM_X86 1
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,7 +41,7 @@ double dot_scalar(const float* a, const float* b, int64_t n) {
   return t;
 }
 
-#ifdef GPULEDGER_STREAM_X86
+#ifdef GPL_CPU_HAVE_AVX2_PATH
 __attribute__((target("avx2,fma"))) double dot_avx2(const float* a, const float* b, int64_t n) {
   // Four accumulators of 8 lanes: 32 floats (two cache lines of each array) per iteration.
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
@@ -58,17 +59,11 @@ __attribute__((target("avx2,fma"))) double dot_avx2(const float* a, const float*
   for (; i < n; ++i) t += static_cast<double>(a[i]) * b[i];
   return t;
 }
-
-bool cpu_has_avx2_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #endif
 
 double dot_range(const float* a, const float* b, int64_t n) {
-#ifdef GPULEDGER_STREAM_X86
-  static const bool avx2 = cpu_has_avx2_fma();
-  if (avx2) return dot_avx2(a, b, n);
+#ifdef GPL_CPU_HAVE_AVX2_PATH
+  if (cpu_best_isa() == CpuIsa::kAvx2) return dot_avx2(a, b, n);
 #endif
   return dot_scalar(a, b, n);
 }
@@ -124,8 +119,8 @@ double stream_dot(const float* a, const float* b, int64_t n) {
 }
 
 std::string stream_dot_isa() {
-#ifdef GPULEDGER_STREAM_X86
-  if (cpu_has_avx2_fma()) return "avx2+fma";
+#ifdef GPL_CPU_HAVE_AVX2_PATH
+  if (cpu_best_isa() == CpuIsa::kAvx2) return "avx2+fma";
 #endif
   return "scalar";
 }

@@ -3,7 +3,8 @@
 // memory and not cache (McCalpin's STREAM rule: arrays ≥ 4 × the caches). A
 // decode step is almost all reads (weights and K/V), which is why this, not
 // STREAM's add (one write per two reads), is the bandwidth it is taken against.
-// Vectorized with AVX2 + FMA where the CPU has them (chosen at run time), and
+// Vectorized with AVX2 + FMA where the CPU has them (chosen at run time by the
+// CPU kernels' check, kernels/cpu/cpu_isa.h: AVX2, FMA and F16C), and
 // threaded over the OpenMP pool the CPU kernels use (kernels/cpu/thread_policy.h).
 #pragma once
 #include <cstdint>

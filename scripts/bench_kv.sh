@@ -7,8 +7,13 @@
 # context. Writes results/kv/*.json and prints the figures.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
-GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+# GPULEDGER_BIN: a gpuledger already built (nothing is built then); else scripts/build.sh builds all.
+if [ -n "${GPULEDGER_BIN:-}" ]; then
+  GL="$GPULEDGER_BIN"
+else
+  BUILD_DIR="${BUILD_DIR:-$ROOT/build}" "$ROOT/scripts/build.sh" >/dev/null
+  GL="${BUILD_DIR:-$ROOT/build}/bench/gpuledger"
+fi
 OUT="$ROOT/results/kv"
 mkdir -p "$OUT"
 python3 - "$OUT/trace-longtail.jsonl" <<'PY'

@@ -12,34 +12,17 @@
 
 #include "kernels/cpu/cpu_isa.h"
 
-#ifdef GPL_CPU_HAVE_AVX2_PATH
-#include <immintrin.h>
-#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-// 32-byte vectors without AVX (the portable path): GCC warns, at the end of the
-// file, that passing them by value changes the ABI. Every such function is
-// inlined into run_range, so no call crosses an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// skinny_avx2::run_range and skinny_portable::run_range.
+#define GPL_SIMD_BODY "kernels/cpu/gemm_skinny_body.h"
+#define GPL_SIMD_NS_AVX2 skinny_avx2
+#define GPL_SIMD_NS_PORTABLE skinny_portable
+#include "kernels/cpu/simd_paths.h"
 
 namespace gpuledger {
-
-#ifdef GPL_CPU_HAVE_AVX2_PATH
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-namespace skinny_avx2 {
-#define GPL_SIMD_AVX2 1
-#include "kernels/cpu/gemm_skinny_body.h"
-#undef GPL_SIMD_AVX2
-}  // namespace skinny_avx2
-#pragma GCC pop_options
-#endif
-
-namespace skinny_portable {
-#include "kernels/cpu/gemm_skinny_body.h"
-}  // namespace skinny_portable
 
 namespace {
 

@@ -11,8 +11,9 @@
 // W is addressed by element strides: W[p][j] at w[p·w_sp + j·w_sj], one of
 // the two equal to 1.
 //   w_sp == 1 (each output column j a contiguous row of W, the nn.Linear
-//     forward, trans_b): "dot" form, a register tile of 4 activation rows × 2
-//     weight rows (1 × 4 for one row), 8-lane partial sums reduced once at the end.
+//     forward, trans_b): "dot" form, a register tile of 3 activation rows × 4
+//     weight rows (each widened W vector serves 3 tokens from registers),
+//     8-lane partial sums reduced once at the end.
 //   w_sj == 1 (W contiguous along the outputs, the data-gradient GEMM): "axpy"
 //     form, a strip of 16 output columns × up to 6 activation rows held in
 //     registers over a k slice of 512 (16 KiB of W in L1), the partial sums
@@ -22,8 +23,9 @@
 // is 0, as in BLAS) and rounded once to its dtype.
 //
 // Threads: the n output columns are cut into one contiguous range per OpenMP
-// thread (multiples of 16), so each thread streams its own part of W; every
-// element of C is one thread's full-k sum, independent of the thread count.
+// thread (multiples of 16: the axpy strip), so each thread
+// streams its own part of W; every element of C is one thread's full-k sum,
+// independent of the thread count.
 #pragma once
 #include <cstdint>
 

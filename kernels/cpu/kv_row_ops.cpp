@@ -7,31 +7,13 @@
 
 #include "core/dtype.h"
 
-#ifdef GPL_CPU_HAVE_AVX2_PATH
-#include <immintrin.h>
-#endif
-
-// 32-byte vectors without AVX (the portable path): GCC warns, at the end of the
-// file, that passing them by value changes the ABI. Every such function is
-// inlined into the row operations, so no call crosses an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// kv_rows_avx2::… and kv_rows_portable::… (row_dot, row_axpy, exp_shifted_sum, exp_all).
+#define GPL_SIMD_BODY "kernels/cpu/kv_row_ops_body.h"
+#define GPL_SIMD_NS_AVX2 kv_rows_avx2
+#define GPL_SIMD_NS_PORTABLE kv_rows_portable
+#include "kernels/cpu/simd_paths.h"
 
 namespace gpuledger {
-
-#ifdef GPL_CPU_HAVE_AVX2_PATH
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-namespace kv_rows_avx2 {
-#define GPL_SIMD_AVX2 1
-#include "kernels/cpu/kv_row_ops_body.h"
-#undef GPL_SIMD_AVX2
-}  // namespace kv_rows_avx2
-#pragma GCC pop_options
-#endif
-
-namespace kv_rows_portable {
-#include "kernels/cpu/kv_row_ops_body.h"
-}  // namespace kv_rows_portable
 
 const KvRowOps& kv_row_ops(CpuIsa isa) {
   if (!cpu_supports(isa)) throw std::invalid_argument(std::string("kv_row_ops: this CPU lacks ") + cpu_isa_name(isa));

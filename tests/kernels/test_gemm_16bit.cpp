@@ -1,7 +1,8 @@
 // The 16-bit GEMM routes of the cpu backend (kernels/cpu/ops_gemm.cpp) against
 // the double-precision reference of gemm_case.h (tolerance stated there):
 //  - the skinny kernel (gemm_skinny.h) on each path this CPU runs (portable
-//    always; AVX2+FMA+F16C where present), for m ∈ {1, 2, 7, 32}, n and k not
+//    always; AVX2+FMA+F16C where present), for m ∈ {1, 2, 3, 4, 5, 7, 8, 9,
+//    16, 31, 32} (every remainder of the register tiles' rows), n and k not
 //    multiples of 8 (k also past the 512-long axpy slice), the four transpose
 //    combinations, padded leading dimensions, batch gaps and stride-0
 //    operands, alpha/beta (beta 0 with C NaN), bf16 and fp16 operands with an
@@ -32,6 +33,9 @@ std::vector<CpuIsa> paths_here() {
   return p;
 }
 
+// Row counts of X: every remainder of the 3-row dot tile and of the 6-row axpy tile, 1 to kSkinnyMaxRows.
+constexpr int64_t kRowCounts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 32};
+
 // One skinny case on every path and in every dtype combination.
 void skinny_everywhere(Case c) {
   for (CpuIsa isa : paths_here())
@@ -46,13 +50,13 @@ void skinny_everywhere(Case c) {
 }
 
 TEST(Gemm16Bit, SkinnyKernelEveryTransposeAndRowCount) {
-  for (int64_t m : {1, 2, 7, 32})
+  for (int64_t m : kRowCounts)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         SCOPED_TRACE(testing::Message() << "m " << m << " ta " << ta << " tb " << tb);
         Case c;
         c.m = m;
-        c.n = 37;  // the axpy form: two 16-column strips and a 5-column tail
+        c.n = 37;  // the axpy form: two 16-column strips and a 5-column tail; dot: nine 4-row tiles and one row
         c.k = 45;  // 5 vectors of 8 and a tail of 5
         c.ta = ta;
         c.tb = tb;
@@ -70,17 +74,20 @@ TEST(Gemm16Bit, SkinnyKernelEveryTransposeAndRowCount) {
 }
 
 TEST(Gemm16Bit, SkinnyKernelLongKCrossesTheAxpySlice) {
-  // k = 1031: two full 512 slices and a 7-long one (axpy), 128 vectors and a tail of 7 (dot).
-  for (bool tb : {false, true}) {
-    Case c;
-    c.m = 7;
-    c.n = 50;
-    c.k = 1031;
-    c.tb = tb;
-    c.ldb_pad = 2;
-    c.beta = -1.0f;
-    skinny_everywhere(c);
-  }
+  // k = 1031: two full 512 slices and a 7-long one (axpy), 128 vectors and a tail of 7 (dot);
+  // n = 50: twelve 4-row dot tiles and one of 2, three 16-column axpy strips and a tail of 2.
+  for (int64_t m : kRowCounts)
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "m " << m << " tb " << tb);
+      Case c;
+      c.m = m;
+      c.n = 50;
+      c.k = 1031;
+      c.tb = tb;
+      c.ldb_pad = 2;
+      c.beta = -1.0f;
+      skinny_everywhere(c);
+    }
 }
 
 TEST(Gemm16Bit, SkinnyKernelBetaZeroNeverReadsCAndBroadcastOperands) {
