@@ -21,7 +21,7 @@
 #      report at exit). SANITIZE=0 builds it plain instead, and runs its unit
 #      tests but the bad-input corpus and the CLI tests (both run in step 3);
 #   5. (with SANITIZE=1) the libFuzzer targets (tests/fuzz, clang,
-#      ${FUZZ_BUILD_DIR:-build-fuzz}), each run for ${FUZZ_SECONDS:-20} s from
+#      ${FUZZ_BUILD_DIR:-build-fuzz}), each run for ${FUZZ_SECONDS:-15} s from
 #      its seed corpus (FUZZ_SECONDS=0 skips the step). A finding fails the
 #      run and leaves its input in the fuzz build folder.
 # Each step's time is printed. ccache is used when installed (scripts/build.sh).
@@ -30,7 +30,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 MINIMAL_BUILD_DIR="${MINIMAL_BUILD_DIR:-$ROOT/build-minimal}"
 FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
-FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
 FORMAT_CHECK="${FORMAT_CHECK:-1}"
 SANITIZE="${SANITIZE:-1}"
 
@@ -60,6 +60,11 @@ export JOBS="${JOBS:-$(nproc)}"
 run_ctest() {  # run_ctest BUILD_DIR CTEST_ARGS...
   (cd "$1" && shift && ctest --output-on-failure -j "$JOBS" "$@")
 }
+# run_ctest with the sanitizers' options: leaks reported, any UB report fatal with its stack.
+sanitized_ctest() {
+  (export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+   run_ctest "$@")
+}
 
 # With the sanitizer build (SANITIZE=1) each unit test runs once: the main build
 # keeps the unit tests labelled platform (the CPU kernels with this build's BLAS,
@@ -76,8 +81,7 @@ if [ "$SANITIZE" = "1" ]; then
     "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF \
     -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON -DGPULEDGER_CLI_TESTS=OFF \
     -DGPULEDGER_GENERIC_UNIT_TESTS=ON
-  timed "minimal sanitizer unit tests and bad inputs" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$MINIMAL_BUILD_DIR" -L unit
+  timed "minimal sanitizer unit tests and bad inputs" sanitized_ctest "$MINIMAL_BUILD_DIR" -L unit
   if [ "$FUZZ_SECONDS" != "0" ]; then
     timed "fuzz build (clang, libFuzzer)" "$ROOT/scripts/fuzz.sh" build
     timed "fuzz runs (${FUZZ_SECONDS} s each)" "$ROOT/scripts/fuzz.sh" run "$FUZZ_SECONDS"
