@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -115,6 +117,53 @@ int affinity_cpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+std::string affinity_record(const std::string& host) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string ids;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) {
+        if (!ids.empty()) ids += ',';
+        ids += std::to_string(cpu);
+      }
+  }
+  return host + ":" + (ids.empty() ? "0" : ids);  // unreadable: one CPU, as affinity_cpus
+}
+
+std::vector<int> cpus_per_host(const std::vector<std::string>& records) {
+  std::vector<std::string> hosts;
+  std::vector<std::set<int>> cpus;
+  for (const auto& r : records) {
+    const auto colon = r.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == r.size())
+      throw std::invalid_argument("affinity record \"" + r + "\" is not host:ids");
+    const std::string host = r.substr(0, colon);
+    auto at = std::find(hosts.begin(), hosts.end(), host);
+    if (at == hosts.end()) {
+      hosts.push_back(host);
+      cpus.emplace_back();
+      at = hosts.end() - 1;
+    }
+    std::set<int>& mine = cpus[at - hosts.begin()];
+    std::string_view ids(r);
+    ids.remove_prefix(colon + 1);
+    while (!ids.empty()) {
+      const auto comma = ids.find(',');
+      const std::string id(ids.substr(0, comma));
+      char* end = nullptr;
+      const long v = std::strtol(id.c_str(), &end, 10);
+      if (id.empty() || *end != '\0' || v < 0)
+        throw std::invalid_argument("affinity record \"" + r + "\": \"" + id + "\" is not a CPU id");
+      mine.insert(static_cast<int>(v));
+      ids.remove_prefix(comma == std::string_view::npos ? ids.size() : comma + 1);
+    }
+  }
+  std::vector<int> counts;
+  for (const auto& c : cpus) counts.push_back(static_cast<int>(c.size()));
+  return counts;
 }
 
 std::string CpuHardwarePeak::describe() const {

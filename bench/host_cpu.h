@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpuledger::bench {
 
@@ -29,6 +30,16 @@ int64_t mem_available_bytes(const std::string& meminfo_path = "/proc/meminfo");
 
 // The CPUs this process may run on (its affinity mask; at least 1).
 int affinity_cpus();
+
+// The same mask as "host:id,id,…" (CPU ids ascending), one record per process
+// of a job, for cpus_per_host.
+std::string affinity_record(const std::string& host);
+
+// Per host, in order of first appearance: how many distinct CPUs the job's
+// processes on that host may run on (the union of their masks; ranks bound to
+// one core each count their cores once, unbound ranks the node's CPUs once).
+// Throws std::invalid_argument on a record that is not "host:ids".
+std::vector<int> cpus_per_host(const std::vector<std::string>& records);
 
 struct CpuHardwarePeak {
   int cpus = 0;

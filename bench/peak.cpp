@@ -4,6 +4,8 @@
 #include "bench/median.h"
 #include "kernels/registry/registry.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -108,10 +110,24 @@ SessionPeak measure_cpu_session_peak() {
   for (int64_t n : {1024, 2048})
     p.flops_per_s = std::max(p.flops_per_s, measure_gemm(*dev, {"square", n, n, n}, DType::kFP32, 1, 3).flops_per_s);
   p.source = "measured now: best fp32 sgemm of 1024² and 2048² on " + dev->description();
-  const HardwarePeak hw = host_hardware_peak();
+  HardwarePeak hw = host_hardware_peak();
+  raise_to_measured(hw, p.flops_per_s, "the sgemm measured now");
   p.hardware_flops_per_s = hw.flops_per_s;
   p.hardware_source = hw.source;
   return p;
+}
+
+RefreshedPeak refresh_session_peak(double achieved_flops_per_s, double start_flops_per_s,
+                                   const std::string& start_source, const std::function<double()>& measure) {
+  if (achieved_flops_per_s <= start_flops_per_s) return {start_flops_per_s, start_source, false};
+  const double end_flops_per_s = measure ? measure() : measure_cpu_session_peak().flops_per_s;
+  const bool end_better = end_flops_per_s > start_flops_per_s;
+  return {std::max(start_flops_per_s, end_flops_per_s),
+          fmt::format("{} — the better of {:.4g} FLOP/s at the run's start and {:.4g} FLOP/s measured again at its "
+                      "end ({}), since the run reached {:.4g} FLOP/s, above the start's figure",
+                      start_source, start_flops_per_s, end_flops_per_s, end_better ? "kept" : "not better",
+                      achieved_flops_per_s),
+          true};
 }
 
 HardwarePeak host_hardware_peak() {
@@ -121,6 +137,36 @@ HardwarePeak host_hardware_peak() {
     h.flops_per_s = p.flops_per_s;
     h.source = "hardware: " + p.describe();
   } catch (const std::exception& e) {
+    h.source = std::string("hardware peak unknown: ") + e.what();
+  }
+  return h;
+}
+
+void raise_to_measured(HardwarePeak& hw, double measured_flops_per_s, const std::string& measured_what) {
+  if (hw.flops_per_s <= 0 || measured_flops_per_s <= hw.flops_per_s) return;
+  hw.source = fmt::format(
+      "{:.4g} FLOP/s, {} — above the clock's product ({}), so the clock read is below the one the "
+      "cores ran at",
+      measured_flops_per_s, measured_what, hw.source);
+  hw.flops_per_s = measured_flops_per_s;
+}
+
+HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host) {
+  HardwarePeak h;
+  try {
+    std::string per_host;
+    for (int cpus : cpus_per_host) {
+      const CpuHardwarePeak p = cpu_hardware_peak(cpus);
+      h.flops_per_s += p.flops_per_s;
+      if (!per_host.empty()) per_host += "; ";
+      per_host += p.describe();
+    }
+    h.source = fmt::format(
+        "hardware: {} host(s), the CPUs the ranks may run on per host (hosts taken to be like this "
+        "one): {}",
+        cpus_per_host.size(), per_host);
+  } catch (const std::exception& e) {
+    h.flops_per_s = 0;
     h.source = std::string("hardware peak unknown: ") + e.what();
   }
   return h;

@@ -6,6 +6,7 @@
 // calls); the median of the timed repetitions is reported.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,21 @@ struct SessionPeak {
 };
 SessionPeak measure_cpu_session_peak();
 
+// A peak measured at a run's start is taken under whatever load the machine
+// had then; on a shared machine the load can fall during the run, and the run
+// then reaches more than that peak (an MFU above 100 %). When what the run
+// achieved exceeds the start's figure, the run measures again at its end
+// (`measure`: measure_cpu_session_peak by default) and keeps the better of
+// the two, its source naming both. Still above the better one, the MFU check
+// fails as before.
+struct RefreshedPeak {
+  double flops_per_s = 0;
+  std::string source;
+  bool remeasured = false;
+};
+RefreshedPeak refresh_session_peak(double achieved_flops_per_s, double start_flops_per_s,
+                                   const std::string& start_source, const std::function<double()>& measure = {});
+
 // The CPU's hardware peak for the CPUs this process runs on, with its source;
 // flops 0 and the reason as the source when it cannot be read.
 struct HardwarePeak {
@@ -64,5 +80,17 @@ struct HardwarePeak {
   std::string source;
 };
 HardwarePeak host_hardware_peak();
+// A clock read from /proc/cpuinfo's "cpu MHz" (no cpufreq maximum, as in a
+// VM) is the clock of the moment or the base clock, below the boost the cores
+// run a GEMM at, and the product then falls below what an sgemm measures (on
+// the 2-vCPU EPYC of results/: 2.445 GHz read, 157.9 GFLOP/s measured against
+// 156.5 computed). The hardware peak is never below a measurement on the same
+// CPUs: raised to it, the source saying so and naming the measurement.
+void raise_to_measured(HardwarePeak& hw, double measured_flops_per_s, const std::string& measured_what);
+
+// A job's: Σ over its hosts of the hardware peak of the CPUs its ranks there
+// may run on (bench::cpus_per_host). The CPU model and clock are this host's
+// (/proc/cpuinfo here): the hosts are taken to be alike, and the source says so.
+HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host);
 
 }  // namespace gpuledger::bench

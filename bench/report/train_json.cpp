@@ -165,8 +165,7 @@ json assemble_report(const run::TrainRecord& rec) {
     const auto& hw = rec.hardware_peak_flops;
     sum["hardware_peak_flops"] = hw ? json(*hw) : json(nullptr);
     sum["hardware_peak_source"] = rec.hardware_peak_source;
-    put_mfu(sum, "mfu_hardware", model_rate, hw ? std::optional<double>(*hw * peak_devices) : std::nullopt, "hardware",
-            doc["checks"], "mfu (hardware peak)");
+    put_mfu(sum, "mfu_hardware", model_rate, hw, "hardware", doc["checks"], "mfu (hardware peak)");
   }
   sum["steps"] = train_steps_json(runs, {tokens, static_cast<double>(job.model), executed_job,
                                          peak.flops ? std::optional<double>(peak_total) : std::nullopt, o.warmup});

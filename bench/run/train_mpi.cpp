@@ -14,6 +14,8 @@
 
 #include "analytic/flops.h"
 #include "bench/exit_codes.h"
+#include "bench/host_cpu.h"
+#include "bench/peak.h"
 #include "bench/report/train_json.h"
 #include "bench/report/train_progress.h"
 #include "bench/run/plan_run.h"
@@ -69,6 +71,17 @@ bool first_to_fail(const std::string& report_path, int64_t rank) {
   return true;
 }
 
+// cpu: beside the measured sgemm, the hardware's own — every host's CPUs the
+// ranks may run on (a collective; rank 0 keeps the figure).
+void gather_hardware_peak(const TrainRequest& q, MpiRuntime& mpi, int64_t rank, TrainRecord& rec) {
+  if (q.backend != "cpu") return;
+  const auto affinities = gather_strings(bench::affinity_record(mpi.hostname()));
+  if (rank != 0) return;
+  const auto hw = bench::job_hardware_peak(bench::cpus_per_host(affinities));
+  if (hw.flops_per_s > 0) rec.hardware_peak_flops = hw.flops_per_s;
+  rec.hardware_peak_source = hw.source;
+}
+
 }  // namespace
 
 TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progress) {
@@ -90,11 +103,16 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
     std::filesystem::remove(failed_rank_marker(progress.report_path), ignored);
   }
   rec.peak = shared_peak(q, rank);  // a collective: no rank fails in a step before the stale marker is gone
-  // Devices whose peaks add up: every rank on a GPU; every node on the CPU.
   rec.hosts = gather_strings(mpi.hostname());
   int64_t nodes = std::set<std::string>(rec.hosts.begin(), rec.hosts.end()).size();
   MPI_CHECK(MPI_Bcast(&nodes, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "sharing the node count");
-  rec.peak_devices = q.backend == "cpu" && !q.peak_flops ? nodes : l.world();
+  // Devices whose peaks add up: every rank. On a GPU, its device; on the CPU,
+  // the cores it is bound to (OpenMP's pool is the rank's affinity mask,
+  // kernels/cpu/thread_policy.h), and rank 0 measured the sgemm on its own: a
+  // node of r ranks bound to a core each peaks at r times that. (Unbound ranks
+  // sharing all cores would overstate it, never understate: MFU errs low.)
+  rec.peak_devices = l.world();
+  gather_hardware_peak(q, mpi, rank, rec);  // a collective on the CPU
 
   CommCounters counters;
   std::optional<Groups> groups;
@@ -158,6 +176,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
     return rec;
   }
   rec.runs = std::move(runs);
+  refresh_exceeded_peak(rec);  // the other ranks have finished: rank 0 has the node's cores
   return rec;
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "analytic/flops.h"
@@ -38,9 +39,32 @@ TrainPeak resolve_train_peak(const TrainRequest& q) {
   if (q.backend == "cpu" && q.cpu_peak_flops) return {*q.cpu_peak_flops, q.cpu_peak_source};
   if (q.backend == "cpu") {
     const auto p = bench::measure_cpu_session_peak();
-    return {p.flops_per_s, p.source};
+    return {p.flops_per_s, p.source, /*measured_now=*/true};
   }
   return {std::nullopt, "unknown: no datasheet peak for this device (pass --peak-flops or --device)"};
+}
+
+void refresh_exceeded_peak(TrainRecord& rec) {
+  if (!rec.peak.measured_now || !rec.peak.flops) return;
+  double step_ms = 0;  // the slowest reported rank's median, as the report's step time
+  for (const auto& r : rec.runs) step_ms = std::max(step_ms, r.record.median_step_ms);
+  if (step_ms <= 0) return;
+  const auto& q = rec.request;
+  // Executed FLOPs (recompute included) ≥ model FLOPs: the HFU bound is the tighter one.
+  const double job_rate =
+      static_cast<double>(analytic::job_step_flops(q.config.model, q.config.layout, q.config.run).hardware) /
+      (step_ms / 1e3);
+  const auto refreshed =
+      bench::refresh_session_peak(job_rate / static_cast<double>(rec.peak_devices), *rec.peak.flops, rec.peak.source);
+  rec.peak.flops = refreshed.flops_per_s;
+  rec.peak.source = refreshed.source;
+  if (rec.hardware_peak_flops) {  // the hardware figure is never below the sgemm measured on the same CPUs
+    bench::HardwarePeak hw{*rec.hardware_peak_flops, rec.hardware_peak_source};
+    bench::raise_to_measured(hw, *rec.peak.flops * static_cast<double>(rec.peak_devices),
+                             "the sgemm this run measured");
+    rec.hardware_peak_flops = hw.flops_per_s;
+    rec.hardware_peak_source = hw.source;
+  }
 }
 
 TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& progress, bool simulate) {
@@ -91,6 +115,7 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
     ctx.coords = l.coords(rank);
     rec.runs.push_back(bench::run_rank_training(*dev, c, ctx, counters, ro, plan_rank(c, rank, q.memory_limit_bytes)));
   }
+  refresh_exceeded_peak(rec);
   return rec;
 }
 

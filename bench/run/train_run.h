@@ -44,13 +44,15 @@ struct TrainRequest {
 struct TrainPeak {
   std::optional<double> flops;  // per device
   std::string source;
+  bool measured_now = false;  // cpu: an sgemm this run measured at its start (refreshed at the end if exceeded)
 };
 
 struct TrainRecord {
   TrainRequest request;
   std::vector<bench::RankRun> runs;  // the reported ranks, in rank order
   TrainPeak peak;
-  // cpu: cores × FMA width × clock (bench/host_cpu.h), MFU reported against it too
+  // cpu: cores × FMA width × clock (bench/host_cpu.h) for the whole job (an MPI job:
+  // every host's CPUs its ranks may run on), MFU reported against it too
   std::optional<double> hardware_peak_flops;
   std::string hardware_peak_source;
   int64_t peak_devices = 1;  // devices whose peaks add up to the job's
@@ -75,6 +77,10 @@ namespace detail {
 TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& progress, bool simulate);
 TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progress);
 TrainPeak resolve_train_peak(const TrainRequest& q);
+// A peak measured at the run's start that the steps exceeded is measured again
+// (bench::refresh_session_peak): the rank that holds every record calls it
+// after the runs, alone on its node's cores.
+void refresh_exceeded_peak(TrainRecord& rec);
 std::unique_ptr<Device> make_train_device(const TrainRequest& q, Ledger& ledger, int local_rank);
 }  // namespace detail
 

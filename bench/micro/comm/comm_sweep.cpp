@@ -15,6 +15,7 @@
 #include "comm/comm_bytes.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_comm.h"
+#include "comm/mpi_runtime.h"
 #include "kernels/registry/registry.h"
 #if GPULEDGER_HAVE_NCCL
 #include "comm/make_nccl_comm.h"
@@ -232,13 +233,8 @@ std::unique_ptr<CommRig> make_comm_rig(const std::string& backend, std::string* 
       rig->comm = std::make_unique<MpiComm>("world", rig->counters, MPI_COMM_WORLD);
     } else if (backend == "nccl") {
 #if GPULEDGER_HAVE_NCCL
-      MPI_Comm node = MPI_COMM_NULL;
-      MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                "splitting the world by node to find this rank's GPU");
-      int local_rank = 0;
-      MPI_CHECK(MPI_Comm_rank(node, &local_rank), "reading the node-local rank");
-      MPI_CHECK(MPI_Comm_free(&node), "freeing the node communicator");
-      rig->dev = make_device("cuda", rig->ledger, local_rank);
+      MpiRuntime mpi;  // MPI is up already: this one only reads the rank's place on its node (core/local_rank.h)
+      rig->dev = make_device("cuda", rig->ledger, static_cast<int>(mpi.local_rank()));
 #else
       throw std::invalid_argument("nccl: not built (needs CUDA, MPI and NCCL at configure time)");
 #endif

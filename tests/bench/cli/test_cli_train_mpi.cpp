@@ -171,6 +171,14 @@ TEST(CliTrainMpi, DataParallelReportHasEveryRankAndTheGradientAllReduce) {
   ASSERT_EQ(doc["ranks"].size(), 2u);
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
   EXPECT_EQ(doc["summary"]["loss"].size(), static_cast<size_t>(steps));
+  // Both ranks' peaks add up (each measured on its own cores); the hardware peak covers
+  // the host's CPUs the ranks may run on, and is never below the measured one.
+  const auto& sum = doc["summary"];
+  EXPECT_EQ(sum["peak_devices"], 2);
+  ASSERT_TRUE(sum["hardware_peak_flops"].is_number()) << sum["hardware_peak_source"];
+  EXPECT_NE(sum["hardware_peak_source"].get<std::string>().find("1 host(s)"), std::string::npos)
+      << sum["hardware_peak_source"];
+  EXPECT_GE(sum["hardware_peak_flops"].get<double>(), sum["peak_flops"].get<double>() * 2);
 
   // bf16 (the default): gradients g = 2 bytes; buckets of ⌊bucket_mb·2²⁰/g⌋ elements.
   const int64_t P_r = gpt_rank_params(preset("tiny-gpt"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/host_cpu.h"
+#include "bench/peak.h"
 #include "bench/stream_read.h"
 
 namespace gpuledger::bench {
@@ -110,6 +111,58 @@ TEST(StreamRead, ArraysAreFourTimesTheLlcWithinTheCapAndHalfTheFreeMemory) {
   EXPECT_EQ(stream_read_sizing(512 * MiB, 0).array_bytes, 1024 * MiB);       // the cap
   EXPECT_EQ(stream_read_sizing(32 * MiB, 200 * MiB).array_bytes, 50 * MiB);  // 2 arrays ≤ half of 200 MiB
   EXPECT_EQ(stream_read_sizing(32 * MiB, 10'001).array_bytes % 4096, 0);
+}
+
+TEST(HostCpu, CpusPerHostIsTheUnionOfTheRanksMasks) {
+  // Two ranks bound to cores 0 and 1 of host a, two unbound ranks of host b (4 CPUs each), one of c.
+  const std::vector<std::string> records = {"a:0", "b:0,1,2,3", "a:1", "b:0,1,2,3", "c.example:5,7"};
+  EXPECT_EQ(cpus_per_host(records), (std::vector<int>{2, 4, 2}));
+  EXPECT_EQ(cpus_per_host({"a:0", "a:0"}), std::vector<int>{1});  // oversubscribed: one core counted once
+  EXPECT_THROW(cpus_per_host({"a"}), std::invalid_argument);
+  EXPECT_THROW(cpus_per_host({"a:"}), std::invalid_argument);
+  EXPECT_THROW(cpus_per_host({"a:1,x"}), std::invalid_argument);
+  // This process's own record parses, with as many CPUs as its mask.
+  EXPECT_EQ(cpus_per_host({affinity_record("here")}), std::vector<int>{affinity_cpus()});
+}
+
+TEST(SessionPeak, MeasuredAgainOnlyWhenTheRunExceededIt) {
+  int measured = 0;
+  const auto end_peak = [&] {
+    ++measured;
+    return 150e9;
+  };
+  // Not exceeded: the start's figure stands, nothing is measured.
+  auto p = refresh_session_peak(90e9, 100e9, "start", end_peak);
+  EXPECT_EQ(measured, 0);
+  EXPECT_FALSE(p.remeasured);
+  EXPECT_EQ(p.flops_per_s, 100e9);
+  EXPECT_EQ(p.source, "start");
+  // Exceeded: measured again, the better kept, both named.
+  p = refresh_session_peak(120e9, 100e9, "start", end_peak);
+  EXPECT_EQ(measured, 1);
+  EXPECT_TRUE(p.remeasured);
+  EXPECT_EQ(p.flops_per_s, 150e9);
+  EXPECT_NE(p.source.find("1e+11 FLOP/s at the run's start and 1.5e+11 FLOP/s measured again at its end (kept)"),
+            std::string::npos)
+      << p.source;
+  // Exceeded, and the end is no better: the start's figure stays (the MFU check will fail on it).
+  p = refresh_session_peak(120e9, 100e9, "start", [] { return 80e9; });
+  EXPECT_EQ(p.flops_per_s, 100e9);
+  EXPECT_NE(p.source.find("(not better)"), std::string::npos) << p.source;
+}
+
+TEST(HardwarePeak, NeverBelowAMeasurementOnTheSameCpus) {
+  HardwarePeak hw{156.5e9, "2 CPUs × … × 2.445 GHz"};
+  raise_to_measured(hw, 150e9, "sgemm");  // below: unchanged
+  EXPECT_EQ(hw.flops_per_s, 156.5e9);
+  EXPECT_EQ(hw.source, "2 CPUs × … × 2.445 GHz");
+  raise_to_measured(hw, 157.9e9, "sgemm");  // above: raised, both named
+  EXPECT_EQ(hw.flops_per_s, 157.9e9);
+  EXPECT_EQ(hw.source.rfind("1.579e+11 FLOP/s, sgemm — above the clock's product (2 CPUs × … × 2.445 GHz)", 0), 0u)
+      << hw.source;
+  HardwarePeak unknown{0, "hardware peak unknown: no clock"};
+  raise_to_measured(unknown, 157.9e9, "sgemm");  // unknown stays unknown
+  EXPECT_EQ(unknown.flops_per_s, 0);
 }
 
 TEST(StreamRead, DotMatchesADoubleReference) {
