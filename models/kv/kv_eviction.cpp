@@ -31,11 +31,9 @@ void KvEvictionState::add(SeqId id, int64_t tokens) {
 
 void KvEvictionState::append(SeqId id, int64_t tokens) {
   Seq& s = seq(id);
-  const int64_t over_before = std::max<int64_t>(0, s.len - e_.budget);
   for (int64_t k = 0; k < tokens && !s.maps.empty(); ++k)
     for (Map& m : s.maps) place(m, s.len + k);
   s.len += tokens;
-  evicted_ += std::max<int64_t>(0, s.len - e_.budget) - over_before;
 }
 
 void KvEvictionState::erase(SeqId id) { seqs_.erase(id); }

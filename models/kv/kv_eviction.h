@@ -65,8 +65,7 @@ class KvEvictionState {
   // when the policy keeps none.
   float* scores(SeqId id, int64_t layer);
 
-  // Evictions so far (tokens given up, over every map of every sequence, counted once per sequence and step).
-  int64_t evicted_tokens() const { return evicted_; }
+  // (The tokens given up are counted by the cache that owns this state: KvCache::evicted_tokens.)
 
  private:
   struct Map {
@@ -87,7 +86,6 @@ class KvEvictionState {
   int64_t layers_;
   bool per_layer_;
   std::unordered_map<SeqId, Seq> seqs_;
-  int64_t evicted_ = 0;
 };
 
 }  // namespace gpuledger::kv
