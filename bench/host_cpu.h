@@ -53,16 +53,27 @@ struct CpuHardwarePeak {
   std::string describe() const;  // one line: the product and its sources
 };
 
-// The peak from /proc/cpuinfo (the first processor's "flags" and "cpu MHz") and
-// sysfs cpufreq's cpuinfo_max_freq (kHz), which is preferred when the file
-// exists: it is the highest clock the cores are rated to hold, where "cpu MHz"
-// is the clock at the moment of reading. FMA units: 2 per core, the count on
+// The clock this thread's core runs at, measured: a chain of dependent integer
+// adds (one cycle each on every x86-64 core since the P6) over thread CPU time,
+// the best of a few short runs; 0 on other architectures. What a VM's
+// /proc/cpuinfo lacks: its "cpu MHz" is the base clock, and the cores boost
+// above it (the 2-vCPU EPYC of results/ reads 2.445 GHz and runs an sgemm
+// faster than that clock allows).
+double measure_core_clock_hz();
+
+// The peak from /proc/cpuinfo (the first processor's "flags" and "cpu MHz"),
+// sysfs cpufreq's cpuinfo_max_freq (kHz) and a measured clock. The clock, in
+// order: cpuinfo_max_freq when the file exists (the highest clock the cores
+// are rated to hold); else the larger of `measured_hz` (measure_core_clock_hz;
+// 0: not measured) and "cpu MHz" (the clock at the moment of reading, or a
+// VM's base clock). FMA units: 2 per core, the count on
 // every x86 core with AVX2 and FMA since Intel Haswell and AMD Zen 2 (Intel's
 // optimization manual §2; AMD's Zen 2/3 software optimization guides); an
 // AVX-512 part with one FMA unit reaches half of the figure. Without FMA, one
 // multiply and one add pipe. Throws std::runtime_error when no clock is found.
 CpuHardwarePeak cpu_hardware_peak(
     int cpus, const std::string& cpuinfo_path = "/proc/cpuinfo",
-    const std::string& cpufreq_max_path = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+    const std::string& cpufreq_max_path = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+    double measured_hz = 0);
 
 }  // namespace gpuledger::bench

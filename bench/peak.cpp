@@ -133,7 +133,9 @@ RefreshedPeak refresh_session_peak(double achieved_flops_per_s, double start_flo
 HardwarePeak host_hardware_peak() {
   HardwarePeak h;
   try {
-    const CpuHardwarePeak p = cpu_hardware_peak(affinity_cpus());
+    const CpuHardwarePeak p =
+        cpu_hardware_peak(affinity_cpus(), "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+                          measure_core_clock_hz());
     h.flops_per_s = p.flops_per_s;
     h.source = "hardware: " + p.describe();
   } catch (const std::exception& e) {
@@ -155,8 +157,10 @@ HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host) {
   HardwarePeak h;
   try {
     std::string per_host;
+    const double hz = measure_core_clock_hz();
     for (int cpus : cpus_per_host) {
-      const CpuHardwarePeak p = cpu_hardware_peak(cpus);
+      const CpuHardwarePeak p =
+          cpu_hardware_peak(cpus, "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", hz);
       h.flops_per_s += p.flops_per_s;
       if (!per_host.empty()) per_host += "; ";
       per_host += p.describe();

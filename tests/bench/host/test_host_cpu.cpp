@@ -70,6 +70,40 @@ TEST(HostCpu, NoFmaCountsAMultiplyAndAnAddPipe) {
   EXPECT_DOUBLE_EQ(p.flops_per_s, 16e9);
 }
 
+TEST(HostCpu, AMeasuredClockAboveCpuinfoIsUsedButNeverAboveCpufreq) {
+  const fs::path d = scratch("measured");
+  write(d / "cpuinfo", cpuinfo("fpu sse sse2 avx fma avx2", "2445.424"));
+  // No cpufreq (a VM): the measured 3.2 GHz, above cpuinfo's, is the clock.
+  CpuHardwarePeak p = cpu_hardware_peak(2, (d / "cpuinfo").string(), (d / "none").string(), 3.2e9);
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 2 * 8 * 2 * 2 * 3.2e9);  // 204.8 GFLOP/s
+  EXPECT_NE(p.frequency_source.find("measured by a chain of dependent adds"), std::string::npos) << p.frequency_source;
+  EXPECT_NE(p.frequency_source.find("reads 2.445 GHz"), std::string::npos) << p.frequency_source;
+  // Measured below cpuinfo's (a descheduled thread): cpuinfo's clock, the measurement named.
+  p = cpu_hardware_peak(2, (d / "cpuinfo").string(), (d / "none").string(), 1.0e9);
+  EXPECT_DOUBLE_EQ(p.hz, 2445.424e6);
+  EXPECT_NE(p.frequency_source.find("1.000 GHz measured"), std::string::npos) << p.frequency_source;
+  // A cpufreq maximum wins over both.
+  write(d / "max", "3000000\n");
+  p = cpu_hardware_peak(2, (d / "cpuinfo").string(), (d / "max").string(), 3.2e9);
+  EXPECT_DOUBLE_EQ(p.hz, 3.0e9);
+  // Only a measured clock: enough.
+  write(d / "cpuinfo_noclock", "processor\t: 0\nflags\t\t: avx2 fma\n");
+  p = cpu_hardware_peak(1, (d / "cpuinfo_noclock").string(), (d / "none").string(), 3.2e9);
+  EXPECT_DOUBLE_EQ(p.hz, 3.2e9);
+}
+
+TEST(HostCpu, TheMeasuredClockIsAClock) {
+#if defined(__x86_64__)
+  // A sanity range only (thread CPU time: a descheduled thread does not lower it); every x86-64
+  // server clock of the last two decades lies in it.
+  const double hz = measure_core_clock_hz();
+  EXPECT_GT(hz, 0.8e9);
+  EXPECT_LT(hz, 6.5e9);
+#else
+  EXPECT_EQ(measure_core_clock_hz(), 0);
+#endif
+}
+
 TEST(HostCpu, NoClockAnywhereIsAnError) {
   const fs::path d = scratch("noclock");
   write(d / "cpuinfo", "processor\t: 0\nflags\t\t: avx2 fma\n");
