@@ -133,8 +133,11 @@ void print_rank_comm(std::ostream& os, const json& doc, const json& r) {
     auto factor = [&](const std::string& key) {
       const auto at = key.find('@');
       const std::string g = at == std::string::npos ? "" : key.substr(at + 1);
-      const int64_t n =
-          g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>() : 2;  // emb: first and last stage
+      const int64_t ep = layout.value("ep", int64_t{1});
+      const int64_t n = g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>()
+                        : g == "ep"                         ? ep
+                        : g == "edp"                        ? layout["dp"].get<int64_t>() / ep
+                                                            : 2;  // emb: first and last stage
       return analytic::busbw_factor(key, n);
     };
     const double steps = std::max<double>(1.0, static_cast<double>(r["time"]["step_ms"].size()));
