@@ -75,6 +75,28 @@ TEST(CliTrainMoe, ExpertParallelOnMetaPassesEveryCheck) {
   }
 }
 
+// Mixtral-8x7B on meta at world 64: pp 2, dp 32, ep 8 (each rank one expert
+// per layer, 16 layers per stage), one rank per stage simulated: every check
+// passes; each rank makes 4·16·8 = 512 all-to-alls of E·C·h·e = 8·4096·4096·2
+// bytes, its expert gradients (16 layers · 176,160,768 · 2 B) over the 4-rank
+// expert-data-parallel group.
+TEST(CliTrainMoe, MixtralPipelineAndExpertParallelOnMetaPassesEveryCheck) {
+  auto r = run_cli(
+      {"train", "--model", "mixtral-8x7b", "--backend", "meta", "--world",        "64", "--pp",    "2", "--ep",
+       "8",     "--seq",   "4096",         "--mbs",     "1",    "--microbatches", "8",  "--steps", "1", "--json",
+       "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  ASSERT_GE(doc["checks"].size(), 40u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  for (const auto& rank : doc["ranks"]) {
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["calls"], 512);
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["bytes"], int64_t{512} * 8 * 4096 * 4096 * 2);
+    EXPECT_EQ(rank["comm"]["all_reduce@edp"]["bytes"], int64_t{16} * 176'160'768 * 2);
+  }
+}
+
 // --capacity-factor: the experts work on E·C padded slots (C = ⌈c·N·k/E⌉),
 // so every account is exact whatever the routing drops; the dropped choices
 // are reported per step. On meta the router reads zeros: every token picks
