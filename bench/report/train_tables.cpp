@@ -166,6 +166,8 @@ void print_summary(std::ostream& os, const json& doc) {
   if (!s["loss"].empty())
     t.row({"loss first → last",
            fmt::format("{:.5f} → {:.5f}", s["loss"].front().get<double>(), s["loss"].back().get<double>())});
+  if (!doc["ranks"].empty() && doc["ranks"][0].contains("moe"))  // MoE: the first reported rank's drops
+    t.row({"MoE dropped choices / step", doc["ranks"][0]["moe"]["dropped_choices_per_step"].dump()});
   t.row({"median step", fmt::format("{:.2f} ms", s["median_step_ms"].get<double>())});
   t.row({"tokens/s", fmt::format("{:.1f}", s["tokens_per_s"].get<double>())});
   t.row({"model FLOPs / step", format_si(s["model_flops_per_step"].get<double>(), "FLOP")});

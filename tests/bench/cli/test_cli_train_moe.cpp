@@ -120,12 +120,14 @@ TEST(CliTrainMoe, CapacityFactorPassesEveryCheckAndReportsTheDrops) {
       EXPECT_EQ(rank["moe"]["dropped_choices_per_step"], nlohmann::json({128, 128}));
     }
   }
+  const std::string path = gpuledger::testing::scratch_dir("moe-capacity") + "/cpu.json";
   auto cpu = run_cli({"train", "--model", "tiny-moe", "--capacity-factor", "0.5", "--seq", "16", "--mbs", "2",
-                      "--microbatches", "2", "--steps", "2", "--json", "-"});
+                      "--microbatches", "2", "--steps", "2", "--json", path});
   ASSERT_EQ(cpu.status, 0) << cpu.err;
-  const auto doc = cpu.json();
+  const auto doc = gpuledger::testing::read_json(path);
   expect_checks_pass(doc);
   for (const auto& d : doc["ranks"][0]["moe"]["dropped_choices_per_step"]) EXPECT_GE(d.get<int64_t>(), 128);
+  EXPECT_TRUE(contains(cpu.out, "MoE dropped choices / step")) << cpu.out;
   auto dense = run_cli({"plan", "--model", "tiny-llama", "--capacity-factor", "1"});
   EXPECT_EQ(dense.status, 2) << dense.err;
   EXPECT_TRUE(contains(dense.err, "--capacity-factor needs a mixture-of-experts model")) << dense.err;
