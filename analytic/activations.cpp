@@ -101,10 +101,13 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
   n.add({norm_stats(x)});                // norm-2 statistics (sp)
   n.add({hidden_sp});                    // norm-2 output (sp)
   if (m.is_moe()) {
-    // The sparse MLP's saved tensors (analytic/moe.h), no capacity factor: all
-    // N·k choices kept (a model with one is refused by the runs, its rows depend on the routing).
+    // The sparse MLP's saved tensors (analytic/moe.h): without a capacity
+    // factor on one rank all N·k choices kept; under ep > 1, or with a
+    // capacity factor, the E·C capacity slots whatever the routing (the
+    // block pads to capacity, models/moe/moe_block.h).
     const int64_t tokens = x.b * x.s;
-    n.add({moe_block_activation_bytes(m, tokens, moe_worst_case_rows(m, tokens), x.e)});
+    n.add({moe_padded_to_capacity(m, l) ? moe_block_ep_activation_bytes(m, tokens, x.e)
+                                        : moe_block_activation_bytes(m, tokens, moe_worst_case_rows(m, tokens), x.e)});
   } else {
     // gpt: MLP-in output (GELU input) and GELU output; llama: gate, up, SwiGLU output.
     n.add({x.gpt ? 2 : 3, x.e, x.b, x.s, x.f_t});

@@ -11,6 +11,7 @@
 #include "analytic/activations.h"
 #include "analytic/dp_staging.h"
 #include "analytic/model_states.h"
+#include "analytic/moe.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
 #include "core/checked_math.h"
@@ -18,6 +19,23 @@
 
 namespace gpuledger::analytic {
 namespace {
+
+// ZeRO 0 with ep > 1: the dense gradients' all-reduce buckets over dp
+// ("dp.bucket", 4·min(S·bucket, P_r − P_x)) and the expert-sharded ones' over
+// the expert-data-parallel group ("edp.bucket", 4·min(S·bucket, P_x), none
+// when dp = ep), both held the run long (parallel/dp/grad_sync.h).
+int64_t expert_parallel_staging_bytes(const std::vector<ParamUnit>& units, const Layout& l, int64_t bucket,
+                                      bool overlap) {
+  const int64_t slots = overlap ? 2 : 1;
+  int64_t p_r = 0, p_x = 0;
+  for (const auto& u : units) {
+    p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+    p_x = checked_add(p_x, u.expert_sharded_elems(), "expert parameters of a rank");
+  }
+  int64_t n = 4 * std::min(slots * bucket, p_r - p_x);
+  if (p_x > 0 && l.dp / l.ep > 1) n = checked_add(n, 4 * std::min(slots * bucket, p_x), "comm staging bytes");
+  return n;
+}
 
 // docs/exact-budget.md "Communication staging", summed (they coexist):
 //   DP reduction (n > 1, ZeRO 0/1): fp32 staging slots, S = 2 when the
@@ -38,6 +56,9 @@ namespace {
 //     p2p_comm_buffers of two (K/V, dK/dV) pairs (AttnFuncWithCPAndKVP2P,
 //     context_parallel.py at d0067d0da6cb01811b8072a7d304f0e00344ce2b).
 //   With cp > 1 the DP gradient reduction spans dp·cp ranks.
+//   With ep > 1 (ZeRO 0) the expert-sharded gradients have their own
+//     buckets over the expert-data-parallel group, and the MoE block's
+//     dispatch buffer E·C·h·e is live during each block's forward.
 int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
@@ -45,7 +66,9 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
   int64_t n = 0;
   const int64_t grad_ranks = l.dp * l.cp;  // Megatron's data-parallel group with cp
   if (grad_ranks > 1) {
-    if (l.zero <= 1) {
+    if (l.zero == 0 && l.ep > 1) {
+      n = expert_parallel_staging_bytes(units, l, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
+    } else if (l.zero <= 1) {
       n = dp_reduce_staging_bytes(units, l.zero, grad_ranks, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
       int64_t largest_shard = 0;
@@ -65,6 +88,13 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
     // of virtual stages), so all four
     const int64_t buffers = (l.vpp == 1 && (first || last)) ? 2 : 4;
     n = checked_add(n, checked_mul(buffers, msg, "comm staging bytes"), "comm staging bytes");
+  }
+  if (m.is_moe() && l.ep > 1) {
+    // The MoE block's dispatch buffers (models/moe/moe_block.h): the packed
+    // send buffer, then the experts' outputs before they return, E·C·h·e
+    // each, one at a time (docs/formulas/moe.md "Expert parallelism").
+    const int64_t tokens = checked_mul(r.mbs, r.seq, "tokens");
+    n = checked_add(n, moe_ep_all_to_all_bytes(m, tokens, e), "comm staging bytes");
   }
   if (l.cp > 1) {
     const int64_t block = checked_product({2, r.mbs, r.seq / l.cp, kv_heads_on_rank(m.kv_heads, l.tp), m.head_dim, e},

@@ -65,10 +65,23 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     // ZeRO 0: after the last microbatch's backward, the rank's whole gradient
     // buffer (P_r elements of g bytes, units back to back) is all-reduced in
     // buckets of ⌊bucket_mb·2²⁰ / g⌋ elements: ⌈P_r / bucket⌉ calls, P_r·g bytes.
-    int64_t p_r = 0;
-    for (const auto& u : units) p_r = checked_add(p_r, u.elems(), "parameters of a rank");
-    tally.add_total("all_reduce", "dp", ceil_div(p_r, dp_bucket_elems(r.bucket_mb, g)),
-                    checked_mul(p_r, g, "communication bytes"));
+    // With ep > 1 the expert-sharded tensors (P_x of the P_r) are left out of
+    // the dp buckets and summed over the expert-data-parallel group "edp"
+    // (dp/ep ranks holding the same experts) in buckets of their own:
+    // ⌈(P_r − P_x) / bucket⌉ calls over dp, ⌈P_x / bucket⌉ over edp (none
+    // when dp = ep) — Megatron-LM's separate expert-parallel grad buffers
+    // (megatron/core/distributed/distributed_data_parallel.py at
+    // 001199898c4badd01eaf0785c212d8ed7ce83042: the expert-parallel
+    // parameters' buffers reduced over expt_dp_group).
+    const int64_t bucket = dp_bucket_elems(r.bucket_mb, g);
+    int64_t p_r = 0, p_x = 0;
+    for (const auto& u : units) {
+      p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+      p_x = checked_add(p_x, u.expert_sharded_elems(), "expert parameters of a rank");
+    }
+    tally.add_total("all_reduce", "dp", ceil_div(p_r - p_x, bucket), checked_mul(p_r - p_x, g, "communication bytes"));
+    if (p_x > 0 && l.dp / l.ep > 1)
+      tally.add_total("all_reduce", "edp", ceil_div(p_x, bucket), checked_mul(p_x, g, "communication bytes"));
   }
   if (l.zero == 1) {
     // ZeRO 1 (Rajbhandari et al. 2020 §5.1, P_os; Megatron's distributed
@@ -290,6 +303,9 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
     if (l.zero >= 1 && grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+    // ep > 1: each rank of an ep group holds other experts, so the experts'
+    // share of the sum of squares is all-reduced over ep (one fp32).
+    if (m.is_moe() && l.ep > 1) tally.add("all_reduce", "ep", 1, 4);
   }
 
   // Expert parallelism (ep > 1; docs/formulas/moe.md "Expert parallelism",
@@ -298,8 +314,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // microbatch's b·s tokens) four times over ep: dispatch and combine in the
   // forward, their gradients in the backward; E·C·h·e bytes per call
   // (analytic/moe.h). The expert gradients' sum over the expert-data-parallel
-  // group is not counted here: no run takes --ep yet, and dp_comm above still
-  // counts every expert in the dp buckets.
+  // group is in dp_comm above.
   if (m.is_moe() && l.ep > 1) {
     const int64_t calls = checked_product({kMoeEpAllToAllsPerBlockStep, r.microbatches, layers_on_stage(m, l, c.pp)},
                                           "communication calls");

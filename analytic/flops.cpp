@@ -39,7 +39,9 @@ struct LayerGemms {
 
 // kv_heads: the KV heads whose K and V projections are counted on this rank
 // (k_t for the hardware count; see model_kv_heads for the model count).
-LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads) {
+// executed: the hardware count (under ep the MoE experts' padded slots); else
+// the model count (the N·k routed rows).
+LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads, bool executed) {
   // Context parallelism: the rank's s/cp tokens pass through every projection;
   // its s/cp queries meet all s keys over the ring's cp blocks.
   const int64_t b = r.mbs, s = r.seq / l.cp, s_keys = r.seq, h = m.hidden, d = m.head_dim;
@@ -53,8 +55,13 @@ LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r
   // MLP: gpt in + out (2 GEMMs of h × f/t); llama gate + up + down (3).
   // MoE (analytic/moe.h): router, the experts' rows (all N·k without a
   // capacity factor; the capacity-bound worst case with one), shared experts.
-  const int64_t mlp = m.is_moe() ? moe_block_forward_flops(m, b * s, moe_worst_case_rows(m, b * s))
-                                 : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
+  // Under ep > 1 or with a capacity factor a rank's experts execute every one
+  // of the E·C slots, padding included; the model count keeps the rank's own
+  // routed rows (N·k, or the capacity-bound worst case).
+  const int64_t moe_rows =
+      m.is_moe() && moe_padded_to_capacity(m, l) && executed ? moe_ep_slots(m, b * s) : moe_worst_case_rows(m, b * s);
+  const int64_t mlp =
+      m.is_moe() ? moe_block_forward_flops(m, b * s, moe_rows) : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
   g.projections = add(add(qkv, out), mlp);
   // QKᵀ: (s, d) × (d, s) per head; P·V: (s, s) × (s, d) per head. The full s²
   // is executed and counted (our kernels do not skip masked blocks).
@@ -84,7 +91,7 @@ int64_t model_vocab_rows(const ModelConfig& m, const Layout& l, int64_t tp_rank)
 }  // namespace
 
 int64_t layer_forward_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp)).total();
+  return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true).total();
 }
 
 StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
@@ -94,7 +101,7 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
   const int64_t b = r.mbs, s = r.seq / l.cp, h = m.hidden;  // the rank's tokens (cp: s/cp)
 
   // ---- hardware: everything executed ----
-  const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp));
+  const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true);
   // forward + backward (2× forward: the input- and weight-gradient GEMMs; for
   // attention dS·K, dSᵀ·Q, dO·Vᵀ, Pᵀ·dO).
   int64_t layer_hw = mul(3, hw.total());
@@ -109,7 +116,7 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
   const int64_t head_hw = mul({3, 2, b, s, h, padded_vocab(m, l.tp) / l.tp});
 
   // ---- model: 3 × forward, unpadded V, no recompute (MFU numerator) ----
-  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp));
+  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp), /*executed=*/false);
   const int64_t layer_model = mul(3, mo.total());
   const int64_t head_model = mul({3, 2, b, s, h, model_vocab_rows(m, l, c.tp)});
   // Causal convention: the two s² GEMMs at half (the masked upper triangle

@@ -222,7 +222,8 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
                                     "replicated norms/p)"
                                   : "other shards: (L/p layers' TP-sharded params)/t + replicated norms/p";
     out.push_back({distributed ? "megatron_distributed_optimizer" : "megatron_18",
-                   megatron_weight_and_optimizer_bytes(m, l, l.coords(rank).pp, distributed),
+                   megatron_weight_and_optimizer_bytes(m, l, l.coords(rank).pp, distributed,
+                                                       MegatronExpertLayout{l.ep, std::nullopt}),
                    std::string("Megatron-LM megatron/training/theoretical_memory_usage.py "
                                "compute_weight_and_optimizer_memory @") +
                        kMegatronCommit + ": " +

@@ -36,6 +36,10 @@ int64_t moe_ep_slots(const ModelConfig& m, int64_t tokens) {
   return checked_mul(m.num_experts, moe_capacity(m, tokens), "MoE dispatch slots");
 }
 
+bool moe_padded_to_capacity(const ModelConfig& m, const Layout& l) {
+  return m.is_moe() && (l.ep > 1 || m.capacity_factor.has_value());
+}
+
 int64_t moe_block_ep_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t e_bytes) {
   constexpr std::string_view what = "MoE activation bytes";
   const int64_t slots = moe_ep_slots(m, tokens), shared = m.shared_experts * m.shared_expert_ffn;

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/layout.h"
 #include "core/model_config.h"
 
 namespace gpuledger::analytic {
@@ -30,6 +31,11 @@ int64_t moe_block_activation_bytes(const ModelConfig& m, int64_t tokens, int64_t
 // E·C rows, padding included, whatever the routing: the bytes, FLOPs and
 // all-to-all volume below are known before the run.
 int64_t moe_ep_slots(const ModelConfig& m, int64_t tokens);  // E·C
+// Whether the training block works on the E·C slots: under ep > 1, and on
+// one rank when the model has a capacity factor (the block pads to capacity,
+// Megatron-LM's --moe-pad-expert-input-to-capacity), so that the bytes and
+// FLOPs are exact whatever the routing drops.
+bool moe_padded_to_capacity(const ModelConfig& m, const Layout& l);
 // Saved per block under ep: probabilities N·E·4, the received rows and the
 // returned expert outputs 2·E·C·h·e, gate, up and SwiGLU output 3·E·C·f_e·e,
 // the shared experts 3·N·S·f_s·e (no row → token table: the host plan maps slots).

@@ -27,14 +27,19 @@ int64_t norm_params(const ModelConfig& m) {
 // replicated: Megatron's TopKRouter weight is not split over tp) and the
 // experts' SwiGLU matrices, each kind stacked over the E experts (gate, up:
 // E·f_e × h; down: h × E·f_e), then the shared experts' the same way.
-// Under tp each expert's inner size splits as a dense MLP's does.
-void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, const std::string& p) {
-  const int64_t h = m.hidden, routed = m.num_experts * (m.expert_ffn / tp);
+// Under tp each expert's inner size splits as a dense MLP's does. Under
+// expert parallelism (ep > 1) a rank holds E/ep of the experts (Megatron-LM's
+// num_local_experts = E / ep); the router and the shared experts stay whole
+// on every rank.
+void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, int64_t ep,
+                        const std::string& p) {
+  const int64_t h = m.hidden, routed = m.num_experts / ep * (m.expert_ffn / tp);
   const int64_t shared = m.shared_experts * (m.shared_expert_ffn / tp);
   add(ts, p + "moe.router.weight", m.num_experts * h);
-  add(ts, p + "moe.experts.gate.weight", routed * h);
-  add(ts, p + "moe.experts.up.weight", routed * h);
-  add(ts, p + "moe.experts.down.weight", routed * h);
+  for (const char* kind : {"gate", "up", "down"}) {
+    add(ts, p + "moe.experts." + kind + ".weight", routed * h);
+    ts.back().expert_sharded = ep > 1;
+  }
   add(ts, p + "moe.shared.gate.weight", shared * h);
   add(ts, p + "moe.shared.up.weight", shared * h);
   add(ts, p + "moe.shared.down.weight", shared * h);
@@ -44,7 +49,7 @@ void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
 // their output dim by t; row-parallel attention-out and MLP-out split their
 // input dim by t; norms and row-parallel biases are replicated (Megatron,
 // Shoeybi et al. 2019 §3, and docs/exact-budget.md's per-layer table).
-std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const std::string& p) {
+std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t ep, const std::string& p) {
   const int64_t h = m.hidden, d = m.head_dim;
   const int64_t q_t = (m.heads / tp) * d;                     // a_t·d
   const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;  // k_t·d
@@ -65,7 +70,7 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, const s
   add(ts, p + "norm2.weight", h);
   if (gpt) add(ts, p + "norm2.bias", h);
   if (m.is_moe()) {
-    append_moe_tensors(ts, m, tp, p);
+    append_moe_tensors(ts, m, tp, ep, p);
     return ts;
   }
   if (gpt) {
@@ -90,6 +95,13 @@ int64_t sum_elems(const std::vector<ParamTensor>& ts) {
 
 int64_t ParamUnit::elems() const { return sum_elems(tensors); }
 
+int64_t ParamUnit::expert_sharded_elems() const {
+  int64_t n = 0;
+  for (const auto& t : tensors)
+    if (t.expert_sharded) n = checked_add(n, t.elems, "expert parameters of a unit");
+  return n;
+}
+
 int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
   // Megatron's _vocab_size_with_padding: multiple of make-vocab-size-divisible-by
   // (128) × t. This implementation pads only when t > 1 (docs/exact-budget.md).
@@ -98,7 +110,7 @@ int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
   return ceil_div(m.vocab, multiple) * multiple;
 }
 
-int64_t layer_params(const ModelConfig& m, int64_t tp) { return sum_elems(layer_tensors(m, tp, "")); }
+int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep) { return sum_elems(layer_tensors(m, tp, ep, "")); }
 
 int64_t model_params(const ModelConfig& m) {
   // t = 1, unpadded V, the tied matrix counted once: the figure model cards publish.
@@ -175,7 +187,7 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     const int64_t first = first_layer_of_chunk(m, l, c.pp, chunk);
     for (int64_t i = first; i < first + count; ++i) {
       const std::string idx = std::to_string(i);
-      units.push_back({"layer." + idx, layer_tensors(m, l.tp, "layers." + idx + "."), chunk});
+      units.push_back({"layer." + idx, layer_tensors(m, l.tp, l.ep, "layers." + idx + "."), chunk});
     }
   }
 

@@ -21,8 +21,8 @@ int64_t model_params(const ModelConfig& m);
 int64_t active_params(const ModelConfig& m);
 // Ψ without the embedding/head matrices and positions (the "non-embedding" N of Kaplan et al.).
 int64_t non_embedding_params(const ModelConfig& m);
-// One layer's parameters on one TP rank.
-int64_t layer_params(const ModelConfig& m, int64_t tp);
+// One layer's parameters on one TP rank (and, with ep > 1, one expert-parallel rank: E/ep experts).
+int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep = 1);
 // The largest single layer's parameters at t = 1 (DeepSpeed's ZeRO-3 estimator).
 int64_t largest_layer_params(const ModelConfig& m);
 
@@ -30,6 +30,10 @@ int64_t largest_layer_params(const ModelConfig& m);
 struct ParamTensor {
   std::string name;  // "layers.3.qkv.weight", "embedding.word", ...
   int64_t elems = 0;
+  // ep > 1: the routed experts' matrices, E/ep experts on the rank, whose
+  // gradients are summed over the expert-data-parallel group (dp/ep ranks)
+  // rather than dp (Megatron-LM's expert parameters, allreduce = False).
+  bool expert_sharded = false;
 };
 
 // A shardable unit: "embedding", "layer.<i>" (global layer index), "head".
@@ -40,6 +44,7 @@ struct ParamUnit {
   std::vector<ParamTensor> tensors;
   int64_t chunk = 0;
   int64_t elems() const;
+  int64_t expert_sharded_elems() const;  // Σ of the expert_sharded tensors
 };
 
 // Tied embeddings with p > 1 under ZeRO 2/3 and n > 1: the unit holding the

@@ -143,7 +143,8 @@ void check_virtual_stages(const Layout& l, const ModelConfig& m, const RunConfig
 // Expert parallelism (--ep): Megatron-LM carves the ep groups out of the dp
 // ranks (parallel_state.py at d98e8a64: the expert layout's
 // world = etp·ep·edp·pp), so ep divides dp; each rank holds E/ep experts.
-// Not built here with tensor or pipeline parallelism.
+// Not built here with tensor parallelism or interleaved stages (each
+// pipeline stage has its own ep groups: the same pp coordinate).
 void check_expert_parallel(const Layout& l, const ModelConfig& m) {
   if (l.ep < 1) throw LayoutError("--ep must be >= 1, got " + s(l.ep));
   if (l.ep == 1) return;
@@ -155,9 +156,9 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
   if (m.num_experts % l.ep != 0)
     throw LayoutError("--ep " + s(l.ep) + " does not divide the " + s(m.num_experts) + " experts of " + m.name +
                       " (each rank holds experts / ep)");
-  if (l.tp > 1 || l.pp > 1)
-    throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + " --pp " + s(l.pp) +
-                      ": expert parallelism is built with tp = pp = 1 only");
+  if (l.tp > 1 || l.vpp > 1)
+    throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + " --vpp " + s(l.vpp) +
+                      ": expert parallelism is built with tp = 1 and without interleaved stages only");
 }
 
 // Context parallelism: the 2·cp load-balanced chunks must divide the sequence

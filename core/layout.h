@@ -71,7 +71,7 @@ struct RunConfig;
 
 // Throws LayoutError saying what divides what: sizes >= 1, zero in 0..3,
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
-// ep: divides dp and the model's experts, tp = pp = 1 (not built with them),
+// ep: divides dp and the model's experts, tp = 1 and vpp = 1 (not built with them),
 // layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt,
 // seq % (2·cp) under cp > 1 (with tp = pp = 1 and no MoE: the combinations built so far).
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);

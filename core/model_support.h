@@ -1,9 +1,9 @@
 // What the run commands build of a model file, said in one place: a model
 // file may describe more. Qwen3's QK norm runs at tp = 1 only (its shared γ's
-// gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs on one
-// rank only — expert parallelism, and tensor, pipeline and data parallelism with experts, are not implemented — without
-// a capacity factor (the budgets of train and plan take every choice as kept; the MoE block itself drops and counts,
-// models/moe/) and without full recompute.
+// gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs with
+// data, expert (--ep, carved out of dp) and pipeline parallelism at tp = 1, vpp = 1, ZeRO 0 only once dp > 1 (the
+// expert optimizer state is not sharded over the expert-data-parallel group), and without full recompute. A capacity
+// factor is run padded to capacity (models/moe/moe_block.h), so its budget is exact whatever the routing drops.
 #pragma once
 
 #include "core/layout.h"
@@ -15,5 +15,9 @@ namespace gpuledger {
 // Throws ConfigError naming the field (exit 2) when the runs do not build
 // this model under this layout and run.
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r);
+
+// --capacity-factor c: sets m.capacity_factor, checked as the model file's
+// field is (a MoE model, c in (0, E]); throws ConfigError otherwise.
+void override_capacity_factor(ModelConfig& m, double capacity_factor);
 
 }  // namespace gpuledger

@@ -49,7 +49,7 @@ void FinalizeGrads::reduce_model_parallel() {
   }
 }
 
-double FinalizeGrads::unit_sum_squares(size_t u) {
+double FinalizeGrads::unit_sum_squares(size_t u, bool expert) {
   const UnitShard& sh = grad_shards_[u];
   const bool sharded = params_.grads_sharded();
   const DType g = params_.grad_type();
@@ -64,6 +64,7 @@ double FinalizeGrads::unit_sum_squares(size_t u) {
   const bool tp_lead = ctx_.coords.tp == 0;
   double sum_sq = 0.0;
   for (const TensorSlot& t : params_.layout().units[u].tensors) {
+    if (t.expert_sharded != expert) continue;
     if (t.tied_copy) continue;  // counted on the first stage
     if (ctx_.layout.tp > 1 && !tp_lead && t.replicated_over_tp) continue;
     if (t.row_map == RowMap::kQkv && kv_replicas_ > 1 && ctx_.coords.tp % kv_replicas_ != 0) {
@@ -77,8 +78,15 @@ double FinalizeGrads::unit_sum_squares(size_t u) {
 }
 
 double FinalizeGrads::grad_norm(bool reduce) {
-  double sum_sq = 0.0;
-  for (size_t u = 0; u < params_.units(); ++u) sum_sq += unit_sum_squares(u);
+  double sum_sq = 0.0, expert_sq = 0.0;
+  for (size_t u = 0; u < params_.units(); ++u) {
+    sum_sq += unit_sum_squares(u, false);
+    expert_sq += unit_sum_squares(u, true);
+  }
+  // ep > 1: the ranks of an ep group hold different experts (the same ones as
+  // their expert-data-parallel peers, whose gradients are the same sums).
+  if (reduce && ctx_.layout.ep > 1) expert_sq = all_reduce_scalar(dev_, *ctx_.ep, expert_sq);
+  sum_sq += expert_sq;
   if (reduce) {
     if (reduced_to_shard()) sum_sq = all_reduce_scalar(dev_, *ctx_.dp, sum_sq);
     sum_sq = all_reduce_scalar(dev_, *ctx_.tp, sum_sq);

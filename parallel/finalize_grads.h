@@ -17,6 +17,8 @@
 //     over TP (TensorSlot::replicated_over_tp) counted on TP rank 0 only, K/V
 //     rows of a KV head replicated over t/k ranks (t > k) on the first of
 //     them, the last stage's tied copy (TensorSlot::tied_copy) not at all;
+//     the expert-sharded tensors (ep > 1) summed apart and, with clipping
+//     on, all-reduced over ep first;
 //     with clipping on, the fp32 sum is all-reduced over dp when the
 //     gradients are summed into shards, then over tp and pp (docs/formulas/comm.md
 //     "Gradient clipping");
@@ -61,7 +63,7 @@ class FinalizeGrads {
   static float clip_coefficient(double norm, double clip);
 
  private:
-  double unit_sum_squares(size_t u);
+  double unit_sum_squares(size_t u, bool expert);  // the expert-sharded tensors, or the others
   bool reduced_to_shard() const { return ctx_.layout.zero >= 1 && ctx_.layout.dp > 1; }
 
   Device& dev_;

@@ -83,7 +83,7 @@ struct Trainer::Impl {
     const DType e = r.dtype, g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, n, dp_rank});
-    stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params);
+    stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r),
                                                    c.counters);
     auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
@@ -94,7 +94,7 @@ struct Trainer::Impl {
       params->initialise_from([&](const UnitLayout& unit) { return ckpt.unit_values(unit); }, load_master);
     }
     if (n > 1 && l.zero <= 1)
-      dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero));
+      dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero), c.expert_dp);
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
     if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, *stage, *params);
     if (shard_weights)
@@ -162,6 +162,7 @@ StepResult Trainer::step(int64_t step_index) {
   res.loss = loss;
   res.grad_norm = norm;
   res.executed_flops = dev.executed_flops() - flops0;
+  res.moe_dropped_choices = I.stage->take_moe_dropped_choices();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.comm_seconds = comm_seconds(I.ctx.counters) - comm0;
   res.compute_seconds = res.seconds - res.comm_seconds;

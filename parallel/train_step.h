@@ -15,12 +15,13 @@
 namespace gpuledger {
 
 struct StepResult {
-  double loss = 0;             // mean cross-entropy over the global batch (same on every rank)
-  double grad_norm = 0;        // global gradient norm before clipping
-  double seconds = 0;          // wall time of the step (device synchronised)
-  int64_t executed_flops = 0;  // GEMM FLOPs this rank executed in the step
-  double compute_seconds = 0;  // time outside communication calls
-  double comm_seconds = 0;     // time inside communication calls (exposed)
+  double loss = 0;                  // mean cross-entropy over the global batch (same on every rank)
+  double grad_norm = 0;             // global gradient norm before clipping
+  double seconds = 0;               // wall time of the step (device synchronised)
+  int64_t executed_flops = 0;       // GEMM FLOPs this rank executed in the step
+  double compute_seconds = 0;       // time outside communication calls
+  double comm_seconds = 0;          // time inside communication calls (exposed)
+  int64_t moe_dropped_choices = 0;  // MoE: routing choices this rank dropped past capacity (its layers, microbatches)
 };
 
 class Trainer {

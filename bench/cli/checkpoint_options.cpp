@@ -56,9 +56,9 @@ ResolvedConfig resolve_with_checkpoint(const ConfigOptions& config, const Checkp
   }
   if (!o.save_weights.empty()) {
     if (backend == "meta") throw ConfigError("save-weights", "--save-weights needs weights: not with --backend meta");
-    if (r.layout.tp > 1 || r.layout.pp > 1 || (r.layout.zero >= 3 && r.layout.dp > 1))
+    if (r.layout.tp > 1 || r.layout.pp > 1 || r.layout.ep > 1 || (r.layout.zero >= 3 && r.layout.dp > 1))
       throw ConfigError("save-weights",
-                        "--save-weights writes rank 0's parameters: it needs tp = pp = 1 and no ZeRO 3 sharding");
+                        "--save-weights writes rank 0's parameters: it needs tp = pp = ep = 1 and no ZeRO 3 sharding");
   }
   return r;
 }

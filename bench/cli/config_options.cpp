@@ -1,8 +1,6 @@
 // Option registration and resolution (see config_options.h).
 #include "bench/cli/config_options.h"
 
-#include "core/model_support.h"
-
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -110,6 +108,11 @@ CLI::Option* add_model_or_layout(CLI::App& app, ConfigOptions& o, ConfigOption w
           ->capture_default_str()
           ->check(kWorldRange)
           ->group(kLayoutGroup);
+    case ConfigOption::kEp:
+      return app.add_option("--ep", o.layout.ep, "expert-parallel size (MoE): experts / ep per rank, out of dp")
+          ->capture_default_str()
+          ->check(kWorldRange)
+          ->group(kLayoutGroup);
     case ConfigOption::kRanks:
       return app
           .add_option("--ranks", o.ranks, "ranks to report: roles (one per pipeline stage), all, or a list 0,5,9")
@@ -168,6 +171,11 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
     case ConfigOption::kDropout:
       return finite_in(app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)"),
                        0.0, 0.99)
+          ->group(kRunGroup);
+    case ConfigOption::kCapacityFactor:  // C = ⌈c·N·k/E⌉ slots per expert, choices past it dropped
+      return finite_in(
+                 app.add_option("--capacity-factor", o.capacity_factor, "MoE capacity factor (default: the model's)"),
+                 0.0, 1e6)
           ->group(kRunGroup);
     case ConfigOption::kSeed:
       return app.add_option("--seed", o.run.seed, "seed of the data and the dropout RNG")
@@ -312,6 +320,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   ResolvedConfig r;
   r.model = model ? *model : load_model(o.model);
   if (o.layers > 0) r.model = with_layers(r.model, o.layers);
+  if (o.capacity_factor) override_capacity_factor(r.model, *o.capacity_factor);  // checked as the file's field
   r.layout = o.layout;
   r.run = o.run;
   r.run.schedule = *schedule_from_name(o.schedule);
@@ -327,7 +336,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
     throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
   r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
-  require_runnable_model(r.model, r.layout, r.run);  // MoE: one rank; QK norm: tp 1
+  require_runnable_model(r.model, r.layout, r.run);  // MoE: dp and ep only; QK norm: tp 1
   if (o.gbs > 0) {
     const int64_t per_step = r.run.mbs * r.layout.dp;
     if (o.gbs % per_step != 0)

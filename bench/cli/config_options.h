@@ -34,10 +34,11 @@ struct ConfigOptions {
   std::string schedule = "1f1b", recompute = "none", attention = "materialized";
   std::string dtype = "bf16", grad_dtype = "";
   std::string optimizer = "adamw";
-  std::string offload = "none";   // none | optimizer
-  std::optional<double> dropout;  // default: 0.1 for gpt, 0 for llama (their reference setups)
-  std::string device;             // preset name
-  std::string device_memory;      // BYTES with K/M/G/Ki/Mi/Gi suffix
+  std::string offload = "none";           // none | optimizer
+  std::optional<double> dropout;          // default: 0.1 for gpt, 0 for llama (their reference setups)
+  std::optional<double> capacity_factor;  // MoE: overrides the model file's capacity_factor
+  std::string device;                     // preset name
+  std::string device_memory;              // BYTES with K/M/G/Ki/Mi/Gi suffix
 };
 
 // One option of ConfigOptions each; a subcommand lists those it uses.
@@ -51,6 +52,7 @@ enum class ConfigOption {
   kSp,
   kVpp,
   kCp,
+  kEp,
   kRanks,
   kSeq,
   kMbs,
@@ -62,6 +64,7 @@ enum class ConfigOption {
   kDtype,
   kGradDtype,
   kDropout,
+  kCapacityFactor,
   kSeed,
   kBucketMb,
   kOverlapGradReduce,
@@ -83,6 +86,7 @@ inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {C
                                                                                ConfigOption::kSp,
                                                                                ConfigOption::kVpp,
                                                                                ConfigOption::kCp,
+                                                                               ConfigOption::kEp,
                                                                                ConfigOption::kRanks,
                                                                                ConfigOption::kSeq,
                                                                                ConfigOption::kMbs,
@@ -94,6 +98,7 @@ inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {C
                                                                                ConfigOption::kDtype,
                                                                                ConfigOption::kGradDtype,
                                                                                ConfigOption::kDropout,
+                                                                               ConfigOption::kCapacityFactor,
                                                                                ConfigOption::kSeed,
                                                                                ConfigOption::kBucketMb,
                                                                                ConfigOption::kOverlapGradReduce,

@@ -44,6 +44,9 @@ void print_config_header(std::ostream& os, const json& doc) {
                     l.contains("cp") ? fmt::format(" × cp {} (ring attention)", l["cp"].get<int64_t>()) : "",
                     l["zero"].get<int>(), l["sp"].get<bool>() ? "on" : "off",
                     l.contains("vpp") ? fmt::format(", vpp {} (interleaved 1F1B)", l["vpp"].get<int64_t>()) : "");
+  if (l.contains("ep"))
+    os << fmt::format("# experts ep {}: each rank holds experts / {}, expert-data-parallel groups of dp/ep = {}\n",
+                      l["ep"].get<int64_t>(), l["ep"].get<int64_t>(), l["dp"].get<int64_t>() / l["ep"].get<int64_t>());
   os << fmt::format(
       "# run     seq={} mbs={} microbatches={} gbs={} schedule={} recompute={} attention={} dtype={} "
       "grad={} dropout={} optimizer={}\n",

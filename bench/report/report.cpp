@@ -76,6 +76,7 @@ json config_json(const ResolvedConfig& r) {
   c["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero}, {"sp", l.sp}, {"world", l.world()}};
   if (l.vpp > 1) c["layout"]["vpp"] = l.vpp;  // written only when interleaved: reports of vpp 1 stay as they were
   if (l.cp > 1) c["layout"]["cp"] = l.cp;     // written only with context parallelism, likewise
+  if (l.ep > 1) c["layout"]["ep"] = l.ep;     // written only with expert parallelism, likewise
   c["run"] = {{"seq", run.seq},
               {"mbs", run.mbs},
               {"microbatches", run.microbatches},

@@ -50,6 +50,8 @@ json train_rank_json(const bench::TrainRankRecord& r) {
   if (r.executed_flops_per_step) j["flops"]["executed_per_step"] = *r.executed_flops_per_step;
   j["flops"]["executed_same_every_step"] = r.executed_same_every_step;
   if (r.op_time) j["op_time"] = op_time_json(*r.op_time);
+  // Written for MoE models only, so that other reports keep their form.
+  if (!r.moe_dropped_choices.empty()) j["moe"] = {{"dropped_choices_per_step", r.moe_dropped_choices}};
   j["status"] = r.status;
   if (r.status != "ok") j["error"] = r.error;
   return j;
@@ -74,6 +76,7 @@ bench::TrainRankRecord train_rank_from_json(const json& j) {
     for (const auto& [name, o] : j["op_time"].items())
       (*r.op_time)[name] = {o.at("calls").get<int64_t>(), o.at("seconds").get<double>(), o.at("flops").get<int64_t>()};
   }
+  if (j.contains("moe")) r.moe_dropped_choices = j["moe"].at("dropped_choices_per_step").get<std::vector<int64_t>>();
   r.status = j.at("status").get<std::string>();
   r.error = j.value("error", "");
   return r;

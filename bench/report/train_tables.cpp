@@ -133,8 +133,11 @@ void print_rank_comm(std::ostream& os, const json& doc, const json& r) {
     auto factor = [&](const std::string& key) {
       const auto at = key.find('@');
       const std::string g = at == std::string::npos ? "" : key.substr(at + 1);
-      const int64_t n =
-          g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>() : 2;  // emb: first and last stage
+      const int64_t ep = layout.value("ep", int64_t{1});
+      const int64_t n = g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>()
+                        : g == "ep"                         ? ep
+                        : g == "edp"                        ? layout["dp"].get<int64_t>() / ep
+                                                            : 2;  // emb: first and last stage
       return analytic::busbw_factor(key, n);
     };
     const double steps = std::max<double>(1.0, static_cast<double>(r["time"]["step_ms"].size()));
@@ -163,6 +166,8 @@ void print_summary(std::ostream& os, const json& doc) {
   if (!s["loss"].empty())
     t.row({"loss first → last",
            fmt::format("{:.5f} → {:.5f}", s["loss"].front().get<double>(), s["loss"].back().get<double>())});
+  if (!doc["ranks"].empty() && doc["ranks"][0].contains("moe"))  // MoE: the first reported rank's drops
+    t.row({"MoE dropped choices / step", doc["ranks"][0]["moe"]["dropped_choices_per_step"].dump()});
   t.row({"median step", fmt::format("{:.2f} ms", s["median_step_ms"].get<double>())});
   t.row({"tokens/s", fmt::format("{:.1f}", s["tokens_per_s"].get<double>())});
   t.row({"model FLOPs / step", format_si(s["model_flops_per_step"].get<double>(), "FLOP")});

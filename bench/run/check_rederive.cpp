@@ -142,6 +142,7 @@ ResolvedConfig config_from_report(const JsonView& config) {
   c.layout.sp = l.at("sp").boolean();
   if (l.has("vpp")) c.layout.vpp = l.at("vpp").integer();  // absent: 1, not interleaved
   if (l.has("cp")) c.layout.cp = l.at("cp").integer();     // absent: 1, no context parallelism
+  if (l.has("ep")) c.layout.ep = l.at("ep").integer();     // absent: 1, no expert parallelism
   if (l.has("world") && l.at("world").integer() != c.layout.world())
     l.at("world").fail(fmt::format("{} but dp·tp·pp·cp = {}", l.at("world").integer(), c.layout.world()));
   const JsonView r = config.at("run");

@@ -47,6 +47,7 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
       run.losses.push_back(s.loss);
       rec.step_ms.push_back(s.seconds * 1e3);
       rec.step_peak_bytes.push_back(ledger.peak_total());
+      if (r.model.is_moe()) rec.moe_dropped_choices.push_back(s.moe_dropped_choices);
       compute_ms.push_back(s.compute_seconds * 1e3);
       comm_ms.push_back(s.comm_seconds * 1e3);
       if (executed_per_step >= 0 && executed_per_step != s.executed_flops) flops_constant = false;

@@ -45,6 +45,9 @@ struct TrainRankRecord {
   std::map<std::string, CommCount> comm;  // per collective@group, over every step run
   std::vector<double> step_ms;            // every step run, warm-up included
   std::vector<int64_t> step_peak_bytes;   // the ledger's running peak after each step
+  // MoE models: per step, the routing choices this rank dropped past an
+  // expert's capacity (its layers and microbatches; 0 without a capacity factor)
+  std::vector<int64_t> moe_dropped_choices;
   double median_step_ms = 0, median_compute_ms = 0, median_comm_ms = 0;  // warm-up left out
   std::optional<int64_t> executed_flops_per_step;                        // none when no step ran
   bool executed_same_every_step = true;

@@ -77,23 +77,32 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
 // by expert; under ep, this rank's tokens packed into E·C slots and exchanged.
 void MoeBlock::dispatch_forward(const void* xn, MoeSaved& sv, Account acc) {
   const int64_t n = s_.tokens, h = s_.hidden, rows = expert_rows(sv);
-  if (s_.ep == 1) {
+  if (!slots()) {
     sv.row_token = dev_.alloc(rows * 4, acc, "moe.dispatch.row_token");
     dev_.copy_from_host(sv.row_token.data(), sv.plan.row_token.data(), rows * 4);
     sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
     dev_.vocab_embedding_forward(sv.x.data(), sv.row_token.as<int32_t>(), xn, s_.e, rows, h, 0, n);  // gather
     return;
   }
-  const std::vector<float> x = to_host(dev_, xn, s_.e, n * h);
-  std::vector<float> packed(static_cast<size_t>(rows * h), 0.0f);  // unused slots stay zero
-  for (int64_t a = 0; a < n * s_.routing.top_k; ++a) {
-    const int64_t slot = out_row(sv, a);
-    if (slot < 0) continue;
-    const int64_t t = a / s_.routing.top_k;
-    std::copy(x.begin() + t * h, x.begin() + (t + 1) * h, packed.begin() + slot * h);
+  // The packing runs on the host; on a device that holds no values (meta) only the buffers are booked.
+  std::vector<float> packed;
+  if (dev_.touches_memory()) {
+    const std::vector<float> x = to_host(dev_, xn, s_.e, n * h);
+    packed.assign(static_cast<size_t>(rows * h), 0.0f);  // unused slots stay zero
+    for (int64_t a = 0; a < n * s_.routing.top_k; ++a) {
+      const int64_t slot = out_row(sv, a);
+      if (slot < 0) continue;
+      const int64_t t = a / s_.routing.top_k;
+      std::copy(x.begin() + t * h, x.begin() + (t + 1) * h, packed.begin() + slot * h);
+    }
+  }
+  if (s_.ep == 1) {  // padded to capacity on one rank: the slots are the experts' input
+    sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
+    if (dev_.touches_memory()) from_host(dev_, sv.x.data(), s_.e, packed);
+    return;
   }
   Buffer send = dev_.alloc(rows * h * eb(), Account::kComm, "moe.dispatch.send");
-  from_host(dev_, send.data(), s_.e, packed);
+  if (dev_.touches_memory()) from_host(dev_, send.data(), s_.e, packed);
   sv.x = dev_.alloc(rows * h * eb(), acc, "moe.experts.in");
   exchange(sv.x.data(), send.data());
 }
@@ -104,12 +113,12 @@ void MoeBlock::exchange(void* out, const void* in) {
 }
 
 int64_t MoeBlock::expert_rows(const MoeSaved& sv) const {
-  return s_.ep == 1 ? sv.plan.kept_rows() : s_.routing.experts * moe::expert_capacity(s_.routing, s_.tokens);
+  return !slots() ? sv.plan.kept_rows() : s_.routing.experts * moe::expert_capacity(s_.routing, s_.tokens);
 }
 
 int64_t MoeBlock::out_row(const MoeSaved& sv, int64_t choice) const {
   const int32_t row = sv.plan.row[choice];
-  if (s_.ep == 1 || row < 0) return row;
+  if (!slots() || row < 0) return row;
   // Expert e's slots are [e·C, (e+1)·C); its kept rows fill them in order.
   const int64_t ex = sv.plan.expert[choice];
   return ex * moe::expert_capacity(s_.routing, s_.tokens) + (row - sv.plan.rows_begin[ex]);
@@ -117,7 +126,7 @@ int64_t MoeBlock::out_row(const MoeSaved& sv, int64_t choice) const {
 
 std::vector<MoeBlock::ExpertRows> MoeBlock::expert_row_blocks(const MoeSaved& sv) const {
   std::vector<ExpertRows> blocks;
-  if (s_.ep == 1) {
+  if (!slots()) {
     for (int64_t ex = 0; ex < s_.routing.experts; ++ex)
       if (sv.plan.rows_of(ex) > 0) blocks.push_back({sv.plan.rows_begin[ex], sv.plan.rows_of(ex), ex});
     return blocks;
@@ -150,6 +159,7 @@ void MoeBlock::experts_forward(MoeSaved& sv, Account acc, void* out) {
 void MoeBlock::combine(const MoeSaved& sv, void* y) {
   // y_t = Σ_j w_{t,j}·out[row_{t,j}] over the kept choices, summed in fp32.
   const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k;
+  if (!dev_.touches_memory()) return;  // meta: no values to combine
   const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, expert_rows(sv) * h);
   std::vector<float> acc(static_cast<size_t>(n * h), 0.0f);
   for (int64_t a = 0; a < n * k; ++a) {
@@ -213,11 +223,12 @@ void MoeBlock::backward(const void* xn, const void* dy, void* dxn, MoeSaved& sv,
 // dxn = Σ over a token's kept choices of its row's input gradient.
 void MoeBlock::scatter_rows_backward(const MoeSaved& sv, const void* dx, void* dxn) {
   const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k;
-  if (s_.ep == 1) {
+  if (!slots()) {
     dev_.fill_zero(dxn, n * h * eb());
     dev_.vocab_embedding_backward(dxn, s_.e, dx, s_.e, sv.row_token.as<int32_t>(), sv.plan.kept_rows(), h, 0, n);
     return;
   }
+  if (!dev_.touches_memory()) return;  // meta: no values to add
   const std::vector<float> g = to_host(dev_, dx, s_.e, expert_rows(sv) * h);
   std::vector<float> acc(static_cast<size_t>(n * h), 0.0f);
   for (int64_t a = 0; a < n * k; ++a) {
@@ -231,10 +242,12 @@ void MoeBlock::scatter_rows_backward(const MoeSaved& sv, const void* dx, void* d
 Buffer MoeBlock::combine_backward(const MoeSaved& sv, const void* dy, std::vector<float>& dweight) {
   // d out[row] = w·dy_t; d w_{t,j} = dy_t · out[row] (zero for a dropped choice)
   const int64_t n = s_.tokens, h = s_.hidden, k = s_.routing.top_k, rows = expert_rows(sv);
+  Buffer d = ws(rows * h * eb(), "moe.experts.dout");
+  dweight.assign(static_cast<size_t>(n * k), 0.0f);
+  if (!dev_.touches_memory()) return d;  // meta: the buffer is booked, no values
   const std::vector<float> g = to_host(dev_, dy, s_.e, n * h);
   const std::vector<float> out = to_host(dev_, sv.out.data(), s_.e, rows * h);
   std::vector<float> dout(static_cast<size_t>(rows * h), 0.0f);
-  dweight.assign(static_cast<size_t>(n * k), 0.0f);
   for (int64_t a = 0; a < n * k; ++a) {
     const int64_t row = out_row(sv, a);
     if (row < 0) continue;
@@ -247,7 +260,6 @@ Buffer MoeBlock::combine_backward(const MoeSaved& sv, const void* dy, std::vecto
     }
     dweight[a] = static_cast<float>(dot);
   }
-  Buffer d = ws(rows * h * eb(), "moe.experts.dout");
   from_host(dev_, d.data(), s_.e, dout);
   return d;
 }

@@ -47,6 +47,8 @@
 //             all-to-all ─ the scatter-add onto the tokens (host)
 // Saved per block: probs N·E·4, experts.in and experts.out E·C·h·e each,
 // gate, up, act E·C·f_e·e each; no row → token table (the host plan maps slots).
+// With pad_to_capacity on one rank the same slots and saved tensors, without
+// the exchanges (and their comm buffers).
 #pragma once
 #include <cstdint>
 
@@ -64,7 +66,12 @@ struct MoeShape {
   int64_t expert_ffn = 0;  // f_e
   int64_t shared_ffn = 0;  // S·f_s (0: no shared experts)
   moe::RoutingConfig routing;
-  int64_t ep = 1;          // expert-parallel group size (E % ep == 0); > 1 needs the group's Comm
+  int64_t ep = 1;  // expert-parallel group size (E % ep == 0); > 1 needs the group's Comm
+  // One rank (ep = 1): the experts still work on the E·C capacity slots, as
+  // under ep (Megatron-LM's --moe-pad-expert-input-to-capacity), so that the
+  // saved bytes and FLOPs do not depend on the routing; the training step
+  // sets it when the model has a capacity factor.
+  bool pad_to_capacity = false;
   DType e = DType::kBF16;  // activations and weights
   DType g = DType::kBF16;  // gradients
 };
@@ -120,6 +127,8 @@ class MoeBlock {
   void router_backward(const void* xn, MoeSaved& sv, const std::vector<float>& dweight, double aux_scale, void* dxn);
   Buffer ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
   int64_t eb() const { return dtype_bytes(s_.e); }
+  // The experts work on E·C fixed slots (ep > 1 or pad_to_capacity), not on the A kept rows.
+  bool slots() const { return s_.ep > 1 || s_.pad_to_capacity; }
 
   Device& dev_;
   MoeShape s_;

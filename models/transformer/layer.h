@@ -81,6 +81,10 @@ struct LayerConfig {
   bool moe = false;
   moe::RoutingConfig routing;
   int64_t expert_ffn = 0, shared_ffn = 0;  // f_e; S·f_s
+  // Expert parallelism: the block holds E/ep experts and exchanges tokens
+  // over ep_comm (the expert-parallel group, ep ranks; null when ep = 1).
+  int64_t ep = 1;
+  Comm* ep_comm = nullptr;
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.

@@ -17,6 +17,10 @@ MoeShape TransformerLayer::moe_shape() const {
   m.expert_ffn = cfg_.expert_ffn;
   m.shared_ffn = cfg_.shared_ffn;
   m.routing = cfg_.routing;
+  m.ep = cfg_.ep;
+  // With a capacity factor the experts work on the E·C capacity slots on one
+  // rank too: the bytes and FLOPs do not depend on the routing (moe_block.h).
+  m.pad_to_capacity = cfg_.routing.capacity_factor.has_value();
   m.e = cfg_.e;
   m.g = cfg_.g;
   return m;
@@ -24,8 +28,8 @@ MoeShape TransformerLayer::moe_shape() const {
 
 void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc) {
   const LayerConfig& c = cfg_;
-  if (c.moe) {  // one rank holds every expert (no tp: the constructor refused it)
-    MoeBlock(dev_, moe_shape(), p_.moe).forward(xn, y, s.moe, acc);
+  if (c.moe) {  // no tp (the constructor refused it); E/ep experts under expert parallelism
+    MoeBlock(dev_, moe_shape(), p_.moe, c.ep_comm).forward(xn, y, s.moe, acc);
     return;
   }
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;
@@ -61,7 +65,7 @@ void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Accou
 void TransformerLayer::mlp_backward(const void* dy, void* dxn, LayerSaved& s) {
   const LayerConfig& c = cfg_;
   if (c.moe) {
-    MoeBlock(dev_, moe_shape(), p_.moe).backward(s.norm2_out.data(), dy, dxn, s.moe, s.moe_aux_scale);
+    MoeBlock(dev_, moe_shape(), p_.moe, c.ep_comm).backward(s.norm2_out.data(), dy, dxn, s.moe, s.moe_aux_scale);
     s.norm2_out.reset();
     return;
   }

@@ -30,7 +30,7 @@ struct StageModel::Slot {
 };
 
 StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
-                       const Coords& coords, Params& params)
+                       const Coords& coords, Params& params, Comm* ep)
     : dev_(device),
       tp_(tp),
       model_(model),
@@ -42,6 +42,13 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
       tp_size_(layout.tp),
       tp_rank_(coords.tp) {
   lcfg_.sp = layout.sp && layout.tp > 1;
+  if (model.is_moe() && layout.ep > 1) {
+    if (ep == nullptr || ep->size() != layout.ep)
+      throw std::invalid_argument("StageModel: --ep " + std::to_string(layout.ep) +
+                                  " needs the expert-parallel group's communicator of that size");
+    lcfg_.ep = layout.ep;
+    lcfg_.ep_comm = ep;
+  }
   if (tp.size() != tp_size_)
     throw std::invalid_argument("StageModel: the tp communicator has " + std::to_string(tp.size()) +
                                 " ranks, the layout " + std::to_string(tp_size_));
@@ -148,15 +155,18 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
     layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
     unit_hook(unit, false, false);
     aux_loss += s.saved[i].moe.plan.aux_loss;
+    moe_dropped_choices_ += s.saved[i].moe.plan.dropped;
   }
-  if (!last) return 0.0;
+  // MoE: each layer's load-balancing loss joins the microbatch's mean token
+  // loss (docs/formulas/moe.md), so it enters the token sum N times — on the
+  // stage that runs the layer (the step sums the stages' shares over pp).
+  const double aux_tokens = dev_.touches_memory() ? aux_loss * static_cast<double>(lcfg_.tokens()) : 0.0;
+  if (!last) return aux_tokens;
   dev_.ledger().mark_phase(mb + ".head");
   unit_hook(pl.head_unit, false, true);
   const double loss = head_forward(s, host_targets);
   unit_hook(pl.head_unit, false, false);
-  // MoE: each layer's load-balancing loss joins the microbatch's mean token
-  // loss (docs/formulas/moe.md), so it enters the token sum N times.
-  return dev_.touches_memory() ? loss + aux_loss * static_cast<double>(lcfg_.tokens()) : loss;
+  return loss + aux_tokens;
 }
 
 void StageModel::unit_hook(int unit, bool backward, bool begin) {

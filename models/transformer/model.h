@@ -63,6 +63,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/comm.h"
@@ -80,8 +81,9 @@ inline constexpr uint64_t kSiteEmbedding = 0, kSiteAttnProbs = 1, kSiteAttnOut =
 
 class StageModel {
  public:
+  // ep: the expert-parallel group when layout.ep > 1 (MoE models; its size layout.ep).
   StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
-             const Coords& coords, Params& params);
+             const Coords& coords, Params& params, Comm* ep = nullptr);
   ~StageModel();
 
   // Forward of one microbatch through model chunk `chunk` (0 … vpp − 1: the
@@ -117,6 +119,9 @@ class StageModel {
   // layout order, dtype g; e.g. a staging buffer of the unit's full gradient).
   void reduce_tp_partial_grads(size_t unit, void* unit_grads);
   const LayerConfig& layer_config() const { return lcfg_; }
+  // MoE: the routing choices dropped past an expert's capacity by the
+  // forwards since the last call (every layer and microbatch of the stage).
+  int64_t take_moe_dropped_choices() { return std::exchange(moe_dropped_choices_, 0); }
 
  private:
   struct Slot;
@@ -149,6 +154,7 @@ class StageModel {
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::vector<std::unique_ptr<Slot>> slots_;
   UnitHooks* hooks_ = nullptr;
+  int64_t moe_dropped_choices_ = 0;
 };
 
 }  // namespace gpuledger

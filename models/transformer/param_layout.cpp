@@ -139,6 +139,7 @@ namespace {
 // starting at kv_head0, f_t FFN rows, rank j of t.
 struct LayerSplit {
   int64_t t, j, a_t, k_t, f_t, kv_head0;
+  int64_t ep = 1, ep_rank = 0;  // expert parallelism: E/ep experts from expert ep_rank·E/ep
 };
 
 // Layer L's unit on the rank: its matrices, then its vectors (replicated
@@ -166,15 +167,25 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
             a_t * d);
   if (m.is_moe()) {
-    // The sparse MLP (docs/formulas/moe.md), one rank holding every expert:
-    // the router (E × h), each expert kind stacked over the E experts (gate,
-    // up: E·f_e × h; down: E·h × f_e, expert e's h × f_e block at row e·h),
-    // then the shared experts as one FFN of inner size S·f_s.
+    // The sparse MLP (docs/formulas/moe.md): the router (E × h), each expert
+    // kind stacked over the experts (gate, up: E·f_e × h; down: E·h × f_e,
+    // expert e's h × f_e block at row e·h), then the shared experts as one FFN
+    // of inner size S·f_s. Under ep > 1 the rank holds the E/ep experts from
+    // ep_rank·E/ep on (a row block of each stacked matrix); the router and the
+    // shared experts stay whole.
     const int64_t E = m.num_experts, f = m.expert_ffn, fs = m.shared_experts * m.shared_expert_ffn;
+    const int64_t local = E / sp.ep, first = sp.ep_rank * local;
+    auto expert_rows = [&](TensorSlot& s, int64_t rows_per_expert) {
+      s.row_begin = first * rows_per_expert;
+      s.expert_sharded = sp.ep > 1;
+    };
     ub.add("moe.router.weight", E, h, true, ParamInit::kNormal, layer_id(L, kRouterW), h);
-    ub.add("moe.experts.gate.weight", E * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h);
-    ub.add("moe.experts.up.weight", E * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h);
-    ub.add("moe.experts.down.weight", E * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f);
+    expert_rows(ub.add("moe.experts.gate.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h),
+                f);
+    expert_rows(ub.add("moe.experts.up.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h), f);
+    expert_rows(
+        ub.add("moe.experts.down.weight", local * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f),
+        h);
     if (fs > 0) {
       ub.add("moe.shared.gate.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedGateW), h);
       ub.add("moe.shared.up.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedUpW), h);
@@ -256,7 +267,8 @@ ParamLayout make_param_layout(const ModelConfig& m, const Layout& l, const Coord
   }
 
   pl.first_layer_unit = static_cast<int>(pl.units.size());
-  const LayerSplit split{t, j, a_t, k_t, f_t, kv_head0};
+  // The expert-parallel rank: the position in the ep group, ep consecutive dp ranks (core/layout.h ep_group).
+  const LayerSplit split{t, j, a_t, k_t, f_t, kv_head0, l.ep, coords.dp % l.ep};
   for (int64_t li = 0; li < pl.layers; ++li) pl.units.push_back(layer_unit(m, pl.global_layer(li), split));
 
   if (last) {

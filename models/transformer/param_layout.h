@@ -81,6 +81,10 @@ struct TensorSlot {
   bool summed_over_embedding_group = false;  // tied, p > 1: the word embedding and its
                                              // copy, whose gradients the first and last
                                              // stage sum (Megatron's embedding group)
+  bool expert_sharded = false;               // ep > 1: the routed experts' matrices, E/ep
+                                             // experts on the rank (rows of its block);
+                                             // the gradient is summed over the
+                                             // expert-data-parallel group, not dp
 
   int64_t elems() const { return rows * cols; }
 };

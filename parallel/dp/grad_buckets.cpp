@@ -23,31 +23,38 @@ int64_t grad_bucket_staging_bytes(int64_t bucket, int64_t total_elems, bool over
 }
 
 GradReductionPlan all_reduce_plan(const std::vector<int64_t>& elems, int64_t bucket, bool overlap) {
+  std::vector<UnitRange> ranges;
+  for (size_t u = 0; u < elems.size(); ++u) ranges.push_back({u, 0, elems[u]});
+  return all_reduce_plan(ranges, bucket, overlap);
+}
+
+GradReductionPlan all_reduce_plan(const std::vector<UnitRange>& ranges, int64_t bucket, bool overlap) {
   if (bucket < 1) throw std::invalid_argument("all_reduce_plan: a bucket holds no element");
   GradReductionPlan plan;
   plan.kind = CommKind::kAllReduce;
   plan.slot_elems = bucket;
   int64_t total = 0;
-  for (int64_t n : elems) total += n;
+  for (const UnitRange& r : ranges) total += r.n;
   plan.staging_bytes = grad_bucket_staging_bytes(bucket, total, overlap);
   // bucket k = elements [k·bucket, min((k+1)·bucket, total)) of the concatenation
-  size_t u = 0;
-  int64_t unit_start = 0;  // first element of unit u in the concatenation
+  size_t i = 0;
+  int64_t used = 0;  // elements of ranges[i] already in a bucket
   for (int64_t start = 0; start < total; start += bucket) {
     GradBucket b;
     b.count = std::min(bucket, total - start);
     for (int64_t filled = 0; filled < b.count;) {
-      const int64_t in_unit = start + filled - unit_start;
-      if (in_unit >= elems[u]) {
-        unit_start += elems[u];
-        ++u;
+      if (used >= ranges[i].n) {
+        ++i;
+        used = 0;
         continue;
       }
-      const int64_t n = std::min(b.count - filled, elems[u] - in_unit);
-      if (b.in.empty()) b.first_unit = u;
-      b.last_unit = u;
-      b.in.push_back({u, in_unit, n, filled});
+      const UnitRange& r = ranges[i];
+      const int64_t n = std::min(b.count - filled, r.n - used);
+      if (b.in.empty()) b.first_unit = r.unit;
+      b.last_unit = r.unit;
+      b.in.push_back({r.unit, r.off + used, n, filled});
       filled += n;
+      used += n;
     }
     b.out = b.in;
     plan.buckets.push_back(std::move(b));

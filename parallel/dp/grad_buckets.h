@@ -74,6 +74,15 @@ struct GradReductionPlan {
 
 // ZeRO 0: buckets of `bucket` elements over the units laid back to back.
 GradReductionPlan all_reduce_plan(const std::vector<int64_t>& elems, int64_t bucket, bool overlap);
+// Elements [off, off + n) of unit `unit`.
+struct UnitRange {
+  size_t unit;
+  int64_t off, n;
+};
+// The same over ranges of the units (in unit order) laid back to back: with
+// expert parallelism the dense part of each unit over dp, the expert-sharded
+// part over the expert-data-parallel group (grad_sync.h).
+GradReductionPlan all_reduce_plan(const std::vector<UnitRange>& ranges, int64_t bucket, bool overlap);
 // ZeRO 1: pieces of max(1, ⌊bucket/n⌋) shard elements, unit by unit, for dp rank `rank` of n.
 GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank, int64_t bucket,
                                       bool overlap);

@@ -11,6 +11,21 @@
 // unit holding a tensor summed over the embedding group (tied embeddings,
 // p > 1; TensorSlot::summed_over_embedding_group) is held back: final only
 // after that sum, at finish(). Without overlap every bucket runs in finish().
+// Expert parallelism (ZeRO 0): the expert-sharded tensors
+// (TensorSlot::expert_sharded, E/ep experts per rank) are left out of the dp
+// buckets and all-reduced in buckets of their own over the
+// expert-data-parallel group (staging "edp.bucket"; none when that group is
+// one rank), as Megatron-LM keeps its expert parameters in separate grad
+// buffers reduced over the expert data-parallel group
+// (megatron/core/distributed/distributed_data_parallel.py,
+// NVIDIA/Megatron-LM 001199898c4badd01eaf0785c212d8ed7ce83042: parameters
+// with allreduce = False go to expert_parallel_params, their buffers over
+// expt_dp_group). No scaling: each expert's gradient already sums the tokens
+// of its ep group (the all-to-all brought them) with d(token loss) =
+// 1/(global tokens), so its sum over the expert-data-parallel group is the
+// global mean's gradient — what Megatron reaches by scaling the expert
+// gradients by 1/dp_size as the dense ones (expert_gradient_scaling_factor,
+// average_in_collective = False), not by 1/edp_size.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,7 +45,9 @@ class DpGradSync final : public UnitHooks {
  public:
   // Allocates the staging. `zero`: 0 (all-reduce) or 1 (reduce-scatter into
   // the shards of dp rank dp.rank()). Throws OutOfMemory.
-  DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run, int zero);
+  // expert_dp: the expert-data-parallel group, needed when a tensor is expert-sharded.
+  DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params, const RunConfig& run, int zero,
+             Comm* expert_dp = nullptr);
 
   bool overlap() const { return overlap_; }
   // Whether the backward sums unit u's TP-partial gradients (overlap, not held back).
@@ -53,9 +70,13 @@ class DpGradSync final : public UnitHooks {
   bool overlap_;
   GradReductionPlan plan_;
   Buffer staging_;
-  std::vector<bool> held_back_;                 // per unit
-  std::vector<int64_t> backward_ends_;          // per unit: backward passes finished this step
-  std::unique_ptr<GradBucketReducer> reducer_;  // this step's
+  Comm* expert_dp_;
+  GradReductionPlan expert_plan_;  // no buckets unless expert-sharded tensors and expert_dp > 1
+  Buffer expert_staging_;
+  std::unique_ptr<GradBucketReducer> expert_reducer_;  // this step's
+  std::vector<bool> held_back_;                        // per unit
+  std::vector<int64_t> backward_ends_;                 // per unit: backward passes finished this step
+  std::unique_ptr<GradBucketReducer> reducer_;         // this step's
 };
 
 }  // namespace gpuledger

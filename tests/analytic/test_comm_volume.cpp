@@ -340,6 +340,34 @@ TEST(CommVolume, ExpertParallelAllToAlls) {
   EXPECT_DOUBLE_EQ(busbw_factor("all_to_all@ep", 8), 7.0 / 8.0);
 }
 
+// The gradient sums under ep (ZeRO 0), Mixtral-8x7B at dp 64, ep 8, bf16
+// gradients, 25 MiB buckets of 13,107,200 elements: the rank holds
+// P_r = 7,242,780,672 parameters of which P_x = 5,637,144,576 are its experts
+// (tests/analytic/test_params_moe.cpp). Over dp the dense 1,605,636,096:
+// ⌈/bucket⌉ = 123 calls, 3,211,272,192 B, plus the loss's fp32; over the
+// expert-data-parallel group (8 ranks) the experts': 431 calls,
+// 11,274,289,152 B; the clipping norm's expert share, one fp32 over ep.
+// At dp = ep the expert group is one rank: no edp call.
+TEST(CommVolume, ExpertParallelGradientSums) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  Layout l = layout(64, 1, 1);
+  l.ep = 8;
+  RunConfig r;
+  r.seq = 4096;
+  r.mbs = 1;
+  r.microbatches = 2;
+  r.grad_clip = 1.0;
+  const Counts got = rank_comm_per_step(m, l, r, 17);
+  EXPECT_EQ(got.at("all_reduce@dp").calls, 123 + 1);
+  EXPECT_EQ(got.at("all_reduce@dp").bytes, int64_t{3'211'272'192} + 4);
+  EXPECT_EQ(got.at("all_reduce@edp").calls, 431);
+  EXPECT_EQ(got.at("all_reduce@edp").bytes, int64_t{11'274'289'152});
+  EXPECT_EQ(got.at("all_reduce@ep").calls, 1);
+  EXPECT_EQ(got.at("all_reduce@ep").bytes, 4);
+  l.dp = 8;
+  EXPECT_EQ(rank_comm_per_step(m, l, r, 3).count("all_reduce@edp"), 0u);
+}
+
 // Context parallelism, tiny gpt (L 2, k 2, d 4), bf16, flash, 3 microbatches:
 // one K/V block of the rank's s/cp tokens is B_kv = 2·b·(s/cp)·k·d·e bytes;
 // per layer per microbatch the forward sends cp − 1 blocks, the backward cp

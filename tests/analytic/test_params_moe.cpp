@@ -82,5 +82,29 @@ TEST(MoeParams, TensorNamesAndUnitSums) {
   EXPECT_EQ(largest_layer_params(load_model("mixtral-8x7b")), 8LL * 14336 * 4096);
 }
 
+// Expert parallelism, Mixtral 8x7B at dp 64, ep 8: each rank holds one of the
+// 8 experts per layer (176,160,768 = 3·4096·14336 parameters), the router,
+// attention, norms, embedding and head whole. Per layer 41,943,040 + 8,192 +
+// 32,768 + 176,160,768 = 218,144,768; × 32 + 2·32000·4096 + 4096 =
+// 7,242,780,672 on every rank, of which 32·176,160,768 = 5,637,144,576 are
+// expert-sharded (their gradients summed over the 8 ranks of the
+// expert-data-parallel group). At ep 1 nothing is flagged.
+TEST(MoeParams, ExpertParallelShardsTheRoutedExperts) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  Layout l;
+  l.dp = 64;
+  l.ep = 8;
+  for (int64_t rank : {0, 9, 63}) {
+    EXPECT_EQ(rank_params(m, l, rank), 7'242'780'672) << rank;
+    int64_t expert = 0;
+    for (const auto& u : rank_param_units(m, l, rank)) expert += u.expert_sharded_elems();
+    EXPECT_EQ(expert, 5'637'144'576) << rank;
+  }
+  EXPECT_EQ(layer_params(m, 1, 8), 218'144'768);
+  l.ep = 1;
+  EXPECT_EQ(rank_params(m, l, 0), 46'702'792'704);
+  for (const auto& u : rank_param_units(m, l, 0)) EXPECT_EQ(u.expert_sharded_elems(), 0) << u.name;
+}
+
 }  // namespace
 }  // namespace gpuledger::analytic

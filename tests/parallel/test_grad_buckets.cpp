@@ -228,5 +228,34 @@ TEST(GradBuckets, AllReducePlanCutsTheConcatenation) {
   EXPECT_EQ(p.staging_bytes, grad_bucket_staging_bytes(6, 20, true));
 }
 
+// Over ranges of the units (expert parallelism: the dense part of each unit
+// over dp, the expert part over the expert-data-parallel group): unit 0's
+// elements [1, 4) and unit 1's [2, 7) laid back to back, 8 elements in
+// buckets of 5: [u0 1..4 + u1 2..4), [u1 4..7); staging 4·min(2·5, 8).
+TEST(GradBuckets, AllReducePlanOverUnitRanges) {
+  const GradReductionPlan p = all_reduce_plan(std::vector<UnitRange>{{0, 1, 3}, {1, 2, 5}}, 5, true);
+  ASSERT_EQ(p.buckets.size(), 2u);
+  const GradBucket& b0 = p.buckets[0];
+  EXPECT_EQ(b0.count, 5);
+  EXPECT_EQ(b0.first_unit, 0u);
+  EXPECT_EQ(b0.last_unit, 1u);
+  ASSERT_EQ(b0.in.size(), 2u);
+  EXPECT_EQ(b0.in[0].unit, 0u);
+  EXPECT_EQ(b0.in[0].off, 1);
+  EXPECT_EQ(b0.in[0].n, 3);
+  EXPECT_EQ(b0.in[0].at, 0);
+  EXPECT_EQ(b0.in[1].unit, 1u);
+  EXPECT_EQ(b0.in[1].off, 2);
+  EXPECT_EQ(b0.in[1].n, 2);
+  EXPECT_EQ(b0.in[1].at, 3);
+  const GradBucket& b1 = p.buckets[1];
+  EXPECT_EQ(b1.count, 3);
+  EXPECT_EQ(b1.first_unit, 1u);
+  ASSERT_EQ(b1.in.size(), 1u);
+  EXPECT_EQ(b1.in[0].off, 4);
+  EXPECT_EQ(b1.in[0].n, 3);
+  EXPECT_EQ(p.staging_bytes, 4 * 8);
+}
+
 }  // namespace
 }  // namespace gpuledger

@@ -170,6 +170,21 @@ std::vector<SimPoint> sim_points() {
     add(lay(3, 1, 3), "_dp3_zero3_padded");
     add(lay(2, 2, 1), "_dp2_pp2_zero1");
   }
+  // A MoE model (tiny-moe: E 4, k 2, one shared expert) under data
+  // parallelism, and expert parallelism carved out of it: E/ep experts per
+  // rank (their weights, gradients, master and optimizer state), the E·C
+  // dispatch slots and buffers, four all-to-alls per layer and microbatch
+  // over ep, the expert gradients' buckets over the expert-data-parallel group
+  // (none at dp = ep), the norm's expert share over ep. With pp > 1 each
+  // stage has its own ep groups.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (auto [dp, pp, ep] : {std::tuple{2, 1, 1}, {2, 1, 2}, {4, 1, 2}, {4, 1, 4}, {8, 1, 2}, {1, 2, 1}, {2, 2, 2}}) {
+      Layout l = lay(dp, pp, 0);
+      l.ep = ep;
+      pts.push_back({"tiny-moe", 2, l, Schedule::k1F1B, 2, dt,
+                     "moe_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) + "_" +
+                         std::string(dtype_name(dt))});
+    }
   return pts;
 }
 

@@ -5,6 +5,10 @@
 // built yet is refused with exit 2 naming the problem.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "run_cli.h"
 
 using gpuledger::testing::contains;
@@ -41,6 +45,97 @@ TEST(CliTrainMoe, MetaPassesEveryCheck) {
   expect_checks_pass(r.json());
 }
 
+// Data and expert parallelism on meta, every rank simulated: each rank's
+// accounts equal the exact budget (E/ep experts' weights, gradients, master
+// and optimizer state; the E·C dispatch slots and buffers), its FLOPs the
+// analytic count and its comm the analytic calls and bytes — the all-to-alls
+// over ep, the dense gradients over dp, the expert gradients over the
+// expert-data-parallel group (dp 8, ep 2: groups of 4; dp 4, ep 4: none).
+TEST(CliTrainMoe, ExpertParallelOnMetaPassesEveryCheck) {
+  for (auto [world, ep] : {std::pair{"8", "2"}, {"4", "4"}, {"2", "1"}}) {
+    auto r = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--world", world, "--ep",
+                      ep,      "--ranks", "all",      "--seq",     "16",   "--mbs",   "2",   "--microbatches",
+                      "2",     "--steps", "1",        "--json",    "-"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    ASSERT_EQ(doc["ranks"].size(), static_cast<size_t>(std::stoi(world)));
+    for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    for (const auto& rank : doc["ranks"]) {
+      for (auto a : {"weights", "grads", "master", "optim", "activations", "comm"})
+        EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
+      EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
+      for (const auto& [key, v] : rank["analytic"]["comm"].items()) {
+        EXPECT_EQ(rank["comm"][key]["calls"], v["calls"]) << key;
+        EXPECT_EQ(rank["comm"][key]["bytes"], v["bytes"]) << key;
+      }
+    }
+    const auto& comm = doc["ranks"][0]["comm"];
+    EXPECT_EQ(comm.contains("all_to_all@ep"), std::string(ep) != "1");
+    EXPECT_EQ(comm.contains("all_reduce@edp"), std::string(world) == "8");
+  }
+}
+
+// Mixtral-8x7B on meta at world 64: pp 2, dp 32, ep 8 (each rank one expert
+// per layer, 16 layers per stage), one rank per stage simulated: every check
+// passes; each rank makes 4·16·8 = 512 all-to-alls of E·C·h·e = 8·4096·4096·2
+// bytes, its expert gradients (16 layers · 176,160,768 · 2 B) over the 4-rank
+// expert-data-parallel group.
+TEST(CliTrainMoe, MixtralPipelineAndExpertParallelOnMetaPassesEveryCheck) {
+  auto r = run_cli(
+      {"train", "--model", "mixtral-8x7b", "--backend", "meta", "--world",        "64", "--pp",    "2", "--ep",
+       "8",     "--seq",   "4096",         "--mbs",     "1",    "--microbatches", "8",  "--steps", "1", "--json",
+       "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  ASSERT_GE(doc["checks"].size(), 40u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  for (const auto& rank : doc["ranks"]) {
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["calls"], 512);
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["bytes"], int64_t{512} * 8 * 4096 * 4096 * 2);
+    EXPECT_EQ(rank["comm"]["all_reduce@edp"]["bytes"], int64_t{16} * 176'160'768 * 2);
+  }
+}
+
+// --capacity-factor: the experts work on E·C padded slots (C = ⌈c·N·k/E⌉),
+// so every account is exact whatever the routing drops; the dropped choices
+// are reported per step. On meta the router reads zeros: every token picks
+// experts 0 and 1 (ties to the lower index), N = 32 tokens, c = 1: C = 16,
+// 2·(32 − 16) = 32 choices dropped per layer and microbatch, 2 layers × 2
+// microbatches: 128 per step, on every rank. On the cpu c = 0.5 (C = 8 of
+// the 64 choices per layer and microbatch): at least 32 dropped each, 128 per step.
+TEST(CliTrainMoe, CapacityFactorPassesEveryCheckAndReportsTheDrops) {
+  for (const char* world : {"1", "4"}) {
+    const std::string ep = std::string(world) == "1" ? "1" : "2";
+    auto r = run_cli({"train", "--model",        "tiny-moe", "--backend",         "meta", "--world", world, "--ep",
+                      ep,      "--ranks",        "all",      "--capacity-factor", "1",    "--seq",   "16",  "--mbs",
+                      "2",     "--microbatches", "2",        "--steps",           "2",    "--json",  "-"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    EXPECT_EQ(doc["config"]["model"]["capacity_factor"], 1.0);
+    for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    for (const auto& rank : doc["ranks"]) {
+      for (auto a : {"weights", "grads", "master", "optim", "activations", "comm"})
+        EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
+      EXPECT_EQ(rank["moe"]["dropped_choices_per_step"], nlohmann::json({128, 128}));
+    }
+  }
+  const std::string path = gpuledger::testing::scratch_dir("moe-capacity") + "/cpu.json";
+  auto cpu = run_cli({"train", "--model", "tiny-moe", "--capacity-factor", "0.5", "--seq", "16", "--mbs", "2",
+                      "--microbatches", "2", "--steps", "2", "--json", path});
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  const auto doc = gpuledger::testing::read_json(path);
+  expect_checks_pass(doc);
+  for (const auto& d : doc["ranks"][0]["moe"]["dropped_choices_per_step"]) EXPECT_GE(d.get<int64_t>(), 128);
+  EXPECT_TRUE(contains(cpu.out, "MoE dropped choices / step")) << cpu.out;
+  auto dense = run_cli({"plan", "--model", "tiny-llama", "--capacity-factor", "1"});
+  EXPECT_EQ(dense.status, 2) << dense.err;
+  EXPECT_TRUE(contains(dense.err, "--capacity-factor needs a mixture-of-experts model")) << dense.err;
+  auto over = run_cli({"plan", "--model", "tiny-moe", "--capacity-factor", "5"});
+  EXPECT_EQ(over.status, 2) << over.err;
+  EXPECT_TRUE(contains(over.err, "must be null (no drops) or in (0, num_experts 4]")) << over.err;
+}
+
 // plan of Mixtral 8x7B on one rank: the analytic side alone, with the 6·N_active row.
 TEST(CliTrainMoe, PlanPrintsTheActiveParameterFlops) {
   auto r = run_cli({"plan", "--model", "mixtral-8x7b", "--seq", "4096"});
@@ -49,13 +144,25 @@ TEST(CliTrainMoe, PlanPrintsTheActiveParameterFlops) {
 }
 
 TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
-  for (const auto& extra : std::vector<std::vector<std::string>>{{"--dp", "2"}, {"--tp", "2"}, {"--pp", "2"}}) {
+  auto tp = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--tp", "2"});
+  EXPECT_EQ(tp.status, 2) << tp.err;
+  EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1, vpp = 1), got tp 2"))
+      << tp.err;
+  // expert parallelism: ZeRO is not built with it; ep divides dp and the experts; a dense model has none
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--world", "4", "--ep", "2", "--zero", "1"}, "--zero 1 with --ep 2 is not built"},
+      {{"--world", "6", "--ep", "4"}, "--ep 4 does not divide --dp 6"},
+      {{"--world", "8", "--ep", "8"}, "--ep 8 does not divide the 4 experts of tiny-moe"}};
+  for (const auto& [extra, message] : bad) {
     std::vector<std::string> args = {"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = run_cli(args);
-    EXPECT_EQ(r.status, 2) << extra[0] << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "expert parallelism is not implemented")) << r.err;
+    EXPECT_EQ(r.status, 2) << message << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, message)) << r.err;
   }
+  auto dense = run_cli({"plan", "--model", "tiny-llama", "--dp", "2", "--ep", "2"});
+  EXPECT_EQ(dense.status, 2) << dense.err;
+  EXPECT_TRUE(contains(dense.err, "--ep 2 needs a mixture-of-experts model")) << dense.err;
   auto full = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--recompute", "full"});
   EXPECT_EQ(full.status, 2) << full.err;
   EXPECT_TRUE(contains(full.err, "--recompute full")) << full.err;

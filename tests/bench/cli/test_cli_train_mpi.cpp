@@ -14,7 +14,8 @@
 //   - one rank running out of memory while building its trainer (before the first
 //     step; tiny-llama's last stage holds h more parameters than the first): every
 //     rank ends, rank 0 reports both ranks, the status is the failing rank's "oom";
-//   - a layout that needs more ranks than mpiexec started: exit 2, one message.
+//   - a layout that needs more ranks than mpiexec started: exit 2, one message;
+//   - expert parallelism (tiny-moe, ep 2 of dp 2): every check passes.
 // Every mpiexec run has its own deadline (kRunTimeoutS): a hang fails the test
 // instead of blocking ctest. Skipped when the binary is built without MPI.
 #include <gtest/gtest.h>
@@ -214,6 +215,31 @@ TEST(CliTrainMpi, DataParallelReportHasEveryRankAndTheGradientAllReduce) {
 }
 
 // ---- 2. out of memory inside a step on one rank: the job is aborted, no hang ----
+// Expert parallelism on 2 real ranks (cpu, tiny-moe, ep 2 of dp 2): every
+// check passes (each rank holds 2 of the 4 experts: every account equals its
+// exact budget), and per step each rank makes 4 all-to-alls per layer per
+// microbatch over ep (2 layers, 2 microbatches: 16) and no expert-data-parallel
+// call (its group is one rank).
+TEST(CliTrainMpi, ExpertParallelPassesEveryCheck) {
+  const std::string path = scratch_dir("ep2") + "/ep2.json";
+  const int64_t steps = 2;
+  const auto r = run_mpi(2, {"train", "--model", "tiny-moe", "--seq", "16", "--mbs", "2", "--microbatches", "2", "--dp",
+                             "2", "--ep", "2", "--steps", std::to_string(steps), "--json", path});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const auto doc = read_json(path);
+  EXPECT_EQ(doc["config"]["layout"]["ep"], 2);
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  for (const auto& rank : doc["ranks"]) {
+    for (auto a : {"weights", "grads", "master", "optim", "activations", "comm"})
+      EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
+    EXPECT_EQ(rank["analytic"]["comm"]["all_to_all@ep"]["calls"], 16);
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["calls"], steps * 16);
+    EXPECT_FALSE(rank["comm"].contains("all_reduce@edp"));
+  }
+}
+
 TEST(CliTrainMpi, OutOfMemoryInsideAStepOnOneRankEndsTheJob) {
   // 8 layers (4 per stage) so that activations outweigh the workspace: 1F1B keeps
   // 2 microbatches in flight on stage 0, 1 on stage 1.
