@@ -56,12 +56,23 @@ TEST(ContextParallel, RingOfTwoTimesDataParallel) {
   check_cp("tiny-gpt", 2);
 }
 
-// Selective recompute re-runs the ring's forward in the backward (the budget
-// counts the ring twice): the same model, and the meta simulation's counts.
-TEST(ContextParallel, SelectiveRecomputeRunsTheRingAgain) {
+// Selective and full recompute re-run the ring's forward in the backward (the
+// budget counts the ring twice): the same model, and the meta simulation's counts.
+TEST(ContextParallel, RecomputeRunsTheRingAgain) {
+  for (Recompute rc : {Recompute::kSelective, Recompute::kFull}) {
+    RunConfig r = cp_run();
+    r.recompute = rc;
+    check_layout(load_model("tiny-llama"), r, cp_layout(world_size()), 2, tp_tolerance());
+  }
+}
+
+// bf16 storage: the ring's merged output and partial dK/dV sums are rounded to
+// bf16 after every step, one rank's flash once — within the bf16 tolerance of
+// the other layouts (layout_check.h bf16_tolerance).
+TEST(ContextParallel, LlamaBf16WithinRounding) {
   RunConfig r = cp_run();
-  r.recompute = Recompute::kSelective;
-  check_layout(load_model("tiny-llama"), r, cp_layout(world_size()), 2, tp_tolerance());
+  r.dtype = DType::kBF16;
+  check_layout(load_model("tiny-llama"), r, cp_layout(world_size()), 3, bf16_tolerance());
 }
 
 }  // namespace
