@@ -116,6 +116,15 @@ int64_t cp_global_position(const CpChunks& c, int64_t i) {
   return i < c.chunk_tokens ? c.first * c.chunk_tokens + i : c.second * c.chunk_tokens + (i - c.chunk_tokens);
 }
 
+void cp_local_tokens(const CpChunks& c, int64_t count, int64_t seq, const int32_t* tokens, int32_t* local) {
+  const int64_t n = c.chunk_tokens;
+  for (int64_t b = 0; b < count; ++b) {
+    const int32_t* row = tokens + b * seq;
+    std::copy(row + c.first * n, row + (c.first + 1) * n, local + b * 2 * n);
+    std::copy(row + c.second * n, row + (c.second + 1) * n, local + b * 2 * n + n);
+  }
+}
+
 // ---- validation ----
 
 namespace {

@@ -101,6 +101,10 @@ struct CpChunks {
 CpChunks cp_token_chunks(int64_t seq, int64_t cp, int64_t cp_rank);
 // Global position of the rank's i-th local token, i in [0, s/cp).
 int64_t cp_global_position(const CpChunks& c, int64_t i);
+// The rank's tokens of `count` sequences of `seq` tokens (count × seq, row
+// major) -> local (count × seq/cp): each sequence's chunks `first` and
+// `second`, in that order (ids and targets alike).
+void cp_local_tokens(const CpChunks& c, int64_t count, int64_t seq, const int32_t* tokens, int32_t* local);
 
 // KV heads one TP rank holds (docs/exact-budget.md k_t): k/t when t <= k (t
 // must divide k), else 1 — each KV head replicated t/k times (t a multiple of

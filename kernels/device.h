@@ -25,6 +25,7 @@
 #include "core/account.h"
 #include "core/dtype.h"
 #include "core/run_config.h"
+#include "kernels/attn_block.h"
 #include "kernels/kv_storage.h"
 #include "kernels/ledger.h"
 
@@ -190,12 +191,13 @@ class Device {
   void bias_backward(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols, bool accumulate);
 
   // Embedding: out (B, T, C) t = wte (V, C) t [ids (B, T) int32] (+ wpe (P, C) t
-  // [pos_offset + t]); wpe may be null. Backward accumulates dout (B, T, C) t into
-  // dwte (V, C) and dwpe (P, C) in grad_t.
+  // [positions.position(t)]: an int64 is the first of T consecutive positions;
+  // context parallelism passes the rank's two chunks, attn_block.h); wpe may be
+  // null. Backward accumulates dout (B, T, C) t into dwte (V, C) and dwpe (P, C) in grad_t.
   void embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T,
-                         int64_t C, int64_t pos_offset);
+                         int64_t C, const TokenSpans& positions);
   void embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids,
-                          int64_t B, int64_t T, int64_t C, int64_t pos_offset);
+                          int64_t B, int64_t T, int64_t C, const TokenSpans& positions);
 
   // LayerNorm over rows of x (N, C) t: out (N, C) t = (x − mean)·rstd·w + bias with
   // w, bias (C) t; mean, rstd fp32 (N). Backward writes (accumulate_dx: adds)
@@ -218,9 +220,12 @@ class Device {
   void split_heads(void* ctx, const void* in, DType t, const AttnShape& s);
 
   // RoPE (Su et al. 2021), rotate-half convention (Llama), in place on x (B, H, T, D),
-  // positions pos_offset + t, theta base. Backward rotates by the opposite angle.
-  void rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta);
-  void rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta);
+  // token t at positions.position(t) (an int64: pos_offset + t), theta base.
+  // Backward rotates by the opposite angle.
+  void rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
+                    float theta);
+  void rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
+                     float theta);
 
   // Materialized attention core. scores fp32 (B, Hq, T, T) from the QKᵀ GEMM; probs
   // (B, Hq, T, T) in t = softmax(scale·scores) under the causal / window mask.
@@ -234,17 +239,23 @@ class Device {
   void dropout_forward(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key);
   void dropout_backward(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n, float p);
 
-  // Flash attention (Dao et al. 2022) of q (B, Hq, T, D), k, v (B, Hkv, T, D) in t:
-  // tiled online softmax, saves out (B, Hq, T, D) t and lse (fp32, (B, Hq, T)); dropout on the probabilities drawn with
-  // `key` at the flat index ((b·Hq + h)·T + i)·T + j, the same element materialized attention's dropout_forward uses,
-  // so both kinds compute the same function. Backward recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The
-  // FLOPs of the full T×T products are counted (kernels/flop_counts.h), whether or not a backend skips fully masked
-  // tiles — the convention published MFU figures use.
+  // Flash attention (Dao et al. 2022) of one block (attn_block.h): q (B, Hq, T, D) against k, v (B, Hkv, Tk, D) in
+  // t, Tk = blk.Tk (T by default: the single-rank attention of the whole sequence), masked by the tokens' positions:
+  // tiled online softmax, writes out (B, Hq, T, D) t and lse (fp32, (B, Hq, T): log Σ_j exp(scale·s_ij) over the
+  // visible keys; −inf and out 0 for a row that sees none), or merges the block into them (blk.accumulate: context
+  // parallelism's ring, models/transformer/context_ring.h). Dropout on the probabilities drawn with `key` at the flat
+  // index ((b·Hq + h)·seq + pos_q(i))·seq + pos_k(j), the element materialized attention's dropout_forward uses for
+  // the whole sequence, so both kinds and every split compute the same function.
+  // Backward: given out and lse of the merged result (the standard flash backward reads only the final lse and
+  // D_i = Σ dO∘O, so a blockwise backward of a merged forward is exact), writes (blk.accumulate: adds) dq and the
+  // block's dk, dv; recomputes the tiles (and counts the recomputed QKᵀ FLOPs). The FLOPs of the full T×Tk products
+  // are counted (kernels/flop_counts.h), whether or not a backend skips fully masked tiles — the convention published
+  // MFU figures use.
   void flash_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
-                               const AttnShape& s, float p, RngKey key);
+                               const AttnShape& s, float p, RngKey key, const AttnBlock& blk = {});
   void flash_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                                 const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p,
-                                RngKey key);
+                                RngKey key, const AttnBlock& blk = {});
 
   // GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2); every tensor (n) t.
   // dx written.
@@ -351,9 +362,10 @@ class Device {
   virtual void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
                                   bool accumulate) = 0;
   virtual void embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
-                                      int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
+                                      int64_t B, int64_t T, int64_t C, const TokenSpans& positions) = 0;
   virtual void embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                       const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) = 0;
+                                       const int32_t* ids, int64_t B, int64_t T, int64_t C,
+                                       const TokenSpans& positions) = 0;
   virtual void layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w,
                                       const void* bias, DType t, int64_t N, int64_t C, float eps) = 0;
   virtual void layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
@@ -368,10 +380,10 @@ class Device {
                                    const AttnShape& s) = 0;
   virtual void merge_heads_impl(void* out, const void* ctx, DType t, const AttnShape& s) = 0;
   virtual void split_heads_impl(void* ctx, const void* in, DType t, const AttnShape& s) = 0;
-  virtual void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
-                                 float theta) = 0;
-  virtual void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
-                                  float theta) = 0;
+  virtual void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                 const TokenSpans& positions, float theta) = 0;
+  virtual void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
+                                  const TokenSpans& positions, float theta) = 0;
   virtual void softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) = 0;
   virtual void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
                                      const AttnShape& s) = 0;
@@ -379,11 +391,12 @@ class Device {
                                     RngKey key) = 0;
   virtual void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,
                                      int64_t n, float p) = 0;
+  // blk arrives resolved: Tk and seq set (never 0).
   virtual void flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
-                                            const AttnShape& s, float p, RngKey key) = 0;
+                                            const AttnShape& s, float p, RngKey key, const AttnBlock& blk) = 0;
   virtual void flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                              const void* k, const void* v, const void* out, const float* lse, DType t,
-                                             const AttnShape& s, float p, RngKey key) = 0;
+                                             const AttnShape& s, float p, RngKey key, const AttnBlock& blk) = 0;
   virtual void gelu_forward_impl(void* out, const void* x, DType t, int64_t n) = 0;
   virtual void gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) = 0;
   virtual void swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) = 0;

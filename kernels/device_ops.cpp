@@ -37,13 +37,15 @@ void Device::bias_backward(void* dbias, DType grad_t, const void* dout, DType t,
 }
 
 void Device::embedding_forward(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B,
-                               int64_t T, int64_t C, int64_t pos_offset) {
-  embedding_forward_impl(out, ids, wte, wpe, t, B, T, C, pos_offset);
+                               int64_t T, int64_t C, const TokenSpans& positions) {
+  check_token_spans(positions, T, "embedding_forward");
+  embedding_forward_impl(out, ids, wte, wpe, t, B, T, C, positions);
 }
 
 void Device::embedding_backward(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids,
-                                int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
-  embedding_backward_impl(dwte, dwpe, grad_t, dout, t, ids, B, T, C, pos_offset);
+                                int64_t B, int64_t T, int64_t C, const TokenSpans& positions) {
+  check_token_spans(positions, T, "embedding_backward");
+  embedding_backward_impl(dwte, dwpe, grad_t, dout, t, ids, B, T, C, positions);
 }
 
 void Device::layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias,
@@ -87,16 +89,18 @@ void Device::split_heads(void* ctx, const void* in, DType t, const AttnShape& s)
   split_heads_impl(ctx, in, t, s);
 }
 
-void Device::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+void Device::rope_forward(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
                           float theta) {
   check_rope_args(D, theta, "rope_forward");
-  rope_forward_impl(x, t, B, H, T, D, pos_offset, theta);
+  check_token_spans(positions, T, "rope_forward");
+  rope_forward_impl(x, t, B, H, T, D, positions, theta);
 }
 
-void Device::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+void Device::rope_backward(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
                            float theta) {
   check_rope_args(D, theta, "rope_backward");
-  rope_backward_impl(dx, t, B, H, T, D, pos_offset, theta);
+  check_token_spans(positions, T, "rope_backward");
+  rope_backward_impl(dx, t, B, H, T, D, positions, theta);
 }
 
 void Device::softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s) {
@@ -121,20 +125,22 @@ void Device::dropout_backward(void* dx, DType dx_t, const void* dout, DType dout
 }
 
 void Device::flash_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
-                                     const AttnShape& s, float p, RngKey key) {
+                                     const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
   check_attn_shape(s, "flash_attention_forward");
   check_dropout_p(p, "flash_attention_forward");
-  flash_attention_forward_impl(out, lse, q, k, v, t, s, p, key);
-  count_flops(flash_forward_flops(s));
+  const AttnBlock b = checked_attn_block(s, blk, "flash_attention_forward");
+  flash_attention_forward_impl(out, lse, q, k, v, t, s, p, key, b);
+  count_flops(flash_forward_flops(s, b.Tk));
 }
 
 void Device::flash_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                                       const void* v, const void* out, const float* lse, DType t, const AttnShape& s,
-                                      float p, RngKey key) {
+                                      float p, RngKey key, const AttnBlock& blk) {
   check_attn_shape(s, "flash_attention_backward");
   check_dropout_p(p, "flash_attention_backward");
-  flash_attention_backward_impl(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key);
-  count_flops(flash_backward_flops(s));
+  const AttnBlock b = checked_attn_block(s, blk, "flash_attention_backward");
+  flash_attention_backward_impl(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key, b);
+  count_flops(flash_backward_flops(s, b.Tk));
 }
 
 void Device::gelu_forward(void* out, const void* x, DType t, int64_t n) { gelu_forward_impl(out, x, t, n); }

@@ -11,12 +11,18 @@ namespace gpuledger {
 
 inline int64_t gemm_flops(const GemmArgs& g) { return 2 * g.m * g.n * g.k * g.batch; }
 
-// Flash forward: S = QKᵀ and O = P·V over the full T×T (masked blocks are not
-// skipped; docs/exact-budget.md "FLOPs"): 2 · 2·B·Hq·T²·D.
-inline int64_t flash_forward_flops(const AttnShape& s) { return 2 * (2 * s.B * s.Hq * s.T * s.T * s.D); }
+// Flash forward of a block of T queries and Tk keys (Tk 0: T): S = QKᵀ and
+// O = P·V over the full T×Tk (masked blocks are not skipped; docs/exact-budget.md
+// "FLOPs"): 2 · 2·B·Hq·T·Tk·D. A ring of cp blocks of s/cp keys thus counts
+// what the single-rank s×s attention counts for the rank's queries.
+inline int64_t flash_forward_flops(const AttnShape& s, int64_t Tk = 0) {
+  return 2 * (2 * s.B * s.Hq * s.T * (Tk > 0 ? Tk : s.T) * s.D);
+}
 // Flash backward (Dao et al. 2022, Alg. 4): recompute S = QKᵀ, then dV = Pᵀ·dO,
-// dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q: 5 · 2·B·Hq·T²·D.
-inline int64_t flash_backward_flops(const AttnShape& s) { return 5 * (2 * s.B * s.Hq * s.T * s.T * s.D); }
+// dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q: 5 · 2·B·Hq·T·Tk·D.
+inline int64_t flash_backward_flops(const AttnShape& s, int64_t Tk = 0) {
+  return 5 * (2 * s.B * s.Hq * s.T * (Tk > 0 ? Tk : s.T) * s.D);
+}
 
 // Cached attention (decode, or a prefill chunk, against the KV cache): per
 // sequence and query head, S = q·Kᵀ over n_q new queries × n_kv keys held, and

@@ -30,6 +30,30 @@ void check_attn_shape(const AttnShape& s, const char* op) {
     throw std::invalid_argument(std::string(op) + ": window must be >= 1, got " + std::to_string(*s.window));
 }
 
+void check_token_spans(const TokenSpans& p, int64_t T, const char* op) {
+  const bool two = p.split < T;
+  if (p.start < 0 || (two && (p.split < 1 || p.second_start < p.start + p.split)))
+    throw std::invalid_argument(std::string(op) + ": token positions (start " + std::to_string(p.start) + ", split " +
+                                std::to_string(p.split) + ", second start " + std::to_string(p.second_start) +
+                                ") must be non-negative and increasing");
+}
+
+AttnBlock checked_attn_block(const AttnShape& s, const AttnBlock& blk, const char* op) {
+  AttnBlock b = blk;
+  if (b.Tk == 0) b.Tk = s.T;
+  if (b.seq == 0) b.seq = s.T;
+  if (b.Tk < 0 || b.seq < s.T || b.seq < b.Tk)
+    throw std::invalid_argument(std::string(op) + ": block of " + std::to_string(s.T) + " queries and " +
+                                std::to_string(b.Tk) + " keys in a sequence of " + std::to_string(b.seq));
+  check_token_spans(b.q_pos, s.T, op);
+  check_token_spans(b.k_pos, b.Tk, op);
+  if (b.q_pos.position(s.T - 1) >= b.seq || b.k_pos.position(b.Tk - 1) >= b.seq)
+    throw std::invalid_argument(std::string(op) + ": a token position lies outside the sequence of " +
+                                std::to_string(b.seq));
+  if (!b.causal && s.window) throw std::invalid_argument(std::string(op) + ": a window needs the causal mask");
+  return b;
+}
+
 void check_dropout_p(float p, const char* op) {
   if (!(p >= 0.0f && p <= 1.0f))
     throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " + std::to_string(p));

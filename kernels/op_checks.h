@@ -20,6 +20,15 @@ void check_gemm_args(const GemmArgs& g);
 // Every op that takes an AttnShape calls it.
 void check_attn_shape(const AttnShape& s, const char* op);
 
+// Positions of T tokens (attn_block.h): non-negative, and a second span, when
+// T reaches it, after the first (split >= 1, second_start >= start + split).
+void check_token_spans(const TokenSpans& p, int64_t T, const char* op);
+
+// One flash block (attn_block.h), returned with Tk and seq resolved (0 -> T):
+// Tk >= 1, seq >= T and Tk, both sides' positions checked and inside [0, seq),
+// no window without the causal mask.
+AttnBlock checked_attn_block(const AttnShape& s, const AttnBlock& blk, const char* op);
+
 // A dropout probability in [0, 1].
 void check_dropout_p(float p, const char* op);
 

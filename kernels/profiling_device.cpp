@@ -82,15 +82,15 @@ void ProfilingDevice::bias_backward_impl(void* dbias, DType grad_t, const void* 
   op_timer.done();
 }
 
-void ProfilingDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void ProfilingDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T, int64_t C, const TokenSpans& positions) {
   OpTimer op_timer(*this, "embedding_forward");
-  inner_->embedding_forward(out, ids, wte, wpe, t, B, T, C, pos_offset);
+  inner_->embedding_forward(out, ids, wte, wpe, t, B, T, C, positions);
   op_timer.done();
 }
 
-void ProfilingDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+void ProfilingDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids, int64_t B, int64_t T, int64_t C, const TokenSpans& positions) {
   OpTimer op_timer(*this, "embedding_backward");
-  inner_->embedding_backward(dwte, dwpe, grad_t, dout, t, ids, B, T, C, pos_offset);
+  inner_->embedding_backward(dwte, dwpe, grad_t, dout, t, ids, B, T, C, positions);
   op_timer.done();
 }
 
@@ -142,15 +142,15 @@ void ProfilingDevice::split_heads_impl(void* ctx, const void* in, DType t, const
   op_timer.done();
 }
 
-void ProfilingDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) {
+void ProfilingDevice::rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions, float theta) {
   OpTimer op_timer(*this, "rope_forward");
-  inner_->rope_forward(x, t, B, H, T, D, pos_offset, theta);
+  inner_->rope_forward(x, t, B, H, T, D, positions, theta);
   op_timer.done();
 }
 
-void ProfilingDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset, float theta) {
+void ProfilingDevice::rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions, float theta) {
   OpTimer op_timer(*this, "rope_backward");
-  inner_->rope_backward(dx, t, B, H, T, D, pos_offset, theta);
+  inner_->rope_backward(dx, t, B, H, T, D, positions, theta);
   op_timer.done();
 }
 
@@ -178,15 +178,15 @@ void ProfilingDevice::dropout_backward_impl(void* dx, DType dx_t, const void* do
   op_timer.done();
 }
 
-void ProfilingDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t, const AttnShape& s, float p, RngKey key) {
+void ProfilingDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t, const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
   OpTimer op_timer(*this, "flash_attention_forward");
-  inner_->flash_attention_forward(out, lse, q, k, v, t, s, p, key);
+  inner_->flash_attention_forward(out, lse, q, k, v, t, s, p, key, blk);
   op_timer.done();
 }
 
-void ProfilingDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p, RngKey key) {
+void ProfilingDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse, DType t, const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
   OpTimer op_timer(*this, "flash_attention_backward");
-  inner_->flash_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key);
+  inner_->flash_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, t, s, p, key, blk);
   op_timer.done();
 }
 

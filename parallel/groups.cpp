@@ -46,9 +46,10 @@ struct GroupSpec {
 
 std::vector<GroupSpec> group_specs(const Layout& l, int64_t rank, bool tied) {
   return {
-      {"tp", l.tp_group(rank), true}, {"dp", l.dp_group(rank), true},
+      {"tp", l.tp_group(rank), true}, {"dp", l.dp_cp_group(rank), true},
       {"pp", l.pp_group(rank), true}, {"emb", emb_group(l, rank, tied), tied && l.pp > 1},
-      {"ep", l.ep_group(rank), true}, {"edp", l.ep > 1 ? l.expert_dp_group(rank) : std::vector<int64_t>{}, l.ep > 1}};
+      {"ep", l.ep_group(rank), true}, {"edp", l.ep > 1 ? l.expert_dp_group(rank) : std::vector<int64_t>{}, l.ep > 1},
+      {"cp", l.cp_group(rank), true}};
 }
 
 std::unique_ptr<Comm>* slot(Groups& g, const std::string& name) {
@@ -57,6 +58,7 @@ std::unique_ptr<Comm>* slot(Groups& g, const std::string& name) {
   if (name == "pp") return &g.pp;
   if (name == "ep") return &g.ep;
   if (name == "edp") return &g.expert_dp;
+  if (name == "cp") return &g.cp;
   return &g.emb;
 }
 
@@ -73,6 +75,7 @@ RankContext Groups::context() const {
   c.emb = emb.get();
   c.ep = ep.get();
   c.expert_dp = expert_dp ? expert_dp.get() : dp.get();
+  c.cp = cp.get();
   c.counters = counters;
   return c;
 }

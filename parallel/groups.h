@@ -12,6 +12,10 @@
 // coordinates, in that order, built when embeddings are tied and pp > 1;
 // other ranks (middle stages) get none. The ep and expert-dp ("edp") groups
 // are Layout::ep_group and expert_dp_group; edp is built only when ep > 1.
+// With context parallelism the dp group is Layout::dp_cp_group (Megatron's
+// data-parallel group with cp: the dp·cp ranks holding the same parameters,
+// over which gradients and the loss are averaged; the dp group when cp = 1)
+// and the cp group the ring (Layout::cp_group).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +37,7 @@ struct Groups {
   std::unique_ptr<Comm> emb;         // null unless tied embeddings, pp > 1, first or last stage
   std::unique_ptr<Comm> ep;          // never null: the expert-parallel group (one rank when ep = 1)
   std::unique_ptr<Comm> expert_dp;   // null when ep = 1 (the expert-data-parallel group is then dp)
+  std::unique_ptr<Comm> cp;          // never null: the context-parallel ring (one rank when cp = 1)
   CommCounters* counters = nullptr;
 
   // Pointers into this object: it must outlive the context.

@@ -15,7 +15,8 @@ struct RankContext {
   int64_t rank = 0;           // in the world
   Coords coords;              // layout.coords(rank)
   Comm* tp = nullptr;         // tensor-parallel group
-  Comm* dp = nullptr;         // data-parallel group (ZeRO shards over it)
+  Comm* dp = nullptr;         // data-parallel group (ZeRO shards over it); with cp > 1 the dp·cp ranks
+  Comm* cp = nullptr;         // context-parallel ring (null or one rank: cp = 1)
   Comm* pp = nullptr;         // pipeline group (send/recv to stage ± 1)
   Comm* emb = nullptr;        // first + last stage when embeddings are tied and pp > 1; else null
   Comm* ep = nullptr;         // expert-parallel group (all_to_all of the MoE dispatch)

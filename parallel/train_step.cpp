@@ -16,6 +16,9 @@
 // zero/optimizer_offload.h, configured inside the ShardedOptimizer); 6. the loss: each last-stage rank's share
 // (its token losses / global tokens, fp32) all-reduced over dp, then over pp,
 // so every rank returns the global batch's mean (docs/formulas/comm.md).
+// Context parallelism (cp > 1): the dp group is the dp·cp ranks (groups.h),
+// each holding s/cp tokens of its replica's sequences, so the same sums give
+// the global mean and the gradient; the stage runs its flash core over ctx.cp.
 // Tied embeddings with pp > 1 under ZeRO 2/3 (dp > 1): the word's units keep
 // their whole gradient through the schedule; step 3 sums its word slot over
 // the embedding group, then reduce-scatters it (zero/grad_shards.h).
@@ -53,7 +56,9 @@ void check_context(const ModelConfig& model, const RunConfig& run, const RankCon
     throw std::invalid_argument("Trainer: the RankContext needs tp, dp and pp communicators");
   validate_layout(ctx.layout, model, run);
   const Layout& l = ctx.layout;
-  if (ctx.dp->size() != l.dp || ctx.pp->size() != l.pp || ctx.tp->size() != l.tp)
+  // With context parallelism the dp group holds the dp·cp ranks that average gradients (groups.h).
+  if (ctx.dp->size() != l.dp * l.cp || ctx.pp->size() != l.pp || ctx.tp->size() != l.tp ||
+      (l.cp > 1 && (ctx.cp == nullptr || ctx.cp->size() != l.cp)))
     throw std::invalid_argument("Trainer: the communicators' sizes differ from the layout");
   if (model.tied_embeddings && l.pp > 1 && ctx.emb == nullptr && (ctx.first_stage() || ctx.last_stage()))
     throw std::invalid_argument("Trainer: tied embeddings with pp > 1 need the emb communicator");
@@ -83,7 +88,7 @@ struct Trainer::Impl {
     const DType e = r.dtype, g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, n, dp_rank});
-    stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep);
+    stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep, c.cp);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r),
                                                    c.counters);
     auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
@@ -93,7 +98,7 @@ struct Trainer::Impl {
       const CheckpointWeights ckpt(r.init_from, model);
       params->initialise_from([&](const UnitLayout& unit) { return ckpt.unit_values(unit); }, load_master);
     }
-    if (n > 1 && l.zero <= 1)
+    if (c.dp->size() > 1 && l.zero <= 1)  // dp·cp ranks sum their gradients (cp > 1: ZeRO 0)
       dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero), c.expert_dp);
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
     if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, *stage, *params);
@@ -145,7 +150,7 @@ StepResult Trainer::step(int64_t step_index) {
     throw;
   }
 
-  if (l.tp > 1 || I.finalize->syncs_embedding() || l.dp > 1) dev.ledger().mark_phase("grad_sync");
+  if (l.tp > 1 || I.finalize->syncs_embedding() || l.dp * l.cp > 1) dev.ledger().mark_phase("grad_sync");
   I.finalize->reduce_model_parallel();
   if (I.grad_shards) I.grad_shards->reduce_deferred();  // after the embedding-group sum
   if (I.dp_sync) I.dp_sync->finish();

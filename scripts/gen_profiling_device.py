@@ -42,7 +42,8 @@ def declarations(block, pattern):
     code = re.sub(r"//[^\n]*", "", block)
     for ret, name, params in re.findall(pattern, code, re.S):
         params = re.sub(r"\s+", " ", params).strip()
-        names = [re.findall(r"(\w+)\s*$", p)[0] for p in split_params(params)]
+        # a default argument ("blk = {}") is not part of the name
+        names = [re.findall(r"(\w+)\s*$", re.sub(r"\s*=.*$", "", p))[0] for p in split_params(params)]
         yield ret.strip(), name, params, names
 
 

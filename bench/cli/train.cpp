@@ -114,14 +114,7 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
-// plan --cp budgets context parallelism; the measured step has no ring attention yet.
-void refuse_context_parallel(const Layout& l) {
-  if (l.cp > 1)
-    throw LayoutError(fmt::format(
-        "train --cp {}: the ring-attention step is not built yet (plan --cp {} gives its budget)", l.cp, l.cp));
-}
-
-void TrainCommand::validate() const { refuse_context_parallel(resolve_config(with_world()).layout); }
+void TrainCommand::validate() const { resolve_config(with_world()); }
 
 // --world N: the layout's world, dp filled in from N when only tp, pp (and cp) are given.
 ConfigOptions TrainCommand::with_world() const {
@@ -142,7 +135,6 @@ ConfigOptions TrainCommand::with_world() const {
 int TrainCommand::run() const {
   run::TrainRequest q;
   q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
-  refuse_context_parallel(q.config.layout);
   q.save_weights = checkpoint_.save_weights;
   const Layout& l = q.config.layout;
   if (backend_ == "meta" && l.world() > 1) q.simulated_ranks = select_ranks(config_.ranks, l, l.world());

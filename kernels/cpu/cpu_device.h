@@ -34,9 +34,9 @@ class CpuDevice : public Device {
   void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
                           bool accumulate) override;
   void embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B,
-                              int64_t T, int64_t C, int64_t pos_offset) override;
+                              int64_t T, int64_t C, const TokenSpans& positions) override;
   void embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t, const int32_t* ids,
-                               int64_t B, int64_t T, int64_t C, int64_t pos_offset) override;
+                               int64_t B, int64_t T, int64_t C, const TokenSpans& positions) override;
   void layernorm_forward_impl(void* out, float* mean, float* rstd, const void* x, const void* w, const void* bias,
                               DType t, int64_t N, int64_t C, float eps) override;
   void layernorm_backward_impl(void* dx, void* dw, void* dbias, DType grad_t, const void* dout, const void* x,
@@ -51,9 +51,9 @@ class CpuDevice : public Device {
                            const AttnShape& s) override;
   void merge_heads_impl(void* out, const void* ctx, DType t, const AttnShape& s) override;
   void split_heads_impl(void* ctx, const void* in, DType t, const AttnShape& s) override;
-  void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+  void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
                          float theta) override;
-  void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, int64_t pos_offset,
+  void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions,
                           float theta) override;
   void softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) override;
   void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
@@ -62,10 +62,10 @@ class CpuDevice : public Device {
   void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n,
                              float p) override;
   void flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t,
-                                    const AttnShape& s, float p, RngKey key) override;
+                                    const AttnShape& s, float p, RngKey key, const AttnBlock& blk) override;
   void flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                                      const void* v, const void* out, const float* lse, DType t, const AttnShape& s,
-                                     float p, RngKey key) override;
+                                     float p, RngKey key, const AttnBlock& blk) override;
   void gelu_forward_impl(void* out, const void* x, DType t, int64_t n) override;
   void gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) override;
   void swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) override;

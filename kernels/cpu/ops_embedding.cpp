@@ -1,5 +1,5 @@
 // CpuDevice token (+ learned position) embedding, forward and backward.
-// Forward: out[b, t] = wte[ids[b, t]] + wpe[pos_offset + t] (wpe optional),
+// Forward: out[b, t] = wte[ids[b, t]] + wpe[pos(t)] (wpe optional),
 // summed in fp32 and rounded once. Backward groups the tokens by id (a stable
 // sort, so each id's rows are summed in token order), sums each group in fp32
 // and adds it to its dwte row once: one rounding per row even for 16-bit
@@ -32,7 +32,7 @@ void add_row(void* dst_row, DType grad_t, const float* sum, int64_t C, float* sc
 }  // namespace
 
 void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
-                                       int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+                                       int64_t B, int64_t T, int64_t C, const TokenSpans& positions) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 #pragma omp parallel if (rows * C > kParallelMinElems)
@@ -42,7 +42,7 @@ void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void
     for (int64_t r = 0; r < rows; ++r) {
       convert_to_fp32(row_ptr(wte, t, ids[r], C), t, e.data(), C);
       if (wpe) {
-        convert_to_fp32(row_ptr(wpe, t, pos_offset + r % T, C), t, p.data(), C);
+        convert_to_fp32(row_ptr(wpe, t, positions.position(r % T), C), t, p.data(), C);
         for (int64_t c = 0; c < C; ++c) e[c] += p[c];
       }
       convert_from_fp32(e.data(), row_ptr(out, t, r, C), t, C);
@@ -51,7 +51,8 @@ void CpuDevice::embedding_forward_impl(void* out, const int32_t* ids, const void
 }
 
 void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                        const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+                                        const int32_t* ids, int64_t B, int64_t T, int64_t C,
+                                        const TokenSpans& positions) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
   const bool par = rows * C > kParallelMinElems;
@@ -93,7 +94,7 @@ void CpuDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, co
           convert_to_fp32(row_ptr(dout, t, b * T + tt, C), t, row.data(), C);
           for (int64_t c = 0; c < C; ++c) sum[c] += row[c];
         }
-        add_row(row_ptr(dwpe, grad_t, pos_offset + tt, C), grad_t, sum.data(), C, row.data());
+        add_row(row_ptr(dwpe, grad_t, positions.position(tt), C), grad_t, sum.data(), C, row.data());
       }
     }
   }

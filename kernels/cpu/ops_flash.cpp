@@ -13,7 +13,15 @@
 // floats, the size of that head's K and V; FlashAttention-2 keeps an fp32 dQ
 // accumulator of the same order). Neither depends on the batch or head count.
 //
-// FLOPs: the contract counts the full T×T products (flash_forward_flops,
+// One block (kernels/attn_block.h): T queries against Tk keys, each query row
+// seeing the contiguous run of keys attn::visible_keys gives (the causal mask
+// on the tokens' positions, or every key). With blk.accumulate the forward
+// starts its online softmax from the saved state of earlier blocks — running
+// max m = lse, sum l = 1 (0 when lse = −inf), accumulator = out — which is
+// exactly where Alg. 1 would stand had those keys been tiles of this call;
+// the backward starts its dQ, dK, dV accumulators from the tensors given.
+//
+// FLOPs: the contract counts the full T×Tk products (flash_forward_flops,
 // flash_backward_flops in kernels/flop_counts.h: the published convention, with
 // the causal-halved figure reported beside it). This kernel skips key tiles that
 // are entirely masked for a query tile (above the diagonal, or before the
@@ -33,17 +41,22 @@ namespace {
 
 // Query rows × key columns per tile. 64 × 64 fp32 is 16 KiB: S and dS stay in L1/L2.
 constexpr int64_t kBr = 64, kBc = 64;
-// Below this many multiply-adds (B·Hq·T²·D) the op stays on one thread: the
+// Below this many multiply-adds (B·Hq·T·Tk·D) the op stays on one thread: the
 // OpenMP fork/join costs more than the work.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 22;
 
-// The keys query row i sees: first_key(i) ≤ j ≤ i (causal; window: i − window < j).
-inline int64_t first_key(const AttnShape& s, int64_t i) {
-  return s.window ? std::max<int64_t>(0, i - *s.window + 1) : 0;
-}
-
 inline const void* at(const void* p, DType t, int64_t i) { return static_cast<const char*>(p) + i * dtype_bytes(t); }
 inline void* at(void* p, DType t, int64_t i) { return static_cast<char*>(p) + i * dtype_bytes(t); }
+
+// The block's mask as the kernels read it.
+struct BlockMask {
+  const AttnBlock& blk;
+  int64_t window;  // 0: none
+  attn::KeyRun keys(int64_t i) const { return attn::visible_keys(blk, blk.Tk, window, i); }
+  // Key tiles (from a multiple of kBc) that query rows [i0, i0 + nr) visit:
+  // both ends of a row's run grow with the row.
+  attn::KeyRun tile_span(int64_t i0, int64_t nr) const { return {keys(i0).begin / kBc * kBc, keys(i0 + nr - 1).end}; }
+};
 
 // dst (D × kBc) = transpose of rows (n × D), so products over D run along
 // contiguous key columns (vectorizes without reassociating sums).
@@ -66,12 +79,19 @@ void tile_product(const float* a, const float* bt, int64_t nr, int64_t nc, int64
 }
 
 // Dropout multipliers of row i, keys j0 … j0 + n − 1: 1/(1 − p) kept, 0 dropped.
-// Flat index ((b·Hq + h)·T + i)·T + j: the element of the (B, Hq, T, T)
-// probabilities tensor that materialized attention's dropout_forward draws for.
-void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
-                 float* z) {
-  const uint64_t first = static_cast<uint64_t>(((b * s.Hq + h) * s.T + i) * s.T + j0);
-  philox_uniform_fill(key.seed, key.stream, first, n, z);
+// Flat index ((b·Hq + h)·seq + pos_q(i))·seq + pos_k(j): the element of the
+// (B, Hq, seq, seq) probabilities tensor that materialized attention's
+// dropout_forward draws for. Keys on either side of the split are drawn apart
+// (their positions are not consecutive).
+void dropout_row(const RngKey& key, float p, const AttnShape& s, const AttnBlock& blk, int64_t b, int64_t h, int64_t i,
+                 int64_t j0, int64_t n, float* z) {
+  const int64_t row = (b * s.Hq + h) * blk.seq + blk.q_pos.position(i);
+  for (int64_t c = 0; c < n;) {
+    const int64_t j = j0 + c;
+    const int64_t run = j < blk.k_pos.split ? std::min(n - c, blk.k_pos.split - j) : n - c;
+    philox_uniform_fill(key.seed, key.stream, static_cast<uint64_t>(row * blk.seq + blk.k_pos.position(j)), run, z + c);
+    c += run;
+  }
   const float ks = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   for (int64_t c = 0; c < n; ++c) z[c] = z[c] >= p ? ks : 0.0f;
 }
@@ -79,13 +99,15 @@ void dropout_row(const RngKey& key, float p, const AttnShape& s, int64_t b, int6
 }  // namespace
 
 void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v,
-                                             DType t, const AttnShape& s, float p, RngKey key) {
-  const int64_t B = s.B, Hq = s.Hq, T = s.T, D = s.D, group = s.Hq / s.Hkv;
+                                             DType t, const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
+  const int64_t B = s.B, Hq = s.Hq, T = s.T, Tk = blk.Tk, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
   const float scale = s.scale();
   const bool drop = p > 0.0f;
+  const BlockMask mask{blk, s.window ? *s.window : 0};
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-#pragma omp parallel if (B * Hq * T * T * D > kParallelMinMacs)
+#pragma omp parallel if (B * Hq * T * Tk * D > kParallelMinMacs)
   {
     std::vector<float> Q(kBr * D), Kr(kBc * D), Kt(D * kBc), V(kBc * D), S(kBr * kBc), acc(kBr * D), m(kBr), l(kBr),
         z(kBc);
@@ -94,29 +116,35 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t qt = 0; qt < q_tiles; ++qt) {
           const int64_t hk = h / group;  // GQA: query head h reads KV head h / (Hq / Hkv)
-          const int64_t q_head = (b * Hq + h) * T, kv_head = (b * s.Hkv + hk) * T;
+          const int64_t q_head = (b * Hq + h) * T, kv_head = (b * s.Hkv + hk) * Tk;
           const int64_t i0 = qt * kBr, nr = std::min(kBr, T - i0);
           convert_to_fp32(at(q, t, (q_head + i0) * D), t, Q.data(), nr * D);
-          std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+          std::fill(m.begin(), m.end(), kNegInf);
           std::fill(l.begin(), l.end(), 0.0f);
           std::fill(acc.begin(), acc.end(), 0.0f);
+          if (blk.accumulate) {  // the earlier blocks' state: m = lse, l = 1, acc = out
+            convert_to_fp32(at(out, t, (q_head + i0) * D), t, acc.data(), nr * D);
+            for (int64_t r = 0; r < nr; ++r) {
+              m[r] = lse[q_head + i0 + r];
+              l[r] = m[r] == kNegInf ? 0.0f : 1.0f;
+              if (l[r] == 0.0f) std::fill(acc.begin() + r * D, acc.begin() + (r + 1) * D, 0.0f);
+            }
+          }
 
-          // Key tiles from the one holding the first row's first key to the last row's diagonal.
-          const int64_t j_end = i0 + nr;
-          for (int64_t j0 = first_key(s, i0) / kBc * kBc; j0 < j_end; j0 += kBc) {
-            const int64_t nc = std::min(kBc, T - j0);
+          const attn::KeyRun span = mask.tile_span(i0, nr);
+          for (int64_t j0 = span.begin; j0 < span.end; j0 += kBc) {
+            const int64_t nc = std::min(kBc, Tk - j0);
             convert_to_fp32(at(k, t, (kv_head + j0) * D), t, Kr.data(), nc * D);
             convert_to_fp32(at(v, t, (kv_head + j0) * D), t, V.data(), nc * D);
             transpose_tile(Kr.data(), nc, D, Kt.data());
             tile_product(Q.data(), Kt.data(), nr, nc, D, S.data());  // S = Q·Kᵀ (unscaled)
 
             for (int64_t r = 0; r < nr; ++r) {
-              const int64_t i = i0 + r;
-              const int64_t ca = std::max(first_key(s, i), j0) - j0;
-              const int64_t cb = std::min(i + 1, j0 + nc) - j0;
+              const attn::KeyRun run = mask.keys(i0 + r);
+              const int64_t ca = std::max(run.begin, j0) - j0, cb = std::min(run.end, j0 + nc) - j0;
               if (ca >= cb) continue;  // no visible key of row i in this tile
               float* sr = S.data() + r * kBc;
-              float mt = -std::numeric_limits<float>::infinity();
+              float mt = kNegInf;
               for (int64_t c = ca; c < cb; ++c) {
                 sr[c] *= scale;
                 mt = std::max(mt, sr[c]);
@@ -127,7 +155,7 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
               float* ar = acc.data() + r * D;
               l[r] *= corr;
               for (int64_t d = 0; d < D; ++d) ar[d] *= corr;
-              if (drop) dropout_row(key, p, s, b, h, i, j0 + ca, cb - ca, z.data());
+              if (drop) dropout_row(key, p, s, blk, b, h, i0 + r, j0 + ca, cb - ca, z.data());
               for (int64_t c = ca; c < cb; ++c) {
                 const float pc = std::exp(sr[c] - m_new);
                 l[r] += pc;  // the normalizer sums the undropped probabilities
@@ -140,10 +168,10 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
             }
           }
 
-          for (int64_t r = 0; r < nr; ++r) {
-            const float inv = 1.0f / l[r];
+          for (int64_t r = 0; r < nr; ++r) {  // a row that saw no key: out 0, lse −inf
+            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
             for (int64_t d = 0; d < D; ++d) acc[r * D + d] *= inv;
-            lse[q_head + i0 + r] = m[r] + std::log(l[r]);
+            lse[q_head + i0 + r] = l[r] > 0.0f ? m[r] + std::log(l[r]) : kNegInf;
           }
           convert_from_fp32(acc.data(), at(out, t, (q_head + i0) * D), t, nr * D);
         }
@@ -157,22 +185,27 @@ void CpuDevice::flash_attention_forward_impl(void* out, float* lse, const void* 
 // Hq/Hkv query heads that read it), so no two threads write the same gradient.
 void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                               const void* k, const void* v, const void* out, const float* lse, DType t,
-                                              const AttnShape& s, float p, RngKey key) {
-  const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, D = s.D, group = s.Hq / s.Hkv;
+                                              const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
+  const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, Tk = blk.Tk, D = s.D, group = s.Hq / s.Hkv;
   const int64_t q_tiles = (T + kBr - 1) / kBr;
   const float scale = s.scale();
   const bool drop = p > 0.0f;
+  const BlockMask mask{blk, s.window ? *s.window : 0};
 
-#pragma omp parallel if (B * Hq * T * T * D > kParallelMinMacs)
+#pragma omp parallel if (B * Hq * T * Tk * D > kParallelMinMacs)
   {
     std::vector<float> Q(kBr * D), dO(kBr * D), O(kBr * D), dQ(kBr * D), Di(kBr), L(kBr), Kr(kBc * D), Kt(D * kBc),
         V(kBc * D), Vt(D * kBc), S(kBr * kBc), dPd(kBr * kBc), dS(kBr * kBc), z(kBc), dK, dV;
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t g = 0; g < Hkv; ++g) {
-        const int64_t kv_head = (b * Hkv + g) * T;
-        dK.assign(static_cast<size_t>(T * D), 0.0f);
-        dV.assign(static_cast<size_t>(T * D), 0.0f);
+        const int64_t kv_head = (b * Hkv + g) * Tk;
+        dK.assign(static_cast<size_t>(Tk * D), 0.0f);
+        dV.assign(static_cast<size_t>(Tk * D), 0.0f);
+        if (blk.accumulate) {
+          convert_to_fp32(at(dk, t, kv_head * D), t, dK.data(), Tk * D);
+          convert_to_fp32(at(dv, t, kv_head * D), t, dV.data(), Tk * D);
+        }
         for (int64_t h = g * group; h < (g + 1) * group; ++h)
           for (int64_t qt = 0; qt < q_tiles; ++qt) {
             const int64_t q_head = (b * Hq + h) * T;
@@ -186,11 +219,14 @@ void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, cons
               Di[r] = di;
               L[r] = lse[q_head + i0 + r];
             }
-            std::fill(dQ.begin(), dQ.end(), 0.0f);
+            if (blk.accumulate)
+              convert_to_fp32(at(dq, t, (q_head + i0) * D), t, dQ.data(), nr * D);
+            else
+              std::fill(dQ.begin(), dQ.end(), 0.0f);
 
-            const int64_t j_end = i0 + nr;
-            for (int64_t j0 = first_key(s, i0) / kBc * kBc; j0 < j_end; j0 += kBc) {
-              const int64_t nc = std::min(kBc, T - j0);
+            const attn::KeyRun span = mask.tile_span(i0, nr);
+            for (int64_t j0 = span.begin; j0 < span.end; j0 += kBc) {
+              const int64_t nc = std::min(kBc, Tk - j0);
               convert_to_fp32(at(k, t, (kv_head + j0) * D), t, Kr.data(), nc * D);
               convert_to_fp32(at(v, t, (kv_head + j0) * D), t, V.data(), nc * D);
               transpose_tile(Kr.data(), nc, D, Kt.data());
@@ -199,13 +235,12 @@ void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, cons
               tile_product(dO.data(), Vt.data(), nr, nc, D, dPd.data());  // dO·Vᵀ
 
               for (int64_t r = 0; r < nr; ++r) {
-                const int64_t i = i0 + r;
-                const int64_t ca = std::max(first_key(s, i), j0) - j0;
-                const int64_t cb = std::min(i + 1, j0 + nc) - j0;
+                const attn::KeyRun run = mask.keys(i0 + r);
+                const int64_t ca = std::max(run.begin, j0) - j0, cb = std::min(run.end, j0 + nc) - j0;
                 float* dsr = dS.data() + r * kBc;
                 std::fill(dsr, dsr + nc, 0.0f);  // masked: P = 0, so dS = 0 and no dV
                 if (ca >= cb) continue;
-                if (drop) dropout_row(key, p, s, b, h, i, j0 + ca, cb - ca, z.data());
+                if (drop) dropout_row(key, p, s, blk, b, h, i0 + r, j0 + ca, cb - ca, z.data());
                 const float* dOr = dO.data() + r * D;
                 for (int64_t c = ca; c < cb; ++c) {
                   const float pc = std::exp(scale * S[r * kBc + c] - L[r]);
@@ -236,8 +271,8 @@ void CpuDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, cons
             }
             convert_from_fp32(dQ.data(), at(dq, t, (q_head + i0) * D), t, nr * D);
           }
-        convert_from_fp32(dK.data(), at(dk, t, kv_head * D), t, T * D);
-        convert_from_fp32(dV.data(), at(dv, t, kv_head * D), t, T * D);
+        convert_from_fp32(dK.data(), at(dk, t, kv_head * D), t, Tk * D);
+        convert_from_fp32(dV.data(), at(dv, t, kv_head * D), t, Tk * D);
       }
   }
 }

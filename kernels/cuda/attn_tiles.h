@@ -1,6 +1,7 @@
 // Index arithmetic of causal / sliding-window attention shared by the CUDA
-// kernels and their CPU tests: which keys a query row sees, which key tiles a
-// query tile visits, which query tiles see a key tile, and the flat index of a
+// kernels and their CPU tests: which keys a query row sees (the materialized
+// softmax; the flash kernels take a block's runs of keys from
+// kernels/attn_block.h, attn::visible_keys) and the flat index of a
 // probability (the dropout counter). Host-and-device inline functions with no
 // CUDA dependency, so tests/kernels/test_cuda_launch_config.cpp checks them
 // against brute force on the CPU.
@@ -20,24 +21,6 @@ GPL_HOST_DEVICE int64_t first_key(int64_t i, int64_t window) {
 }
 
 GPL_HOST_DEVICE bool visible(int64_t i, int64_t j, int64_t window) { return j <= i && j >= first_key(i, window); }
-
-// Key tiles (of bc keys, starting at multiples of bc) that query rows
-// [i0, i0 + nr) visit: k0 from key_tile_begin to below key_tile_end. Tiles
-// outside hold no key any of these rows sees.
-GPL_HOST_DEVICE int64_t key_tile_begin(int64_t i0, int64_t window, int64_t bc) {
-  return first_key(i0, window) / bc * bc;
-}
-GPL_HOST_DEVICE int64_t key_tile_end(int64_t i0, int64_t nr) { return i0 + nr; }
-
-// Query tiles (of bq rows) that see some key of [k0, k0 + nk): qt from
-// query_tile_first to query_tile_last inclusive. Row i sees key j only if
-// i ≥ j (so i ≥ k0), and, with a window w, only if i < j + w ≤ k0 + nk − 1 + w.
-GPL_HOST_DEVICE int64_t query_tile_first(int64_t k0, int64_t bq) { return k0 / bq; }
-GPL_HOST_DEVICE int64_t query_tile_last(int64_t k0, int64_t nk, int64_t T, int64_t window, int64_t bq) {
-  int64_t last_row = T - 1;
-  if (window > 0 && k0 + nk - 2 + window < last_row) last_row = k0 + nk - 2 + window;
-  return last_row / bq;
-}
 
 // Flat index of probability (b, h, i, j) in a (B, Hq, T, T) tensor: the
 // element materialized attention's dropout draws, which flash attention draws

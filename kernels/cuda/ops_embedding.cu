@@ -1,6 +1,6 @@
 // CUDA token (+ learned position) embedding, forward and backward, with the
 // CPU reference's semantics and rounding (kernels/cpu/ops_embedding.cpp).
-// Forward: out[b, t] = wte[ids[b, t]] + wpe[pos_offset + t], summed in fp32,
+// Forward: out[b, t] = wte[ids[b, t]] + wpe[position(t)], summed in fp32,
 // rounded once. Backward groups the tokens by id as the CPU does — the ids are
 // read back to the host (B·T int32: one small synchronous copy per call), a
 // stable sort orders each id's tokens by position, and one block per id sums
@@ -23,12 +23,12 @@ constexpr int kColsPerBlock = 256;
 
 template <class T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* wte, const T* wpe, int64_t rows,
-                                         int64_t T_, int64_t C, int64_t pos_offset) {
+                                         int64_t T_, int64_t C, TokenSpans positions) {
   const int64_t n = rows * C;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t r = e / C, c = e % C;
     float v = to_float(wte[static_cast<int64_t>(ids[r]) * C + c]);
-    if (wpe) v += to_float(wpe[(pos_offset + r % T_) * C + c]);
+    if (wpe) v += to_float(wpe[positions.position(r % T_) * C + c]);
     out[e] = from_float<T>(v);
   }
 }
@@ -47,16 +47,16 @@ __global__ void embedding_backward_wte_kernel(G* dwte, const T* dout, const int3
   row[c] = from_float<G>(to_float(row[c]) + sum);
 }
 
-// dwpe[pos_offset + t] += Σ_b dout[b, t], b in order.
+// dwpe[position(t)] += Σ_b dout[b, t], b in order.
 template <class G, class T>
 __global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C,
-                                              int64_t pos_offset) {
+                                              TokenSpans positions) {
   const int64_t n = T_ * C;
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     const int64_t t = e / C, c = e % C;
     float sum = 0.0f;
     for (int64_t b = 0; b < B; ++b) sum += to_float(dout[(b * T_ + t) * C + c]);
-    G* p = dwpe + (pos_offset + t) * C + c;
+    G* p = dwpe + positions.position(t) * C + c;
     *p = from_float<G>(to_float(*p) + sum);
   }
 }
@@ -64,18 +64,19 @@ __global__ void embedding_backward_wpe_kernel(G* dwpe, const T* dout, int64_t B,
 }  // namespace
 
 void SimtDevice::embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t,
-                                        int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+                                        int64_t B, int64_t T, int64_t C, const TokenSpans& positions) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const auto l = cuda_launch::elementwise(B * T * C);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
     launch_kernel(embedding_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(), static_cast<E*>(out),
-                  ids, static_cast<const E*>(wte), static_cast<const E*>(wpe), B * T, T, C, pos_offset);
+                  ids, static_cast<const E*>(wte), static_cast<const E*>(wpe), B * T, T, C, positions);
   });
 }
 
 void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, const void* dout, DType t,
-                                         const int32_t* ids, int64_t B, int64_t T, int64_t C, int64_t pos_offset) {
+                                         const int32_t* ids, int64_t B, int64_t T, int64_t C,
+                                         const TokenSpans& positions) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   const int64_t rows = B * T;
 
@@ -111,7 +112,7 @@ void SimtDevice::embedding_backward_impl(void* dwte, void* dwpe, DType grad_t, c
       using G = decltype(gt);
       using E = decltype(et);
       launch_kernel(embedding_backward_wpe_kernel<G, E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
-                    static_cast<G*>(dwpe), static_cast<const E*>(dout), B, T, C, pos_offset);
+                    static_cast<G*>(dwpe), static_cast<const E*>(dout), B, T, C, positions);
     });
   }
 }

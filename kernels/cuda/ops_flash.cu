@@ -3,7 +3,8 @@
 // D_i = rowsum(dO ⊙ O) precomputed as FlashAttention-2, Dao 2023, does).
 // The same function as the CPU reference (kernels/cpu/ops_flash.cpp): QKᵀ·scale
 // under the causal / window mask, softmax, dropout on the probabilities drawn
-// at the flat (B, Hq, T, T) index (attn_tiles.h, prob_index), ·V; saves out
+// at the flat (B, Hq, seq, seq) index of the tokens' positions (attn_tiles.h,
+// prob_index), ·V; saves out
 // and lse_i = m_i + log l_i (fp32, natural log of Σ_j exp(scale·s_ij)).
 //
 // SIMT kernels, 16 × 16 threads, fp32 tiles in shared memory
@@ -20,6 +21,11 @@
 // executes 5). FLOPs are counted by the contract (kernels/flop_counts.h: the
 // full T×T products, 2 forward + 5 backward) like every backend; key tiles
 // that are entirely masked are skipped, as on the CPU.
+// One block (kernels/attn_block.h): T queries against Tk keys, each row
+// seeing the contiguous run of keys attn::visible_keys gives; with
+// blk.accumulate the forward starts from the saved state of earlier blocks
+// (m = lse, l = 1, O = out: Alg. 1 continued) and the backward adds to dq,
+// dk, dv. The dKdV kernel visits the query tiles whose rows see its keys.
 // Heavy blocks first: the forward and dQ kernels number query tiles from the
 // last (causal rows near the end see the most keys), dKdV key tiles from the first.
 #include <stdexcept>
@@ -42,16 +48,27 @@ using cuda_launch::FlashTiles;
 constexpr int kTX = cuda_launch::kFlashThreadsX, kTY = cuda_launch::kFlashThreadsY;
 constexpr int kThreads = kTX * kTY;
 
-// Everything a flash kernel needs to know about the problem.
+// Everything a flash kernel needs to know about the problem: T queries
+// against Tk = blk.Tk keys (kernels/attn_block.h).
 struct FlashArgs {
-  int64_t B, Hq, Hkv, T, D, window;
+  int64_t B, Hq, Hkv, T, Tk, D, window;
   float scale, p, keep_scale;  // keep_scale: 1/(1 − p), or 0 when p == 1
   uint64_t seed, stream;
+  AttnBlock blk;
 };
 
-// Dropout multiplier of probability (b, h, i, j): 1/(1 − p) kept, 0 dropped.
+// The keys query row i sees: [begin, end) of the key block.
+GPL_DEVICE attn::KeyRun row_keys(const FlashArgs& a, int64_t i) { return attn::visible_keys(a.blk, a.Tk, a.window, i); }
+GPL_DEVICE bool visible(const FlashArgs& a, int64_t i, int64_t j) {
+  const attn::KeyRun r = row_keys(a, i);
+  return j >= r.begin && j < r.end;
+}
+
+// Dropout multiplier of probability (b, h, i, j): 1/(1 − p) kept, 0 dropped,
+// drawn at the tokens' positions in the whole sequence.
 GPL_DEVICE float dropout_z(const FlashArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
-  const float u = philox_uniform(a.seed, a.stream, attn::prob_index(b, h, i, j, a.Hq, a.T));
+  const uint64_t idx = attn::prob_index(b, h, a.blk.q_pos.position(i), a.blk.k_pos.position(j), a.Hq, a.blk.seq);
+  const float u = philox_uniform(a.seed, a.stream, idx);
   return u >= a.p ? a.keep_scale : 0.0f;
 }
 
@@ -124,21 +141,31 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
   const int64_t qt = q_tiles - 1 - static_cast<int64_t>(blockIdx.x) / BH;
   const int64_t bh = static_cast<int64_t>(blockIdx.x) % BH, b = bh / a.Hq, h = bh % a.Hq;
   const int64_t hk = h / (a.Hq / a.Hkv);  // GQA: query head h reads KV head h / (Hq / Hkv)
-  const int64_t q_head = bh * a.T, kv_head = (b * a.Hkv + hk) * a.T;
+  const int64_t q_head = bh * a.T, kv_head = (b * a.Hkv + hk) * a.Tk;
   const int64_t i0 = qt * BR, nr = BR < a.T - i0 ? BR : a.T - i0;
 
   load_tile(Qs, ld, q, q_head + i0, nr, BR, D, tid);
+  // The earlier blocks' state when accumulating: m = lse, l = 1 (0 for a row
+  // that saw no key, lse −inf), O = out; else the start of Alg. 1.
   for (int r = tid; r < BR; r += kThreads) {
-    m_s[r] = -INFINITY;
-    l_s[r] = 0.0f;
+    const float m0 = a.blk.accumulate && r < nr ? lse[q_head + i0 + r] : -INFINITY;
+    m_s[r] = m0;
+    l_s[r] = m0 == -INFINITY ? 0.0f : 1.0f;
   }
+  __syncthreads();
   float acc[RA][MAXB];
   for (int ra = 0; ra < RA; ++ra)
-    for (int cb = 0; cb < MAXB; ++cb) acc[ra][cb] = 0.0f;
+    for (int cb = 0; cb < MAXB; ++cb) {
+      const int r = ty + 16 * ra;
+      const int64_t d = tx + 16 * cb;
+      const bool held = a.blk.accumulate && r < nr && d < D && l_s[r] > 0.0f;
+      acc[ra][cb] = held ? to_float(out[(q_head + i0 + r) * D + d]) : 0.0f;
+    }
 
-  const int64_t j_end = attn::key_tile_end(i0, nr);
-  for (int64_t j0 = attn::key_tile_begin(i0, a.window, BC); j0 < j_end; j0 += BC) {
-    const int64_t nc = BC < a.T - j0 ? BC : a.T - j0;
+  // Key tiles from the one holding the first row's first key to the last row's last.
+  const int64_t j_end = row_keys(a, i0 + nr - 1).end;
+  for (int64_t j0 = row_keys(a, i0).begin / BC * BC; j0 < j_end; j0 += BC) {
+    const int64_t nc = BC < a.Tk - j0 ? BC : a.Tk - j0;
     __syncthreads();  // the previous tile's readers are done
     load_tile(Ks, ld, k, kv_head + j0, nc, BC, D, tid);
     load_tile(Vs, D, v, kv_head + j0, nc, BC, D, tid);
@@ -158,7 +185,7 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
     for (int ra = 0; ra < RA; ++ra)
       for (int cb = 0; cb < CB; ++cb) {
         const int r = ty + 16 * ra, c = tx + 16 * cb;
-        const bool vis = r < nr && c < nc && attn::visible(i0 + r, j0 + c, a.window);
+        const bool vis = r < nr && c < nc && visible(a, i0 + r, j0 + c);
         Ss[r * (BC + 1) + c] = vis ? s[ra][cb] * a.scale : -INFINITY;
       }
     __syncthreads();
@@ -186,13 +213,14 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
   for (int ra = 0; ra < RA; ++ra) {
     const int r = ty + 16 * ra;
     if (r >= nr) continue;
-    const float inv = 1.0f / l_s[r];
+    const float inv = l_s[r] > 0.0f ? 1.0f / l_s[r] : 0.0f;  // a row that saw no key: out 0, lse −inf
     for (int cb = 0; cb < MAXB; ++cb) {
       const int64_t d = tx + 16 * cb;
       if (d < D) out[(q_head + i0 + r) * D + d] = from_float<E>(acc[ra][cb] * inv);
     }
   }
-  for (int r = tid; r < nr; r += kThreads) lse[q_head + i0 + r] = m_s[r] + logf(l_s[r]);
+  __syncthreads();  // every thread has read the incoming lse (accumulate)
+  for (int r = tid; r < nr; r += kThreads) lse[q_head + i0 + r] = l_s[r] > 0.0f ? m_s[r] + logf(l_s[r]) : -INFINITY;
 }
 
 // ---- backward ----
@@ -260,21 +288,29 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
   const int64_t BG = a.B * a.Hkv;
   const int64_t kt = static_cast<int64_t>(blockIdx.x) / BG;
   const int64_t bg = static_cast<int64_t>(blockIdx.x) % BG, b = bg / a.Hkv, g = bg % a.Hkv;
-  const int64_t group = a.Hq / a.Hkv, kv_head = bg * a.T;
-  const int64_t k0 = kt * BK, nk = BK < a.T - k0 ? BK : a.T - k0;
+  const int64_t group = a.Hq / a.Hkv, kv_head = bg * a.Tk;
+  const int64_t k0 = kt * BK, nk = BK < a.Tk - k0 ? BK : a.Tk - k0;
 
   load_tile(Ks, ld, k, kv_head + k0, nk, BK, D, tid);
   load_tile(Vs, ld, v, kv_head + k0, nk, BK, D, tid);
   float dk_acc[KA][MAXB], dv_acc[KA][MAXB];
   for (int ka = 0; ka < KA; ++ka)
-    for (int cb = 0; cb < MAXB; ++cb) dk_acc[ka][cb] = dv_acc[ka][cb] = 0.0f;
+    for (int cb = 0; cb < MAXB; ++cb) {
+      const int c = ty + 16 * ka;
+      const int64_t d = tx + 16 * cb;
+      const bool held = a.blk.accumulate && c < nk && d < D;
+      dk_acc[ka][cb] = held ? to_float(dk[(kv_head + k0 + c) * D + d]) : 0.0f;
+      dv_acc[ka][cb] = held ? to_float(dv[(kv_head + k0 + c) * D + d]) : 0.0f;
+    }
 
-  const int64_t qt_first = attn::query_tile_first(k0, BQ);
-  const int64_t qt_last = attn::query_tile_last(k0, nk, a.T, a.window, BQ);
+  const int64_t q_tiles = (a.T + BQ - 1) / BQ;
   for (int64_t h = g * group; h < (g + 1) * group; ++h)
-    for (int64_t qt = qt_first; qt <= qt_last; ++qt) {
+    for (int64_t qt = 0; qt < q_tiles; ++qt) {
       const int64_t q_head = (b * a.Hq + h) * a.T;
       const int64_t i0 = qt * BQ, nq = BQ < a.T - i0 ? BQ : a.T - i0;
+      // Rows' key runs grow with the row: the tile sees none of [k0, k0 + nk)
+      // when its last row's run ends before k0 or its first row's starts after.
+      if (row_keys(a, i0 + nq - 1).end <= k0 || row_keys(a, i0).begin >= k0 + nk) continue;
       __syncthreads();  // K, V loaded; the previous tile's readers are done
       load_tile(Qs, ld, q, q_head + i0, nq, BQ, D, tid);
       load_tile(dOs, ld, dout, q_head + i0, nq, BQ, D, tid);
@@ -291,7 +327,7 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
           const int r = ty + 16 * qa, c = tx + 16 * kb;
           const int64_t i = i0 + r, j = k0 + c;
           float pz = 0.0f, ds = 0.0f;
-          if (r < nq && c < nk && attn::visible(i, j, a.window)) {
+          if (r < nq && c < nk && visible(a, i, j)) {
             const float pc = expf(a.scale * s[qa][kb] - Ls[r]);
             const float z = a.p > 0.0f ? dropout_z(a, b, h, i, j) : 1.0f;
             pz = pc * z;
@@ -356,7 +392,7 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
   const int64_t qt = q_tiles - 1 - static_cast<int64_t>(blockIdx.x) / BH;
   const int64_t bh = static_cast<int64_t>(blockIdx.x) % BH, b = bh / a.Hq, h = bh % a.Hq;
   const int64_t hk = h / (a.Hq / a.Hkv);
-  const int64_t q_head = bh * a.T, kv_head = (b * a.Hkv + hk) * a.T;
+  const int64_t q_head = bh * a.T, kv_head = (b * a.Hkv + hk) * a.Tk;
   const int64_t i0 = qt * BQ, nq = BQ < a.T - i0 ? BQ : a.T - i0;
 
   load_tile(Qs, ld, q, q_head + i0, nq, BQ, D, tid);
@@ -367,11 +403,15 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
   }
   float dq_acc[QA][MAXB];
   for (int qa = 0; qa < QA; ++qa)
-    for (int cb = 0; cb < MAXB; ++cb) dq_acc[qa][cb] = 0.0f;
+    for (int cb = 0; cb < MAXB; ++cb) {
+      const int r = ty + 16 * qa;
+      const int64_t d = tx + 16 * cb;
+      dq_acc[qa][cb] = a.blk.accumulate && r < nq && d < D ? to_float(dq[(q_head + i0 + r) * D + d]) : 0.0f;
+    }
 
-  const int64_t j_end = attn::key_tile_end(i0, nq);
-  for (int64_t j0 = attn::key_tile_begin(i0, a.window, BK); j0 < j_end; j0 += BK) {
-    const int64_t nk = BK < a.T - j0 ? BK : a.T - j0;
+  const int64_t j_end = row_keys(a, i0 + nq - 1).end;
+  for (int64_t j0 = row_keys(a, i0).begin / BK * BK; j0 < j_end; j0 += BK) {
+    const int64_t nk = BK < a.Tk - j0 ? BK : a.Tk - j0;
     __syncthreads();  // Q, dO loaded; the previous tile's readers are done
     load_tile(Ks, ld, k, kv_head + j0, nk, BK, D, tid);
     load_tile(Vs, ld, v, kv_head + j0, nk, BK, D, tid);
@@ -384,7 +424,7 @@ __global__ void GPL_LAUNCH_BOUNDS(kThreads)
         const int r = ty + 16 * qa, c = tx + 16 * kb;
         const int64_t i = i0 + r, j = j0 + c;
         float ds = 0.0f;
-        if (r < nq && c < nk && attn::visible(i, j, a.window)) {
+        if (r < nq && c < nk && visible(a, i, j)) {
           const float pc = expf(a.scale * s[qa][kb] - Ls[r]);
           const float z = a.p > 0.0f ? dropout_z(a, b, h, i, j) : 1.0f;
           ds = pc * (dp[qa][kb] * z - Ds[r]) * a.scale;
@@ -433,10 +473,22 @@ void check_smem(int64_t need_bytes, int64_t limit_bytes, const AttnShape& s, con
                                 std::to_string(limit_bytes));
 }
 
-FlashArgs make_args(const AttnShape& s, float p, RngKey key) {
-  return FlashArgs{
-      s.B,      s.Hq,      s.Hkv, s.T, s.D, s.window ? *s.window : 0, s.scale(), p, p < 1.0f ? 1.0f / (1.0f - p) : 0.0f,
-      key.seed, key.stream};
+FlashArgs make_args(const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
+  FlashArgs a{};
+  a.B = s.B;
+  a.Hq = s.Hq;
+  a.Hkv = s.Hkv;
+  a.T = s.T;
+  a.Tk = blk.Tk;
+  a.D = s.D;
+  a.window = s.window ? *s.window : 0;
+  a.scale = s.scale();
+  a.p = p;
+  a.keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  a.seed = key.seed;
+  a.stream = key.stream;
+  a.blk = blk;
+  return a;
 }
 
 // Calls f(std::integral_constant<int, max_b>{}) for the instantiated max_b values.
@@ -453,12 +505,12 @@ void with_max_b(int max_b, F&& f) {
 }  // namespace
 
 void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v,
-                                              DType t, const AttnShape& s, float p, RngKey key) {
+                                              DType t, const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
   const char* op = "flash_attention_forward";
   const FlashTiles tiles = tiles_or_throw(s, op);
   const int64_t smem = cuda_launch::flash_fwd_smem_bytes(tiles, s.D);
   check_smem(smem, max_smem_per_block_bytes_, s, op);
-  const FlashArgs a = make_args(s, p, key);
+  const FlashArgs a = make_args(s, p, key, blk);
   const int64_t q_tiles = cuda_launch::ceil_div(s.T, tiles.fwd_br);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);
@@ -472,16 +524,16 @@ void SimtDevice::flash_attention_forward_impl(void* out, float* lse, const void*
 
 void SimtDevice::flash_attention_backward_impl(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                                const void* k, const void* v, const void* out, const float* lse, DType t,
-                                               const AttnShape& s, float p, RngKey key) {
+                                               const AttnShape& s, float p, RngKey key, const AttnBlock& blk) {
   const char* op = "flash_attention_backward";
   const FlashTiles tiles = tiles_or_throw(s, op);
   const int64_t smem_kv = cuda_launch::flash_bwd_kv_smem_bytes(tiles, s.D);
   const int64_t smem_q = cuda_launch::flash_bwd_q_smem_bytes(tiles, s.D);
   check_smem(smem_kv > smem_q ? smem_kv : smem_q, max_smem_per_block_bytes_, s, op);
-  const FlashArgs a = make_args(s, p, key);
+  const FlashArgs a = make_args(s, p, key, blk);
   const int64_t rows = s.B * s.Hq * s.T;
   Buffer di = alloc(rows * 4, Account::kWorkspace, "flash_attention_backward.D_i");
-  const int64_t k_tiles = cuda_launch::ceil_div(s.T, tiles.kv_bk);
+  const int64_t k_tiles = cuda_launch::ceil_div(blk.Tk, tiles.kv_bk);
   const int64_t q_tiles = cuda_launch::ceil_div(s.T, tiles.q_bq);
   dispatch(t, [&](auto tag) {
     using E = decltype(tag);

@@ -11,7 +11,9 @@
 //   dP' = dctx·Vᵀ (fp32)   dV = P'ᵀ·dctx   dP = dropoutᵀ(dP')   dS = softmaxᵀ(dP)
 //   dQ = dS·K   dK = dSᵀ·Q     (dS rounded to e for the two GEMMs, as
 //   FlashAttention does for its dS tile).
-// Flash: the Device's kernel (Dao et al. 2022) saves only the log-sum-exp.
+// Flash: the Device's kernel (Dao et al. 2022) saves only the log-sum-exp; it
+// runs over the context-parallel ring (context_ring.h), one block of the
+// whole sequence when the rank holds it all.
 // Sequence parallelism (cfg.sp): xn and y are token shards; the block
 // all-gathers xn before QKV and reduce-scatters attention-out's output, and in
 // backward all-gathers dy and the saved norm output, and reduce-scatters dxn.
@@ -43,9 +45,9 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
   else
     dev_.split_qkv(q, k, v, qkv_rows.data(), c.e, sh);
   qkv_rows.reset();
-  if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021), positions 0 … T − 1
-    dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
-    dev_.rope_forward(k, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
+  if (!c.gpt) {  // RoPE on Q and K (Su et al. 2021) at the tokens' positions (0 … T − 1 on one rank)
+    dev_.rope_forward(q, c.e, c.b, c.a_t, c.s, c.d, c.positions(), c.rope_theta);
+    dev_.rope_forward(k, c.e, c.b, c.k_t, c.s, c.d, c.positions(), c.rope_theta);
   }
 
   // core -> context (B, a_t, T, d)
@@ -75,12 +77,13 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
   // What the core saves is only an activation when it is kept for backward.
   const Account core_acc = keep ? acc : Account::kWorkspace;
   const void* q = s.qkv.data();
-  const void* k = byte_offset(q, e * n * c.q_dim());
+  void* kv = byte_offset(s.qkv.data(), e * n * c.q_dim());  // K, then V
+  const void* k = kv;
   const void* v = byte_offset(k, e * n * c.kv_dim());
 
-  if (c.attention == AttentionKind::kFlash) {
+  if (c.attention == AttentionKind::kFlash) {  // over the context-parallel ring (one block on one rank)
     s.lse = dev_.alloc(4 * c.b * c.a_t * c.s, core_acc, "lse");
-    dev_.flash_attention_forward(ctx, s.lse.as<float>(), q, k, v, c.e, sh, p, keys.attn_probs);
+    ring().forward(ctx, s.lse.as<float>(), q, kv, c.e, sh, p, keys.attn_probs, /*keep_last=*/keep);
     if (!keep) s.lse.reset();
     return;
   }
@@ -161,9 +164,8 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   const void* k = byte_offset(q, e * n * c.q_dim());
   const void* v = byte_offset(k, e * n * c.kv_dim());
 
-  if (c.attention == AttentionKind::kFlash) {
-    dev_.flash_attention_backward(dq, dk, dv, dctx, q, k, v, s.ctx.data(), s.lse.as<float>(), c.e, sh, p,
-                                  keys.attn_probs);
+  if (c.attention == AttentionKind::kFlash) {  // dk, dv contiguous: the ring's dK/dV block
+    ring().backward(dq, dk, dctx, q, k, s.ctx.data(), s.lse.as<float>(), c.e, sh, p, keys.attn_probs);
     s.lse.reset();
     return;
   }
@@ -304,8 +306,8 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   s.ctx.reset();
   s.qkv.reset();
   if (!c.gpt) {  // RoPE is a rotation: its transpose rotates back
-    dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, 0, c.rope_theta);
-    dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, 0, c.rope_theta);
+    dev_.rope_backward(dq, c.e, c.b, c.a_t, c.s, c.d, c.positions(), c.rope_theta);
+    dev_.rope_backward(dk, c.e, c.b, c.k_t, c.s, c.d, c.positions(), c.rope_theta);
   }
   Buffer dqk_in;  // Qwen3 (qk_norm.cpp): dq, dk now point to the gradients before the norm
   if (c.qk_norm) dqk_in = qk_norm_backward(dq, dk, s);

@@ -150,7 +150,7 @@ void linear_backward_weight(Device& dev, void* dw, DType gt, const void* dy, con
 // ---- the layer ----
 
 TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& cfg, const LayerParams& params)
-    : dev_(device), tp_(tp), cfg_(cfg), p_(params) {
+    : dev_(device), tp_(tp), cfg_(cfg), p_(params), single_rank_(device, nullptr, cfg.s, cfg.kv_block_bytes()) {
   if (cfg.sp && (cfg.tp < 2 || cfg.tokens() % cfg.tp != 0 || tp.size() != cfg.tp))
     throw std::invalid_argument(
         "TransformerLayer: sequence parallelism needs tp > 1 dividing b·s "
@@ -171,10 +171,11 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
 Buffer TransformerLayer::ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
 
 RngKey TransformerLayer::hidden_key(RngKey k) const {
-  if (!cfg_.sp) return k;
   // Sites use bits 0-1 of rng_stream_id's 8-bit site field (model.h): bits
-  // 2-7 take rank + 1, so the t shards draw distinct masks (t < 64).
-  k.stream ^= static_cast<uint64_t>(tp_.rank() + 1) << 2;
+  // 2-7 take rank + 1, so the t shards draw distinct masks (t < 64). Context
+  // parallelism (tp = 1) marks its cp rank the same way: each rank's tokens draw their own.
+  if (cfg_.sp) k.stream ^= static_cast<uint64_t>(tp_.rank() + 1) << 2;
+  if (cfg_.ring && cfg_.ring->size() > 1) k.stream ^= static_cast<uint64_t>(cfg_.ring->rank() + 1) << 2;
   return k;
 }
 

@@ -55,6 +55,7 @@
 #include "core/run_config.h"
 #include "kernels/device.h"
 #include "models/moe/moe_block.h"
+#include "models/transformer/context_ring.h"
 #include "models/transformer/params.h"
 #include "models/transformer/tp_mappings.h"
 
@@ -85,6 +86,9 @@ struct LayerConfig {
   // over ep_comm (the expert-parallel group, ep ranks; null when ep = 1).
   int64_t ep = 1;
   Comm* ep_comm = nullptr;
+  // Context parallelism: the ring the flash core runs over (the StageModel's;
+  // s is then the rank's seq / cp tokens). Null: the rank holds the whole sequence.
+  const ContextRing* ring = nullptr;
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
@@ -93,6 +97,10 @@ struct LayerConfig {
   int64_t kv_dim() const { return k_t * d; }
   int64_t qkv_dim() const { return (a_t + 2 * k_t) * d; }
   AttnShape attn_shape() const;
+  // Where the s local tokens sit in the sequence (RoPE, learned positions).
+  TokenSpans positions() const { return ring ? ring->local_positions() : TokenSpans{}; }
+  // B_kv: the bytes of the rank's K and V (the ring's block).
+  int64_t kv_block_bytes() const { return 2 * b * s * kv_dim() * dtype_bytes(e); }
   int64_t norm_stats_bytes() const { return (gpt ? 2 : 1) * 4 * tokens_local(); }  // fp32 mean, rstd
 };
 
@@ -187,6 +195,8 @@ class TransformerLayer {
                          Account core_acc);
   void core_backward(const void* dctx, void* dq, void* dk, void* dv, LayerSaved& s, const LayerKeys& keys);
   void qk_grads_from_scores(const void* ds, const void* q, const void* k, void* dq, void* dk);
+  // The flash core's ring: cfg.ring, or the layer's own ring of one rank.
+  const ContextRing& ring() const { return cfg_.ring ? *cfg_.ring : single_rank_; }
   // dxn may alias dy: both blocks write dxn only after their last read of dy.
   void attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s);
   // qk_norm.cpp (Qwen3): q, k (head layout, `rows_q` = B·a_t·T and `rows_k` =
@@ -209,7 +219,8 @@ class TransformerLayer {
   Comm& tp_;
   LayerConfig cfg_;
   LayerParams p_;
-  bool discard_ = false;  // forward under `full`: nothing is kept, free tensors after last use
+  bool discard_ = false;     // forward under `full`: nothing is kept, free tensors after last use
+  ContextRing single_rank_;  // the whole sequence on this rank (no ring buffers)
 };
 
 // ---- GEMM helpers for a linear layer y = x·Wᵀ, W (out × in), n rows ----

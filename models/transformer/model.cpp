@@ -30,7 +30,7 @@ struct StageModel::Slot {
 };
 
 StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
-                       const Coords& coords, Params& params, Comm* ep)
+                       const Coords& coords, Params& params, Comm* ep, Comm* cp)
     : dev_(device),
       tp_(tp),
       model_(model),
@@ -58,6 +58,11 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
   if (model.is_gpt() && run.seq > model.max_seq)
     throw std::invalid_argument("StageModel: seq " + std::to_string(run.seq) + " exceeds max_seq " +
                                 std::to_string(model.max_seq) + " (learned positions)");
+  if (cp && cp->size() > 1) {  // context parallelism: the rank's seq / cp tokens, the ring
+    lcfg_.s = run.seq / cp->size();
+    ring_ = std::make_unique<ContextRing>(dev_, cp, run.seq, lcfg_.kv_block_bytes());
+    lcfg_.ring = ring_.get();
+  }
   const ParamLayout& pl = params_.layout();
   for (int64_t i = 0; i < pl.layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(
@@ -88,6 +93,7 @@ int64_t StageModel::in_flight() const {
 
 RngKey StageModel::hidden_key(RngKey k) const {
   if (lcfg_.sp) k.stream ^= static_cast<uint64_t>(tp_rank_ + 1) << 2;  // as TransformerLayer::hidden_key
+  if (ring_) k.stream ^= static_cast<uint64_t>(ring_->rank() + 1) << 2;
   return k;
 }
 
@@ -194,7 +200,7 @@ void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
   const void* wpe = lcfg_.gpt ? params_.weight(eu, "position.weight") : nullptr;
   if (tp_size_ == 1) {
     dev_.embedding_forward(s.hidden[0].data(), s.ids.as<int32_t>(), params_.weight(eu, "word.weight"), wpe, lcfg_.e,
-                           lcfg_.b, lcfg_.s, h, 0);
+                           lcfg_.b, lcfg_.s, h, lcfg_.positions());
     return;
   }
   // Vocabulary-parallel: this rank's rows, zeros for the others' ids, summed over tp.
@@ -237,7 +243,7 @@ void StageModel::embedding_backward(Slot& s, void* dres) {
   void* dwpe = lcfg_.gpt ? params_.grad(eu, "position.weight") : nullptr;
   if (tp_size_ == 1) {
     dev_.embedding_backward(params_.grad(eu, "word.weight"), dwpe, lcfg_.g, dres, lcfg_.e, s.ids.as<int32_t>(), lcfg_.b,
-                            lcfg_.s, h, 0);
+                            lcfg_.s, h, lcfg_.positions());
     s.ids.reset();
     return;
   }

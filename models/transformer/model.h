@@ -82,8 +82,12 @@ inline constexpr uint64_t kSiteEmbedding = 0, kSiteAttnProbs = 1, kSiteAttnOut =
 class StageModel {
  public:
   // ep: the expert-parallel group when layout.ep > 1 (MoE models; its size layout.ep).
+  // cp: the context-parallel ring (layout.cp ranks; null when cp = 1). With
+  // it the stage runs the rank's run.seq / cp tokens of every sequence (the
+  // ids and targets it takes are those, core/layout.h cp_local_tokens), at
+  // their positions, and the flash core over the ring (context_ring.h).
   StageModel(Device& device, Comm& tp, const ModelConfig& model, const RunConfig& run, const Layout& layout,
-             const Coords& coords, Params& params, Comm* ep = nullptr);
+             const Coords& coords, Params& params, Comm* ep = nullptr, Comm* cp = nullptr);
   ~StageModel();
 
   // Forward of one microbatch through model chunk `chunk` (0 … vpp − 1: the
@@ -150,7 +154,8 @@ class StageModel {
   LayerConfig lcfg_;
   bool first_, last_;
   int64_t tp_size_, tp_rank_;
-  int64_t vocab_begin_ = 0;  // first padded-vocabulary row of this rank
+  int64_t vocab_begin_ = 0;            // first padded-vocabulary row of this rank
+  std::unique_ptr<ContextRing> ring_;  // cp > 1
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::vector<std::unique_ptr<Slot>> slots_;
   UnitHooks* hooks_ = nullptr;

@@ -1,6 +1,7 @@
 // PipelineExecutor (see pipeline_executor.h).
 #include "parallel/pp/pipeline_executor.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "models/io/token_file.h"
@@ -14,6 +15,16 @@ std::vector<PipeEvent> trivial_program(size_t steps) {
   std::vector<PipeEvent> p(steps);
   for (size_t i = 0; i < steps; ++i) p[i].step = i;
   return p;
+}
+
+// Context parallelism (cp > 1): the rank's two chunks of each of the b
+// sequences moved to the front of v (core/layout.h cp_local_tokens).
+void keep_cp_tokens(const RankContext& ctx, int64_t b, int64_t s, std::vector<int32_t>& v) {
+  if (ctx.layout.cp < 2) return;
+  const CpChunks c = cp_token_chunks(s, ctx.layout.cp, ctx.coords.cp);
+  std::vector<int32_t> local(static_cast<size_t>(b * 2 * c.chunk_tokens));
+  cp_local_tokens(c, b, s, v.data(), local.data());
+  std::copy(local.begin(), local.end(), v.begin());
 }
 }  // namespace
 
@@ -78,8 +89,11 @@ double PipelineExecutor::run_program(StageModel& stage, int64_t step_index) {
     const int64_t slot = op.chunk * m + op.microbatch;  // one slot per (chunk, microbatch)
     if (fwd) {
       const int64_t offset = replica_first + op.microbatch * b;
-      if (dev_.touches_memory() && (!msg.recv || !msg.send))  // the embedding's ids, the head's targets
+      if (dev_.touches_memory() && (!msg.recv || !msg.send)) {  // the embedding's ids, the head's targets
         data_->batch(step_index, gbs, offset, b, s, ids.data(), targets.data());
+        keep_cp_tokens(ctx_, b, s, ids);
+        keep_cp_tokens(ctx_, b, s, targets);
+      }
       loss_sum += stage.forward(slot, step_index, offset, ids.data(), targets.data(),
                                 msg.recv ? recv_act_.data() : nullptr, msg.send ? send_act_.data() : nullptr, op.chunk);
     } else {

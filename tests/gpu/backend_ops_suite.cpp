@@ -486,6 +486,67 @@ TEST_F(BackendOps, FlashAttention) {
     }
 }
 
+// Blocks (kernels/attn_block.h), as context parallelism's ring runs them: 70
+// queries at two-span positions (10 … 44, 200 … 234 of 300) against their own
+// 70 keys (causal on the positions), then merged with a block of 130 keys at
+// 0 … 64 and 230 … 294 (accumulate); the backward of each block given the
+// merged out and lse, the second adding to dq and to dk, dv given.
+TEST_F(BackendOps, FlashBlocks) {
+  const RngKey key{777, 12345};
+  for (const std::optional<int64_t> window : {std::optional<int64_t>{}, std::optional<int64_t>{50}})
+    for (DType t : kMainTypes) {
+      AttnShape s = shape(2, 4, 2, 70, 32);
+      s.window = window;
+      AttnBlock own, visiting;
+      own.Tk = 70, own.seq = 300, own.q_pos = TokenSpans(10, 35, 200), own.k_pos = own.q_pos;
+      visiting = own;
+      visiting.Tk = 130, visiting.k_pos = TokenSpans(0, 65, 230), visiting.accumulate = true;
+      const float p = 0.1f;
+      const int64_t nq = s.B * s.Hq * s.T * s.D, n1 = s.B * s.Hkv * own.Tk * s.D, n2 = s.B * s.Hkv * visiting.Tk * s.D;
+      const int64_t rows = s.B * s.Hq * s.T;
+      const std::string sh = std::string(window ? "window " : "") + "block";
+      Pair q = random(t, nq, -2, 2), k1 = random(t, n1, -2, 2), v1 = random(t, n1), k2 = random(t, n2, -2, 2),
+           v2 = random(t, n2), dout = random(t, nq);
+      Pair out = output(t, nq), lse = output(DType::kFP32, rows);
+      ref().reset_flops();
+      dut().reset_flops();
+      both([&](Device& d, int i) {
+        d.flash_attention_forward(P(out, i), P<float>(lse, i), P(q, i), P(k1, i), P(v1, i), t, s, p, key, own);
+      });
+      expect_close(out, tag(t, "flash out, own " + sh));
+      expect_close(lse, "flash lse, own " + sh, 1e-10);
+      // The merge starts from the same state on both: the reference's.
+      std::vector<unsigned char> held(static_cast<size_t>(nq * dtype_bytes(t)));
+      std::vector<float> held_lse(static_cast<size_t>(rows));
+      auto share_reference_result = [&] {
+        ref().copy_to_host(held.data(), out.ref.data(), nq * dtype_bytes(t));
+        ref().copy_to_host(held_lse.data(), lse.ref.data(), rows * 4);
+        dut().copy_from_host(out.dut.data(), held.data(), nq * dtype_bytes(t));
+        dut().copy_from_host(lse.dut.data(), held_lse.data(), rows * 4);
+      };
+      share_reference_result();
+      both([&](Device& d, int i) {
+        d.flash_attention_forward(P(out, i), P<float>(lse, i), P(q, i), P(k2, i), P(v2, i), t, s, p, key, visiting);
+      });
+      expect_close(out, tag(t, "flash out, merged " + sh));
+      expect_close(lse, "flash lse, merged " + sh, 1e-10);
+      share_reference_result();
+      Pair dq = output(t, nq), dk1 = output(t, n1), dv1 = output(t, n1), dk2 = random(t, n2), dv2 = random(t, n2);
+      both([&](Device& d, int i) {
+        d.flash_attention_backward(P(dq, i), P(dk1, i), P(dv1, i), P(dout, i), P(q, i), P(k1, i), P(v1, i), P(out, i),
+                                   P<float>(lse, i), t, s, p, key, own);
+        d.flash_attention_backward(P(dq, i), P(dk2, i), P(dv2, i), P(dout, i), P(q, i), P(k2, i), P(v2, i), P(out, i),
+                                   P<float>(lse, i), t, s, p, key, visiting);
+      });
+      expect_close(dq, tag(t, "flash dq " + sh));
+      expect_close(dk1, tag(t, "flash dk, own " + sh));
+      expect_close(dv1, tag(t, "flash dv, own " + sh));
+      expect_close(dk2, tag(t, "flash dk, visiting " + sh));
+      expect_close(dv2, tag(t, "flash dv, visiting " + sh));
+      expect_same_flops();
+    }
+}
+
 TEST_F(BackendOps, FlashRejectsWhatTheCpuRejects) {
   Pair x = random(DType::kFP32, 64);
   EXPECT_THROW(dut().flash_attention_forward(x.dut.data(), P<float>(x, 1), x.dut.data(), x.dut.data(), x.dut.data(),

@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 
+#include "kernels/attn_block.h"
 #include "kernels/cuda/attn_tiles.h"
 #include "kernels/cuda/kv_codec.h"
 #include "kernels/cuda/launch_config.h"
@@ -108,47 +109,42 @@ TEST(CudaLaunchConfig, FlashTiles) {
 
 // ---- attention tiles against brute force ----
 
-TEST(CudaAttnTiles, KeyTilesHoldEveryVisibleKeyAndSkipOnlyEmptyTiles) {
-  for (int64_t T : {1, 5, 63, 64, 65, 130})
-    for (int64_t window : {0, 1, 5, 17, 64, 200})
-      for (int64_t tile : {16, 32, 64})
-        for (int64_t i0 = 0; i0 < T; i0 += tile) {
-          const int64_t nr = std::min(tile, T - i0);
-          const int64_t b = attn::key_tile_begin(i0, window, tile), e = attn::key_tile_end(i0, nr);
-          EXPECT_EQ(b % tile, 0);
-          for (int64_t i = i0; i < i0 + nr; ++i)
-            for (int64_t j = 0; j < T; ++j) {
-              const bool vis = j <= i && (window == 0 || i - window < j);
-              EXPECT_EQ(attn::visible(i, j, window), vis);
-              if (vis) {
-                EXPECT_TRUE(j >= b && j < e) << "T " << T << " w " << window << " i " << i << " j " << j;
-              }
-            }
-          // The first tile visited holds a visible key (no wasted leading tile).
-          bool any = false;
-          for (int64_t i = i0; i < i0 + nr; ++i)
-            for (int64_t j = b; j < std::min(b + tile, T); ++j) any |= attn::visible(i, j, window);
-          EXPECT_TRUE(any);
-        }
+TEST(CudaAttnTiles, VisibleIsTheCausalWindow) {
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t j = 0; j < 40; ++j)
+      for (int64_t window : {0, 1, 5, 17})
+        EXPECT_EQ(attn::visible(i, j, window), j <= i && (window == 0 || i - window < j)) << i << " " << j;
 }
 
-TEST(CudaAttnTiles, QueryTilesAreExactlyThoseSeeingAKeyTile) {
-  for (int64_t T : {1, 5, 63, 64, 65, 130})
-    for (int64_t window : {0, 1, 5, 17, 64, 200})
-      for (int64_t bq : {16, 32, 64})
-        for (int64_t bk : {16, 32, 64})
-          for (int64_t k0 = 0; k0 < T; k0 += bk) {
-            const int64_t nk = std::min(bk, T - k0);
-            const int64_t first = attn::query_tile_first(k0, bq);
-            const int64_t last = attn::query_tile_last(k0, nk, T, window, bq);
-            for (int64_t qt = 0; qt * bq < T; ++qt) {
-              bool sees = false;
-              for (int64_t i = qt * bq; i < std::min(T, qt * bq + bq); ++i)
-                for (int64_t j = k0; j < k0 + nk; ++j) sees |= attn::visible(i, j, window);
-              EXPECT_EQ(sees, qt >= first && qt <= last)
-                  << "T " << T << " w " << window << " bq " << bq << " bk " << bk << " k0 " << k0 << " qt " << qt;
+// attn_block.h: the keys a query sees are one run [begin, end) whose ends grow
+// with the query — the flash kernels' tile ranges rely on both. Against brute
+// force on the positions, for one- and two-span blocks (context parallelism's
+// chunks), with and without a window, and with every key visible.
+TEST(CudaAttnTiles, VisibleKeysAreOneGrowingRunOfTheCausalPositions) {
+  const TokenSpans spans[] = {TokenSpans(0), TokenSpans(30), TokenSpans(0, 7, 40), TokenSpans(10, 7, 17),
+                              TokenSpans(3, 1, 50)};
+  for (const TokenSpans& qp : spans)
+    for (const TokenSpans& kp : spans)
+      for (int64_t window : {0, 1, 9, 100})
+        for (bool causal : {true, false}) {
+          if (!causal && window > 0) continue;
+          AttnBlock blk;
+          blk.q_pos = qp, blk.k_pos = kp, blk.causal = causal;
+          const int64_t T = 14, Tk = 14;
+          attn::KeyRun prev{0, 0};
+          for (int64_t i = 0; i < T; ++i) {
+            const attn::KeyRun r = attn::visible_keys(blk, Tk, window, i);
+            const int64_t p = qp.position(i);
+            for (int64_t j = 0; j < Tk; ++j) {
+              const int64_t pk = kp.position(j);
+              const bool vis = !causal || (pk <= p && (window == 0 || p - window < pk));
+              EXPECT_EQ(vis, j >= r.begin && j < r.end) << "query " << i << " key " << j << " window " << window;
             }
+            EXPECT_GE(r.begin, prev.begin);
+            EXPECT_GE(r.end, prev.end);
+            prev = r;
           }
+        }
 }
 
 TEST(CudaAttnTiles, ProbIndexIsTheFlatBHTTIndex) {

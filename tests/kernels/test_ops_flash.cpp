@@ -3,11 +3,17 @@
 // and log-sum-exp, backward dq, dk, dv, finite differences, GQA / MQA, sliding
 // window, dropout drawn at the flat (B, Hq, T, T) index exactly as dropout_forward
 // draws it on the materialized probabilities, T not a multiple of the 64-row
-// tile, the FLOP count, and bf16 storage.
+// tile, the FLOP count, and bf16 storage. Blocks (kernels/attn_block.h): T
+// queries against Tk ≠ T keys under the causal mask on the tokens' positions
+// and with every key visible, against a double reference of the rectangle;
+// and the blocks of a context-parallel ring (each rank's two chunks against
+// every rank's K/V, merged by the log-sum-exp, the backward of each block
+// given the merged result) against the whole sequence's reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -258,6 +264,230 @@ TEST_F(Flash, Bf16StorageComputesInFp32) {
   for (size_t i = 0; i < dv.size(); ++i) ASSERT_NEAR(bf16_to_fp32(dv[i]), g.dv[i], tv) << i;
 }
 
+// ---- blocks (kernels/attn_block.h) ----
+
+// The double reference of one block: P = softmax over the visible keys of
+// scale·q·k (log-sum-exp `lse`), out = Σ P∘Z·v, Z the dropout multipliers at
+// the tokens' positions in the (B, Hq, seq, seq) tensor; the backward of the
+// same chain for upstream dout (its own lse: a single block is the whole result).
+struct BlockRef {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+BlockRef block_reference(const Inputs& in, const AttnShape& s, const AttnBlock& blk, double p, RngKey key) {
+  const int64_t B = s.B, Hq = s.Hq, Hkv = s.Hkv, T = s.T, Tk = blk.Tk, D = s.D, group = Hq / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto vis = [&](int64_t i, int64_t j) {
+    if (!blk.causal) return true;
+    const int64_t pq = blk.q_pos.position(i), pk = blk.k_pos.position(j);
+    return pk <= pq && (!s.window || pq - *s.window < pk);
+  };
+  BlockRef r;
+  r.out.assign(B * Hq * T * D, 0.0);
+  r.lse.assign(B * Hq * T, -INFINITY);
+  r.dq.assign(B * Hq * T * D, 0.0);
+  r.dk.assign(B * Hkv * Tk * D, 0.0);
+  r.dv.assign(B * Hkv * Tk * D, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t qh = (b * Hq + h) * T * D, kh = (b * Hkv + h / group) * Tk * D;
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> sc(Tk, 0.0), P(Tk, 0.0), Z(Tk, 1.0), dP(Tk, 0.0);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!vis(i, j)) continue;
+          for (int64_t d = 0; d < D; ++d) sc[j] += static_cast<double>(in.q[qh + i * D + d]) * in.k[kh + j * D + d];
+          sc[j] *= scale;
+          mx = std::max(mx, sc[j]);
+        }
+        if (mx == -INFINITY) continue;  // no visible key: out 0, lse −inf
+        for (int64_t j = 0; j < Tk; ++j)
+          if (vis(i, j)) sum += std::exp(sc[j] - mx);
+        r.lse[(b * Hq + h) * T + i] = mx + std::log(sum);
+        double di = 0;
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!vis(i, j)) continue;
+          P[j] = std::exp(sc[j] - mx) / sum;
+          if (p > 0) {
+            const auto e = static_cast<uint64_t>(((b * Hq + h) * blk.seq + blk.q_pos.position(i)) * blk.seq +
+                                                 blk.k_pos.position(j));
+            Z[j] = philox_uniform(key.seed, key.stream, e) >= p ? 1.0 / (1.0 - p) : 0.0;
+          }
+          for (int64_t d = 0; d < D; ++d) {
+            r.out[qh + i * D + d] += P[j] * Z[j] * in.v[kh + j * D + d];
+            dP[j] += static_cast<double>(in.dout[qh + i * D + d]) * in.v[kh + j * D + d];
+            r.dv[kh + j * D + d] += P[j] * Z[j] * in.dout[qh + i * D + d];
+          }
+          dP[j] *= Z[j];
+          di += P[j] * dP[j];
+        }
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!vis(i, j)) continue;
+          const double ds = P[j] * (dP[j] - di) * scale;
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[qh + i * D + d] += ds * in.k[kh + j * D + d];
+            r.dk[kh + j * D + d] += ds * in.q[qh + i * D + d];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+struct BlockCase {
+  AttnShape s;
+  AttnBlock blk;
+  float p;
+};
+
+// T = 37 queries at positions 60 … 96 against Tk = 90 keys at 0 … 89 (query i
+// sees 61 + i of them: the bottom rows see all); T = 90 against Tk = 37 with
+// every key visible; two-span positions on both sides (context parallelism's
+// chunks: queries 10 … 44 and 200 … 234, keys 0 … 64 and 180 … 244) with a
+// window of 50 and dropout, the key runs crossing the split and the 64-key tile.
+std::vector<BlockCase> block_cases() {
+  std::vector<BlockCase> v;
+  BlockCase a;
+  a.s.B = 2, a.s.Hq = 4, a.s.Hkv = 2, a.s.T = 37, a.s.D = 16;
+  a.blk.Tk = 90, a.blk.seq = 97, a.blk.q_pos = TokenSpans(60), a.p = 0.0f;
+  v.push_back(a);
+  BlockCase b;
+  b.s.B = 1, b.s.Hq = 2, b.s.Hkv = 1, b.s.T = 90, b.s.D = 8;
+  b.blk.Tk = 37, b.blk.seq = 90, b.blk.causal = false, b.p = 0.1f;
+  v.push_back(b);
+  BlockCase c;
+  c.s.B = 2, c.s.Hq = 2, c.s.Hkv = 2, c.s.T = 70, c.s.D = 16, c.s.window = 50;
+  c.blk.Tk = 130, c.blk.seq = 300, c.blk.q_pos = TokenSpans(10, 35, 200), c.blk.k_pos = TokenSpans(0, 65, 180);
+  c.p = 0.1f;
+  v.push_back(c);
+  return v;
+}
+
+// fp32 vs double as the square case above: 1e-5 of each tensor's largest
+// reference value. Outputs of a backward that writes are poisoned first.
+TEST_F(Flash, BlockOfTqQueriesAgainstTkKeysMatchesTheReference) {
+  uint32_t seed = 500;
+  for (const BlockCase& c : block_cases()) {
+    const AttnShape& s = c.s;
+    Inputs in = make_inputs(s, seed += 10);
+    in.k = random_vector(s.B * s.Hkv * c.blk.Tk * s.D, seed + 5, -2, 2);
+    in.v = random_vector(s.B * s.Hkv * c.blk.Tk * s.D, seed + 6);
+    std::vector<float> out(in.q.size(), 9.0f), lse(s.B * s.Hq * s.T, 9.0f), dq(in.q.size(), 9.0f),
+        dk(in.k.size(), 9.0f), dv(in.v.size(), 9.0f);
+    dev.reset_flops();
+    dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, c.p,
+                                key, c.blk);
+    EXPECT_EQ(dev.executed_flops(), 2 * 2 * s.B * s.Hq * s.T * c.blk.Tk * s.D);  // the full T×Tk rectangle
+    dev.flash_attention_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(), in.k.data(), in.v.data(),
+                                 out.data(), lse.data(), DType::kFP32, s, c.p, key, c.blk);
+    EXPECT_EQ(dev.executed_flops(), 7 * 2 * s.B * s.Hq * s.T * c.blk.Tk * s.D);
+    const BlockRef r = block_reference(in, s, c.blk, c.p, key);
+    const double to = 1e-5 * std::max(1.0, max_abs(r.out));
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], r.out[i], to) << "T " << s.T << " out " << i;
+    for (size_t i = 0; i < lse.size(); ++i)
+      ASSERT_NEAR(lse[i], r.lse[i], 1e-5 * std::max(1.0, std::abs(r.lse[i]))) << "T " << s.T << " lse " << i;
+    const double tq = 1e-5 * max_abs(r.dq), tk = 1e-5 * max_abs(r.dk), tv = 1e-5 * max_abs(r.dv);
+    for (size_t i = 0; i < dq.size(); ++i) ASSERT_NEAR(dq[i], r.dq[i], tq) << "T " << s.T << " dq " << i;
+    for (size_t i = 0; i < dk.size(); ++i) ASSERT_NEAR(dk[i], r.dk[i], tk) << "T " << s.T << " dk " << i;
+    for (size_t i = 0; i < dv.size(); ++i) ASSERT_NEAR(dv[i], r.dv[i], tv) << "T " << s.T << " dv " << i;
+  }
+}
+
+// A query row that sees no key of the block: out 0 and lse −inf, and merging
+// such a block into a result leaves the result as it was.
+TEST_F(Flash, BlockRowsWithoutVisibleKeys) {
+  AttnShape s;
+  s.B = 1, s.Hq = 1, s.Hkv = 1, s.T = 4, s.D = 4;
+  AttnBlock blk;
+  blk.Tk = 4, blk.seq = 12, blk.q_pos = TokenSpans(0), blk.k_pos = TokenSpans(8);  // every key after every query
+  const Inputs in = make_inputs(s, 21);
+  std::vector<float> out(16, 9.0f), lse(4, 9.0f);
+  dev.flash_attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s, 0.0f, key,
+                              blk);
+  for (float x : out) EXPECT_EQ(x, 0.0f);
+  for (float x : lse) EXPECT_EQ(x, -std::numeric_limits<float>::infinity());
+  std::vector<float> held = in.dout, held_lse = {0.5f, -1.0f, 2.0f, 0.25f};
+  std::vector<float> merged = held, merged_lse = held_lse;
+  blk.accumulate = true;
+  dev.flash_attention_forward(merged.data(), merged_lse.data(), in.q.data(), in.k.data(), in.v.data(), DType::kFP32, s,
+                              0.0f, key, blk);
+  EXPECT_EQ(merged, held);
+  EXPECT_EQ(merged_lse, held_lse);
+}
+
+// The context-parallel ring on one device: S = 2·cp·c tokens, cp = 3 ranks of
+// c = 23-token chunk pairs (rank r: chunks r and 5 − r). Rank r's forward runs
+// the blocks of ranks r, r − 1, … (the first written, the others merged by
+// their lse), its backward the blocks of ranks r + 1, r + 2, …, r with the
+// merged out and lse, dq accumulated; each block's dK, dV summed over the
+// ranks. Against the whole sequence's double reference (attention_reference),
+// dropout 0.1 drawn at the same (B, Hq, S, S) elements, with and without a
+// window: every row of out, lse, dq and every key's dk, dv at 1e-5 of the
+// largest value (fp32 merging and accumulating in another order than one pass).
+TEST_F(Flash, RingOfBlocksIsTheWholeSequencesAttention) {
+  const int64_t cp = 3, c = 23, S = 2 * cp * c, T = 2 * c;
+  for (std::optional<int64_t> window : {std::optional<int64_t>{}, std::optional<int64_t>{40}}) {
+    AttnShape full;
+    full.B = 2, full.Hq = 4, full.Hkv = 2, full.T = S, full.D = 16, full.window = window;
+    const float p = 0.1f;
+    const Inputs in = make_inputs(full, 31);
+    const auto ref = test::attention_reference(in.q, in.k, in.v, full, p, key);
+    const auto g = test::attention_reference_backward(in.dout, in.q, in.k, in.v, full, ref);
+    AttnShape s = full;
+    s.T = T;
+    auto spans = [&](int64_t r) { return TokenSpans(r * c, c, (2 * cp - 1 - r) * c); };
+    // rows (B, H, S, D) -> the T local rows of rank r, (B, H, T, D)
+    auto local = [&](const std::vector<float>& x, int64_t H, int64_t r) {
+      std::vector<float> y(s.B * H * T * s.D);
+      for (int64_t bh = 0; bh < s.B * H; ++bh)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t d = 0; d < s.D; ++d) y[(bh * T + i) * s.D + d] = x[(bh * S + spans(r).position(i)) * s.D + d];
+      return y;
+    };
+    std::vector<double> dk(in.k.size(), 0.0), dv(in.v.size(), 0.0);
+    for (int64_t r = 0; r < cp; ++r) {
+      const auto q = local(in.q, s.Hq, r), dout = local(in.dout, s.Hq, r);
+      std::vector<float> out(q.size()), lse(s.B * s.Hq * T), dq(q.size());
+      auto block = [&](int64_t j, bool acc) {
+        AttnBlock b;
+        b.Tk = T, b.seq = S, b.q_pos = spans(r), b.k_pos = spans(j), b.accumulate = acc;
+        return b;
+      };
+      for (int64_t i = 0; i < cp; ++i) {
+        const int64_t j = (r - i + cp) % cp;
+        dev.flash_attention_forward(out.data(), lse.data(), q.data(), local(in.k, s.Hkv, j).data(),
+                                    local(in.v, s.Hkv, j).data(), DType::kFP32, s, p, key, block(j, i > 0));
+      }
+      for (int64_t i = 0; i < cp; ++i) {
+        const int64_t j = (r + 1 + i) % cp;
+        const auto kj = local(in.k, s.Hkv, j), vj = local(in.v, s.Hkv, j);
+        std::vector<float> dkj(kj.size(), i > 0 ? 0.0f : 9.0f), dvj(vj.size(), i > 0 ? 0.0f : 9.0f);
+        dev.flash_attention_backward(dq.data(), dkj.data(), dvj.data(), dout.data(), q.data(), kj.data(), vj.data(),
+                                     out.data(), lse.data(), DType::kFP32, s, p, key, block(j, i > 0));
+        for (int64_t bh = 0; bh < s.B * s.Hkv; ++bh)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t d = 0; d < s.D; ++d) {
+              const int64_t at_full = (bh * S + spans(j).position(t)) * s.D + d, at_local = (bh * T + t) * s.D + d;
+              dk[at_full] += dkj[at_local];
+              dv[at_full] += dvj[at_local];
+            }
+      }
+      const double to = 1e-5 * max_abs(ref.out), tq = 1e-5 * max_abs(g.dq);
+      for (int64_t bh = 0; bh < s.B * s.Hq; ++bh)
+        for (int64_t i = 0; i < T; ++i) {
+          const int64_t row = bh * S + spans(r).position(i);
+          ASSERT_NEAR(lse[bh * T + i], ref.lse[row], 1e-5 * std::max(1.0, std::abs(ref.lse[row]))) << r << " " << i;
+          for (int64_t d = 0; d < s.D; ++d) {
+            ASSERT_NEAR(out[(bh * T + i) * s.D + d], ref.out[row * s.D + d], to) << "rank " << r << " row " << i;
+            ASSERT_NEAR(dq[(bh * T + i) * s.D + d], g.dq[row * s.D + d], tq) << "rank " << r << " row " << i;
+          }
+        }
+    }
+    const double tk = 1e-5 * max_abs(g.dk), tv = 1e-5 * max_abs(g.dv);
+    for (size_t i = 0; i < dk.size(); ++i) ASSERT_NEAR(dk[i], g.dk[i], tk) << "dk " << i;
+    for (size_t i = 0; i < dv.size(); ++i) ASSERT_NEAR(dv[i], g.dv[i], tv) << "dv " << i;
+  }
+}
+
 TEST_F(Flash, BadArgumentsAreErrors) {
   AttnShape s;
   s.B = 1, s.Hq = 3, s.Hkv = 2, s.T = 4, s.D = 2;
@@ -268,6 +498,22 @@ TEST_F(Flash, BadArgumentsAreErrors) {
   s.Hkv = 1;
   EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
                                            -0.1f, key),
+               std::invalid_argument);
+  AttnBlock blk;
+  blk.k_pos = TokenSpans(4, 2, 3);  // the second span starts before the first ends
+  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
+                                           0.0f, key, blk),
+               std::invalid_argument);
+  blk = AttnBlock{};
+  blk.seq = 3;  // shorter than the 4 queries
+  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
+                                           0.0f, key, blk),
+               std::invalid_argument);
+  blk = AttnBlock{};
+  blk.causal = false;
+  s.window = 2;  // a window needs the causal mask
+  EXPECT_THROW(dev.flash_attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), DType::kFP32, s,
+                                           0.0f, key, blk),
                std::invalid_argument);
 }
 

@@ -103,6 +103,26 @@ TEST_F(Rope, OffsetShiftsPositions) {
   }
 }
 
+// Two spans (context parallelism's chunks, kernels/attn_block.h): rows
+// 0 … 8 at positions 4 … 12 and rows 9 … T − 1 from position 40 on are the
+// rotations of those positions, bit for bit as one span from each start.
+TEST_F(Rope, TwoSpansRotateAtTheirPositions) {
+  const auto x0 = random_vector(N, 6);
+  auto a = x0;
+  const int64_t split = 9;
+  dev.rope_forward(a.data(), DType::kFP32, B, H, T, D, TokenSpans(4, split, 40), 10000.0f);
+  for (int64_t r = 0; r < B * H; ++r) {
+    std::vector<float> head(x0.begin() + r * T * D, x0.begin() + (r * T + split) * D);
+    std::vector<float> tail(x0.begin() + (r * T + split) * D, x0.begin() + (r + 1) * T * D);
+    dev.rope_forward(head.data(), DType::kFP32, 1, 1, split, D, 4, 10000.0f);
+    dev.rope_forward(tail.data(), DType::kFP32, 1, 1, T - split, D, 40, 10000.0f);
+    for (int64_t i = 0; i < split * D; ++i) ASSERT_EQ(head[i], a[r * T * D + i]);
+    for (int64_t i = 0; i < (T - split) * D; ++i) ASSERT_EQ(tail[i], a[(r * T + split) * D + i]);
+  }
+  EXPECT_THROW(dev.rope_forward(a.data(), DType::kFP32, B, H, T, D, TokenSpans(4, split, 10), 10000.0f),
+               std::invalid_argument);  // the second span overlaps the first
+}
+
 // L = Σ w ⊙ rope(x): dL/dx = rope_backward(w). RoPE is linear, so central
 // differences are exact up to rounding of the one changed row (D terms of ~1e-7
 // over 2h = 2e-2): tolerance 1e-4.

@@ -39,6 +39,7 @@ struct SimPoint {
   int64_t vocab = 0;  // > 0: the preset's vocabulary replaced
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0.9;  // SGD's (0: no momentum buffer)
+  Recompute recompute = Recompute::kNone;
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -53,6 +54,8 @@ RunConfig sim_run(const SimPoint& p) {
   r.prefetch = p.prefetch;
   r.optimizer = p.optimizer;
   r.momentum = p.momentum;
+  r.recompute = p.recompute;
+  if (p.layout.cp > 1) r.attention = AttentionKind::kFlash;  // the ring merges flash blocks
   return r;
 }
 
@@ -185,6 +188,29 @@ std::vector<SimPoint> sim_points() {
                      "moe_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) + "_" +
                          std::string(dtype_name(dt))});
     }
+  // Context parallelism (ring attention, models/transformer/context_ring.h):
+  // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
+  // gradient buckets over dp·cp; a recompute runs the ring's forward twice.
+  for (const char* model : {"tiny-llama", "tiny-gpt"})
+    for (DType dt : {DType::kBF16, DType::kFP32})
+      for (auto [dp, cp, rc, rn] : {std::tuple{1, 2, Recompute::kNone, ""},
+                                    {2, 2, Recompute::kNone, ""},
+                                    {1, 4, Recompute::kNone, ""},
+                                    {1, 2, Recompute::kSelective, "_selective"},
+                                    {2, 2, Recompute::kFull, "_full"}}) {
+        Layout l = lay(dp, 1, 0);
+        l.cp = cp;
+        SimPoint sp{model,
+                    2,
+                    l,
+                    Schedule::k1F1B,
+                    2,
+                    dt,
+                    std::string(model[5] == 'l' ? "llama" : "gpt") + "_dp" + std::to_string(dp) + "_cp" +
+                        std::to_string(cp) + rn + (dt == DType::kBF16 ? "_bf16" : "_fp32")};
+        sp.recompute = rc;
+        pts.push_back(sp);
+      }
   return pts;
 }
 

@@ -347,6 +347,39 @@ TEST(CliTrainMpi, LayoutLargerThanTheJobIsAUsageErrorPrintedOnce) {
   EXPECT_NE(r.err.find("mpirun -np 2 but the layout needs dp·tp·pp = 4·1·1 = 4"), std::string::npos) << r.err;
 }
 
+// ---- 5. context parallelism: a ring of two ranks, every account and the ring traffic exact ----
+// tiny-llama, --cp 2 --seq 64 --mbs 1, bf16: each rank holds 32 tokens, its
+// K/V block is B_kv = 2·b·(s/cp)·k·d·e = 2·1·32·2·16·2 = 4096 bytes. Per step
+// and layer (2 layers, 1 microbatch): the forward sends one block (cp − 1), the
+// backward two messages (cp) of 2·(cp − 1)·B_kv bytes in all: send@cp and
+// recv@cp 2·(1 + 2) = 6 calls, 2·3·4096 = 24576 bytes per step; the comm
+// account holds the ring's 4·B_kv = 16384 bytes.
+TEST(CliTrainMpi, ContextParallelRingIsBookedAsItsBudget) {
+  const std::string path = scratch_dir("cp2") + "/cp2.json";
+  const int64_t steps = 2;
+  const auto r = run_mpi(2, {"train", "--model", "tiny-llama", "--cp", "2", "--seq", "64", "--attention", "flash",
+                             "--steps", std::to_string(steps), "--json", path});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const auto doc = read_json(path);
+  EXPECT_EQ(doc["status"], "ok");
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  for (int64_t i = 0; i < 2; ++i) {
+    const auto& rank = doc["ranks"][i];
+    EXPECT_EQ(rank["coords"].value("cp", int64_t{0}), i);  // written off the ring's first rank only
+    for (auto a : {"weights", "grads", "master", "optim", "activations", "kv", "comm"})
+      EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << "rank " << i << " " << a;
+    EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
+    for (auto key : {"send@cp", "recv@cp"}) {
+      EXPECT_EQ(rank["analytic"]["comm"][key]["calls"], 6) << key;
+      EXPECT_EQ(rank["analytic"]["comm"][key]["bytes"], 24576) << key;
+      EXPECT_EQ(rank["comm"][key]["calls"], steps * 6) << key;
+      EXPECT_EQ(rank["comm"][key]["bytes"], steps * 24576) << key;
+    }
+  }
+}
+
 #else
 TEST(CliTrainMpi, SkippedWithoutMpi) { GTEST_SKIP() << "gpuledger built without MPI (or no mpiexec)"; }
 #endif
