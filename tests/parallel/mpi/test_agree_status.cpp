@@ -3,6 +3,7 @@
 // on to the same next collective, so nobody hangs (ctest's TIMEOUT would catch
 // a hang). Also MpiRuntime over an MPI that main() already initialised.
 #include "comm/mpi_runtime.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 #include <gtest/gtest.h>
 
@@ -11,16 +12,8 @@
 namespace gpuledger {
 namespace {
 
-int64_t world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int64_t world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using testing::world_rank;
+using testing::world_size;
 
 TEST(MpiRuntime, JoinsAnInitialisedMpiWithoutOwningIt) {
   MpiRuntime rt;

@@ -24,9 +24,13 @@
 #include "kernels/registry/registry.h"
 #include "models/moe/moe_block.h"
 #include "parallel/groups.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 namespace gpuledger {
 namespace {
+
+using testing::world_rank;
+using testing::world_size;
 
 // N = 8 tokens per rank, h = 16, E = 4, k = 2, f_e = 8, one shared expert of f_s = 4, α = 0.05.
 constexpr int64_t kN = 8, kH = 16, kE = 4, kK = 2, kF = 8, kFs = 4;
@@ -139,18 +143,6 @@ void expect_near_all(const std::vector<float>& got, const std::vector<float>& wa
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << what << " [" << i << "]";
-}
-
-int64_t world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int64_t world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
 }
 
 // The ep groups of dp = world (make_mpi_groups: ep consecutive dp ranks, {0,1}

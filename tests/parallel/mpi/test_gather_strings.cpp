@@ -2,22 +2,15 @@
 // rank order, byte for byte (lengths differing by rank, empty strings,
 // embedded NULs); the other ranks receive nothing.
 #include "comm/mpi_runtime.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 #include <gtest/gtest.h>
 
 namespace gpuledger {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using testing::world_rank;
+using testing::world_size;
 
 std::string record_of(int r) {
   return "{\"rank\": " + std::to_string(r) + ", \"pad\": \"" + std::string(size_t(r) * 1000, 'x') + "\"}";

@@ -18,18 +18,15 @@
 #include "models/io/safetensors.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 namespace gpuledger {
 namespace {
 
+using testing::world_size;
+
 constexpr int kSteps = 2;
 const std::string kData = GPULEDGER_TEST_DATA_DIR;
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 RunConfig make_run(const std::string& dir, const std::string& tokens) {
   RunConfig r;

@@ -38,15 +38,12 @@
 #include "models/transformer/infer_engine.h"
 #include "models/transformer/infer_model.h"
 #include "parallel/groups.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 namespace gpuledger {
 namespace {
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::world_size;
 
 Layout tp_layout(int64_t t) {
   Layout l;

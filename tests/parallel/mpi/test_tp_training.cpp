@@ -37,22 +37,15 @@
 #include "models/transformer/param_layout.h"
 #include "parallel/groups.h"
 #include "parallel/train_step.h"
+#include "tests/parallel/mpi/mpi_world.h"
 
 namespace gpuledger {
 namespace {
 
-constexpr int kSteps = 3;
+using testing::world_rank;
+using testing::world_size;
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+constexpr int kSteps = 3;
 
 struct Case {
   const char* model;
