@@ -48,47 +48,36 @@ int64_t Layout::rank(const Coords& c) const {
 
 // ---- groups: vary one coordinate, hold the others ----
 
-std::vector<int64_t> Layout::tp_group(int64_t r) const {
-  Coords c = coords(r);
+namespace {
+
+// r's group along one coordinate: that coordinate of r's set to first,
+// first + step, … (count values), the others held.
+std::vector<int64_t> walk(const Layout& l, int64_t r, int64_t Coords::*coordinate, int64_t first, int64_t count,
+                          int64_t step = 1) {
+  Coords c = l.coords(r);
   std::vector<int64_t> g;
-  for (c.tp = 0; c.tp < tp; ++c.tp) g.push_back(rank(c));
+  for (int64_t i = 0; i < count; ++i) {
+    c.*coordinate = first + i * step;
+    g.push_back(l.rank(c));
+  }
   return g;
 }
 
-std::vector<int64_t> Layout::dp_group(int64_t r) const {
-  Coords c = coords(r);
-  std::vector<int64_t> g;
-  for (c.dp = 0; c.dp < dp; ++c.dp) g.push_back(rank(c));
-  return g;
-}
+}  // namespace
 
-std::vector<int64_t> Layout::pp_group(int64_t r) const {
-  Coords c = coords(r);
-  std::vector<int64_t> g;
-  for (c.pp = 0; c.pp < pp; ++c.pp) g.push_back(rank(c));
-  return g;
-}
+std::vector<int64_t> Layout::tp_group(int64_t r) const { return walk(*this, r, &Coords::tp, 0, tp); }
+std::vector<int64_t> Layout::dp_group(int64_t r) const { return walk(*this, r, &Coords::dp, 0, dp); }
+std::vector<int64_t> Layout::pp_group(int64_t r) const { return walk(*this, r, &Coords::pp, 0, pp); }
+std::vector<int64_t> Layout::cp_group(int64_t r) const { return walk(*this, r, &Coords::cp, 0, cp); }
 
+// ep consecutive dp ranks (Megatron carves the expert-parallel group out of dp).
 std::vector<int64_t> Layout::ep_group(int64_t r) const {
-  Coords c = coords(r);
-  std::vector<int64_t> g;
-  const int64_t first = c.dp / ep * ep;
-  for (c.dp = first; c.dp < first + ep; ++c.dp) g.push_back(rank(c));
-  return g;
+  return walk(*this, r, &Coords::dp, coords(r).dp / ep * ep, ep);
 }
 
+// The dp ranks holding the same experts: every ep-th.
 std::vector<int64_t> Layout::expert_dp_group(int64_t r) const {
-  Coords c = coords(r);
-  std::vector<int64_t> g;
-  for (c.dp = c.dp % ep; c.dp < dp; c.dp += ep) g.push_back(rank(c));
-  return g;
-}
-
-std::vector<int64_t> Layout::cp_group(int64_t r) const {
-  Coords c = coords(r);
-  std::vector<int64_t> g;
-  for (c.cp = 0; c.cp < cp; ++c.cp) g.push_back(rank(c));
-  return g;
+  return walk(*this, r, &Coords::dp, coords(r).dp % ep, dp / ep, ep);
 }
 
 // Megatron's data_parallel_group_with_cp: cp varies fastest, as in the rank order.
