@@ -110,10 +110,6 @@ SessionPeak measure_cpu_session_peak() {
   for (int64_t n : {1024, 2048})
     p.flops_per_s = std::max(p.flops_per_s, measure_gemm(*dev, {"square", n, n, n}, DType::kFP32, 1, 3).flops_per_s);
   p.source = "measured now: best fp32 sgemm of 1024² and 2048² on " + dev->description();
-  HardwarePeak hw = host_hardware_peak();
-  raise_to_measured(hw, p.flops_per_s, "the sgemm measured now");
-  p.hardware_flops_per_s = hw.flops_per_s;
-  p.hardware_source = hw.source;
   return p;
 }
 
@@ -151,6 +147,15 @@ void raise_to_measured(HardwarePeak& hw, double measured_flops_per_s, const std:
       "cores ran at",
       measured_flops_per_s, measured_what, hw.source);
   hw.flops_per_s = measured_flops_per_s;
+}
+
+void raise_to_measured(std::optional<double>& hw_flops_per_s, std::string& hw_source, double measured_flops_per_s,
+                       const std::string& measured_what) {
+  if (!hw_flops_per_s) return;
+  HardwarePeak hw{*hw_flops_per_s, hw_source};
+  raise_to_measured(hw, measured_flops_per_s, measured_what);
+  hw_flops_per_s = hw.flops_per_s;
+  hw_source = hw.source;
 }
 
 HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host) {

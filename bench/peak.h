@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,13 +49,12 @@ double best_flops(const std::vector<GemmPeak>& peaks, DType dtype);
 // the best fp32 sgemm of 1024² and 2048², measured now on a device of its own
 // (so the run's ledger and FLOP counter never see it). Compute is fp32 on the
 // CPU whatever the storage dtype, so this is the ceiling for every dtype.
-// Beside it, the hardware peak (bench/host_cpu.h): cores × FMA width × clock.
-// MFU is reported against both; above 100 % of either it is an error.
+// Beside it, the caller takes the hardware peak (host_hardware_peak below:
+// cores × FMA width × clock), raised to this figure (raise_to_measured). MFU
+// is reported against both; above 100 % of either it is an error.
 struct SessionPeak {
   double flops_per_s = 0;
   std::string source;
-  double hardware_flops_per_s = 0;  // 0 when the clock could not be read
-  std::string hardware_source;
 };
 SessionPeak measure_cpu_session_peak();
 
@@ -87,6 +87,9 @@ HardwarePeak host_hardware_peak();
 // 156.5 computed). The hardware peak is never below a measurement on the same
 // CPUs: raised to it, the source saying so and naming the measurement.
 void raise_to_measured(HardwarePeak& hw, double measured_flops_per_s, const std::string& measured_what);
+// The same on a report's figure (none: the peak is unknown, and stays so) and its source.
+void raise_to_measured(std::optional<double>& hw_flops_per_s, std::string& hw_source, double measured_flops_per_s,
+                       const std::string& measured_what);
 
 // A job's: Σ over its hosts of the hardware peak of the CPUs its ranks there
 // may run on (bench::cpus_per_host). The CPU model and clock are this host's

@@ -44,8 +44,10 @@ InferPeaks resolve_peaks(const InferRequest& q) {
     const auto peak = bench::measure_cpu_session_peak();
     p.flops = peak.flops_per_s;
     p.flops_source = peak.source;
-    if (peak.hardware_flops_per_s > 0) p.hardware_flops = peak.hardware_flops_per_s;
-    p.hardware_source = peak.hardware_source;
+    const auto hw = bench::host_hardware_peak();
+    if (hw.flops_per_s > 0) p.hardware_flops = hw.flops_per_s;
+    p.hardware_source = hw.source;
+    bench::raise_to_measured(p.hardware_flops, p.hardware_source, peak.flops_per_s, "the sgemm measured now");
   } else if (device) {
     p.bandwidth = device->bandwidth_bytes_per_s;
     p.bandwidth_source = device->name + " datasheet (" + device->source + ")";
@@ -132,12 +134,8 @@ InferRecord serve_rank(const InferRequest& q, MpiRuntime* mpi) {
                                                        *rec.peaks.flops, rec.peaks.flops_source);
     rec.peaks.flops = refreshed.flops_per_s;
     rec.peaks.flops_source = refreshed.source;
-    if (rec.peaks.hardware_flops) {
-      bench::HardwarePeak hw{*rec.peaks.hardware_flops, rec.peaks.hardware_source};
-      bench::raise_to_measured(hw, refreshed.flops_per_s, "the sgemm this run measured");
-      rec.peaks.hardware_flops = hw.flops_per_s;
-      rec.peaks.hardware_source = hw.source;
-    }
+    bench::raise_to_measured(rec.peaks.hardware_flops, rec.peaks.hardware_source, refreshed.flops_per_s,
+                             "the sgemm this run measured");
   }
 #if GPULEDGER_HAVE_MPI
   if (mpi) {

@@ -58,13 +58,9 @@ void refresh_exceeded_peak(TrainRecord& rec) {
       bench::refresh_session_peak(job_rate / static_cast<double>(rec.peak_devices), *rec.peak.flops, rec.peak.source);
   rec.peak.flops = refreshed.flops_per_s;
   rec.peak.source = refreshed.source;
-  if (rec.hardware_peak_flops) {  // the hardware figure is never below the sgemm measured on the same CPUs
-    bench::HardwarePeak hw{*rec.hardware_peak_flops, rec.hardware_peak_source};
-    bench::raise_to_measured(hw, *rec.peak.flops * static_cast<double>(rec.peak_devices),
-                             "the sgemm this run measured");
-    rec.hardware_peak_flops = hw.flops_per_s;
-    rec.hardware_peak_source = hw.source;
-  }
+  // The hardware figure is never below the sgemm measured on the same CPUs.
+  bench::raise_to_measured(rec.hardware_peak_flops, rec.hardware_peak_source,
+                           *rec.peak.flops * static_cast<double>(rec.peak_devices), "the sgemm this run measured");
 }
 
 TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& progress, bool simulate) {

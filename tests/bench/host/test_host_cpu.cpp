@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,15 @@ TEST(HardwarePeak, NeverBelowAMeasurementOnTheSameCpus) {
   HardwarePeak unknown{0, "hardware peak unknown: no clock"};
   raise_to_measured(unknown, 157.9e9, "sgemm");  // unknown stays unknown
   EXPECT_EQ(unknown.flops_per_s, 0);
+  // On a report's optional figure: the same rule; none stays none.
+  std::optional<double> flops = 156.5e9;
+  std::string source = "clock";
+  raise_to_measured(flops, source, 157.9e9, "sgemm");
+  EXPECT_EQ(flops, 157.9e9);
+  EXPECT_EQ(source.rfind("1.579e+11 FLOP/s, sgemm — above the clock's product (clock)", 0), 0u) << source;
+  std::optional<double> none;
+  raise_to_measured(none, source, 157.9e9, "sgemm");
+  EXPECT_FALSE(none.has_value());
 }
 
 TEST(StreamRead, DotMatchesADoubleReference) {
