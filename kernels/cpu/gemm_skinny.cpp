@@ -11,6 +11,7 @@
 #include "kernels/device.h"
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/gemm_bf16_dot.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -38,8 +39,17 @@ void skinny_gemm(const SkinnyGemm& s, CpuIsa isa) {
   if (s.w_sp != 1 && s.w_sj != 1) throw std::invalid_argument("skinny_gemm: one of W's strides must be 1");
   if (s.m > kSkinnyMaxRows) throw std::invalid_argument("skinny_gemm: m exceeds kSkinnyMaxRows");
   if (!cpu_supports(isa)) throw std::invalid_argument("skinny_gemm: this CPU lacks AVX2, FMA or F16C");
+  if (s.x_bf16 != nullptr) {
+    if (!cpu_has_bf16_dot()) throw std::invalid_argument("skinny_gemm: bf16 X needs a CPU with AVX512_BF16");
+    if (s.w_type != DType::kBF16 || s.w_sp != 1)
+      throw std::invalid_argument("skinny_gemm: bf16 X needs bf16 W rows contiguous in k (w_sp 1)");
+  }
   if (s.m <= 0 || s.n <= 0) return;
   auto run = [&](int64_t lo, int64_t hi) {
+    if (s.x_bf16 != nullptr) {
+      bf16_dot_skinny_range(s, s.x_bf16, lo, hi);
+      return;
+    }
 #ifdef GPL_CPU_HAVE_AVX2_PATH
     if (isa == CpuIsa::kAvx2) {
       skinny_avx2::run_range(s, lo, hi);
@@ -79,9 +89,25 @@ void widen_packed(const uint16_t* src, DType t, int64_t s_r, int64_t s_p, int64_
   }
 }
 
+// rows×cols of a 16-bit matrix, element (r, p) at src[r·s_r + p·s_p] -> packed rows of the same dtype.
+void copy_packed(const uint16_t* src, int64_t s_r, int64_t s_p, int64_t rows, int64_t cols, uint16_t* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* d = dst + r * cols;
+    if (s_p == 1) {
+      std::memcpy(d, src + r * s_r, static_cast<size_t>(cols) * sizeof(uint16_t));
+      continue;
+    }
+    for (int64_t p = 0; p < cols; ++p) d[p] = src[r * s_r + p * s_p];
+  }
+}
+
 }  // namespace
 
 bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa) {
+  return run_skinny_gemm(dev, g, isa, bf16_dot_enabled());
+}
+
+bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa, bool bf16_dot) {
   if (g.ab_type == DType::kFP32 || g.k == 0 || g.alpha == 0.0f) return false;
   if (g.m > kSkinnyMaxRows && g.n > kSkinnyMaxRows) return false;
   // X = op(A) (m×k), W = op(B); or X = op(B)ᵀ (n×k), W = op(A)ᵀ and C read as Cᵀ.
@@ -107,17 +133,25 @@ bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa) {
   const int64_t x_stride = x_is_a ? g.stride_a : g.stride_b, w_stride = x_is_a ? g.stride_b : g.stride_a;
   const uint16_t* x_base = x_is_a ? a : b;
   const uint16_t* w_base = x_is_a ? b : a;
-  Buffer xb = dev.alloc(rows * g.k * 4, Account::kWorkspace, "gemm.x_fp32");
-  s.x = xb.as<float>();
+  // bf16 W rows contiguous in k: X stays bf16 and vdpbf16ps multiplies the pairs (gemm_bf16_dot.h).
+  const bool dot = bf16_dot && g.ab_type == DType::kBF16 && s.w_sp == 1;
+  Buffer xb = dot ? dev.alloc(rows * g.k * 2, Account::kWorkspace, "gemm.x_bf16")
+                  : dev.alloc(rows * g.k * 4, Account::kWorkspace, "gemm.x_fp32");
+  if (dot)
+    s.x_bf16 = xb.as<uint16_t>();
+  else
+    s.x = xb.as<float>();
+  // X[i][p] at x_base[i·x_si + p·x_sp]: op(A) (x_is_a), or op(B)ᵀ: X[j][p] = op(B)[p][j].
+  const int64_t x_si = x_is_a ? a_si : b_sj, x_sp = x_is_a ? a_sp : b_sp;
   const int64_t c_eb = dtype_bytes(g.c_type);
   for (int64_t i = 0; i < g.batch; ++i) {
-    // A stride of 0 broadcasts one X over the batch: widen it once.
+    // A stride of 0 broadcasts one X over the batch: copy it once.
     if (i == 0 || x_stride != 0) {
       const uint16_t* xi = x_base + i * x_stride;
-      if (x_is_a)
-        widen_packed(xi, g.ab_type, a_si, a_sp, rows, g.k, xb.as<float>());
-      else  // X[j][p] = op(B)[p][j]
-        widen_packed(xi, g.ab_type, b_sj, b_sp, rows, g.k, xb.as<float>());
+      if (dot)
+        copy_packed(xi, x_si, x_sp, rows, g.k, xb.as<uint16_t>());
+      else
+        widen_packed(xi, g.ab_type, x_si, x_sp, rows, g.k, xb.as<float>());
     }
     s.w = w_base + i * w_stride;
     s.c = static_cast<char*>(g.c) + i * g.stride_c * c_eb;

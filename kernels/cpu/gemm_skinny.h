@@ -39,6 +39,9 @@ inline constexpr int64_t kSkinnyMaxRows = 32;
 struct SkinnyGemm {
   int64_t m = 0, n = 0, k = 0;
   const float* x = nullptr;  // X (m×k) fp32, row i at x + i·k
+  // Or X in bf16 (row i at x_bf16 + i·k) for the AVX512-BF16 dot form
+  // (gemm_bf16_dot.h: bf16 W with w_sp == 1); x is then not read.
+  const uint16_t* x_bf16 = nullptr;
   const uint16_t* w = nullptr;
   int64_t w_sp = 0, w_sj = 0;   // W[p][j] at w[p·w_sp + j·w_sj]; w_sp == 1 or w_sj == 1
   DType w_type = DType::kBF16;  // bf16 or fp16
@@ -48,8 +51,24 @@ struct SkinnyGemm {
   float alpha = 1.0f, beta = 0.0f;
 };
 
-// Runs s on the given path (throws std::invalid_argument for a path this CPU
-// lacks, a W dtype that is not 16-bit, or strides neither of which is 1).
+// C[i][j] = alpha·v + beta·C[i][j] (C not read when beta is 0), rounded once to C's dtype.
+inline void skinny_store_c(const SkinnyGemm& s, int64_t i, int64_t j, float v) {
+  const int64_t e = i * s.c_si + j * s.c_sj;
+  if (s.c_type == DType::kFP32) {
+    float* c = static_cast<float*>(s.c) + e;
+    *c = s.beta == 0.0f ? s.alpha * v : s.alpha * v + s.beta * *c;
+    return;
+  }
+  uint16_t* c = static_cast<uint16_t*>(s.c) + e;
+  const bool f16 = s.c_type == DType::kFP16;
+  const float old = s.beta == 0.0f ? 0.0f : s.beta * (f16 ? fp16_to_fp32(*c) : bf16_to_fp32(*c));
+  const float r = s.alpha * v + old;
+  *c = f16 ? fp32_to_fp16(r) : fp32_to_bf16(r);
+}
+
+// Runs s on the given path, or on the AVX512-BF16 dot form when s.x_bf16 is
+// set (throws std::invalid_argument for a path this CPU lacks, a W dtype that
+// is not 16-bit, strides neither of which is 1, or x_bf16 with W not bf16 rows).
 void skinny_gemm(const SkinnyGemm& s, CpuIsa isa);
 inline void skinny_gemm(const SkinnyGemm& s) { skinny_gemm(s, cpu_best_isa()); }
 
@@ -58,11 +77,14 @@ struct GemmArgs;
 // Device::gemm's skinny route (kernels/cpu/ops_gemm.cpp). Takes g when A and B
 // are 16-bit, k > 0, alpha != 0 and m or n is at most kSkinnyMaxRows, and
 // returns true; otherwise does nothing and returns false. X is op(A) when
-// m ≤ n (else op(B)ᵀ, C written transposed), widened per batch entry (once
-// under a batch stride of 0) into `gemm.x_fp32`, 4·min(m, n)·k bytes of
-// Account::kWorkspace booked on dev for the call. Every trans_a/trans_b,
-// leading dimension, batch stride, alpha, beta and C dtype GemmArgs allows.
-bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa);
+// m ≤ n (else op(B)ᵀ, C written transposed), copied per batch entry (once
+// under a batch stride of 0) into booked Account::kWorkspace for the call:
+// with bf16_dot (bf16 operands, W rows contiguous in k) as bf16 rows,
+// `gemm.x_bf16`, 2·min(m, n)·k bytes; otherwise widened, `gemm.x_fp32`,
+// 4·min(m, n)·k bytes. Every trans_a/trans_b, leading dimension, batch
+// stride, alpha, beta and C dtype GemmArgs allows.
+bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa, bool bf16_dot);
+bool run_skinny_gemm(Device& dev, const GemmArgs& g, CpuIsa isa);  // bf16_dot as bf16_dot_enabled()
 inline bool run_skinny_gemm(Device& dev, const GemmArgs& g) { return run_skinny_gemm(dev, g, cpu_best_isa()); }
 
 }  // namespace gpuledger

@@ -19,21 +19,6 @@ GPL_SKINNY_INLINE float scalar_w(uint16_t v) {
   return kFp16 ? fp16_to_fp32(v) : bf16_to_fp32(v);
 }
 
-// C[i][j] = alpha·v + beta·C[i][j] (C not read when beta is 0), rounded once.
-GPL_SKINNY_INLINE void store_c(const SkinnyGemm& s, int64_t i, int64_t j, float v) {
-  const int64_t e = i * s.c_si + j * s.c_sj;
-  if (s.c_type == DType::kFP32) {
-    float* c = static_cast<float*>(s.c) + e;
-    *c = s.beta == 0.0f ? s.alpha * v : s.alpha * v + s.beta * *c;
-    return;
-  }
-  uint16_t* c = static_cast<uint16_t*>(s.c) + e;
-  const bool f16 = s.c_type == DType::kFP16;
-  const float old = s.beta == 0.0f ? 0.0f : s.beta * (f16 ? fp16_to_fp32(*c) : bf16_to_fp32(*c));
-  const float r = s.alpha * v + old;
-  *c = f16 ? fp32_to_fp16(r) : fp32_to_bf16(r);
-}
-
 // ---- dot form (w_sp == 1): C[i][j] = Σ_p X[i][p]·W[j-th row][p] ----
 //
 // Register tile: 3 rows of X × 4 rows of W, 12 8-lane accumulators, the 3 X
@@ -74,7 +59,7 @@ GPL_SKINNY_INLINE void dot_tile(const SkinnyGemm& s, int64_t i0, int64_t j0) {
   for (int jb = 0; jb < JB; ++jb) {
     float v = hsum(acc[ib][jb]);
     for (int64_t p = k8; p < k; ++p) v += xr[ib][p] * scalar_w<kFp16>(wr[jb][p]);
-    store_c(s, i0 + ib, j0 + jb, v);
+    skinny_store_c(s, i0 + ib, j0 + jb, v);
   }
 }
 
@@ -148,7 +133,7 @@ GPL_SKINNY_INLINE void axpy_strip(const SkinnyGemm& s, int64_t j0) {
     }
   }
   for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t jj = 0; jj < kAxpyCols; ++jj) store_c(s, i, j0 + jj, tile[i * kAxpyCols + jj]);
+    for (int64_t jj = 0; jj < kAxpyCols; ++jj) skinny_store_c(s, i, j0 + jj, tile[i * kAxpyCols + jj]);
 }
 
 template <bool kFp16>
@@ -160,7 +145,7 @@ GPL_SKINNY_INLINE void axpy_range(const SkinnyGemm& s, int64_t lo, int64_t hi) {
     for (int64_t i = 0; i < s.m; ++i) {
       float v = 0.0f;
       for (int64_t p = 0; p < s.k; ++p) v += s.x[i * s.k + p] * scalar_w<kFp16>(s.w[p * s.w_sp + j]);
-      store_c(s, i, j, v);
+      skinny_store_c(s, i, j, v);
     }
 }
 

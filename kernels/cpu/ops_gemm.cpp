@@ -11,7 +11,9 @@
 //  - other 16-bit A and B: blocked (run_blocked_16bit below): slices of op(A)
 //    and op(B) widened into fp32 workspace blocks of bounded size, one set per
 //    thread reused over the call, each block product run by the fp32 GEMM; a
-//    16-bit C through an fp32 tile, rounded once.
+//    16-bit C through an fp32 tile, rounded once. bf16 operands on a CPU with
+//    AVX512-BF16 (gemm_bf16_dot.h) are not widened: the slices are packed
+//    as bf16 pairs and multiplied by vdpbf16ps.
 //  - fp32 A and B: the fp32 GEMM in place; a 16-bit C through an fp32 copy.
 // Every workspace is allocated through Device::alloc under Account::kWorkspace,
 // so the ledger sees this backend-specific temporary (docs/exact-budget.md,
@@ -35,6 +37,7 @@
 
 #include "core/int_math.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/gemm_bf16_dot.h"
 #include "kernels/cpu/gemm_skinny.h"
 #include "kernels/cpu/thread_policy.h"
 
@@ -302,14 +305,17 @@ void check_blas_int_range(const GemmArgs& g) {
 // blocks, not by the operands: workers · 4·(mb·kb + kb·nb [+ mb·nb]) bytes
 // (mb ≤ min(m, kBlockM), …; at most 3 MiB a thread). Each op(B) slice is
 // widened once per row tile and each op(A) slice once per column tile:
-// (1/nb + 1/mb) conversions per multiply-add.
+// (1/nb + 1/mb) conversions per multiply-add. With bf16 pairs the blocks are
+// `gemm.blocks_bf16`: workers · 4·(words of the A and B panels [+ mb·nb]),
+// the panels' rows rounded up to 12 and columns to 32 (gemm_bf16_dot.h).
 constexpr int64_t kBlockM = 512, kBlockN = 512, kBlockK = 512;
 
 struct Blocked16 {
   const GemmArgs& g;
-  float* wa;  // op(A) slice as stored (trans_a kept), packed
+  float* wa;  // op(A) slice as stored (trans_a kept), packed; or (dot) its bf16 pair panels
   float* wb;  // op(B) slice, likewise
   float* wc;  // fp32 C tile when C is 16-bit, else null
+  bool dot;   // bf16 pairs multiplied by vdpbf16ps (gemm_bf16_dot.h) instead of widened
 
   // One C tile (rows i0…i0+mc, columns j0…j0+nc) of batch entry ai, bi, ci.
   void tile(const char* ai, const char* bi, char* ci, int64_t i0, int64_t mc, int64_t j0, int64_t nc) const {
@@ -331,6 +337,14 @@ struct Blocked16 {
         // The slices as stored: op(A) rows i0… / columns p0…, op(B) rows p0… / columns j0….
         const char* a_sub = ai + (g.trans_a ? p0 * g.lda + i0 : i0 * g.lda + p0) * ab_eb;
         const char* b_sub = bi + (g.trans_b ? j0 * g.ldb + p0 : p0 * g.ldb + j0) * ab_eb;
+        if (dot) {
+          auto* pa = reinterpret_cast<uint32_t*>(wa);
+          auto* pb = reinterpret_cast<uint32_t*>(wb);
+          bf16_dot_pack_a(reinterpret_cast<const uint16_t*>(a_sub), g.lda, g.trans_a, mc, kc, pa);
+          bf16_dot_pack_b(reinterpret_cast<const uint16_t*>(b_sub), g.ldb, g.trans_b, kc, nc, pb);
+          bf16_dot_multiply(pa, pb, mc, nc, kc, g.alpha, p0 == 0 ? g.beta : 1.0f, ct, ldct);
+          continue;
+        }
         const int64_t a_cols = g.trans_a ? mc : kc, b_cols = g.trans_b ? kc : nc;
         matrix_to_fp32(a_sub, g.ab_type, g.lda, g.trans_a ? kc : mc, a_cols, wa);
         matrix_to_fp32(b_sub, g.ab_type, g.ldb, g.trans_b ? nc : kc, b_cols, wb);
@@ -361,8 +375,11 @@ void run_blocked_16bit(Device& dev, const GemmArgs& g) {
   const int64_t tiles_m = ceil_div(g.m, mb), tiles_n = ceil_div(g.n, nb), tiles = g.batch * tiles_m * tiles_n;
   const int workers = static_cast<int>(std::min<int64_t>(threads, tiles));
   const bool conv_c = g.c_type != DType::kFP32;
-  const int64_t per_worker = mb * kb + kb * nb + (conv_c ? mb * nb : 0);  // floats
-  Buffer ws = dev.alloc(workers * per_worker * 4, Account::kWorkspace, "gemm.blocks_fp32");
+  const bool dot = g.ab_type == DType::kBF16 && bf16_dot_enabled();
+  const int64_t a_block = dot ? bf16_dot_a_words(mb, kb) : mb * kb;  // 4-byte words
+  const int64_t b_block = dot ? bf16_dot_b_words(kb, nb) : kb * nb;
+  const int64_t per_worker = a_block + b_block + (conv_c ? mb * nb : 0);
+  Buffer ws = dev.alloc(workers * per_worker * 4, Account::kWorkspace, dot ? "gemm.blocks_bf16" : "gemm.blocks_fp32");
   const int64_t ab_eb = dtype_bytes(g.ab_type), c_eb = dtype_bytes(g.c_type);
   const auto* a_base = static_cast<const char*>(g.a);
   const auto* b_base = static_cast<const char*>(g.b);
@@ -374,7 +391,7 @@ void run_blocked_16bit(Device& dev, const GemmArgs& g) {
     worker = omp_get_thread_num();
 #endif
     float* base = ws.as<float>() + worker * per_worker;
-    const Blocked16 run{g, base, base + mb * kb, conv_c ? base + mb * kb + kb * nb : nullptr};
+    const Blocked16 run{g, base, base + a_block, conv_c ? base + a_block + b_block : nullptr, dot};
     const int64_t i = t / (tiles_m * tiles_n), i0 = (t / tiles_n) % tiles_m * mb, j0 = t % tiles_n * nb;
     run.tile(a_base + i * g.stride_a * ab_eb, b_base + i * g.stride_b * ab_eb, c_base + i * g.stride_c * c_eb, i0,
              std::min(mb, g.m - i0), j0, std::min(nb, g.n - j0));

@@ -70,6 +70,7 @@ struct Case {
   // Set: run the skinny route directly on this path (run_skinny_gemm, which
   // must take the case) instead of Device::gemm; no FLOPs are then counted.
   std::optional<CpuIsa> skinny;
+  bool bf16_dot = false;  // with skinny: X kept bf16 for the AVX512-BF16 dot form (gemm_bf16_dot.h)
 };
 
 // Runs one case on a CpuDevice: every C element within the tolerance, C's
@@ -131,7 +132,7 @@ inline int64_t run_case(const Case& cs) {
   g.alpha = cs.alpha;
   g.beta = cs.beta;
   if (cs.skinny) {
-    EXPECT_TRUE(run_skinny_gemm(dev, g, *cs.skinny)) << "the skinny route declined the case";
+    EXPECT_TRUE(run_skinny_gemm(dev, g, *cs.skinny, cs.bf16_dot)) << "the skinny route declined the case";
   } else {
     dev.gemm(g);
   }
