@@ -170,8 +170,12 @@ std::vector<int> cpus_per_host(const std::vector<std::string>& records) {
 
 std::string CpuHardwarePeak::describe() const {
   return fmt::format("{} CPUs × {} fp32 lanes ({}) × {} {} × 2 FLOPs × {:.3f} GHz ({}) = {:.4g} FLOP/s", cpus,
-                     fp32_lanes, isa, fma_units, fma ? "FMA units" : "pipes (mul + add)", hz * 1e-9, frequency_source,
-                     flops_per_s);
+                     fp32_lanes, isa, fma_units, units_source, hz * 1e-9, frequency_source, flops_per_s);
+}
+
+std::string CpuHardwarePeak::describe_bf16() const {
+  if (!bf16_dot) return "bf16 widened to fp32 (no AVX512_BF16): the fp32 peak, " + describe();
+  return fmt::format("bf16 on AVX512_BF16 (vdpbf16ps: 2 products per fp32 lane) = 2 × the fp32 peak, {}", describe());
 }
 
 double measure_core_clock_hz() {
@@ -230,6 +234,14 @@ CpuHardwarePeak cpu_hardware_peak(int cpus, const std::string& cpuinfo_path, con
     p.fma = false;
   }
   p.fma_units = p.fma ? 2 : 1;  // without FMA: one multiply and one add per cycle, counted as 2 FLOPs
+  p.units_source = p.fma ? "FMA units" : "pipes (mul + add)";
+  const std::string vendor = cpuinfo_field(cpuinfo_path, "vendor_id");
+  const std::string family = cpuinfo_field(cpuinfo_path, "cpu family");
+  if (p.isa == "avx512f" && vendor == "AuthenticAMD" && std::atoi(family.c_str()) == 25) {
+    p.fma_units = 1;
+    p.units_source = "FMA unit (AMD family 25, Zen 4: a 512-bit FMA takes both 256-bit pipes)";
+  }
+  p.bf16_dot = p.isa == "avx512f" && has_flag(flags, "avx512_bf16");
   const std::string khz = read_first_line(cpufreq_max_path);
   if (!khz.empty() && std::atoll(khz.c_str()) > 0) {
     p.hz = static_cast<double>(std::atoll(khz.c_str())) * 1e3;
@@ -253,6 +265,7 @@ CpuHardwarePeak cpu_hardware_peak(int cpus, const std::string& cpuinfo_path, con
     }
   }
   p.flops_per_s = static_cast<double>(cpus) * p.fp32_lanes * p.fma_units * 2.0 * p.hz;
+  p.bf16_flops_per_s = p.bf16_dot ? 2.0 * p.flops_per_s : p.flops_per_s;
   return p;
 }
 

@@ -46,11 +46,18 @@ struct CpuHardwarePeak {
   int fp32_lanes = 0;  // per vector FMA: 16 (AVX-512F), 8 (AVX2 + FMA, or AVX), 4 (SSE)
   int fma_units = 0;   // vector FMA units per core (or mul + add pipes without FMA)
   bool fma = false;
+  std::string units_source;  // why that many units (the rule below that applied)
+  // AVX512_BF16 (vdpbf16ps: two bf16 products per fp32 lane per instruction):
+  // a bf16 GEMM's peak is twice the fp32 one. Without it bf16 is widened and
+  // multiplied in fp32, whose peak is then the bf16 one too.
+  bool bf16_dot = false;
   double hz = 0;
   std::string isa;               // "avx512f", "avx2+fma", "avx", "sse"
   std::string frequency_source;  // which file and field the clock came from
   double flops_per_s = 0;        // cpus × lanes × units × 2 × hz
-  std::string describe() const;  // one line: the product and its sources
+  double bf16_flops_per_s = 0;   // flops_per_s, × 2 with bf16_dot
+  std::string describe() const;  // one line: the product and its sources (fp32)
+  std::string describe_bf16() const;
 };
 
 // The clock this thread's core runs at, measured: a chain of dependent integer
@@ -69,8 +76,11 @@ double measure_core_clock_hz();
 // VM's base clock). FMA units: 2 per core, the count on
 // every x86 core with AVX2 and FMA since Intel Haswell and AMD Zen 2 (Intel's
 // optimization manual §2; AMD's Zen 2/3 software optimization guides); an
-// AVX-512 part with one FMA unit reaches half of the figure. Without FMA, one
-// multiply and one add pipe. Throws std::runtime_error when no clock is found.
+// AVX-512 part with one FMA unit reaches half of the figure. AMD family 25
+// (0x19) with AVX-512 is Zen 4, which runs a 512-bit FMA over its two 256-bit
+// pipes (AMD's Zen 4 software optimization guide): 1 unit of 16 lanes, the
+// same 32 FLOPs a cycle as its AVX2. Without FMA, one multiply and one add
+// pipe. Throws std::runtime_error when no clock is found.
 CpuHardwarePeak cpu_hardware_peak(
     int cpus, const std::string& cpuinfo_path = "/proc/cpuinfo",
     const std::string& cpufreq_max_path = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",

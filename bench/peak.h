@@ -46,9 +46,11 @@ std::vector<GemmShape> default_gemm_shapes();
 double best_flops(const std::vector<GemmPeak>& peaks, DType dtype);
 
 // The CPU peak `train` and `infer` take MFU against when there is no datasheet:
-// the best fp32 sgemm of 1024² and 2048², measured now on a device of its own
-// (so the run's ledger and FLOP counter never see it). Compute is fp32 on the
-// CPU whatever the storage dtype, so this is the ceiling for every dtype.
+// the best GEMM of 1024² and 2048², measured now on a device of its own (so
+// the run's ledger and FLOP counter never see it). fp32: the sgemm. bf16 on a
+// CPU whose GEMMs multiply bf16 pairs (kernels/cpu/gemm_bf16_dot.h): the
+// better of the sgemm and the bf16 GEMM, which is faster there; elsewhere bf16
+// and fp16 are widened and multiplied in fp32, and the sgemm is their ceiling.
 // Beside it, the caller takes the hardware peak (host_hardware_peak below:
 // cores × FMA width × clock), raised to this figure (raise_to_measured). MFU
 // is reported against both; above 100 % of either it is an error.
@@ -56,7 +58,7 @@ struct SessionPeak {
   double flops_per_s = 0;
   std::string source;
 };
-SessionPeak measure_cpu_session_peak();
+SessionPeak measure_cpu_session_peak(DType dtype = DType::kFP32);
 
 // A peak measured at a run's start is taken under whatever load the machine
 // had then; on a shared machine the load can fall during the run, and the run
@@ -79,7 +81,8 @@ struct HardwarePeak {
   double flops_per_s = 0;
   std::string source;
 };
-HardwarePeak host_hardware_peak();
+// dtype bf16: the bf16 figure (CpuHardwarePeak::bf16_flops_per_s).
+HardwarePeak host_hardware_peak(DType dtype = DType::kFP32);
 // A clock read from /proc/cpuinfo's "cpu MHz" (no cpufreq maximum, as in a
 // VM) is the clock of the moment or the base clock, below the boost the cores
 // run a GEMM at, and the product then falls below what an sgemm measures (on
@@ -94,6 +97,6 @@ void raise_to_measured(std::optional<double>& hw_flops_per_s, std::string& hw_so
 // A job's: Σ over its hosts of the hardware peak of the CPUs its ranks there
 // may run on (bench::cpus_per_host). The CPU model and clock are this host's
 // (/proc/cpuinfo here): the hosts are taken to be alike, and the source says so.
-HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host);
+HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host, DType dtype = DType::kFP32);
 
 }  // namespace gpuledger::bench

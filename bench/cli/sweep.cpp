@@ -98,7 +98,10 @@ std::vector<std::string> peak_args(SweepRun& r) {
     r.cpu_peak_flops = report::read_json_file(kept).value("cpu_peak_flops", 0.0);
   if (!r.cpu_peak_flops || *r.cpu_peak_flops <= 0) {
     std::cerr << "measuring the CPU peak once for every point ... " << std::flush;
-    const auto peak = bench::measure_cpu_session_peak();
+    // The sweep's --dtype (every point shares it): bf16 may have a faster GEMM of its own (bench/peak.h).
+    const std::string dt = option_text(*r.s.app, "--dtype");
+    const auto peak =
+        bench::measure_cpu_session_peak(dt.empty() ? DType::kFP32 : dtype_from_name(dt).value_or(DType::kFP32));
     r.cpu_peak_flops = peak.flops_per_s;
     report::write_report({{"cpu_peak_flops", peak.flops_per_s}, {"source", peak.source}}, kept);
     std::cerr << fmt::format("{:.3g} FLOP/s\n", *r.cpu_peak_flops);

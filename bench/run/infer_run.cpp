@@ -41,13 +41,13 @@ InferPeaks resolve_peaks(const InferRequest& q) {
     const auto bw = bench::measure_read_bandwidth(1, 5);
     p.bandwidth = bw.bytes_per_s;
     p.bandwidth_source = "measured now: " + bw.kernel();
-    const auto peak = bench::measure_cpu_session_peak();
+    const auto peak = bench::measure_cpu_session_peak(q.config.run.dtype);
     p.flops = peak.flops_per_s;
     p.flops_source = peak.source;
-    const auto hw = bench::host_hardware_peak();
+    const auto hw = bench::host_hardware_peak(q.config.run.dtype);
     if (hw.flops_per_s > 0) p.hardware_flops = hw.flops_per_s;
     p.hardware_source = hw.source;
-    bench::raise_to_measured(p.hardware_flops, p.hardware_source, peak.flops_per_s, "the sgemm measured now");
+    bench::raise_to_measured(p.hardware_flops, p.hardware_source, peak.flops_per_s, "the GEMM measured now");
   } else if (device) {
     p.bandwidth = device->bandwidth_bytes_per_s;
     p.bandwidth_source = device->name + " datasheet (" + device->source + ")";

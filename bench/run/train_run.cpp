@@ -38,7 +38,7 @@ TrainPeak resolve_train_peak(const TrainRequest& q) {
   }
   if (q.backend == "cpu" && q.cpu_peak_flops) return {*q.cpu_peak_flops, q.cpu_peak_source};
   if (q.backend == "cpu") {
-    const auto p = bench::measure_cpu_session_peak();
+    const auto p = bench::measure_cpu_session_peak(q.config.run.dtype);
     return {p.flops_per_s, p.source, /*measured_now=*/true};
   }
   return {std::nullopt, "unknown: no datasheet peak for this device (pass --peak-flops or --device)"};
@@ -73,7 +73,7 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
   rec.device_description = make_device(q.backend, probe_ledger)->description();
   rec.peak = resolve_train_peak(q);
   if (q.backend == "cpu") {  // beside the measured sgemm, the hardware's own
-    const auto hw = bench::host_hardware_peak();
+    const auto hw = bench::host_hardware_peak(q.config.run.dtype);
     if (hw.flops_per_s > 0) rec.hardware_peak_flops = hw.flops_per_s;
     rec.hardware_peak_source = hw.source;
   }

@@ -22,8 +22,8 @@ namespace gpuledger {
 
 bool cpu_has_bf16_dot() {
 #ifdef GPL_HAVE_BF16_DOT
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512bf16");
+  static const bool has =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
   return has;
 #else
   return false;

@@ -8,6 +8,8 @@
 # around each run, since this machine is shared.
 #
 # Usage: REPS=3 results/cpu/decode/run.sh BIN_DIR
+#   GEN_LEN=N tokens generated per request (default 24: 23 decode steps, so
+#   that one slow step — a page fault, a time slice lost — weighs little).
 #   BIN_DIR holds the gpuledger to measure (build/bench/gpuledger).
 #   REP_FIRST=N starts at repetition N and SKIP="b8-r2 …" skips runs (to
 #   complete an interrupted run; the summary reads every repetition's report).
@@ -18,13 +20,14 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BIN="$1"
 REPS="${REPS:-3}"
+GEN_LEN="${GEN_LEN:-24}"
 BATCHES="${BATCHES:-1 8 16}"
 OUT="$HERE/out"
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1
 MODEL="$HERE/llama3-8b-2l.json"
 
-echo "# $(date -u +%FT%TZ) $(uname -n) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1; reps $REPS; batches $BATCHES"
+echo "# $(date -u +%FT%TZ) $(uname -n) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1; reps $REPS; batches $BATCHES; gen-len $GEN_LEN; GPULEDGER_BF16_DOT=${GPULEDGER_BF16_DOT:-unset}"
 echo "# load: $(uptime)"
 g++ -O3 -mavx2 -fopenmp "$HERE/read_bw.cpp" -o "$OUT/read_bw"
 "$OUT/read_bw" | tee "$OUT/read_bw.txt"
@@ -36,7 +39,7 @@ for rep in $(seq "${REP_FIRST:-1}" "$REPS"); do
     [ -n "${SKIP:-}" ] && [[ " $SKIP " == *" b$batch-r$rep "* ]] && continue
     rc=0
     "$BIN/gpuledger" infer --model "$MODEL" --backend cpu --device-memory 6Gi --requests "$batch" \
-      --max-batch "$batch" --prompt-len 8 --gen-len 6 --max-num-batched-tokens 64 --max-model-len 64 \
+      --max-batch "$batch" --prompt-len 8 --gen-len "$GEN_LEN" --max-num-batched-tokens 64 --max-model-len 64 \
       --json "$OUT/infer-b$batch-r$rep.json" >/dev/null 2>&1 || rc=$?
     [ "$rc" -eq 0 ] || [ "$rc" -eq 1 -a -f "$OUT/infer-b$batch-r$rep.json" ] || exit "$rc"
     failed=$(python3 -c "import json,sys; print(' '.join(c['name'] for c in json.load(open(sys.argv[1]))['checks'] if not c['ok']))" "$OUT/infer-b$batch-r$rep.json")
@@ -58,7 +61,7 @@ med = {}
 for batch in batches:
     ds = [json.load(open(out / f"infer-b{batch}-r{r}.json"))["summary"]["decode"] for r in range(1, reps + 1)]
     tps = [d["tokens_per_s"] for d in ds]
-    m = statistics.median(tps)
+    m = statistics.median_low(tps)  # a repetition's own figure, also for an even count
     d = ds[tps.index(m)]
     step_s = d["seconds"] / d["steps"]
     bps = d["bytes_per_step"] / step_s

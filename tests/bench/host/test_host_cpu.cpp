@@ -61,6 +61,44 @@ TEST(HostCpu, CpufreqMaximumIsPreferredAndAvx512DoublesTheLanes) {
   EXPECT_EQ(p.frequency_source, (d / "cpuinfo_max_freq").string());
 }
 
+// A vendor and family line before the rest, as /proc/cpuinfo lists them.
+std::string cpuinfo_of(const std::string& vendor, int family, const std::string& flags, const std::string& mhz) {
+  return "vendor_id\t: " + vendor + "\ncpu family\t: " + std::to_string(family) + "\n" + cpuinfo(flags, mhz);
+}
+
+TEST(HostCpu, Zen4RunsA512BitFmaOverBothPipesAndBf16PairsDoubleIt) {
+  const fs::path d = scratch("zen4");
+  write(d / "cpuinfo", cpuinfo_of("AuthenticAMD", 25, "fpu avx fma avx2 avx512f avx512bw avx512_bf16", "2596.000"));
+  const CpuHardwarePeak p = cpu_hardware_peak(2, (d / "cpuinfo").string(), (d / "none").string());
+  EXPECT_EQ(p.isa, "avx512f");
+  EXPECT_EQ(p.fp32_lanes, 16);
+  EXPECT_EQ(p.fma_units, 1);
+  EXPECT_NE(p.units_source.find("Zen 4"), std::string::npos);
+  EXPECT_TRUE(p.bf16_dot);
+  // 2 CPUs × 16 lanes × 1 unit × 2 FLOPs × 2.596 GHz = 166.144 GFLOP/s; bf16 pairs twice that
+  EXPECT_NEAR(p.flops_per_s, 166.144e9, 1e-3);
+  EXPECT_NEAR(p.bf16_flops_per_s, 332.288e9, 1e-3);
+  EXPECT_NE(p.describe_bf16().find("2 × the fp32 peak"), std::string::npos);
+}
+
+TEST(HostCpu, TwoAvx512UnitsElsewhereAndBf16WidenedWithoutAvx512Bf16) {
+  const fs::path d = scratch("intel_bf16");
+  // Intel (family 6) with AVX512_BF16: two 512-bit FMA units, bf16 pairs twice the fp32 figure.
+  write(d / "cpuinfo", cpuinfo_of("GenuineIntel", 6, "fpu avx fma avx2 avx512f avx512bw avx512_bf16", "2000.000"));
+  CpuHardwarePeak p = cpu_hardware_peak(1, (d / "cpuinfo").string(), (d / "none").string());
+  EXPECT_EQ(p.fma_units, 2);
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 128e9);  // 1 × 16 × 2 × 2 × 2 GHz
+  EXPECT_DOUBLE_EQ(p.bf16_flops_per_s, 256e9);
+  // AMD family 25 without AVX-512 (Zen 3): AVX2's two 256-bit FMA units; no bf16 pairs, bf16 at the fp32 figure.
+  write(d / "cpuinfo", cpuinfo_of("AuthenticAMD", 25, "fpu avx fma avx2", "2000.000"));
+  p = cpu_hardware_peak(1, (d / "cpuinfo").string(), (d / "none").string());
+  EXPECT_EQ(p.fma_units, 2);
+  EXPECT_FALSE(p.bf16_dot);
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 64e9);  // 1 × 8 × 2 × 2 × 2 GHz
+  EXPECT_DOUBLE_EQ(p.bf16_flops_per_s, 64e9);
+  EXPECT_NE(p.describe_bf16().find("widened"), std::string::npos);
+}
+
 TEST(HostCpu, NoFmaCountsAMultiplyAndAnAddPipe) {
   const fs::path d = scratch("sse");
   write(d / "cpuinfo", cpuinfo("fpu sse sse2", "2000.000"));
