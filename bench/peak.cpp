@@ -137,12 +137,21 @@ RefreshedPeak refresh_session_peak(double achieved_flops_per_s, double start_flo
           true};
 }
 
+namespace {
+// The core clock, measured once per process: every hardware figure of a run
+// (fp32 and bf16, train's and peak's) then names the same clock.
+double process_core_clock_hz() {
+  static const double hz = measure_core_clock_hz();
+  return hz;
+}
+}  // namespace
+
 HardwarePeak host_hardware_peak(DType dtype) {
   HardwarePeak h;
   try {
     const CpuHardwarePeak p =
         cpu_hardware_peak(affinity_cpus(), "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
-                          measure_core_clock_hz());
+                          process_core_clock_hz());
     const bool bf16 = dtype == DType::kBF16;
     h.flops_per_s = bf16 ? p.bf16_flops_per_s : p.flops_per_s;
     h.source = "hardware: " + (bf16 ? p.describe_bf16() : p.describe());
@@ -174,7 +183,7 @@ HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host, DType dtyp
   HardwarePeak h;
   try {
     std::string per_host;
-    const double hz = measure_core_clock_hz();
+    const double hz = process_core_clock_hz();
     for (int cpus : cpus_per_host) {
       const CpuHardwarePeak p =
           cpu_hardware_peak(cpus, "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", hz);
