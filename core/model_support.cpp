@@ -15,14 +15,13 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
     throw ConfigError("num_experts", model + " is a mixture of experts: the runs build it with data, expert and " +
                                          "pipeline parallelism only (tp = 1, vpp = 1), got tp " + std::to_string(l.tp) +
                                          ", vpp " + std::to_string(l.vpp));
-  // The expert-sharded optimizer state over the expert-data-parallel group
-  // (Megatron's distributed optimizer) is not built: ZeRO with --ep is refused.
-  if (l.ep > 1 && l.zero > 0)
-    throw ConfigError("zero", model + ": --zero " + std::to_string(l.zero) + " with --ep " + std::to_string(l.ep) +
-                                  " is not built (the expert optimizer state is not sharded over the "
-                                  "expert-data-parallel group); give --zero 0");
-  if (l.dp > 1 && l.zero > 0)
-    throw ConfigError("zero", model + ": ZeRO over a MoE model's data-parallel group is not built; give --zero 0");
+  // ZeRO shards a MoE layer's experts over the expert-data-parallel group
+  // (models/transformer/unit_shard.h); the host copies of --offload optimizer
+  // are not split that way.
+  if (l.ep > 1 && r.offload_optimizer)
+    throw ConfigError("offload", model + ": --offload optimizer with --ep " + std::to_string(l.ep) +
+                                     " is not built (the host copies of the expert shards over the "
+                                     "expert-data-parallel group); give --ep 1");
   if (r.recompute == Recompute::kFull)
     throw ConfigError("num_experts", model + ": --recompute full is not implemented for MoE layers yet");
 }

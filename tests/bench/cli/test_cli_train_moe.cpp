@@ -148,9 +148,10 @@ TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   EXPECT_EQ(tp.status, 2) << tp.err;
   EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1, vpp = 1), got tp 2"))
       << tp.err;
-  // expert parallelism: ZeRO is not built with it; ep divides dp and the experts; a dense model has none
+  // expert parallelism: no optimizer offload with it; ep divides dp and the experts; a dense model has none
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--world", "4", "--ep", "2", "--zero", "1"}, "--zero 1 with --ep 2 is not built"},
+      {{"--world", "4", "--ep", "2", "--zero", "1", "--offload", "optimizer"},
+       "--offload optimizer with --ep 2 is not built"},
       {{"--world", "6", "--ep", "4"}, "--ep 4 does not divide --dp 6"},
       {{"--world", "8", "--ep", "8"}, "--ep 8 does not divide the 4 experts of tiny-moe"}};
   for (const auto& [extra, message] : bad) {
@@ -169,6 +170,19 @@ TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto qwen = run_cli({"plan", "--model", "qwen3-30b-a3b", "--tp", "2"});  // QK norm runs at tp 1 only
   EXPECT_EQ(qwen.status, 2) << qwen.err;
   EXPECT_TRUE(contains(qwen.err, "QK norm")) << qwen.err;
+}
+
+// ZeRO 1-3 with expert parallelism on meta (world 4, ep 2: the experts
+// sharded over expert-data-parallel groups of 2, the rest over dp 4): every
+// check passes, the budget of every account and the comm per collective and
+// group (reduce_scatter and all_gather over edp among them) included.
+TEST(CliTrainMoe, ZeroWithExpertParallelOnMetaPassesEveryCheck) {
+  for (const char* zero : {"1", "2", "3"}) {
+    auto r = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--world", "4", "--ep", "2",
+                      "--zero", zero, "--steps", "1", "--json", "-"});
+    ASSERT_EQ(r.status, 0) << "zero " << zero << ": " << r.err;
+    expect_checks_pass(r.json());
+  }
 }
 
 // Qwen3-30B-A3B's shapes (QK norm, 128 experts, top-8) cut to 2 layers, on
