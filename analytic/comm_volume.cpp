@@ -333,11 +333,14 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // exchanges its E·C capacity slots (C per expert per source rank, from the
   // microbatch's b·s tokens) four times over ep: dispatch and combine in the
   // forward, their gradients in the backward; E·C·h·e bytes per call
-  // (analytic/moe.h). The expert gradients' sum over the expert-data-parallel
+  // (analytic/moe.h). Under --recompute full the backward re-runs each
+  // layer's forward, its dispatch and combine included: two more per block
+  // and microbatch. The expert gradients' sum over the expert-data-parallel
   // group is in dp_comm above.
   if (m.is_moe() && l.ep > 1) {
-    const int64_t calls = checked_product({kMoeEpAllToAllsPerBlockStep, r.microbatches, layers_on_stage(m, l, c.pp)},
-                                          "communication calls");
+    const int64_t per_block = kMoeEpAllToAllsPerBlockStep + (r.recompute == Recompute::kFull ? 2 : 0);
+    const int64_t calls =
+        checked_product({per_block, r.microbatches, layers_on_stage(m, l, c.pp)}, "communication calls");
     tally.add("all_to_all", "ep", calls, moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
 

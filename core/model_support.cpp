@@ -22,8 +22,6 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
     throw ConfigError("offload", model + ": --offload optimizer with --ep " + std::to_string(l.ep) +
                                      " is not built (the host copies of the expert shards over the "
                                      "expert-data-parallel group); give --ep 1");
-  if (r.recompute == Recompute::kFull)
-    throw ConfigError("num_experts", model + ": --recompute full is not implemented for MoE layers yet");
 }
 
 void override_capacity_factor(ModelConfig& m, double capacity_factor) {

@@ -205,6 +205,25 @@ std::vector<SimPoint> sim_points() {
                            "_ep" + std::to_string(ep) + "_" + std::string(dtype_name(dt)),
                        zero == 3 ? dp - 1 : 1});
       }
+  // A MoE model under --recompute full (the backward re-runs each layer's
+  // forward: the router, the experts and under ep the dispatch and combine
+  // all-to-alls again; only the layer input kept).
+  for (DType dt : {DType::kBF16, DType::kFP32}) {
+    for (auto [dp, pp, ep, zero] : {std::tuple{1, 1, 1, 0}, {2, 1, 2, 0}, {4, 1, 2, 1}, {2, 1, 1, 3}, {2, 2, 2, 2}}) {
+      Layout l = lay(dp, pp, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  2,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_full_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) +
+                      "_zero" + std::to_string(zero) + "_" + std::string(dtype_name(dt))};
+      sp.recompute = Recompute::kFull;
+      pts.push_back(sp);
+    }
+  }
   // Context parallelism (ring attention, models/transformer/context_ring.h):
   // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
   // gradient buckets over dp·cp; a recompute runs the ring's forward twice.

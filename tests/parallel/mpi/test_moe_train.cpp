@@ -9,7 +9,9 @@
 // norm and every parameter (under ZeRO 3 each rank's shards) after the steps
 // within 1e-5 (fp32), every first-step gradient element (ZeRO 2: each rank's
 // shards) within 1e-6 + 1e-5·|g|, as the MoE tests of test_dp_train.cpp; and
-// every rank books what its meta simulation books.
+// every rank books what its meta simulation books. The same against one rank
+// under --recompute full (the backward re-runs each layer's forward, the
+// router and the dispatch/combine all-to-alls included: the same routing).
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -62,6 +64,18 @@ TEST(MoeZero, Zero3EpTwoOfDpFourMatchesOneRank) {
   RunConfig r = small_run(2, Schedule::k1F1B);
   r.prefetch = 2;
   check_layout(load_model("tiny-moe"), r, moe_zero(2, 3), 3, Tolerance{});
+}
+
+// --recompute full: each MoE layer's backward re-runs its forward (the
+// routing identical: the same tokens through the same weights), with ep 2 and
+// with ZeRO 3 (the backward's gathered copy serves the re-run).
+TEST(MoeRecompute, FullEpTwoMatchesOneRank) {
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.recompute = Recompute::kFull;
+  const ModelConfig m = load_model("tiny-moe");
+  check_layout(m, r, moe_zero(2, 0), 3, Tolerance{});
+  EXPECT_GT(check_step_gradients(m, r, moe_zero(2, 0), 1e-6, 1e-5), 0);
+  check_layout(m, r, moe_zero(2, 3), 2, Tolerance{});
 }
 
 }  // namespace
