@@ -11,10 +11,9 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
     throw ConfigError("qk_norm", model + " has QK norm (Qwen3), whose γ gradient the runs do not sum over " +
                                      "tensor-parallel ranks yet: give tp 1, got tp " + std::to_string(l.tp));
   if (!m.is_moe()) return;
-  if (l.tp > 1 || l.vpp > 1)
+  if (l.tp > 1)
     throw ConfigError("num_experts", model + " is a mixture of experts: the runs build it with data, expert and " +
-                                         "pipeline parallelism only (tp = 1, vpp = 1), got tp " + std::to_string(l.tp) +
-                                         ", vpp " + std::to_string(l.vpp));
+                                         "pipeline parallelism only (tp = 1), got tp " + std::to_string(l.tp));
   // ZeRO shards a MoE layer's experts over the expert-data-parallel group
   // (models/transformer/unit_shard.h); the host copies of --offload optimizer
   // are not split that way.

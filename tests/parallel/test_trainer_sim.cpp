@@ -207,7 +207,9 @@ std::vector<SimPoint> sim_points() {
       }
   // A MoE model under --recompute full (the backward re-runs each layer's
   // forward: the router, the experts and under ep the dispatch and combine
-  // all-to-alls again; only the layer input kept).
+  // all-to-alls again; only the layer input kept) and with interleaved stages
+  // (--vpp 2: L/(p·v) MoE layers per chunk, each chunk's load-balancing loss on
+  // its stage).
   for (DType dt : {DType::kBF16, DType::kFP32}) {
     for (auto [dp, pp, ep, zero] : {std::tuple{1, 1, 1, 0}, {2, 1, 2, 0}, {4, 1, 2, 1}, {2, 1, 1, 3}, {2, 2, 2, 2}}) {
       Layout l = lay(dp, pp, zero);
@@ -222,6 +224,14 @@ std::vector<SimPoint> sim_points() {
                       "_zero" + std::to_string(zero) + "_" + std::string(dtype_name(dt))};
       sp.recompute = Recompute::kFull;
       pts.push_back(sp);
+    }
+    for (auto [dp, ep, zero, m] : {std::tuple{1, 1, 0, 2}, {2, 2, 0, 4}, {4, 2, 1, 2}, {2, 1, 3, 2}}) {
+      Layout l = lay(dp, 2, zero);
+      l.ep = ep;
+      l.vpp = 2;
+      pts.push_back({"tiny-moe", 4, l, Schedule::k1F1B, m, dt,
+                     "moe_vpp2_dp" + std::to_string(dp) + "_ep" + std::to_string(ep) + "_zero" + std::to_string(zero) +
+                         "_m" + std::to_string(m) + "_" + std::string(dtype_name(dt))});
     }
   }
   // Context parallelism (ring attention, models/transformer/context_ring.h):

@@ -146,8 +146,7 @@ TEST(CliTrainMoe, PlanPrintsTheActiveParameterFlops) {
 TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto tp = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--tp", "2"});
   EXPECT_EQ(tp.status, 2) << tp.err;
-  EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1, vpp = 1), got tp 2"))
-      << tp.err;
+  EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1), got tp 2")) << tp.err;
   // expert parallelism: no optimizer offload with it; ep divides dp and the experts; a dense model has none
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--world", "4", "--ep", "2", "--zero", "1", "--offload", "optimizer"},
@@ -183,11 +182,13 @@ TEST(CliTrainMoe, ZeroWithExpertParallelOnMetaPassesEveryCheck) {
 }
 
 // --recompute full (the backward re-runs each layer's forward, the router
-// and, under ep, the dispatch and combine all-to-alls included) on meta:
-// every check passes.
-TEST(CliTrainMoe, FullRecomputeOnMetaPassesEveryCheck) {
+// and, under ep, the dispatch and combine all-to-alls included) and
+// interleaved stages (--vpp 2) on meta: every check passes.
+TEST(CliTrainMoe, FullRecomputeAndInterleavedStagesOnMetaPassEveryCheck) {
   const std::vector<std::vector<std::string>> runs = {
-      {"--recompute", "full"}, {"--recompute", "full", "--world", "4", "--ep", "2", "--zero", "3"}};
+      {"--recompute", "full"},
+      {"--recompute", "full", "--world", "4", "--ep", "2", "--zero", "3"},
+      {"--world", "4", "--pp", "2", "--vpp", "2", "--ep", "2", "--layers", "4", "--microbatches", "4"}};
   for (const auto& extra : runs) {
     std::vector<std::string> args = {"train", "--model", "tiny-moe", "--backend", "meta", "--seq",
                                      "16",    "--steps", "1",        "--json",    "-"};

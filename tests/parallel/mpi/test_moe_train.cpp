@@ -11,7 +11,8 @@
 // shards) within 1e-6 + 1e-5·|g|, as the MoE tests of test_dp_train.cpp; and
 // every rank books what its meta simulation books. The same against one rank
 // under --recompute full (the backward re-runs each layer's forward, the
-// router and the dispatch/combine all-to-alls included: the same routing).
+// router and the dispatch/combine all-to-alls included: the same routing) and
+// with interleaved stages (--vpp 2).
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -76,6 +77,19 @@ TEST(MoeRecompute, FullEpTwoMatchesOneRank) {
   check_layout(m, r, moe_zero(2, 0), 3, Tolerance{});
   EXPECT_GT(check_step_gradients(m, r, moe_zero(2, 0), 1e-6, 1e-5), 0);
   check_layout(m, r, moe_zero(2, 3), 2, Tolerance{});
+}
+
+// Interleaved stages: 4 MoE layers in 2 stages of 2 chunks (np 2: dp 1; np 4:
+// dp 2 with ep 2 in each stage).
+TEST(MoeInterleaved, Vpp2MatchesOneRank) {
+  ModelConfig m = load_model("tiny-moe");
+  m.layers = 4;
+  Layout l;
+  l.pp = 2;
+  l.vpp = 2;
+  l.dp = world_size() / 2;
+  l.ep = l.dp;
+  check_layout(m, small_run(2, Schedule::k1F1B), l, 2, Tolerance{});
 }
 
 }  // namespace
