@@ -14,13 +14,6 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
   if (l.tp > 1)
     throw ConfigError("num_experts", model + " is a mixture of experts: the runs build it with data, expert and " +
                                          "pipeline parallelism only (tp = 1), got tp " + std::to_string(l.tp));
-  // ZeRO shards a MoE layer's experts over the expert-data-parallel group
-  // (models/transformer/unit_shard.h); the host copies of --offload optimizer
-  // are not split that way.
-  if (l.ep > 1 && r.offload_optimizer)
-    throw ConfigError("offload", model + ": --offload optimizer with --ep " + std::to_string(l.ep) +
-                                     " is not built (the host copies of the expert shards over the "
-                                     "expert-data-parallel group); give --ep 1");
 }
 
 void override_capacity_factor(ModelConfig& m, double capacity_factor) {

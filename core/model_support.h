@@ -2,7 +2,7 @@
 // file may describe more. Qwen3's QK norm runs at tp = 1 only (its shared γ's
 // gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs with
 // data, expert (--ep, carved out of dp) and pipeline parallelism (interleaved stages too) and ZeRO 0-3 at tp = 1 (under
-// ep > 1 the experts' ZeRO shards over the expert-data-parallel group, without --offload optimizer), with every
+// ep > 1 the experts' ZeRO shards over the expert-data-parallel group, --offload optimizer too), with every
 // recompute mode. A capacity factor is run padded to capacity (models/moe/moe_block.h), so its budget is exact whatever
 // the routing drops.
 #pragma once

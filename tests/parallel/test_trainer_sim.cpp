@@ -41,6 +41,7 @@ struct SimPoint {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0.9;  // SGD's (0: no momentum buffer)
   Recompute recompute = Recompute::kNone;
+  bool offload = false;  // --offload optimizer
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -56,6 +57,7 @@ RunConfig sim_run(const SimPoint& p) {
   r.optimizer = p.optimizer;
   r.momentum = p.momentum;
   r.recompute = p.recompute;
+  r.offload_optimizer = p.offload;
   if (p.layout.cp > 1) r.attention = AttentionKind::kFlash;  // the ring merges flash blocks
   return r;
 }
@@ -205,6 +207,22 @@ std::vector<SimPoint> sim_points() {
                            "_ep" + std::to_string(ep) + "_" + std::string(dtype_name(dt)),
                        zero == 3 ? dp - 1 : 1});
       }
+  // --offload optimizer over the MoE model's parts: the host copies of each
+  // part's shard (the experts' over edp), one copy per unit and direction.
+  for (int zero : {1, 2, 3})
+    for (auto [dp, ep] : {std::pair{4, 2}, {2, 2}, {3, 1}}) {
+      Layout l = lay(dp, 1, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  2,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  DType::kBF16,
+                  "moe_offload_zero" + std::to_string(zero) + "_dp" + std::to_string(dp) + "_ep" + std::to_string(ep)};
+      sp.offload = true;
+      pts.push_back(sp);
+    }
   // A MoE model under --recompute full (the backward re-runs each layer's
   // forward: the router, the experts and under ep the dispatch and combine
   // all-to-alls again; only the layer input kept) and with interleaved stages

@@ -147,10 +147,8 @@ TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto tp = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--tp", "2"});
   EXPECT_EQ(tp.status, 2) << tp.err;
   EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1), got tp 2")) << tp.err;
-  // expert parallelism: no optimizer offload with it; ep divides dp and the experts; a dense model has none
+  // expert parallelism: ep divides dp and the experts; a dense model has none
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--world", "4", "--ep", "2", "--zero", "1", "--offload", "optimizer"},
-       "--offload optimizer with --ep 2 is not built"},
       {{"--world", "6", "--ep", "4"}, "--ep 4 does not divide --dp 6"},
       {{"--world", "8", "--ep", "8"}, "--ep 8 does not divide the 4 experts of tiny-moe"}};
   for (const auto& [extra, message] : bad) {
@@ -182,12 +180,14 @@ TEST(CliTrainMoe, ZeroWithExpertParallelOnMetaPassesEveryCheck) {
 }
 
 // --recompute full (the backward re-runs each layer's forward, the router
-// and, under ep, the dispatch and combine all-to-alls included) and
-// interleaved stages (--vpp 2) on meta: every check passes.
-TEST(CliTrainMoe, FullRecomputeAndInterleavedStagesOnMetaPassEveryCheck) {
+// and, under ep, the dispatch and combine all-to-alls included), the
+// optimizer offloaded under ep (each part's shard copied) and interleaved
+// stages (--vpp 2) on meta: every check passes.
+TEST(CliTrainMoe, FullRecomputeOffloadAndInterleavedStagesOnMetaPassEveryCheck) {
   const std::vector<std::vector<std::string>> runs = {
       {"--recompute", "full"},
       {"--recompute", "full", "--world", "4", "--ep", "2", "--zero", "3"},
+      {"--world", "4", "--ep", "2", "--zero", "2", "--offload", "optimizer"},
       {"--world", "4", "--pp", "2", "--vpp", "2", "--ep", "2", "--layers", "4", "--microbatches", "4"}};
   for (const auto& extra : runs) {
     std::vector<std::string> args = {"train", "--model", "tiny-moe", "--backend", "meta", "--seq",

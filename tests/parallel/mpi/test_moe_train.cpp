@@ -4,7 +4,8 @@
 // expert-data-parallel group of dp/ep ranks (models/transformer/unit_shard.h;
 // none to shard at dp = ep) — the master and optimizer state (ZeRO 1), the
 // gradients reduce-scattered after every unit's backward (ZeRO 2), the
-// weights gathered per unit (ZeRO 3). Against one rank with the same global
+// weights gathered per unit (ZeRO 3); and with --offload optimizer the host
+// copies of those shards. Against one rank with the same global
 // batch (tests/parallel/mpi/layout_check.h): losses, the global gradient
 // norm and every parameter (under ZeRO 3 each rank's shards) after the steps
 // within 1e-5 (fp32), every first-step gradient element (ZeRO 2: each rank's
@@ -65,6 +66,16 @@ TEST(MoeZero, Zero3EpTwoOfDpFourMatchesOneRank) {
   RunConfig r = small_run(2, Schedule::k1F1B);
   r.prefetch = 2;
   check_layout(load_model("tiny-moe"), r, moe_zero(2, 3), 3, Tolerance{});
+}
+
+// --offload optimizer: the master and Adam states of each part's shard (the
+// experts' over the expert-data-parallel group) in host memory, the update on
+// the CPU between the gradient shard's copy to the host and the weights' back.
+TEST(MoeZero, OffloadEpTwoMatchesOneRank) {
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.offload_optimizer = true;
+  check_layout(load_model("tiny-moe"), r, moe_zero(2, 2), 3, Tolerance{});
+  check_layout(load_model("tiny-moe"), r, moe_zero(2, 3), 2, Tolerance{});
 }
 
 // --recompute full: each MoE layer's backward re-runs its forward (the
