@@ -20,20 +20,25 @@
 namespace gpuledger::analytic {
 namespace {
 
-// ZeRO 0 with ep > 1: the dense gradients' all-reduce buckets over dp
-// ("dp.bucket", 4·min(S·bucket, P_r − P_x)) and the expert-sharded ones' over
-// the expert-data-parallel group ("edp.bucket", 4·min(S·bucket, P_x), none
-// when dp = ep), both held the run long (parallel/dp/grad_sync.h).
+// ZeRO 0/1 with ep > 1: the dense gradients' buckets over dp ("dp.bucket")
+// and the expert-sharded ones' over the expert-data-parallel group
+// ("edp.bucket", none when dp = ep), both held the run long
+// (parallel/dp/grad_sync.h): ZeRO 0 4·min(S·bucket, P_r − P_x) +
+// 4·min(S·bucket, P_x); ZeRO 1 the reduce-scatter pieces of each unit's dense
+// part over dp and of its expert part over dp/ep ranks.
 int64_t expert_parallel_staging_bytes(const std::vector<ParamUnit>& units, const Layout& l, int64_t bucket,
                                       bool overlap) {
-  const int64_t slots = overlap ? 2 : 1;
-  int64_t p_r = 0, p_x = 0;
+  std::vector<int64_t> dense, experts;
+  int64_t p_x = 0;
   for (const auto& u : units) {
-    p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+    dense.push_back(u.elems() - u.expert_sharded_elems());
+    experts.push_back(u.expert_sharded_elems());
     p_x = checked_add(p_x, u.expert_sharded_elems(), "expert parameters of a rank");
   }
-  int64_t n = 4 * std::min(slots * bucket, p_r - p_x);
-  if (p_x > 0 && l.dp / l.ep > 1) n = checked_add(n, 4 * std::min(slots * bucket, p_x), "comm staging bytes");
+  const int64_t edp = l.dp / l.ep;
+  int64_t n = dp_reduce_staging_bytes(dense, l.zero, l.dp, bucket, overlap);
+  if (p_x > 0 && edp > 1)
+    n = checked_add(n, dp_reduce_staging_bytes(experts, l.zero, edp, bucket, overlap), "comm staging bytes");
   return n;
 }
 
@@ -43,7 +48,8 @@ int64_t expert_parallel_staging_bytes(const std::vector<ParamUnit>& units, const
 //     else 1 — ZeRO 0: 4 · min(S·⌊bucket_mb·2²⁰ / g⌋, P_r) (all-reduce
 //     buckets); ZeRO 1: 4 · S · n · min(⌊bucket/n⌋, max_u ⌈P_u/n⌉)
 //     (reduce-scatter pieces; analytic/dp_staging.h);
-//   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉;
+//   ZeRO-2/3 unit gradient buffer (n > 1): g · n · max_u ⌈P_u / n⌉ (under
+//     ep > 1 the largest unit with each part padded to its group);
 //   ZeRO-2/3 with tied embeddings, n > 1, p = 1: the head's word-embedding
 //     gradient, g · V'/t · h, held from the head's backward to the
 //     embedding's (the staging buffer then holds another unit's gradient);
@@ -56,7 +62,7 @@ int64_t expert_parallel_staging_bytes(const std::vector<ParamUnit>& units, const
 //     p2p_comm_buffers of two (K/V, dK/dV) pairs (AttnFuncWithCPAndKVP2P,
 //     context_parallel.py at d0067d0da6cb01811b8072a7d304f0e00344ce2b).
 //   With cp > 1 the DP gradient reduction spans dp·cp ranks.
-//   With ep > 1 (ZeRO 0) the expert-sharded gradients have their own
+//   With ep > 1 (ZeRO 0/1) the expert-sharded gradients have their own
 //     buckets over the expert-data-parallel group, and the MoE block's
 //     dispatch buffer E·C·h·e is live during each block's forward.
 int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
@@ -66,14 +72,14 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
   int64_t n = 0;
   const int64_t grad_ranks = l.dp * l.cp;  // Megatron's data-parallel group with cp
   if (grad_ranks > 1) {
-    if (l.zero == 0 && l.ep > 1) {
+    if (l.zero <= 1 && l.ep > 1) {
       n = expert_parallel_staging_bytes(units, l, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else if (l.zero <= 1) {
       n = dp_reduce_staging_bytes(units, l.zero, grad_ranks, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
-      int64_t largest_shard = 0;
-      for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
-      n = checked_product({g, l.dp, largest_shard}, "comm staging bytes");
+      int64_t largest_padded = 0;  // the largest unit padded (ParamUnit::padded_elems)
+      for (const auto& u : units) largest_padded = std::max(largest_padded, u.padded_elems(l));
+      n = checked_mul(g, largest_padded, "comm staging bytes");
       if (m.tied_embeddings && l.pp == 1)
         n = checked_add(n, checked_product({g, padded_vocab(m, l.tp) / l.tp, m.hidden}, "comm staging bytes"),
                         "comm staging bytes");

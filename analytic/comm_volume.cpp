@@ -83,41 +83,59 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     if (p_x > 0 && l.dp / l.ep > 1)
       tally.add_total("all_reduce", "edp", ceil_div(p_x, bucket), checked_mul(p_x, g, "communication bytes"));
   }
+  // ZeRO >= 1 shards each unit in parts, each over its group
+  // (docs/exact-budget.md "Model states"): the unit over dp, or under ep > 1
+  // a MoE layer's expert-sharded part X_u over the expert-data-parallel group
+  // "edp" (dp/ep ranks) and the rest over dp; a part over one rank needs no
+  // collective. Below, per part of P elements over n_k ranks, padded to
+  // n_k·⌈P/n_k⌉.
+  struct Part {
+    int64_t elems, n;
+    const char* group;
+    int64_t padded() const { return n * ceil_div(elems, n); }
+  };
+  auto parts_of = [&](const ParamUnit& u) {
+    const int64_t x = u.expert_sharded_elems();
+    std::vector<Part> ps;
+    if (x > 0 && l.dp / l.ep > 1) ps.push_back({x, l.dp / l.ep, "edp"});
+    ps.push_back({u.elems() - x, n, "dp"});
+    return ps;
+  };
   if (l.zero == 1) {
     // ZeRO 1 (Rajbhandari et al. 2020 §5.1, P_os; Megatron's distributed
-    // optimizer): after the last microbatch's backward each unit's gradient is
-    // reduce-scattered into the rank's shard of ⌈P_u/n⌉ elements, in pieces of
+    // optimizer): after the last microbatch's backward each part's gradient is
+    // reduce-scattered into the rank's shard of ⌈P/n⌉ elements, in pieces of
     // c = max(1, ⌊bucket/n⌋) shard elements — a piece gathers the same c
-    // elements of every rank's shard, n·c elements: ⌈⌈P_u/n⌉ / c⌉ calls and
-    // n·⌈P_u/n⌉·g bytes per unit. With the all-gather below that is DP's
+    // elements of every rank's shard, n·c elements: ⌈⌈P/n⌉ / c⌉ calls and
+    // n·⌈P/n⌉·g bytes per part. With the all-gather below that is DP's
     // volume (2Ψ), not the 3Ψ of an all-reduce followed by an all-gather.
-    const int64_t piece = zero1_piece_elems(dp_bucket_elems(r.bucket_mb, g), n);
-    for (const auto& u : units) {
-      const int64_t shard = ceil_div(u.elems(), n);
-      tally.add_total("reduce_scatter", "dp", ceil_div(shard, piece), n * shard * g);
-    }
+    for (const auto& u : units)
+      for (const Part& p : parts_of(u)) {
+        const int64_t piece = zero1_piece_elems(dp_bucket_elems(r.bucket_mb, g), p.n);
+        tally.add_total("reduce_scatter", p.group, ceil_div(ceil_div(p.elems, p.n), piece), p.padded() * g);
+      }
   }
-  for (const auto& u : units) {
-    const int64_t padded = n * ceil_div(u.elems(), n);  // the unit padded to a multiple of n
-    if (l.zero == 1 || l.zero == 2) {
-      // ZeRO 1/2: the optimizer updates the shard; then each unit's updated
-      // weights (e bytes per element) are all-gathered into the full copy.
-      tally.add("all_gather", "dp", 1, padded * e);
+  for (const auto& u : units)
+    for (const Part& p : parts_of(u)) {
+      if (l.zero == 1 || l.zero == 2) {
+        // ZeRO 1/2: the optimizer updates the shard; then each part's updated
+        // weights (e bytes per element) are all-gathered into the full copy.
+        tally.add("all_gather", p.group, 1, p.padded() * e);
+      }
+      if (l.zero >= 2) {
+        // ZeRO 2/3: one unit's full gradient exists at a time (the staging buffer
+        // of docs/exact-budget.md), so after every microbatch's backward of a
+        // unit each part's gradient is reduce-scattered, accumulating into the
+        // shard — but the tied word's unit (p > 1) once, after the schedule and
+        // the embedding-group sum (unit_reduced_after_schedule).
+        tally.add("reduce_scatter", p.group, unit_reduced_after_schedule(m, l, u) ? 1 : mb, p.padded() * g);
+      }
+      if (l.zero == 3) {
+        // ZeRO 3: a unit is gathered before its forward and again before its
+        // backward, every microbatch (a full recompute runs on the backward's copy).
+        tally.add("all_gather", p.group, 2 * mb, p.padded() * e);
+      }
     }
-    if (l.zero >= 2) {
-      // ZeRO 2/3: one unit's full gradient exists at a time (the staging buffer
-      // of docs/exact-budget.md), so after every microbatch's backward of a
-      // unit its gradient is reduce-scattered, accumulating into the shard —
-      // but the tied word's unit (p > 1) once, after the schedule and the
-      // embedding-group sum (unit_reduced_after_schedule).
-      tally.add("reduce_scatter", "dp", unit_reduced_after_schedule(m, l, u) ? 1 : mb, padded * g);
-    }
-    if (l.zero == 3) {
-      // ZeRO 3: a unit is gathered before its forward and again before its
-      // backward, every microbatch (a full recompute runs on the backward's copy).
-      tally.add("all_gather", "dp", 2 * mb, padded * e);
-    }
-  }
   if (l.zero == 3 && m.tied_embeddings && l.pp == 1 && !units.empty()) {
     // ZeRO 3, tied, p = 1: the head reads the embedding unit's word matrix,
     // so the embedding unit (units[0]; the head is the last unit) is gathered
@@ -303,9 +321,11 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
     if (l.zero >= 1 && grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
     if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
     if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
-    // ep > 1: each rank of an ep group holds other experts, so the experts'
-    // share of the sum of squares is all-reduced over ep (one fp32).
-    if (m.is_moe() && l.ep > 1) tally.add("all_reduce", "ep", 1, 4);
+    // ep > 1, ZeRO 0: each rank of an ep group holds other experts, so the
+    // experts' share of the sum of squares is all-reduced over ep (one fp32);
+    // under ZeRO >= 1 each rank holds a shard of them and the dp sum above
+    // covers every shard once.
+    if (m.is_moe() && l.ep > 1 && l.zero == 0) tally.add("all_reduce", "ep", 1, 4);
   }
 
   // Expert parallelism (ep > 1; docs/formulas/moe.md "Expert parallelism",
@@ -313,11 +333,14 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // exchanges its E·C capacity slots (C per expert per source rank, from the
   // microbatch's b·s tokens) four times over ep: dispatch and combine in the
   // forward, their gradients in the backward; E·C·h·e bytes per call
-  // (analytic/moe.h). The expert gradients' sum over the expert-data-parallel
+  // (analytic/moe.h). Under --recompute full the backward re-runs each
+  // layer's forward, its dispatch and combine included: two more per block
+  // and microbatch. The expert gradients' sum over the expert-data-parallel
   // group is in dp_comm above.
   if (m.is_moe() && l.ep > 1) {
-    const int64_t calls = checked_product({kMoeEpAllToAllsPerBlockStep, r.microbatches, layers_on_stage(m, l, c.pp)},
-                                          "communication calls");
+    const int64_t per_block = kMoeEpAllToAllsPerBlockStep + (r.recompute == Recompute::kFull ? 2 : 0);
+    const int64_t calls =
+        checked_product({per_block, r.microbatches, layers_on_stage(m, l, c.pp)}, "communication calls");
     tally.add("all_to_all", "ep", calls, moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
 

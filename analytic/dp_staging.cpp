@@ -23,18 +23,25 @@ int64_t dp_bucket_elems(double bucket_mb, int64_t grad_bytes) {
 
 int64_t zero1_piece_elems(int64_t bucket_elems, int64_t n) { return std::max<int64_t>(1, bucket_elems / n); }
 
-int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n, int64_t bucket_elems,
+int64_t dp_reduce_staging_bytes(const std::vector<int64_t>& elems, int64_t zero, int64_t n, int64_t bucket_elems,
                                 bool overlap) {
   const int64_t slots = overlap ? 2 : 1;
   if (zero == 0) {
     int64_t p_r = 0;
-    for (const auto& u : units) p_r = checked_add(p_r, u.elems(), "parameters of a rank");
+    for (int64_t p : elems) p_r = checked_add(p_r, p, "parameters of a rank");
     return 4 * std::min(slots * bucket_elems, p_r);
   }
   int64_t largest_shard = 0;
-  for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), n));
+  for (int64_t p : elems) largest_shard = std::max(largest_shard, ceil_div(p, n));
   return checked_product({4, slots, n, std::min(zero1_piece_elems(bucket_elems, n), largest_shard)},
                          "DP staging bytes");
+}
+
+int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n, int64_t bucket_elems,
+                                bool overlap) {
+  std::vector<int64_t> elems;
+  for (const auto& u : units) elems.push_back(u.elems());
+  return dp_reduce_staging_bytes(elems, zero, n, bucket_elems, overlap);
 }
 
 }  // namespace gpuledger::analytic

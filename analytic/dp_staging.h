@@ -25,5 +25,10 @@ int64_t zero1_piece_elems(int64_t bucket_elems, int64_t n);
 //   ZeRO 1: 4·slots·n·min(piece, max_u ⌈P_u/n⌉)  (pieces of one unit's shards)
 int64_t dp_reduce_staging_bytes(const std::vector<ParamUnit>& units, int64_t zero, int64_t n, int64_t bucket_elems,
                                 bool overlap);
+// The same over ranges of the given element counts, each reduced (ZeRO 1:
+// sharded) as a unit is: with ep > 1 the dense and the expert-sharded part of
+// each unit, over their own groups (parallel/dp/grad_sync.h).
+int64_t dp_reduce_staging_bytes(const std::vector<int64_t>& elems, int64_t zero, int64_t n, int64_t bucket_elems,
+                                bool overlap);
 
 }  // namespace gpuledger::analytic

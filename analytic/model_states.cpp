@@ -22,7 +22,8 @@ namespace {
 // (docs/exact-budget.md, notation g).
 int64_t grad_elem_bytes(const RunConfig& r) { return r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype); }
 
-// ZeRO-3: each unit's full padded buffer e·n·⌈P_u/n⌉ lives from its all-gather
+// ZeRO-3: each unit's full padded buffer (e·n·⌈P_u/n⌉; under ep > 1 each
+// part padded to its group, ParamUnit::padded_elems) lives from its all-gather
 // to the end of its forward (backward); with --prefetch q the next q units are
 // gathered ahead, so the peak adds the largest sum over 1 + q consecutive
 // units in forward order (docs/exact-budget.md). Backward visits the same
@@ -33,12 +34,12 @@ int64_t grad_elem_bytes(const RunConfig& r) { return r.dtype == DType::kFP32 ? 4
 // backward set of the head's window (units head − q … head) plus the
 // embedding when that window does not reach it (head − q > 0). Units are in
 // forward order, the embedding first and the head last.
-int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, int64_t n, int64_t e, int64_t prefetch,
+int64_t zero3_gathered_peak_bytes(const std::vector<ParamUnit>& units, const Layout& l, int64_t e, int64_t prefetch,
                                   bool tied_head) {
   const int64_t count = static_cast<int64_t>(units.size());
   const int64_t q = std::max<int64_t>(prefetch, 0);
   auto gathered = [&](int64_t u) {
-    return checked_product({e, n, ceil_div(units[static_cast<size_t>(u)].elems(), n)}, "gathered ZeRO-3 bytes");
+    return checked_mul(e, units[static_cast<size_t>(u)].padded_elems(l), "gathered ZeRO-3 bytes");
   };
   auto window_sum = [&](int64_t lo, int64_t hi) {  // units [lo, hi)
     int64_t sum = 0;
@@ -146,7 +147,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   int64_t p_r = 0, s_r = 0;
   for (const auto& u : units) {
     p_r = checked_add(p_r, u.elems(), "parameters of a rank");
-    s_r = checked_add(s_r, ceil_div(u.elems(), l.dp), "parameter shard of a rank");
+    s_r = checked_add(s_r, u.shard_elems(l), "parameter shard of a rank");
   }
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = grad_elem_bytes(r);
@@ -158,7 +159,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   // With n = 1 a ZeRO 3 shard is the whole unit: there is no other rank to
   // gather from, so no unit is gathered and the weights are e·S_r = e·P_r.
   const int64_t gathered =
-      z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l.dp, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
+      z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
   b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes")
                                 : checked_mul(e, p_r, "weight bytes");
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
@@ -166,8 +167,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   for (const auto& u : units)
     if (unit_reduced_after_schedule(m, l, u))
       b[Account::kGrads] =
-          checked_add(b[Account::kGrads], checked_product({g, l.dp, ceil_div(u.elems(), l.dp)}, "gradient bytes"),
-                      "gradient bytes");
+          checked_add(b[Account::kGrads], checked_mul(g, u.padded_elems(l), "gradient bytes"), "gradient bytes");
   // fp32 training keeps no separate master copy: the weights are the master.
   b[Account::kMaster] = r.has_master() ? checked_mul(4, z >= 1 ? s_r : p_r, "master weight bytes") : 0;
   b[Account::kOptim] = checked_mul(optimizer_state_bytes_per_param(r), z >= 1 ? s_r : p_r, "optimizer state bytes");

@@ -102,6 +102,17 @@ int64_t ParamUnit::expert_sharded_elems() const {
   return n;
 }
 
+int64_t ParamUnit::shard_elems(const Layout& l) const {
+  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep;
+  return checked_add(ceil_div(elems() - x, l.dp), ceil_div(x, edp), "parameter shard of a unit");
+}
+
+int64_t ParamUnit::padded_elems(const Layout& l) const {
+  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep;
+  return checked_add(checked_mul(l.dp, ceil_div(elems() - x, l.dp), "padded unit"),
+                     checked_mul(edp, ceil_div(x, edp), "padded unit"), "padded unit");
+}
+
 int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
   // Megatron's _vocab_size_with_padding: multiple of make-vocab-size-divisible-by
   // (128) × t. This implementation pads only when t > 1 (docs/exact-budget.md).
@@ -219,10 +230,9 @@ int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {
 }
 
 int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank) {
-  // Each unit is padded to a multiple of n and split evenly: ⌈P_u / n⌉ per rank.
+  // Each unit's part padded to a multiple of its group and split evenly (ParamUnit::shard_elems).
   int64_t n = 0;
-  for (const auto& u : rank_param_units(m, l, rank))
-    n = checked_add(n, ceil_div(u.elems(), l.dp), "parameter shard of a rank");
+  for (const auto& u : rank_param_units(m, l, rank)) n = checked_add(n, u.shard_elems(l), "parameter shard of a rank");
   return n;
 }
 

@@ -45,6 +45,14 @@ struct ParamUnit {
   int64_t chunk = 0;
   int64_t elems() const;
   int64_t expert_sharded_elems() const;  // Σ of the expert_sharded tensors
+  // ZeRO's shard of the unit (docs/exact-budget.md "Model states"): one part
+  // of P_u elements over dp, or under ep > 1 the expert-sharded part X_u over
+  // the expert-data-parallel group of dp/ep ranks and the rest over dp, each
+  // part padded to a multiple of its group:
+  //   shard  S_u = ⌈(P_u − X_u)/dp⌉ + ⌈X_u/(dp/ep)⌉
+  //   padded     = dp·⌈(P_u − X_u)/dp⌉ + (dp/ep)·⌈X_u/(dp/ep)⌉
+  int64_t shard_elems(const Layout& l) const;
+  int64_t padded_elems(const Layout& l) const;
 };
 
 // Tied embeddings with p > 1 under ZeRO 2/3 and n > 1: the unit holding the
@@ -58,6 +66,6 @@ bool unit_reduced_after_schedule(const ModelConfig& m, const Layout& l, const Pa
 // The units held by `rank` under `layout`, in forward order.
 std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, int64_t rank);
 int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank);        // P_r
-int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank);  // S_r = Σ ceil(P_u/dp)
+int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank);  // S_r = Σ_u S_u
 
 }  // namespace gpuledger::analytic

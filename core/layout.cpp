@@ -154,9 +154,8 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
   if (m.num_experts % l.ep != 0)
     throw LayoutError("--ep " + s(l.ep) + " does not divide the " + s(m.num_experts) + " experts of " + m.name +
                       " (each rank holds experts / ep)");
-  if (l.tp > 1 || l.vpp > 1)
-    throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + " --vpp " + s(l.vpp) +
-                      ": expert parallelism is built with tp = 1 and without interleaved stages only");
+  if (l.tp > 1)
+    throw LayoutError("--ep " + s(l.ep) + " with --tp " + s(l.tp) + ": expert parallelism is built with tp = 1 only");
 }
 
 // Context parallelism: the 2·cp load-balanced chunks must divide the sequence

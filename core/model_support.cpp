@@ -11,20 +11,9 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
     throw ConfigError("qk_norm", model + " has QK norm (Qwen3), whose γ gradient the runs do not sum over " +
                                      "tensor-parallel ranks yet: give tp 1, got tp " + std::to_string(l.tp));
   if (!m.is_moe()) return;
-  if (l.tp > 1 || l.vpp > 1)
+  if (l.tp > 1)
     throw ConfigError("num_experts", model + " is a mixture of experts: the runs build it with data, expert and " +
-                                         "pipeline parallelism only (tp = 1, vpp = 1), got tp " + std::to_string(l.tp) +
-                                         ", vpp " + std::to_string(l.vpp));
-  // The expert-sharded optimizer state over the expert-data-parallel group
-  // (Megatron's distributed optimizer) is not built: ZeRO with --ep is refused.
-  if (l.ep > 1 && l.zero > 0)
-    throw ConfigError("zero", model + ": --zero " + std::to_string(l.zero) + " with --ep " + std::to_string(l.ep) +
-                                  " is not built (the expert optimizer state is not sharded over the "
-                                  "expert-data-parallel group); give --zero 0");
-  if (l.dp > 1 && l.zero > 0)
-    throw ConfigError("zero", model + ": ZeRO over a MoE model's data-parallel group is not built; give --zero 0");
-  if (r.recompute == Recompute::kFull)
-    throw ConfigError("num_experts", model + ": --recompute full is not implemented for MoE layers yet");
+                                         "pipeline parallelism only (tp = 1), got tp " + std::to_string(l.tp));
 }
 
 void override_capacity_factor(ModelConfig& m, double capacity_factor) {

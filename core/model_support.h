@@ -1,9 +1,10 @@
 // What the run commands build of a model file, said in one place: a model
 // file may describe more. Qwen3's QK norm runs at tp = 1 only (its shared γ's
 // gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs with
-// data, expert (--ep, carved out of dp) and pipeline parallelism at tp = 1, vpp = 1, ZeRO 0 only once dp > 1 (the
-// expert optimizer state is not sharded over the expert-data-parallel group), and without full recompute. A capacity
-// factor is run padded to capacity (models/moe/moe_block.h), so its budget is exact whatever the routing drops.
+// data, expert (--ep, carved out of dp) and pipeline parallelism (interleaved stages too) and ZeRO 0-3 at tp = 1 (under
+// ep > 1 the experts' ZeRO shards over the expert-data-parallel group, --offload optimizer too), with every
+// recompute mode. A capacity factor is run padded to capacity (models/moe/moe_block.h), so its budget is exact whatever
+// the routing drops.
 #pragma once
 
 #include "core/layout.h"

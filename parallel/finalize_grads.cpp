@@ -1,6 +1,7 @@
 // FinalizeGrads (see finalize_grads.h).
 #include "parallel/finalize_grads.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -26,10 +27,9 @@ FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelCon
       full_grad_(std::move(full_grad)),
       kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
   const ParamLayout& pl = params.layout();
-  const int64_t n = reduced_to_shard() ? ctx.layout.dp : 1;
-  const int64_t rank = reduced_to_shard() ? ctx.coords.dp : 0;
   for (size_t u = 0; u < pl.units.size(); ++u) {
-    grad_shards_.push_back(unit_shard(pl.units[u].elems, n, rank));
+    grad_shards_.push_back(reduced_to_shard() ? unit_shard(pl.units[u], ctx.shard_groups())
+                                              : unit_shard(pl.units[u].elems, 1, 0));
     for (const TensorSlot& t : pl.units[u].tensors)
       if (t.summed_over_embedding_group) emb_tensors_.push_back({u, &t});
   }
@@ -53,13 +53,16 @@ double FinalizeGrads::unit_sum_squares(size_t u, bool expert) {
   const UnitShard& sh = grad_shards_[u];
   const bool sharded = params_.grads_sharded();
   const DType g = params_.grad_type();
-  // Σ of squares of unit elements [lo, hi) this rank holds the gradient of
-  auto squares = [&](int64_t lo, int64_t hi) {
-    lo = sh.clip_lo(lo);
-    hi = sh.clip_hi(hi);
-    if (hi <= lo) return 0.0;
-    const int64_t at = sharded ? lo - sh.begin : lo;
-    return dev_.sum_squares(byte_offset(params_.grads(u).data(), dtype_bytes(g) * at), g, hi - lo);
+  // Σ of squares of unit elements [lo, hi) this rank holds the gradient of (in each part's shard)
+  auto squares = [&](int64_t lo0, int64_t hi0) {
+    double sum = 0.0;
+    for (const ShardPart& p : sh.parts) {
+      const int64_t lo = std::max(lo0, p.begin), hi = std::min(hi0, p.begin + p.valid);
+      if (hi <= lo) continue;
+      const int64_t at = sharded ? p.shard_at + (lo - p.begin) : lo;
+      sum += dev_.sum_squares(byte_offset(params_.grads(u).data(), dtype_bytes(g) * at), g, hi - lo);
+    }
+    return sum;
   };
   const bool tp_lead = ctx_.coords.tp == 0;
   double sum_sq = 0.0;
@@ -85,7 +88,10 @@ double FinalizeGrads::grad_norm(bool reduce) {
   }
   // ep > 1: the ranks of an ep group hold different experts (the same ones as
   // their expert-data-parallel peers, whose gradients are the same sums).
-  if (reduce && ctx_.layout.ep > 1) expert_sq = all_reduce_scalar(dev_, *ctx_.ep, expert_sq);
+  // Under ZeRO >= 1 each rank holds its shard of its experts' gradients over
+  // the expert-data-parallel group, and the dp group (ep × dp/ep ranks) holds
+  // every shard of every expert once: the sum over dp below covers them.
+  if (reduce && ctx_.layout.ep > 1 && !reduced_to_shard()) expert_sq = all_reduce_scalar(dev_, *ctx_.ep, expert_sq);
   sum_sq += expert_sq;
   if (reduce) {
     if (reduced_to_shard()) sum_sq = all_reduce_scalar(dev_, *ctx_.dp, sum_sq);

@@ -18,7 +18,8 @@
 //     rows of a KV head replicated over t/k ranks (t > k) on the first of
 //     them, the last stage's tied copy (TensorSlot::tied_copy) not at all;
 //     the expert-sharded tensors (ep > 1) summed apart and, with clipping
-//     on, all-reduced over ep first;
+//     on and ZeRO 0, all-reduced over ep first (under ZeRO >= 1 the rank's
+//     shard of them, over the expert-data-parallel group, joins the dp sum);
 //     with clipping on, the fp32 sum is all-reduced over dp when the
 //     gradients are summed into shards, then over tp and pp (docs/formulas/comm.md
 //     "Gradient clipping");
@@ -34,8 +35,8 @@
 #include "kernels/device.h"
 #include "models/transformer/model.h"
 #include "models/transformer/params.h"
+#include "models/transformer/unit_shard.h"
 #include "parallel/rank_context.h"
-#include "parallel/zero/shard.h"
 
 namespace gpuledger {
 

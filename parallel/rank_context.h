@@ -7,6 +7,7 @@
 
 #include "comm/comm.h"
 #include "core/layout.h"
+#include "models/transformer/unit_shard.h"
 
 namespace gpuledger {
 
@@ -25,6 +26,13 @@ struct RankContext {
 
   bool first_stage() const { return coords.pp == 0; }
   bool last_stage() const { return coords.pp == layout.pp - 1; }
+  // The groups ZeRO shards a unit's parts over (models/transformer/unit_shard.h):
+  // dp, and for the expert-sharded tensors the expert-data-parallel group.
+  ShardGroups shard_groups() const {
+    ShardGroups g{dp->size(), dp->rank(), 1, 0};
+    if (expert_dp != nullptr) g = {dp->size(), dp->rank(), expert_dp->size(), expert_dp->rank()};
+    return g;
+  }
 };
 
 }  // namespace gpuledger

@@ -51,6 +51,17 @@ double comm_seconds(const CommCounters* c) {
   return s;
 }
 
+// Appends the valid elements of each part of a shard buffer (of type t) as fp32.
+void append_shard_fp32(Device& dev, const void* shard, DType t, const UnitShard& sh, std::vector<float>& out) {
+  std::vector<char> tmp(static_cast<size_t>(sh.shard_elems * dtype_bytes(t)));
+  if (sh.shard_elems > 0) dev.copy_to_host(tmp.data(), shard, static_cast<int64_t>(tmp.size()));
+  for (const ShardPart& part : sh.parts) {
+    const size_t pos = out.size();
+    out.resize(pos + static_cast<size_t>(part.valid));
+    convert_to_fp32(tmp.data() + part.shard_at * dtype_bytes(t), t, out.data() + pos, part.valid);
+  }
+}
+
 void check_context(const ModelConfig& model, const RunConfig& run, const RankContext& ctx) {
   if (ctx.tp == nullptr || ctx.dp == nullptr || ctx.pp == nullptr)
     throw std::invalid_argument("Trainer: the RankContext needs tp, dp and pp communicators");
@@ -83,14 +94,17 @@ struct Trainer::Impl {
 
   Impl(Device& d, const ModelConfig& model, const RunConfig& r, const RankContext& c) : dev(d), run(r), ctx(c) {
     const Layout& l = c.layout;
-    const int64_t n = l.dp, dp_rank = c.coords.dp;
+    const int64_t n = l.dp;
     const bool shard_grads = l.zero >= 2 && n > 1, shard_weights = l.zero >= 3 && n > 1;
     const DType e = r.dtype, g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;
+    // ZeRO's groups: dp, and for a MoE layer's experts under ep > 1 the expert-data-parallel group
+    const ShardGroups groups = c.shard_groups();
+    Comm& expert_dp = c.expert_dp != nullptr ? *c.expert_dp : *c.dp;
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
-                                      ParamSharding{shard_grads, shard_weights, n, dp_rank});
+                                      ParamSharding{shard_grads, shard_weights, groups});
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep, c.cp);
-    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, n, dp_rank, make_update_rule(d, r),
-                                                   c.counters);
+    optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, groups, make_update_rule(d, r),
+                                                   c.counters, &expert_dp);
     auto load_master = [&](size_t u, const std::vector<float>& v) { optimizer->load_master(u, v); };
     if (r.init_from.empty()) {
       params->initialise(r.seed, model.layers, load_master);
@@ -101,9 +115,10 @@ struct Trainer::Impl {
     if (c.dp->size() > 1 && l.zero <= 1)  // dp·cp ranks sum their gradients (cp > 1: ZeRO 0)
       dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero), c.expert_dp);
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
-    if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, *stage, *params);
+    if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, expert_dp, *stage, *params);
     if (shard_weights)
-      param_gather = std::make_unique<ZeroParamGather>(d, *c.dp, *stage, *params, std::max<int64_t>(r.prefetch, 0));
+      param_gather =
+          std::make_unique<ZeroParamGather>(d, *c.dp, expert_dp, *stage, *params, std::max<int64_t>(r.prefetch, 0));
     std::vector<bool> tp_sum_after_schedule;
     for (size_t u = 0; u < params->units(); ++u)
       tp_sum_after_schedule.push_back(!shard_grads && !(dp_sync && dp_sync->sums_tp_partials_in_backward(u)));
@@ -176,13 +191,18 @@ StepResult Trainer::step(int64_t step_index) {
 
 std::vector<float> Trainer::parameters_fp32() const {
   // Under ZeRO 3 (n > 1) a rank holds each unit's shard only: the values of
-  // unit elements [r·S_u, r·S_u + valid), unit by unit (parallel/zero/shard.h).
+  // each part's valid shard elements, part by part, unit by unit
+  // (models/transformer/unit_shard.h) — the shard buffer's order.
   const Impl& I = *impl_;
   const Params& p = *I.params;
   std::vector<float> out;
   std::vector<char> tmp;
   for (size_t u = 0; u < p.units(); ++u) {
-    const int64_t n = p.weights_sharded() ? I.optimizer->shard(u).valid : p.layout().units[u].elems;
+    if (p.weights_sharded()) {  // 16-bit or fp32 weights of each part's shard
+      append_shard_fp32(I.dev, p.weights(u).data(), p.weight_type(), I.optimizer->shard(u), out);
+      continue;
+    }
+    const int64_t n = p.layout().units[u].elems;
     const size_t pos = out.size();
     out.resize(pos + static_cast<size_t>(n));
     float* dst = out.data() + pos;
@@ -201,14 +221,18 @@ std::vector<float> Trainer::parameters_fp32() const {
 }
 
 std::vector<float> Trainer::gradients_fp32() const {
-  // Under ZeRO 2/3 (n > 1) each unit's shard: the gradients of unit elements
-  // [r·S_u, r·S_u + valid), as parameters_fp32 returns the weights under ZeRO 3.
+  // Under ZeRO 2/3 (n > 1) each unit's shard: the gradients of each part's
+  // valid shard elements, as parameters_fp32 returns the weights under ZeRO 3.
   const Impl& I = *impl_;
   const Params& p = *I.params;
   std::vector<float> out;
   std::vector<char> tmp;
   for (size_t u = 0; u < p.units(); ++u) {
-    const int64_t n = p.grads_sharded() ? I.optimizer->shard(u).valid : p.layout().units[u].elems;
+    if (p.grads_sharded()) {
+      append_shard_fp32(I.dev, p.grads(u).data(), p.grad_type(), I.optimizer->shard(u), out);
+      continue;
+    }
+    const int64_t n = p.layout().units[u].elems;
     tmp.resize(static_cast<size_t>(n * dtype_bytes(p.grad_type())));
     if (n > 0) I.dev.copy_to_host(tmp.data(), p.grads(u).data(), static_cast<int64_t>(tmp.size()));
     const size_t pos = out.size();

@@ -38,8 +38,8 @@ class Trainer {
 
   // Host copy of every parameter this rank holds, as fp32, in a fixed order
   // (unit by unit, tensor by tensor): for equivalence tests and checkpoints.
-  // Under ZeRO 3 with dp > 1 the rank holds shards: each unit's elements
-  // [r·⌈P_u/n⌉, …) inside the unit (parallel/zero/shard.h), unit by unit.
+  // Under ZeRO 3 with dp > 1 the rank holds shards: each part's valid shard
+  // elements (models/transformer/unit_shard.h), part by part, unit by unit.
   std::vector<float> parameters_fp32() const;
   // The gradients of the last step, the same way (dp = 1 or ZeRO 0/1: the
   // rank's whole gradient buffers; ZeRO 2/3 with dp > 1: each unit's shard,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The frontier layouts on 4 CPU ranks (results/frontier/README.md): expert
-# parallelism on an 8-expert MoE (results/frontier/small-moe.json), an
+# parallelism on an 8-expert MoE (results/frontier/small-moe.json; with ZeRO 1,
+# and ZeRO 3 under full recompute, the experts sharded over edp), an
 # interleaved pipeline and context parallelism on small-llama, each beside the
 # plain data-parallel run of the same global batch (fp32, seed fixed): one
 # report each in OUTDIR, then a table of the step, the checks, the layout's own
@@ -28,6 +29,8 @@ if [ -z "${TABLE_ONLY:-}" ]; then
   run moe-dp4-ep2 "${MOE[@]}" --dp 4 --ep 2
   run moe-dp4-ep4 "${MOE[@]}" --dp 4 --ep 4
   run moe-pp2-dp2-ep2 "${MOE[@]}" --pp 2 --dp 2 --ep 2
+  run moe-dp4-ep2-zero1 "${MOE[@]}" --dp 4 --ep 2 --zero 1
+  run moe-dp4-ep2-zero3-full "${MOE[@]}" --dp 4 --ep 2 --zero 3 --recompute full
   run dense-dp4 "${DENSE[@]}" --dp 4
   run dense-pp2-dp2 "${DENSE[@]}" --pp 2 --dp 2
   run dense-pp2-vpp2-dp2 "${DENSE[@]}" --pp 2 --vpp 2 --dp 2
@@ -38,6 +41,7 @@ python3 - "$OUT" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 rows = [("moe-dp4", "moe-dp4"), ("moe-dp4-ep2", "moe-dp4"), ("moe-dp4-ep4", "moe-dp4"), ("moe-pp2-dp2-ep2", "moe-dp4"),
+        ("moe-dp4-ep2-zero1", "moe-dp4"), ("moe-dp4-ep2-zero3-full", "moe-dp4"),
         ("dense-dp4", "dense-dp4"), ("dense-pp2-dp2", "dense-dp4"), ("dense-pp2-vpp2-dp2", "dense-dp4"),
         ("dense-cp2-dp2", "dense-dp4"), ("dense-cp4", "dense-dp4")]
 def load(name):

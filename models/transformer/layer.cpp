@@ -214,7 +214,16 @@ void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, 
         throw;
       }
       discard_ = false;
-      saved.clear();
+      {
+        // A MoE layer's load-balancing loss and dropped choices are the
+        // forward's results (the caller adds them to the loss and the
+        // counts); the backward's re-run routes again, identically.
+        const double aux_loss = saved.moe.plan.aux_loss;
+        const int64_t dropped = saved.moe.plan.dropped;
+        saved.clear();
+        saved.moe.plan.aux_loss = aux_loss;
+        saved.moe.plan.dropped = dropped;
+      }
       break;
   }
 }
@@ -271,8 +280,12 @@ void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys
   LayerSaved rerun;
   LayerSaved& s = cfg_.recompute == Recompute::kFull ? rerun : saved;
   if (cfg_.recompute == Recompute::kFull) {
+    // A MoE layer's re-run routes the same tokens through the same weights:
+    // the same plan, and under ep > 1 its dispatch and combine all-to-alls
+    // again (docs/formulas/moe.md "Full recompute").
     Buffer out = ws(e * hid, "recompute.out");
     forward_impl(x, out.data(), keys, rerun, Account::kWorkspace, /*keep_core=*/true);
+    rerun.moe_aux_scale = saved.moe_aux_scale;
   }
 
   // One hidden-sized buffer per branch holds first the branch's output

@@ -163,29 +163,35 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
   auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
   // matrices
-  qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
-  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
-            a_t * d);
   if (m.is_moe()) {
-    // The sparse MLP (docs/formulas/moe.md): the router (E × h), each expert
-    // kind stacked over the experts (gate, up: E·f_e × h; down: E·h × f_e,
-    // expert e's h × f_e block at row e·h), then the shared experts as one FFN
-    // of inner size S·f_s. Under ep > 1 the rank holds the E/ep experts from
-    // ep_rank·E/ep on (a row block of each stacked matrix); the router and the
-    // shared experts stay whole.
-    const int64_t E = m.num_experts, f = m.expert_ffn, fs = m.shared_experts * m.shared_expert_ffn;
+    // The routed experts first: each expert kind stacked over the experts
+    // (gate, up: E·f_e × h; down: E·h × f_e, expert e's h × f_e block at row
+    // e·h). Under ep > 1 the rank holds the E/ep experts from ep_rank·E/ep on
+    // (a row block of each stacked matrix), and these tensors, the unit's
+    // prefix, are the part ZeRO shards over the expert-data-parallel group
+    // (unit_shard.h).
+    const int64_t E = m.num_experts, f = m.expert_ffn;
     const int64_t local = E / sp.ep, first = sp.ep_rank * local;
     auto expert_rows = [&](TensorSlot& s, int64_t rows_per_expert) {
       s.row_begin = first * rows_per_expert;
       s.expert_sharded = sp.ep > 1;
     };
-    ub.add("moe.router.weight", E, h, true, ParamInit::kNormal, layer_id(L, kRouterW), h);
     expert_rows(ub.add("moe.experts.gate.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h),
                 f);
     expert_rows(ub.add("moe.experts.up.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h), f);
     expert_rows(
         ub.add("moe.experts.down.weight", local * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f),
         h);
+  }
+  qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
+  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
+            a_t * d);
+  if (m.is_moe()) {
+    // The rest of the sparse MLP (docs/formulas/moe.md): the router (E × h),
+    // then the shared experts as one FFN of inner size S·f_s, whole on every
+    // rank.
+    const int64_t E = m.num_experts, fs = m.shared_experts * m.shared_expert_ffn;
+    ub.add("moe.router.weight", E, h, true, ParamInit::kNormal, layer_id(L, kRouterW), h);
     if (fs > 0) {
       ub.add("moe.shared.gate.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedGateW), h);
       ub.add("moe.shared.up.weight", fs, h, true, ParamInit::kNormal, layer_id(L, kSharedUpW), h);

@@ -9,7 +9,9 @@
 // matrices come first, then the vectors (norm weights, biases): the large
 // GEMM operands start the buffer (aligned as the allocation is), and the
 // weight-decay set (matrices, Megatron's rule of no decay on biases and norms)
-// is one prefix of the unit.
+// is one prefix of the unit. A MoE layer's unit begins with its routed
+// experts' matrices (the part ZeRO shards over the expert-data-parallel group
+// under ep > 1, unit_shard.h).
 //
 // Tensor-parallel shapes (Megatron, Shoeybi et al. 2019): QKV and MLP-in
 // (gate, up) are column-parallel (their output rows split by t), attention-out

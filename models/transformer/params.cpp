@@ -89,17 +89,17 @@ std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64
 Params::Params(Device& device, ParamLayout layout, DType weight_type, DType grad_type, ParamSharding sharding)
     : device_(device), layout_(std::move(layout)), weight_t_(weight_type), grad_t_(grad_type), sharding_(sharding) {
   const int64_t gb = dtype_bytes(grad_t_);
-  int64_t largest_shard = 0;
+  int64_t largest_padded = 0;
   for (const auto& u : layout_.units) {
-    const int64_t shard = (u.elems + sharding_.n - 1) / sharding_.n;
-    largest_shard = std::max(largest_shard, shard);
+    shards_.push_back(unit_shard(u, sharding_.groups));
+    const int64_t shard = shards_.back().shard_elems;
+    largest_padded = std::max(largest_padded, shards_.back().padded_elems);
     weights_.push_back(device_.alloc((sharding_.weights ? shard : u.elems) * dtype_bytes(weight_t_), Account::kWeights,
                                      u.name + ".weights"));
     grads_.push_back(device_.alloc((sharding_.grads ? shard : u.elems) * gb, Account::kGrads, u.name + ".grads"));
   }
   gathered_.resize(layout_.units.size());
-  if (sharding_.grads)
-    grad_staging_ = device_.alloc(gb * sharding_.n * largest_shard, Account::kComm, "zero.grad_staging");
+  if (sharding_.grads) grad_staging_ = device_.alloc(gb * largest_padded, Account::kComm, "zero.grad_staging");
   zero_grads();
 }
 
@@ -114,12 +114,12 @@ void Params::initialise_from(const UnitValues& values,
   std::vector<char> host;
   for (size_t u = 0; u < layout_.units.size(); ++u) {
     const std::vector<float> v = values(layout_.units[u]);
-    if (sharding_.weights) {  // the rank's shard of the unit, padding 0
-      const int64_t shard = (layout_.units[u].elems + sharding_.n - 1) / sharding_.n;
-      const int64_t begin = std::min<int64_t>(sharding_.rank * shard, static_cast<int64_t>(v.size()));
-      const int64_t end = std::min<int64_t>(begin + shard, static_cast<int64_t>(v.size()));
+    if (sharding_.weights) {  // the rank's shard of each part of the unit, padding 0
+      const UnitShard& sh = shards_[u];
+      const int64_t shard = sh.shard_elems;
       std::vector<float> part(static_cast<size_t>(shard), 0.0f);
-      std::copy(v.begin() + begin, v.begin() + end, part.begin());
+      for (const ShardPart& p : sh.parts)
+        std::copy(v.begin() + p.begin, v.begin() + p.begin + p.valid, part.begin() + p.shard_at);
       host.resize(static_cast<size_t>(shard * dtype_bytes(weight_t_)));
       convert_from_fp32(part.data(), host.data(), weight_t_, shard);
       device_.copy_from_host(weights_[u].data(), host.data(), static_cast<int64_t>(host.size()));
@@ -138,28 +138,31 @@ void Params::initialise_from(const UnitValues& values,
   }
 }
 
+void* Params::grad_at(size_t unit, const TensorSlot& t) const {
+  if (!sharding_.grads) return byte_offset(grads_[unit].data(), t.offset * dtype_bytes(grad_t_));
+  return byte_offset(grad_staging_.data(), shards_[unit].padded_offset(t.offset) * dtype_bytes(grad_t_));
+}
+
+void* Params::weight_at(size_t unit, const TensorSlot& t) const {
+  if (!sharding_.weights) return byte_offset(weights_[unit].data(), t.offset * dtype_bytes(weight_t_));
+  return byte_offset(gathered_[unit].data(), shards_[unit].padded_offset(t.offset) * dtype_bytes(weight_t_));
+}
+
 void* Params::weight_or_null(size_t unit, std::string_view role) const {
   const TensorSlot* t = layout_.units[unit].find(role);
-  if (t == nullptr) return nullptr;
-  return byte_offset(weight_base(unit), t->offset * dtype_bytes(weight_t_));
+  return t == nullptr ? nullptr : weight_at(unit, *t);
 }
 
 void* Params::grad_or_null(size_t unit, std::string_view role) const {
   const TensorSlot* t = layout_.units[unit].find(role);
-  if (t == nullptr) return nullptr;
-  return byte_offset(grad_base(unit), t->offset * dtype_bytes(grad_t_));
+  return t == nullptr ? nullptr : grad_at(unit, *t);
 }
 
-void* Params::weight(size_t unit, std::string_view role) const {
-  const TensorSlot& t = layout_.units[unit].at(role);
-  return byte_offset(weight_base(unit), t.offset * dtype_bytes(weight_t_));
-}
+void* Params::weight(size_t unit, std::string_view role) const { return weight_at(unit, layout_.units[unit].at(role)); }
 
 void* Params::grad(size_t unit, std::string_view role) const { return grad(unit, layout_.units[unit].at(role)); }
 
-void* Params::grad(size_t unit, const TensorSlot& t) const {
-  return byte_offset(grad_base(unit), t.offset * dtype_bytes(grad_t_));
-}
+void* Params::grad(size_t unit, const TensorSlot& t) const { return grad_at(unit, t); }
 
 void Params::zero_grads() {
   for (auto& g : grads_) device_.fill_zero(g.data(), g.bytes());

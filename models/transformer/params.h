@@ -2,15 +2,17 @@
 // its ParamLayout: weights in the compute dtype e (account weights), gradients
 // in the gradient dtype g (account grads) — docs/exact-budget.md "Model states".
 //
-// Sharded gradients (ZeRO 2, GradSharding): each unit's gradient buffer holds
-// only the rank's shard, ⌈P_u/n⌉ elements (account grads), and one staging
-// buffer of n·max_u ⌈P_u/n⌉ elements (account comm, docs/exact-budget.md
-// "Communication staging") holds the full gradient of the unit whose backward
-// is running: grad(unit, role) and grad_or_null point into it, at the
-// tensor's offset, for every unit (only one unit's backward runs at a time;
-// the training step zeroes it before and reduce-scatters it after).
+// Sharded gradients (ZeRO 2, ParamSharding): each unit's gradient buffer holds
+// only the rank's shard, S_u elements (account grads; unit_shard.h: ⌈P_u/n⌉,
+// or under ep > 1 a MoE layer's expert part over the expert-data-parallel
+// group and the rest over dp), and one staging buffer of the largest padded
+// unit (account comm, docs/exact-budget.md "Communication staging") holds the
+// full gradient of the unit whose backward is running: grad(unit, role) and
+// grad_or_null point into it, at the tensor's place in the padded unit
+// (UnitShard::padded_offset), for every unit (only one unit's backward runs
+// at a time; the training step zeroes it before and reduce-scatters it after).
 // Sharded weights (ZeRO 3): each unit's weight buffer holds only the rank's
-// shard (elements [rank·S_u, rank·S_u + S_u) of the unit, padding 0), and
+// shard (each part's elements [r·S, r·S + S), padding 0), and
 // weight(unit, role) points into gathered(unit) — the unit's full padded
 // copy (account weights) that the training step all-gathers before the
 // unit's forward and backward and frees after; nullptr while not gathered.
@@ -34,6 +36,7 @@
 
 #include "kernels/device.h"
 #include "models/transformer/param_layout.h"
+#include "models/transformer/unit_shard.h"
 
 namespace gpuledger {
 
@@ -43,8 +46,7 @@ std::vector<float> init_unit_values(const UnitLayout& unit, uint64_t seed, int64
 struct ParamSharding {
   bool grads = false;    // ZeRO 2/3
   bool weights = false;  // ZeRO 3
-  int64_t n = 1;         // data-parallel ranks
-  int64_t rank = 0;      // this rank among them
+  ShardGroups groups;    // dp and expert-data-parallel sizes and this rank's places
 };
 
 class Params {
@@ -76,6 +78,8 @@ class Params {
   const Buffer& grads(size_t unit) const { return grads_[unit]; }
   bool grads_sharded() const { return sharding_.grads; }
   bool weights_sharded() const { return sharding_.weights; }
+  // Unit u's shard geometry over ParamSharding::groups (whether or not sharded).
+  const UnitShard& shard(size_t unit) const { return shards_[unit]; }
   // Sharded weights only: the unit's gathered copy (the training step allocates and frees it).
   Buffer& gathered(size_t unit) { return gathered_[unit]; }
   // Sharded only: the staging buffer the model's gradient pointers point into.
@@ -100,8 +104,10 @@ class Params {
   ParamSharding sharding_;
   Buffer grad_staging_;
   std::vector<Buffer> gathered_;
-  void* grad_base(size_t unit) const { return sharding_.grads ? grad_staging_.data() : grads_[unit].data(); }
-  void* weight_base(size_t unit) const { return sharding_.weights ? gathered_[unit].data() : weights_[unit].data(); }
+  std::vector<UnitShard> shards_;
+  // Tensor t's gradient / weights: the whole buffer at its offset, or the padded unit at its place there.
+  void* grad_at(size_t unit, const TensorSlot& t) const;
+  void* weight_at(size_t unit, const TensorSlot& t) const;
 };
 
 // Byte offset into a device buffer; stays nullptr on meta (no memory there).

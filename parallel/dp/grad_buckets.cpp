@@ -64,30 +64,37 @@ GradReductionPlan all_reduce_plan(const std::vector<UnitRange>& ranges, int64_t 
 
 GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank, int64_t bucket,
                                       bool overlap) {
+  std::vector<UnitRange> ranges;
+  for (size_t u = 0; u < elems.size(); ++u) ranges.push_back({u, 0, elems[u]});
+  return reduce_scatter_plan(ranges, n, rank, bucket, overlap);
+}
+
+GradReductionPlan reduce_scatter_plan(const std::vector<UnitRange>& ranges, int64_t n, int64_t rank, int64_t bucket,
+                                      bool overlap) {
   if (n < 1 || rank < 0 || rank >= n) throw std::invalid_argument("reduce_scatter_plan: rank outside the group");
   if (bucket < 1) throw std::invalid_argument("reduce_scatter_plan: a bucket holds no element");
   GradReductionPlan plan;
   plan.kind = CommKind::kReduceScatter;
   const int64_t piece = std::max<int64_t>(1, bucket / n);
   int64_t largest_shard = 0;
-  for (int64_t p : elems) largest_shard = std::max(largest_shard, ceil_div(p, n));
+  for (const UnitRange& r : ranges) largest_shard = std::max(largest_shard, ceil_div(r.n, n));
   plan.slot_elems = n * std::min(piece, largest_shard);
   plan.staging_bytes = 4 * (overlap ? 2 : 1) * plan.slot_elems;
-  // The elements of segment [begin, begin + len) of a unit of p elements that exist (the rest is padding).
+  // The elements of segment [begin, begin + len) of a range of p elements that exist (the rest is padding).
   auto valid = [](int64_t p, int64_t begin, int64_t len) { return std::clamp<int64_t>(p - begin, 0, len); };
-  for (size_t u = 0; u < elems.size(); ++u) {
-    const int64_t shard = ceil_div(elems[u], n);
+  for (const UnitRange& r : ranges) {
+    const int64_t shard = ceil_div(r.n, n);
     for (int64_t j = 0; j * piece < shard; ++j) {
       GradBucket b;
-      b.first_unit = b.last_unit = u;
+      b.first_unit = b.last_unit = r.unit;
       b.count = std::min(piece, shard - j * piece);
       for (int64_t k = 0; k < n; ++k) {  // rank k's segment of this piece
-        const int64_t begin = k * shard + j * piece, m = valid(elems[u], begin, b.count);
-        if (m > 0) b.in.push_back({u, begin, m, k * b.count});
+        const int64_t begin = k * shard + j * piece, m = valid(r.n, begin, b.count);
+        if (m > 0) b.in.push_back({r.unit, r.off + begin, m, k * b.count});
         if (m < b.count) b.padded = true;
       }
-      const int64_t mine = rank * shard + j * piece, m = valid(elems[u], mine, b.count);
-      if (m > 0) b.out.push_back({u, mine, m, 0});  // the sum lands at the slot's start
+      const int64_t mine = rank * shard + j * piece, m = valid(r.n, mine, b.count);
+      if (m > 0) b.out.push_back({r.unit, r.off + mine, m, 0});  // the sum lands at the slot's start
       plan.buckets.push_back(std::move(b));
     }
   }

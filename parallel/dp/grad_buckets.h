@@ -9,7 +9,7 @@
 //     slot, reduced there in the gradient dtype and copied back.
 //   ZeRO 1 — reduce_scatter_plan: each unit's gradient summed into the
 //     rank's shard, elements [r·S_u, r·S_u + valid) with S_u = ⌈P_u/n⌉
-//     (parallel/zero/shard.h), in pieces of c = max(1, ⌊bucket/n⌋) shard
+//     (models/transformer/unit_shard.h), in pieces of c = max(1, ⌊bucket/n⌋) shard
 //     elements: piece j copies elements j·c … of every rank's shard (n
 //     segments, zeros past P_u) into a slot, one reduce-scatter (in place: the
 //     rank's sum lands at the slot's start) and the rank's segment is copied
@@ -85,6 +85,11 @@ struct UnitRange {
 GradReductionPlan all_reduce_plan(const std::vector<UnitRange>& ranges, int64_t bucket, bool overlap);
 // ZeRO 1: pieces of max(1, ⌊bucket/n⌋) shard elements, unit by unit, for dp rank `rank` of n.
 GradReductionPlan reduce_scatter_plan(const std::vector<int64_t>& elems, int64_t n, int64_t rank, int64_t bucket,
+                                      bool overlap);
+// The same over ranges of the units, each range sharded over the n ranks as
+// a unit is (models/transformer/unit_shard.h: a MoE layer's expert part and
+// its dense part under ep > 1, each over its own group).
+GradReductionPlan reduce_scatter_plan(const std::vector<UnitRange>& ranges, int64_t n, int64_t rank, int64_t bucket,
                                       bool overlap);
 
 class GradBucketReducer {

@@ -23,18 +23,15 @@ std::vector<UnitRange> unit_ranges(const ParamLayout& pl, bool expert) {
   return ranges;
 }
 
-GradReductionPlan make_plan(const ParamLayout& pl, Comm& dp, const RunConfig& run, DType g, int zero) {
+// ZeRO 0: all-reduce buckets over the ranges laid back to back; ZeRO 1:
+// reduce-scatter pieces of each range's shard over `group`.
+GradReductionPlan make_plan(const std::vector<UnitRange>& ranges, Comm& group, const RunConfig& run, DType g,
+                            int zero) {
   if (zero != 0 && zero != 1)
     throw std::invalid_argument("DpGradSync: ZeRO " + std::to_string(zero) + " shards the gradients");
-  const bool expert_sharded = !unit_ranges(pl, true).empty();
-  if (expert_sharded && zero != 0)
-    throw std::invalid_argument("DpGradSync: expert-sharded tensors are reduced under ZeRO 0 only");
-  std::vector<int64_t> elems;
-  for (const UnitLayout& u : pl.units) elems.push_back(u.elems);
   const int64_t bucket = bucket_elems(run.bucket_mb, dtype_bytes(g));
-  if (expert_sharded) return all_reduce_plan(unit_ranges(pl, false), bucket, run.overlap_grad_reduce);
-  return zero == 0 ? all_reduce_plan(elems, bucket, run.overlap_grad_reduce)
-                   : reduce_scatter_plan(elems, dp.size(), dp.rank(), bucket, run.overlap_grad_reduce);
+  return zero == 0 ? all_reduce_plan(ranges, bucket, run.overlap_grad_reduce)
+                   : reduce_scatter_plan(ranges, group.size(), group.rank(), bucket, run.overlap_grad_reduce);
 }
 
 }  // namespace
@@ -47,15 +44,14 @@ DpGradSync::DpGradSync(Device& dev, Comm& dp, StageModel& stage, Params& params,
       params_(params),
       microbatches_(run.microbatches),
       overlap_(run.overlap_grad_reduce),
-      plan_(make_plan(params.layout(), dp, run, params.grad_type(), zero)),
+      plan_(make_plan(unit_ranges(params.layout(), false), dp, run, params.grad_type(), zero)),
       expert_dp_(expert_dp) {
   staging_ = dev.alloc(plan_.staging_bytes, Account::kComm, "dp.bucket");
   const std::vector<UnitRange> experts = unit_ranges(params.layout(), true);
   if (!experts.empty() && expert_dp_ == nullptr)
     throw std::invalid_argument("DpGradSync: expert-sharded tensors need the expert-data-parallel group");
   if (!experts.empty() && expert_dp_->size() > 1) {
-    expert_plan_ =
-        all_reduce_plan(experts, bucket_elems(run.bucket_mb, dtype_bytes(params.grad_type())), run.overlap_grad_reduce);
+    expert_plan_ = make_plan(experts, *expert_dp_, run, params.grad_type(), zero);
     expert_staging_ = dev.alloc(expert_plan_.staging_bytes, Account::kComm, "edp.bucket");
   }
   for (const UnitLayout& u : params.layout().units) held_back_.push_back(u.summed_over_embedding_group());

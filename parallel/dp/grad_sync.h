@@ -11,11 +11,13 @@
 // unit holding a tensor summed over the embedding group (tied embeddings,
 // p > 1; TensorSlot::summed_over_embedding_group) is held back: final only
 // after that sum, at finish(). Without overlap every bucket runs in finish().
-// Expert parallelism (ZeRO 0): the expert-sharded tensors
-// (TensorSlot::expert_sharded, E/ep experts per rank) are left out of the dp
-// buckets and all-reduced in buckets of their own over the
+// Expert parallelism: the expert-sharded tensors (TensorSlot::expert_sharded,
+// E/ep experts per rank, a prefix of each MoE layer's unit) are left out of
+// the dp buckets and reduced in buckets of their own over the
 // expert-data-parallel group (staging "edp.bucket"; none when that group is
-// one rank), as Megatron-LM keeps its expert parameters in separate grad
+// one rank) — ZeRO 0 all-reduces them, ZeRO 1 reduce-scatters them into the
+// rank's shard over that group (models/transformer/unit_shard.h), the dense
+// rest of each unit into its shard over dp — as Megatron-LM keeps its expert parameters in separate grad
 // buffers reduced over the expert data-parallel group
 // (megatron/core/distributed/distributed_data_parallel.py,
 // NVIDIA/Megatron-LM 001199898c4badd01eaf0785c212d8ed7ce83042: parameters

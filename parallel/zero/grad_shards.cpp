@@ -3,26 +3,24 @@
 
 namespace gpuledger {
 
-ZeroGradShards::ZeroGradShards(Device& dev, Comm& dp, StageModel& stage, Params& params)
+ZeroGradShards::ZeroGradShards(Device& dev, Comm& dp, Comm& expert_dp, StageModel& stage, Params& params)
     : dev_(dev),
       dp_(dp),
+      expert_dp_(expert_dp),
       stage_(stage),
       params_(params),
-      n_(dp.size()),
       tied_head_(params.layout().head_uses_embedding) {
-  for (const UnitLayout& u : params.layout().units) {
-    shards_.push_back(unit_shard(u.elems, n_, dp.rank()));
-    defers_.push_back(u.summed_over_embedding_group());
-  }
-  deferred_.resize(shards_.size());
+  for (const UnitLayout& u : params.layout().units) defers_.push_back(u.summed_over_embedding_group());
+  deferred_.resize(defers_.size());
 }
 
 void ZeroGradShards::before_backward(size_t u) {
   const ParamLayout& pl = params_.layout();
   const int64_t gb = dtype_bytes(params_.grad_type());
-  dev_.fill_zero(params_.grad_staging(), gb * shards_[u].padded_elems(n_));  // padding stays 0
+  const int64_t padded = params_.shard(u).padded_elems;
+  dev_.fill_zero(params_.grad_staging(), gb * padded);  // padding stays 0
   if (defers_[u] && deferred_[u].empty()) {
-    deferred_[u] = dev_.alloc(gb * shards_[u].padded_elems(n_), Account::kGrads, pl.units[u].name + ".tied_grad");
+    deferred_[u] = dev_.alloc(gb * padded, Account::kGrads, pl.units[u].name + ".tied_grad");
     dev_.fill_zero(deferred_[u].data(), deferred_[u].bytes());
   }
   if (!tied_head_) return;
@@ -37,27 +35,33 @@ void ZeroGradShards::before_backward(size_t u) {
   }
 }
 
+void ZeroGradShards::reduce_into_shard(size_t u, void* full) {
+  const DType g = params_.grad_type();
+  const int64_t gb = dtype_bytes(g);
+  for (const ShardPart& p : params_.shard(u).parts) {
+    void* part = byte_offset(full, gb * p.padded_at);
+    Comm& group = p.expert ? expert_dp_ : dp_;
+    if (p.n > 1) group.reduce_scatter(part, part, p.shard_elems, g);  // in place: the shard at the part's start
+    dev_.accumulate(byte_offset(params_.grads(u).data(), gb * p.shard_at), g, part, g, p.shard_elems);
+  }
+}
+
 void ZeroGradShards::after_backward(size_t u) {
-  const UnitShard& sh = shards_[u];
   const DType g = params_.grad_type();
   void* staging = params_.grad_staging();
   stage_.reduce_tp_partial_grads(u, staging);
   if (defers_[u]) {  // summed over the embedding group first (grad_shards.h)
-    dev_.accumulate(deferred_[u].data(), g, staging, g, sh.padded_elems(n_));
+    dev_.accumulate(deferred_[u].data(), g, staging, g, params_.shard(u).padded_elems);
     return;
   }
-  dp_.reduce_scatter(staging, staging, sh.shard_elems, g);  // in place: the shard at the start
-  dev_.accumulate(params_.grads(u).data(), g, staging, g, sh.shard_elems);
+  reduce_into_shard(u, staging);
 }
 
 void ZeroGradShards::reduce_deferred() {
-  const DType g = params_.grad_type();
   for (size_t u = 0; u < deferred_.size(); ++u) {
     Buffer& full = deferred_[u];
     if (full.empty()) continue;
-    const int64_t shard = shards_[u].shard_elems;
-    dp_.reduce_scatter(full.data(), full.data(), shard, g);  // in place: the shard at the start
-    dev_.accumulate(params_.grads(u).data(), g, full.data(), g, shard);
+    reduce_into_shard(u, full.data());
     full.reset();
   }
 }

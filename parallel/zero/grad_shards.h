@@ -1,10 +1,13 @@
 // ZeroGradShards: ZeRO 2 (Rajbhandari et al. 2020, P_os+g; also under ZeRO 3)
 // with n > 1 — the gradients hold the rank's shard of each unit (Params
 // ParamSharding). A unit's backward writes its full gradient into Params'
-// staging buffer (account comm), zeroed before the unit's backward; after it
-// the unit's TP-partial gradients are summed on the staging buffer
-// (docs/formulas/comm.md "Sequence-partial gradients") and it is
-// reduce-scattered over dp into the shard (accumulating over microbatches).
+// staging buffer (account comm, the padded unit), zeroed before the unit's
+// backward; after it the unit's TP-partial gradients are summed on the
+// staging buffer (docs/formulas/comm.md "Sequence-partial gradients") and
+// each part of the unit (models/transformer/unit_shard.h) is reduce-scattered
+// over its group into the shard (accumulating over microbatches): dp, or for
+// a MoE layer's experts under ep > 1 the expert-data-parallel group (no
+// collective when that group is one rank).
 //
 // Tied embeddings with p = 1 (ParamLayout head_uses_embedding): the head's
 // backward accumulates d(word) into a side buffer "tied_word.grad" of V'/t·h
@@ -44,14 +47,14 @@
 #include "models/transformer/model.h"
 #include "models/transformer/params.h"
 #include "models/transformer/unit_hooks.h"
-#include "parallel/zero/shard.h"
+#include "models/transformer/unit_shard.h"
 
 namespace gpuledger {
 
 class ZeroGradShards final : public UnitHooks {
  public:
-  // params: gradients sharded over the n ranks of dp.
-  ZeroGradShards(Device& dev, Comm& dp, StageModel& stage, Params& params);
+  // params: gradients sharded over dp (and the expert parts over expert_dp, Params::shard).
+  ZeroGradShards(Device& dev, Comm& dp, Comm& expert_dp, StageModel& stage, Params& params);
 
   void before_backward(size_t u) override;
   void after_backward(size_t u) override;
@@ -64,13 +67,16 @@ class ZeroGradShards final : public UnitHooks {
   void release();  // a step that failed midway: drops the side and deferred buffers
 
  private:
+  // Reduce-scatters each part of the padded unit `full` over its group and
+  // adds the rank's shards into unit u's gradient shard.
+  void reduce_into_shard(size_t u, void* full);
+
   Device& dev_;
   Comm& dp_;
+  Comm& expert_dp_;
   StageModel& stage_;
   Params& params_;
-  int64_t n_;
-  bool tied_head_;  // the head writes the embedding's word gradient
-  std::vector<UnitShard> shards_;
+  bool tied_head_;                // the head writes the embedding's word gradient
   std::vector<bool> defers_;      // per unit: reduce-scattered after the schedule
   std::vector<Buffer> deferred_;  // per unit: first backward of the step -> reduce_deferred
   Buffer tied_word_grad_;         // head backward begin -> embedding backward begin

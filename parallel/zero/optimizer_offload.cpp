@@ -36,24 +36,30 @@ OptimizerOffload::OptimizerOffload(Device& dev, const Params& params, const std:
 const void* OptimizerOffload::grads_to_host(size_t u) {
   const UnitShard& sh = shards_[u];
   const int64_t g = dtype_bytes(params_.grad_type());
-  if (sh.valid == 0) return grads_[u].data();
+  if (sh.valid() == 0) return grads_[u].data();
   const auto t0 = std::chrono::steady_clock::now();
   if (dev_.touches_memory())
-    dev_.copy_to_host(grads_[u].data(),
-                      byte_offset(params_.grads(u).data(), g * (params_.grads_sharded() ? 0 : sh.begin)), g * sh.valid);
-  if (counters_) counters_->add(CommKind::kCopyToHost, "host", g * sh.valid, seconds_since(t0));
+    for (const ShardPart& p : sh.parts)
+      if (p.valid > 0)
+        dev_.copy_to_host(byte_offset(grads_[u].data(), g * p.shard_at),
+                          byte_offset(params_.grads(u).data(), g * (params_.grads_sharded() ? p.shard_at : p.begin)),
+                          g * p.valid);
+  if (counters_) counters_->add(CommKind::kCopyToHost, "host", g * sh.valid(), seconds_since(t0));
   return grads_[u].data();
 }
 
 void OptimizerOffload::weights_to_device(size_t u) {
   const UnitShard& sh = shards_[u];
   const int64_t e = dtype_bytes(params_.weight_type());
-  if (sh.valid == 0) return;
+  if (sh.valid() == 0) return;
   const auto t0 = std::chrono::steady_clock::now();
   if (dev_.touches_memory())
-    dev_.copy_from_host(byte_offset(params_.weights(u).data(), e * (params_.weights_sharded() ? 0 : sh.begin)),
-                        weights_[u].data(), e * sh.valid);
-  if (counters_) counters_->add(CommKind::kCopyToDevice, "host", e * sh.valid, seconds_since(t0));
+    for (const ShardPart& p : sh.parts)
+      if (p.valid > 0)
+        dev_.copy_from_host(
+            byte_offset(params_.weights(u).data(), e * (params_.weights_sharded() ? p.shard_at : p.begin)),
+            byte_offset(weights_[u].data(), e * p.shard_at), e * p.valid);
+  if (counters_) counters_->add(CommKind::kCopyToDevice, "host", e * sh.valid(), seconds_since(t0));
 }
 
 }  // namespace gpuledger

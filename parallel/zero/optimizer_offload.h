@@ -11,7 +11,7 @@
 //   - the host Device that runs the update on them (the cpu backend; meta when
 //     the rank's device touches no memory), which allocates nothing itself;
 //   - each unit's copies, counted as copy_d2h@host and copy_h2d@host in the
-//     rank's CommCounters: the shard's valid elements (parallel/zero/shard.h),
+//     rank's CommCounters: the shard's valid elements (models/transformer/unit_shard.h),
 //     gradients in their dtype (DeepSpeed's stage 1/2 converts them to fp32 on
 //     the GPU before the copy, async_inplace_copy_grad_to_fp32_buffer_from_gpu;
 //     here the CPU update reads the 16-bit gradient) and weights in theirs
@@ -25,7 +25,7 @@
 #include "comm/comm.h"
 #include "kernels/device.h"
 #include "models/transformer/params.h"
-#include "parallel/zero/shard.h"
+#include "models/transformer/unit_shard.h"
 
 namespace gpuledger {
 

@@ -1,12 +1,11 @@
 // ZeroParamGather (see param_gather.h).
 #include "parallel/zero/param_gather.h"
 
-#include "parallel/zero/shard.h"
-
 namespace gpuledger {
 
-ZeroParamGather::ZeroParamGather(Device& dev, Comm& dp, StageModel& stage, Params& params, int64_t prefetch)
-    : dev_(dev), dp_(dp), stage_(stage), params_(params), n_(dp.size()), rank_(dp.rank()), prefetch_(prefetch) {
+ZeroParamGather::ZeroParamGather(Device& dev, Comm& dp, Comm& expert_dp, StageModel& stage, Params& params,
+                                 int64_t prefetch)
+    : dev_(dev), dp_(dp), expert_dp_(expert_dp), stage_(stage), params_(params), prefetch_(prefetch) {
   for (size_t u = 0; u < params.units(); ++u) chunk_.push_back(chunk_of(u));
 }
 
@@ -28,11 +27,18 @@ bool ZeroParamGather::is_tied_head(size_t u) const {
 void ZeroParamGather::gather(size_t u) {
   Buffer& full = params_.gathered(u);
   if (!full.empty()) return;
-  const UnitShard sh = unit_shard(params_.layout().units[u].elems, n_, rank_);
+  const UnitShard& sh = params_.shard(u);
   const DType e = params_.weight_type();
-  full =
-      dev_.alloc(dtype_bytes(e) * sh.padded_elems(n_), Account::kWeights, params_.layout().units[u].name + ".gathered");
-  dp_.all_gather(full.data(), params_.weights(u).data(), sh.shard_elems, e);
+  const int64_t eb = dtype_bytes(e);
+  full = dev_.alloc(eb * sh.padded_elems, Account::kWeights, params_.layout().units[u].name + ".gathered");
+  for (const ShardPart& p : sh.parts) {
+    void* out = byte_offset(full.data(), eb * p.padded_at);
+    const void* mine = byte_offset(params_.weights(u).data(), eb * p.shard_at);
+    if (p.n > 1)
+      (p.expert ? expert_dp_ : dp_).all_gather(out, mine, p.shard_elems, e);
+    else  // a group of one: the shard is the part
+      dev_.copy(out, mine, eb * p.shard_elems);
+  }
   stage_.rebind_layer_unit(u);
 }
 

@@ -1,6 +1,8 @@
 // ZeroParamGather: ZeRO 3 (Rajbhandari et al. 2020, P_os+g+p) with n > 1 —
-// the weights hold the rank's shard of each unit (e·⌈P_u/n⌉, Params
-// ParamSharding). Each unit is all-gathered over dp into a full copy
+// the weights hold the rank's shard of each unit (e·S_u, Params
+// ParamSharding). Each unit is all-gathered into a full padded copy, each
+// part over its group (models/transformer/unit_shard.h: dp, or the
+// expert-data-parallel group for a MoE layer's experts under ep > 1)
 // (Params::gathered, account weights, "<unit>.gathered") before its forward
 // and before its backward, with the next `prefetch` units in the direction of
 // the pass (forward: higher indices, backward: lower), and freed at the end of
@@ -31,8 +33,8 @@ namespace gpuledger {
 
 class ZeroParamGather final : public UnitHooks {
  public:
-  // params: weights sharded over the n ranks of dp; prefetch >= 0.
-  ZeroParamGather(Device& dev, Comm& dp, StageModel& stage, Params& params, int64_t prefetch);
+  // params: weights sharded over dp (the expert parts over expert_dp, Params::shard); prefetch >= 0.
+  ZeroParamGather(Device& dev, Comm& dp, Comm& expert_dp, StageModel& stage, Params& params, int64_t prefetch);
 
   void before_forward(size_t u) override { enter(u, /*backward=*/false); }
   void after_forward(size_t u) override { leave(u); }
@@ -49,9 +51,10 @@ class ZeroParamGather final : public UnitHooks {
 
   Device& dev_;
   Comm& dp_;
+  Comm& expert_dp_;
   StageModel& stage_;
   Params& params_;
-  int64_t n_, rank_, prefetch_;
+  int64_t prefetch_;
   std::vector<int64_t> chunk_;       // per unit: its model chunk
   bool embedding_for_head_ = false;  // the head's enter gathered the embedding unit
 };

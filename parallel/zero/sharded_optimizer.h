@@ -3,14 +3,17 @@
 // "Model states"). Per unit: an fp32 master copy ("<unit>.master", account
 // master) only when the weights are 16-bit (RunConfig::has_master), and the
 // UpdateRule's states. Without ZeRO they cover the whole unit; with ZeRO >= 1
-// (P_os) the rank's shard of ⌈P_u/n⌉ elements (shard.h).
+// (P_os) the rank's shard of S_u elements (models/transformer/unit_shard.h:
+// ⌈P_u/n⌉, or under ep > 1 a MoE layer's experts over the
+// expert-data-parallel group and the rest over dp).
 // step(): the "optimizer" phase — the rule runs on the shard's pieces, the
 // matrices [0, decay_elems) and the vectors after them, each clipped to the
 // shard, reading the gradients whole or (ZeRO 2/3) as the shard, writing the
 // weights whole or (ZeRO 3) as the shard; then, with ZeRO 1/2 and n > 1, the
-// "zero.all_gather" phase: every rank updated its shard, each unit's full
-// weights are all-gathered over dp (in place when the unit needs no padding,
-// else through the workspace "zero.gather"/"zero.shard"). Under ZeRO 3
+// "zero.all_gather" phase: every rank updated its shard, each part of each
+// unit is all-gathered over its group (in place when the part needs no
+// padding, else through the workspace "zero.gather"/"zero.shard"; nothing
+// for a group of one rank). Under ZeRO 3
 // nothing is gathered after the step (zero/param_gather.h gathers per use).
 // With RunConfig::offload_optimizer (ZeRO >= 1) the master and the rule's
 // states are host memory (account host) and each unit's update runs on the
@@ -25,20 +28,22 @@
 #include "core/run_config.h"
 #include "kernels/device.h"
 #include "models/transformer/params.h"
+#include "models/transformer/unit_shard.h"
 #include "parallel/zero/optimizer_offload.h"
-#include "parallel/zero/shard.h"
 #include "parallel/zero/update_rule.h"
 
 namespace gpuledger {
 
 class ShardedOptimizer {
  public:
-  // zero: the ZeRO stage (>= 1 shards the states over the n ranks of dp,
-  // this rank being dp_rank). Allocates the master copies and the rule's
+  // zero: the ZeRO stage (>= 1 shards the states over `groups`: dp, whose
+  // communicator is dp, and for expert-sharded tensors the
+  // expert-data-parallel group, expert_dp, needed only when such a part
+  // spans more than one rank). Allocates the master copies and the rule's
   // states (zeroed). Throws OutOfMemory; std::invalid_argument for offload
   // without ZeRO. `counters` (may be null) counts the offload's copies.
-  ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, int64_t n, int64_t dp_rank,
-                   std::unique_ptr<UpdateRule> rule, CommCounters* counters = nullptr);
+  ShardedOptimizer(Device& dev, Comm& dp, Params& params, const RunConfig& run, int zero, const ShardGroups& groups,
+                   std::unique_ptr<UpdateRule> rule, CommCounters* counters = nullptr, Comm* expert_dp = nullptr);
   ~ShardedOptimizer();
 
   // The initial fp32 values of unit u (layout order, all of it): the master
@@ -58,8 +63,8 @@ class ShardedOptimizer {
 
   Device& dev_;
   Comm& dp_;
+  Comm* expert_dp_;
   Params& params_;
-  int64_t n_;
   bool sharded_;  // ZeRO >= 1
   std::unique_ptr<UpdateRule> rule_;
   std::vector<UnitShard> shards_;              // per unit (the whole unit without ZeRO)

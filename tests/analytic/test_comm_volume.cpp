@@ -368,6 +368,41 @@ TEST(CommVolume, ExpertParallelGradientSums) {
   EXPECT_EQ(rank_comm_per_step(m, l, r, 3).count("all_reduce@edp"), 0u);
 }
 
+// ZeRO 2 with experts, Mixtral-8x7B at dp 16, ep 8 (docs/formulas/moe.md
+// "ZeRO with experts"), 2 microbatches, bf16: each of the 34 units' dense part
+// (embedding 131,072,000, layers 41,984,000, head 131,076,096: divisible by
+// 16, no padding) is reduce-scattered over dp after each microbatch's
+// backward and all-gathered once after the step, 2·1,605,636,096 =
+// 3,211,272,192 bytes per pass over all units; each layer's expert part
+// (176,160,768) over the 2 ranks of edp the same way, 32·352,321,536 =
+// 11,274,289,152 bytes; the norm's sum over dp only (no all-reduce over ep).
+// With --recompute full every block's all-to-alls are 6 per microbatch.
+TEST(CommVolume, ZeroWithExpertsShardsOverDpAndTheExpertDataParallelGroup) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  Layout l = layout(16, 1, 1);
+  l.ep = 8;
+  l.zero = 2;
+  RunConfig r;
+  r.seq = 4096;
+  r.mbs = 1;
+  r.microbatches = 2;
+  r.grad_clip = 1.0;
+  const Counts got = rank_comm_per_step(m, l, r, 5);
+  EXPECT_EQ(got.at("reduce_scatter@dp").calls, 2 * 34);
+  EXPECT_EQ(got.at("reduce_scatter@dp").bytes, 2 * int64_t{3'211'272'192});
+  EXPECT_EQ(got.at("all_gather@dp").calls, 34);
+  EXPECT_EQ(got.at("all_gather@dp").bytes, int64_t{3'211'272'192});
+  EXPECT_EQ(got.at("reduce_scatter@edp").calls, 2 * 32);
+  EXPECT_EQ(got.at("reduce_scatter@edp").bytes, 2 * int64_t{11'274'289'152});
+  EXPECT_EQ(got.at("all_gather@edp").calls, 32);
+  EXPECT_EQ(got.at("all_gather@edp").bytes, int64_t{11'274'289'152});
+  EXPECT_EQ(got.at("all_reduce@dp").calls, 2);  // the norm and the loss
+  EXPECT_EQ(got.count("all_reduce@ep"), 0u);
+  EXPECT_EQ(got.at("all_to_all@ep").calls, 4 * 2 * 32);
+  r.recompute = Recompute::kFull;
+  EXPECT_EQ(rank_comm_per_step(m, l, r, 5).at("all_to_all@ep").calls, 6 * 2 * 32);
+}
+
 // Context parallelism, tiny gpt (L 2, k 2, d 4), bf16, flash, 3 microbatches:
 // one K/V block of the rank's s/cp tokens is B_kv = 2·b·(s/cp)·k·d·e bytes;
 // per layer per microbatch the forward sends cp − 1 blocks, the backward cp

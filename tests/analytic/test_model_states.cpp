@@ -75,6 +75,33 @@ TEST(ModelStates, Zero1ShardsMasterAndOptim) {
   EXPECT_EQ(b[Account::kOptim], 8 * kS3);
 }
 
+// ZeRO with experts (docs/formulas/moe.md "ZeRO with experts"): Mixtral-8x7B
+// at ep 8 holds one expert per layer (176,160,768 elements, 32 layers:
+// X = 5,637,144,576) and 1,605,636,096 dense elements (the embedding
+// 131,072,000, 32 layers of 41,984,000, the head 131,076,096). The dense
+// units shard over dp, the experts over dp/ep:
+//   dp 16: 8,192,000 + 32·2,624,000 + 8,192,256 = 100,352,256 dense and
+//          32·88,080,384 = 2,818,572,288 expert elements → S_r = 2,918,924,544;
+//   dp 8 (dp/ep = 1: the experts not sharded): 200,704,512 + 5,637,144,576 = 5,837,849,088.
+TEST(ModelStates, MixtralExpertsShardOverTheExpertDataParallelGroup) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  RunConfig r;
+  r.dtype = DType::kBF16;
+  r.grad_dtype = DType::kBF16;
+  const int64_t p_r = 7242780672;
+  for (auto [dp, zero, s_r] : {std::tuple{16, 1, int64_t{2918924544}}, {8, 2, int64_t{5837849088}}}) {
+    Layout l;
+    l.dp = dp;
+    l.ep = 8;
+    l.zero = zero;
+    const AccountBytes b = model_state_bytes(m, l, r, 0);
+    EXPECT_EQ(b[Account::kWeights], 2 * p_r) << "dp " << dp;
+    EXPECT_EQ(b[Account::kGrads], 2 * (zero >= 2 ? s_r : p_r)) << "dp " << dp;
+    EXPECT_EQ(b[Account::kMaster], 4 * s_r) << "dp " << dp;
+    EXPECT_EQ(b[Account::kOptim], 8 * s_r) << "dp " << dp;
+  }
+}
+
 // One fp32 state for SGD (momentum buffer), Adagrad (sum of squared
 // gradients) and Lion (momentum): 4 bytes per element where AdamW keeps 8,
 // so 12Ψ in bf16 mixed precision, and SGD without momentum keeps none (8Ψ).

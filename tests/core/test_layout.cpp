@@ -275,8 +275,14 @@ TEST(ValidateLayout, ExpertParallelErrors) {
   expect_layout_error(with_ep(make(6, 1, 1), 4), moe, run(), {"--ep 4 does not divide --dp 6"});
   expect_layout_error(with_ep(make(6, 1, 1), 3), moe, run(), {"--ep 3 does not divide the 8 experts"});
   expect_layout_error(with_ep(make(2, 1, 1), 2), dense, run(), {"--ep 2 needs a mixture-of-experts model"});
-  expect_layout_error(with_ep(make(2, 2, 1), 2), moe, run(), {"--ep 2 with --tp 2 --vpp 1"});
+  expect_layout_error(with_ep(make(2, 2, 1), 2), moe, run(),
+                      {"--ep 2 with --tp 2: expert parallelism is built with tp = 1"});
   EXPECT_NO_THROW(validate_layout(with_ep(make(32, 1, 2), 8), moe, run()));  // each stage its own ep groups
+  Layout chunks = with_ep(make(32, 1, 2), 8);  // interleaved stages: each chunk's layers in the stage's ep groups
+  chunks.vpp = 2;
+  RunConfig two = run();
+  two.microbatches = 2;
+  EXPECT_NO_THROW(validate_layout(chunks, moe, two));
 }
 
 // ---- run-option names (core/run_config.h) ----

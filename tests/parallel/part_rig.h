@@ -36,7 +36,7 @@ struct PartRig {
     ctx = groups.context();
     const DType g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;
     params = std::make_unique<Params>(*dev, make_param_layout(m, l, ctx.coords), r.dtype, g,
-                                      ParamSharding{shard_grads, shard_weights, l.dp, ctx.coords.dp});
+                                      ParamSharding{shard_grads, shard_weights, ctx.shard_groups()});
     params->initialise(r.seed, m.layers);
     stage = std::make_unique<StageModel>(*dev, *ctx.tp, m, r, l, ctx.coords, *params);
   }

@@ -21,7 +21,7 @@ TEST(ShardedOptimizer, Zero1StatesHoldTheShardAndTheStepGathersTheWeights) {
   r.dtype = DType::kBF16;
   testing::PartRig rig("meta", m, r, testing::layout_of(2, 1, 1, false, 1), 1);
   const int64_t master0 = rig.ledger.live(Account::kMaster), optim0 = rig.ledger.live(Account::kOptim);
-  ShardedOptimizer opt(*rig.dev, *rig.ctx.dp, *rig.params, r, /*zero=*/1, 2, 1,
+  ShardedOptimizer opt(*rig.dev, *rig.ctx.dp, *rig.params, r, /*zero=*/1, ShardGroups{2, 1},
                        std::make_unique<AdamW>(*rig.dev, r.lr, r.weight_decay));
   int64_t shard_elems = 0, gathered_bytes = 0;
   for (const UnitLayout& u : rig.params->layout().units) {
@@ -41,7 +41,7 @@ TEST(ShardedOptimizer, FirstAdamWStepMovesEachWeightByTheLearningRate) {
   RunConfig r = testing::small_run();
   r.lr = 1e-2;
   testing::PartRig rig("cpu", m, r, testing::layout_of(1, 1, 1), 0);
-  ShardedOptimizer opt(*rig.dev, *rig.ctx.dp, *rig.params, r, /*zero=*/0, 1, 0,
+  ShardedOptimizer opt(*rig.dev, *rig.ctx.dp, *rig.params, r, /*zero=*/0, ShardGroups{},
                        std::make_unique<AdamW>(*rig.dev, r.lr, /*weight_decay=*/0.0));
   const size_t u = 1;  // layer.0
   const int64_t n = rig.params->layout().units[u].elems;

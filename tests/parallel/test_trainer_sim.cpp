@@ -2,7 +2,8 @@
 // --prefetch 0, 1 and 2, mixed; ZeRO 2/3 with tied embeddings at p = 1: the
 // head's word-gradient side buffer, and under ZeRO 3 the embedding unit
 // gathered for the head; at p > 1 the word's units reduce-scattered after the
-// embedding-group sum; interleaved stages with ZeRO 0-3),
+// embedding-group sum; interleaved stages with ZeRO 0-3; a MoE model with
+// ZeRO 1-3, its experts sharded over the expert-data-parallel group),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
 // equals the analytic rank_budget (analytic/budget.h, written
@@ -40,6 +41,7 @@ struct SimPoint {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0.9;  // SGD's (0: no momentum buffer)
   Recompute recompute = Recompute::kNone;
+  bool offload = false;  // --offload optimizer
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -55,6 +57,7 @@ RunConfig sim_run(const SimPoint& p) {
   r.optimizer = p.optimizer;
   r.momentum = p.momentum;
   r.recompute = p.recompute;
+  r.offload_optimizer = p.offload;
   if (p.layout.cp > 1) r.attention = AttentionKind::kFlash;  // the ring merges flash blocks
   return r;
 }
@@ -188,6 +191,67 @@ std::vector<SimPoint> sim_points() {
                      "moe_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) + "_" +
                          std::string(dtype_name(dt))});
     }
+  // ZeRO 1-3 over the MoE model: each unit's dense part sharded over dp, a
+  // MoE layer's routed experts under ep > 1 over the expert-data-parallel
+  // group (dp/ep ranks; nothing to shard at dp = ep), each part padded to its
+  // group (dp 3, dp 6 with ep 2: padded parts); the reduce-scatters and
+  // all-gathers over dp and edp; the norm's sum over dp only.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (int zero : {1, 2, 3})
+      for (auto [dp, pp, ep] :
+           {std::tuple{2, 1, 1}, {3, 1, 1}, {2, 1, 2}, {4, 1, 2}, {4, 1, 4}, {6, 1, 2}, {2, 2, 2}}) {
+        Layout l = lay(dp, pp, zero);
+        l.ep = ep;
+        pts.push_back({"tiny-moe", 2, l, zero == 2 ? Schedule::kGPipe : Schedule::k1F1B, 2, dt,
+                       "moe_zero" + std::to_string(zero) + "_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) +
+                           "_ep" + std::to_string(ep) + "_" + std::string(dtype_name(dt)),
+                       zero == 3 ? dp - 1 : 1});
+      }
+  // --offload optimizer over the MoE model's parts: the host copies of each
+  // part's shard (the experts' over edp), one copy per unit and direction.
+  for (int zero : {1, 2, 3})
+    for (auto [dp, ep] : {std::pair{4, 2}, {2, 2}, {3, 1}}) {
+      Layout l = lay(dp, 1, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  2,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  DType::kBF16,
+                  "moe_offload_zero" + std::to_string(zero) + "_dp" + std::to_string(dp) + "_ep" + std::to_string(ep)};
+      sp.offload = true;
+      pts.push_back(sp);
+    }
+  // A MoE model under --recompute full (the backward re-runs each layer's
+  // forward: the router, the experts and under ep the dispatch and combine
+  // all-to-alls again; only the layer input kept) and with interleaved stages
+  // (--vpp 2: L/(p·v) MoE layers per chunk, each chunk's load-balancing loss on
+  // its stage).
+  for (DType dt : {DType::kBF16, DType::kFP32}) {
+    for (auto [dp, pp, ep, zero] : {std::tuple{1, 1, 1, 0}, {2, 1, 2, 0}, {4, 1, 2, 1}, {2, 1, 1, 3}, {2, 2, 2, 2}}) {
+      Layout l = lay(dp, pp, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  2,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_full_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) +
+                      "_zero" + std::to_string(zero) + "_" + std::string(dtype_name(dt))};
+      sp.recompute = Recompute::kFull;
+      pts.push_back(sp);
+    }
+    for (auto [dp, ep, zero, m] : {std::tuple{1, 1, 0, 2}, {2, 2, 0, 4}, {4, 2, 1, 2}, {2, 1, 3, 2}}) {
+      Layout l = lay(dp, 2, zero);
+      l.ep = ep;
+      l.vpp = 2;
+      pts.push_back({"tiny-moe", 4, l, Schedule::k1F1B, m, dt,
+                     "moe_vpp2_dp" + std::to_string(dp) + "_ep" + std::to_string(ep) + "_zero" + std::to_string(zero) +
+                         "_m" + std::to_string(m) + "_" + std::string(dtype_name(dt))});
+    }
+  }
   // Context parallelism (ring attention, models/transformer/context_ring.h):
   // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
   // gradient buckets over dp·cp; a recompute runs the ring's forward twice.

@@ -18,7 +18,7 @@ TEST(ZeroGradShards, ReduceScattersEachUnitAndStagesTheTiedWordGradient) {
                        /*shard_grads=*/true);
   const ParamLayout& pl = rig.params->layout();
   ASSERT_TRUE(pl.head_uses_embedding);
-  ZeroGradShards part(*rig.dev, *rig.ctx.dp, *rig.stage, *rig.params);
+  ZeroGradShards part(*rig.dev, *rig.ctx.dp, *rig.ctx.expert_dp, *rig.stage, *rig.params);
   const int64_t comm0 = rig.ledger.live(Account::kComm);
   const int64_t side = 4 * 97 * 64;
 

@@ -19,7 +19,7 @@ TEST(ZeroParamGather, ForwardWindowAndTheEmbeddingForTheTiedHead) {
   const ParamLayout& pl = rig.params->layout();
   ASSERT_EQ(pl.units.size(), 4u);
   auto padded = [&](size_t u) { return 4 * 2 * ((pl.units[u].elems + 1) / 2); };
-  ZeroParamGather part(*rig.dev, *rig.ctx.dp, *rig.stage, *rig.params, /*prefetch=*/1);
+  ZeroParamGather part(*rig.dev, *rig.ctx.dp, *rig.ctx.expert_dp, *rig.stage, *rig.params, /*prefetch=*/1);
   const int64_t w0 = rig.ledger.live(Account::kWeights);
 
   part.before_forward(0);  // 0 and 1

@@ -146,11 +146,9 @@ TEST(CliTrainMoe, PlanPrintsTheActiveParameterFlops) {
 TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto tp = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--tp", "2"});
   EXPECT_EQ(tp.status, 2) << tp.err;
-  EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1, vpp = 1), got tp 2"))
-      << tp.err;
-  // expert parallelism: ZeRO is not built with it; ep divides dp and the experts; a dense model has none
+  EXPECT_TRUE(contains(tp.err, "with data, expert and pipeline parallelism only (tp = 1), got tp 2")) << tp.err;
+  // expert parallelism: ep divides dp and the experts; a dense model has none
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--world", "4", "--ep", "2", "--zero", "1"}, "--zero 1 with --ep 2 is not built"},
       {{"--world", "6", "--ep", "4"}, "--ep 4 does not divide --dp 6"},
       {{"--world", "8", "--ep", "8"}, "--ep 8 does not divide the 4 experts of tiny-moe"}};
   for (const auto& [extra, message] : bad) {
@@ -163,12 +161,42 @@ TEST(CliTrainMoe, RefusesWhatIsNotBuilt) {
   auto dense = run_cli({"plan", "--model", "tiny-llama", "--dp", "2", "--ep", "2"});
   EXPECT_EQ(dense.status, 2) << dense.err;
   EXPECT_TRUE(contains(dense.err, "--ep 2 needs a mixture-of-experts model")) << dense.err;
-  auto full = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--recompute", "full"});
-  EXPECT_EQ(full.status, 2) << full.err;
-  EXPECT_TRUE(contains(full.err, "--recompute full")) << full.err;
   auto qwen = run_cli({"plan", "--model", "qwen3-30b-a3b", "--tp", "2"});  // QK norm runs at tp 1 only
   EXPECT_EQ(qwen.status, 2) << qwen.err;
   EXPECT_TRUE(contains(qwen.err, "QK norm")) << qwen.err;
+}
+
+// ZeRO 1-3 with expert parallelism on meta (world 4, ep 2: the experts
+// sharded over expert-data-parallel groups of 2, the rest over dp 4): every
+// check passes, the budget of every account and the comm per collective and
+// group (reduce_scatter and all_gather over edp among them) included.
+TEST(CliTrainMoe, ZeroWithExpertParallelOnMetaPassesEveryCheck) {
+  for (const char* zero : {"1", "2", "3"}) {
+    auto r = run_cli({"train", "--model", "tiny-moe", "--backend", "meta", "--seq", "16", "--world", "4", "--ep", "2",
+                      "--zero", zero, "--steps", "1", "--json", "-"});
+    ASSERT_EQ(r.status, 0) << "zero " << zero << ": " << r.err;
+    expect_checks_pass(r.json());
+  }
+}
+
+// --recompute full (the backward re-runs each layer's forward, the router
+// and, under ep, the dispatch and combine all-to-alls included), the
+// optimizer offloaded under ep (each part's shard copied) and interleaved
+// stages (--vpp 2) on meta: every check passes.
+TEST(CliTrainMoe, FullRecomputeOffloadAndInterleavedStagesOnMetaPassEveryCheck) {
+  const std::vector<std::vector<std::string>> runs = {
+      {"--recompute", "full"},
+      {"--recompute", "full", "--world", "4", "--ep", "2", "--zero", "3"},
+      {"--world", "4", "--ep", "2", "--zero", "2", "--offload", "optimizer"},
+      {"--world", "4", "--pp", "2", "--vpp", "2", "--ep", "2", "--layers", "4", "--microbatches", "4"}};
+  for (const auto& extra : runs) {
+    std::vector<std::string> args = {"train", "--model", "tiny-moe", "--backend", "meta", "--seq",
+                                     "16",    "--steps", "1",        "--json",    "-"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_cli(args);
+    ASSERT_EQ(r.status, 0) << extra.front() << ": " << r.err;
+    expect_checks_pass(r.json());
+  }
 }
 
 // Qwen3-30B-A3B's shapes (QK norm, 128 experts, top-8) cut to 2 layers, on

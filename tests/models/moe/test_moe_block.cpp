@@ -16,6 +16,7 @@
 #include "kernels/ledger.h"
 #include "kernels/registry/registry.h"
 #include "models/moe/moe_block.h"
+#include "tests/models/moe/moe_test_model.h"
 
 namespace gpuledger {
 namespace {
@@ -24,31 +25,11 @@ namespace {
 // c = 0.75 (C = ⌈0.75·8·2/4⌉ = 3: some choices dropped), α = 0.05.
 constexpr int64_t kN = 8, kH = 32, kE = 4, kK = 2, kF = 16, kFs = 8;
 
-ModelConfig moe_model() {
-  ModelConfig m;
-  m.flavour = Flavour::kLlama;
-  m.hidden = kH;
-  m.num_experts = kE;
-  m.experts_per_token = kK;
-  m.expert_ffn = kF;
-  m.shared_experts = 1;
-  m.shared_expert_ffn = kFs;
-  m.capacity_factor = 0.75;
-  m.router_aux_loss_coef = 0.05;
-  return m;
-}
+constexpr testing::MoeTestDims kDims{kN, kH, kE, kK, kF, kFs};
 
-MoeShape moe_shape(DType t) {
-  const ModelConfig m = moe_model();
-  MoeShape s;
-  s.tokens = kN;
-  s.hidden = kH;
-  s.expert_ffn = kF;
-  s.shared_ffn = kFs;
-  s.routing = {kE, kK, true, m.capacity_factor, m.router_aux_loss_coef};
-  s.e = s.g = t;
-  return s;
-}
+ModelConfig moe_model() { return testing::moe_test_model(kDims, 0.75); }
+
+MoeShape moe_shape(DType t) { return testing::moe_test_shape(kDims, moe_model(), t); }
 
 // The tensors of the block, as doubles (layouts as moe_block.h states).
 struct Tensors {

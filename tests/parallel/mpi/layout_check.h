@@ -23,7 +23,7 @@
 #include "../rank_rig.h"
 #include "comm/mpi_runtime.h"
 #include "models/transformer/param_layout.h"
-#include "parallel/zero/shard.h"
+#include "models/transformer/unit_shard.h"
 
 namespace gpuledger::testing {
 
@@ -49,6 +49,14 @@ inline Tolerance bf16_tolerance() { return Tolerance{1e-3, 1e-4, 2.0 / 256, 0.01
 // fp32 under TP (test_mixed_train.cpp says why): 0.1% of a tensor's elements
 // may exceed 1e-5, none 1e-4.
 inline Tolerance tp_tolerance() { return Tolerance{1e-5, 1e-5, 0.0, 0.001, 1e-4}; }
+
+// The groups ZeRO shards rank `rank`'s units over: dp, and the
+// expert-data-parallel group (dp/ep ranks; its place there: the dp
+// coordinate's position among the ranks holding the same experts).
+inline ShardGroups shard_groups_of(const Layout& l, int64_t rank) {
+  const int64_t d = l.coords(rank).dp;
+  return ShardGroups{l.dp, d, l.dp / l.ep, d / l.ep};
+}
 
 inline int world_size() {
   int n = 1;
@@ -131,18 +139,18 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
     size_t bad = 0;
     double worst = 0;
     for (const UnitLayout& u : layout.units) {
-      const UnitShard sh = unit_shard(u.elems, l.dp, l.coords(rank).dp);
-      for (int64_t x = sh.begin; x < sh.begin + sh.valid; ++x, ++pos) {
-        const TensorSlot* t = nullptr;
-        for (const auto& cand : u.tensors)
-          if (x >= cand.offset && x < cand.offset + cand.elems()) t = &cand;
-        const int64_t local = x - t->offset;
-        const auto gi = global_element_index(*t, local / t->cols, local % t->cols);
-        const double want_v = gi ? ref.params.at(reference_name(t->name)).at(static_cast<size_t>(*gi)) : 0.0;
-        const double d = std::abs(static_cast<double>(flat.at(pos)) - want_v);
-        if (d > tol.weight_abs + tol.weight_rel * std::abs(want_v)) ++bad;
-        worst = std::max(worst, d);
-      }
+      for (const ShardPart& part : unit_shard(u, shard_groups_of(l, rank)).parts)
+        for (int64_t x = part.begin; x < part.begin + part.valid; ++x, ++pos) {
+          const TensorSlot* t = nullptr;
+          for (const auto& cand : u.tensors)
+            if (x >= cand.offset && x < cand.offset + cand.elems()) t = &cand;
+          const int64_t local = x - t->offset;
+          const auto gi = global_element_index(*t, local / t->cols, local % t->cols);
+          const double want_v = gi ? ref.params.at(reference_name(t->name)).at(static_cast<size_t>(*gi)) : 0.0;
+          const double d = std::abs(static_cast<double>(flat.at(pos)) - want_v);
+          if (d > tol.weight_abs + tol.weight_rel * std::abs(want_v)) ++bad;
+          worst = std::max(worst, d);
+        }
     }
     EXPECT_EQ(pos, flat.size());
     EXPECT_LE(static_cast<double>(bad), tol.outlier_fraction * static_cast<double>(flat.size()))
@@ -226,18 +234,19 @@ inline int64_t check_step_gradients(const ModelConfig& m, RunConfig r, const Lay
   size_t pos = 0;
   int64_t bad = 0;
   for (const UnitLayout& u : layout.units) {
-    const UnitShard sh = unit_shard(u.elems, sharded ? l.dp : 1, sharded ? l.coords(rank).dp : 0);
-    for (int64_t x = sh.begin; x < sh.begin + sh.valid; ++x, ++pos) {
-      const TensorSlot* t = nullptr;
-      for (const auto& cand : u.tensors)
-        if (x >= cand.offset && x < cand.offset + cand.elems()) t = &cand;
-      const int64_t local = x - t->offset;
-      const auto gi = global_element_index(*t, local / t->cols, local % t->cols);
-      const double w = gi ? want.at(reference_name(t->name)).at(static_cast<size_t>(*gi)) : 0.0;
-      const double g = got.at(pos);
-      if (std::abs(g - w) > abs + rel * std::abs(w) && bad++ < 5)
-        ADD_FAILURE() << "rank " << rank << " " << t->name << " element " << local << ": " << g << " vs " << w;
-    }
+    const UnitShard sh = sharded ? unit_shard(u, shard_groups_of(l, rank)) : unit_shard(u.elems, 1, 0);
+    for (const ShardPart& part : sh.parts)
+      for (int64_t x = part.begin; x < part.begin + part.valid; ++x, ++pos) {
+        const TensorSlot* t = nullptr;
+        for (const auto& cand : u.tensors)
+          if (x >= cand.offset && x < cand.offset + cand.elems()) t = &cand;
+        const int64_t local = x - t->offset;
+        const auto gi = global_element_index(*t, local / t->cols, local % t->cols);
+        const double w = gi ? want.at(reference_name(t->name)).at(static_cast<size_t>(*gi)) : 0.0;
+        const double g = got.at(pos);
+        if (std::abs(g - w) > abs + rel * std::abs(w) && bad++ < 5)
+          ADD_FAILURE() << "rank " << rank << " " << t->name << " element " << local << ": " << g << " vs " << w;
+      }
   }
   EXPECT_EQ(pos, got.size()) << "rank " << rank;
   EXPECT_EQ(bad, 0) << "rank " << rank;

@@ -24,6 +24,7 @@
 #include "kernels/registry/registry.h"
 #include "models/moe/moe_block.h"
 #include "parallel/groups.h"
+#include "tests/models/moe/moe_test_model.h"
 #include "tests/parallel/mpi/mpi_world.h"
 
 namespace gpuledger {
@@ -35,31 +36,11 @@ using testing::world_size;
 // N = 8 tokens per rank, h = 16, E = 4, k = 2, f_e = 8, one shared expert of f_s = 4, α = 0.05.
 constexpr int64_t kN = 8, kH = 16, kE = 4, kK = 2, kF = 8, kFs = 4;
 
-ModelConfig moe_model(std::optional<double> capacity_factor) {
-  ModelConfig m;
-  m.flavour = Flavour::kLlama;
-  m.hidden = kH;
-  m.num_experts = kE;
-  m.experts_per_token = kK;
-  m.expert_ffn = kF;
-  m.shared_experts = 1;
-  m.shared_expert_ffn = kFs;
-  m.capacity_factor = capacity_factor;
-  m.router_aux_loss_coef = 0.05;
-  return m;
-}
+constexpr testing::MoeTestDims kDims{kN, kH, kE, kK, kF, kFs};
 
-MoeShape moe_shape(const ModelConfig& m, int64_t ep) {
-  MoeShape s;
-  s.tokens = kN;
-  s.hidden = kH;
-  s.expert_ffn = kF;
-  s.shared_ffn = kFs;
-  s.routing = {kE, kK, true, m.capacity_factor, m.router_aux_loss_coef};
-  s.ep = ep;
-  s.e = s.g = DType::kFP32;
-  return s;
-}
+ModelConfig moe_model(std::optional<double> capacity_factor) { return testing::moe_test_model(kDims, capacity_factor); }
+
+MoeShape moe_shape(const ModelConfig& m, int64_t ep) { return testing::moe_test_shape(kDims, m, DType::kFP32, ep); }
 
 std::vector<float> normal(int64_t n, double scale, uint32_t seed) {
   std::mt19937 rng(seed);
