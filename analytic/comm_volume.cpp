@@ -25,6 +25,7 @@
 #include "analytic/moe.h"
 #include "analytic/offload.h"
 #include "analytic/params.h"
+#include "analytic/pipeline.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
 
@@ -213,12 +214,10 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
 }
 
 // ---- PP (p > 1): point-to-point between neighbouring stages ----
-void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last,
-             int64_t e) {
+void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last) {
   if (l.pp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-  const int64_t msg = checked_product({r.mbs, s_l, m.hidden, e}, "pipeline message bytes");  // b·s_l·h·e
+  const int64_t msg = pipeline_message_bytes(m, l, r);  // b·s_l·h·e, s_l = s/cp (/t under sp)
   // Per microbatch and model chunk: toward the next virtual stage send the
   // activation, receive its gradient; toward the previous one receive the
   // activation, send the gradient — every chunk but the very last (the head's:
@@ -276,7 +275,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
 
   dp_comm(tally, m, units, l, r, e, g);
   tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
-  pp_comm(tally, m, l, r, first, last, e);
+  pp_comm(tally, m, l, r, first, last);
   cp_comm(tally, m, l, r, layers_on_stage(m, l, c.pp), e);
 
   // --offload optimizer: per unit, the gradient shard device→host and the

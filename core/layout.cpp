@@ -161,15 +161,14 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
 
 // Context parallelism: the 2·cp load-balanced chunks must divide the sequence
 // (Megatron asserts seq % (2·cp) == 0 in get_batch_on_this_cp_rank). Our own
-// limit: cp > 1 is built for tp = pp = 1 and dense models only.
+// limit: cp > 1 is built with tp = 1 and for dense models only; pipeline
+// stages (and virtual stages) each run the ring over their own cp group.
 void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConfig& r) {
   if (l.cp == 1) return;
   if (r.seq % (2 * l.cp) != 0)
     throw LayoutError("--cp " + s(l.cp) + ": 2·cp = " + s(2 * l.cp) + " does not divide --seq " + s(r.seq) +
                       " (the sequence is cut into 2·cp equal chunks for causal load balancing)");
-  if (l.tp > 1 || l.pp > 1)
-    throw LayoutError("--cp " + s(l.cp) + " is built with --tp 1 --pp 1 only, got --tp " + s(l.tp) + " --pp " +
-                      s(l.pp));
+  if (l.tp > 1) throw LayoutError("--cp " + s(l.cp) + " is built with --tp 1 only, got --tp " + s(l.tp));
   if (m.num_experts > 0)
     throw LayoutError("--cp " + s(l.cp) + " is built for dense models only (" + m.name + " is MoE)");
   // The ring merges each visiting block's partial output by its log-sum-exp:

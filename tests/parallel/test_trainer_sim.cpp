@@ -211,6 +211,46 @@ std::vector<SimPoint> sim_points() {
         sp.recompute = rc;
         pts.push_back(sp);
       }
+  // Context parallelism with pipeline stages: every stage runs its ring over
+  // its own cp group and the pipeline's messages carry the rank's s/cp
+  // tokens; interleaved stages (vpp) hold their chunk-microbatches in flight
+  // at s/cp tokens each.
+  struct CpPipe {
+    int64_t dp, pp, vpp, cp, layers, m;
+    Schedule schedule;
+    Recompute recompute;
+    const char* tag;
+    int64_t tp = 1;
+    bool sp = false;
+  };
+  std::vector<CpPipe> cp_pipes = {CpPipe{1, 2, 1, 2, 2, 4, Schedule::k1F1B, Recompute::kNone, ""},
+                                  CpPipe{1, 2, 1, 2, 2, 3, Schedule::kGPipe, Recompute::kNone, "_gpipe"},
+                                  CpPipe{1, 2, 1, 4, 4, 2, Schedule::k1F1B, Recompute::kSelective, "_selective"},
+                                  CpPipe{2, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kFull, "_full"},
+                                  CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, ""},
+                                  CpPipe{1, 4, 2, 2, 8, 4, Schedule::k1F1B, Recompute::kNone, ""},
+                                  CpPipe{2, 2, 3, 2, 6, 2, Schedule::k1F1B, Recompute::kNone, ""}};
+  for (const char* model : {"tiny-llama", "tiny-gpt"})
+    for (DType dt : {DType::kBF16, DType::kFP32})
+      for (const CpPipe& c : cp_pipes) {
+        Layout l = lay(c.dp, c.pp, 0);
+        l.cp = c.cp;
+        l.vpp = c.vpp;
+        l.tp = c.tp;
+        l.sp = c.sp;
+        SimPoint sp{model,
+                    c.layers,
+                    l,
+                    c.schedule,
+                    c.m,
+                    dt,
+                    std::string(model[5] == 'l' ? "llama" : "gpt") + "_dp" + std::to_string(c.dp) + "_tp" +
+                        std::to_string(c.tp) + (c.sp ? "sp" : "") + "_pp" + std::to_string(c.pp) + "_vpp" +
+                        std::to_string(c.vpp) + "_cp" + std::to_string(c.cp) + "_m" + std::to_string(c.m) + c.tag +
+                        (dt == DType::kBF16 ? "_bf16" : "_fp32")};
+        sp.recompute = c.recompute;
+        pts.push_back(sp);
+      }
   return pts;
 }
 
