@@ -138,7 +138,9 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
              int64_t layers, int64_t e, int64_t g) {
   if (l.tp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t act = checked_product({r.mbs, r.seq, m.hidden, e}, "TP message bytes");  // b·s·h·e: the full activation
+  // b·s·h·e: the full activation of the rank's tokens (s/cp under context parallelism)
+  const int64_t s_r = r.seq / l.cp;
+  const int64_t act = checked_product({r.mbs, s_r, m.hidden, e}, "TP message bytes");
   const bool full = r.recompute == Recompute::kFull;
   // Layers. No SP: forward all-reduces the outputs of attention-out and MLP-out
   // (row-parallel); backward all-reduces the input gradients of QKV and MLP-in
@@ -179,7 +181,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // Vocab-parallel cross-entropy (Megatron): all-reduces of the row max, the
     // target logit and the sum of exponentials, b·s fp32 values each; the
     // backward is local.
-    tally.add("all_reduce", "tp", 3 * mb, 4 * r.mbs * r.seq);
+    tally.add("all_reduce", "tp", 3 * mb, checked_product({4, r.mbs, s_r}, "TP message bytes"));
   }
   if (l.sp) {
     // Sequence-partial gradients. Tensors replicated over TP whose gradient,

@@ -414,9 +414,18 @@ TEST(ValidateLayout, ContextParallelErrors) {
   // refused before it enters the world's product (which would overflow)
   expect_layout_error(make_cp(4, -(int64_t{1} << 62)), l3, run(), {"--cp must be >= 1"});
   expect_layout_error(make_cp(1, 4), l3, run(1028), {"--cp 4", "2·cp = 8", "--seq 1028"});
+  // tensor parallelism beside the ring; sp shards the rank's s/cp tokens
   Layout tp = make_cp(1, 2);
   tp.tp = 2;
-  expect_layout_error(tp, l3, run(), {"--cp 2", "--tp 1 only", "--tp 2"});
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));
+  tp.sp = true;
+  tp.tp = 8;
+  tp.cp = 4;
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));  // 8192 / 4 = 2048 tokens over 8
+  tp.cp = 1024;                                     // 8 tokens a rank over 8: fine; 2048 cp ranks would leave 4
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));
+  tp.cp = 2048;
+  expect_layout_error(tp, l3, flash, {"--tp 8", "--seq 8192 / --cp 2048 = 4 tokens", "--sp"});
   // every pipeline stage (and virtual stage) runs its own ring
   Layout pp = make_cp(1, 2);
   pp.pp = 2;

@@ -2,7 +2,9 @@
 // --prefetch 0, 1 and 2, mixed; ZeRO 2/3 with tied embeddings at p = 1: the
 // head's word-gradient side buffer, and under ZeRO 3 the embedding unit
 // gathered for the head; at p > 1 the word's units reduce-scattered after the
-// embedding-group sum; interleaved stages with ZeRO 0-3),
+// embedding-group sum; interleaved stages with ZeRO 0-3; context parallelism
+// alone and with pipeline and interleaved stages and tensor parallelism, with
+// and without sp),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
 // equals the analytic rank_budget (analytic/budget.h, written
@@ -223,13 +225,24 @@ std::vector<SimPoint> sim_points() {
     int64_t tp = 1;
     bool sp = false;
   };
-  std::vector<CpPipe> cp_pipes = {CpPipe{1, 2, 1, 2, 2, 4, Schedule::k1F1B, Recompute::kNone, ""},
-                                  CpPipe{1, 2, 1, 2, 2, 3, Schedule::kGPipe, Recompute::kNone, "_gpipe"},
-                                  CpPipe{1, 2, 1, 4, 4, 2, Schedule::k1F1B, Recompute::kSelective, "_selective"},
-                                  CpPipe{2, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kFull, "_full"},
-                                  CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, ""},
-                                  CpPipe{1, 4, 2, 2, 8, 4, Schedule::k1F1B, Recompute::kNone, ""},
-                                  CpPipe{2, 2, 3, 2, 6, 2, Schedule::k1F1B, Recompute::kNone, ""}};
+  std::vector<CpPipe> cp_pipes = {
+      CpPipe{1, 2, 1, 2, 2, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{1, 2, 1, 2, 2, 3, Schedule::kGPipe, Recompute::kNone, "_gpipe"},
+      CpPipe{1, 2, 1, 4, 4, 2, Schedule::k1F1B, Recompute::kSelective, "_selective"},
+      CpPipe{2, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kFull, "_full"},
+      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{1, 4, 2, 2, 8, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{2, 2, 3, 2, 6, 2, Schedule::k1F1B, Recompute::kNone, ""},
+      // tensor parallelism beside the ring: K/V heads per TP rank in the
+      // ring's blocks (tp 4 replicates tiny-llama's 2 KV heads), sp over
+      // the rank's s/cp tokens
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, false},
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      CpPipe{1, 1, 1, 4, 2, 2, Schedule::k1F1B, Recompute::kSelective, "_selective", 2, true},
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kFull, "_full", 4, true},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 4, false},
+      CpPipe{1, 2, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, "", 2, true}};
   for (const char* model : {"tiny-llama", "tiny-gpt"})
     for (DType dt : {DType::kBF16, DType::kFP32})
       for (const CpPipe& c : cp_pipes) {

@@ -12,7 +12,7 @@
 // rank books what its meta simulation books (every account but workspace to
 // the byte, the same calls and bytes per comm key, send@cp and recv@cp
 // included). np 2: cp 2; np 4: cp 4, cp 2 × dp 2, cp 2 × pp 2 (1F1B, GPipe)
-// and cp 2 × pp 2 × vpp 2. tiny-gpt (learned
+// cp 2 × pp 2 × vpp 2, and cp 2 × tp 2 with and without sp. tiny-gpt (learned
 // positions) and tiny-llama (RoPE), seq 16 (cp 4: chunks of 2 tokens).
 // Dropout 0: the attention's dropout is drawn at the tokens' positions in the
 // whole sequence (the same as one rank), the hidden-sized dropouts per rank.
@@ -96,6 +96,23 @@ TEST(ContextParallel, RingOnEveryVirtualStage) {
     check_layout(with_layers(model, 4), r, cp_pp_layout(2), 3, tp_tolerance());
     EXPECT_GT(check_step_gradients(with_layers(model, 4), r, cp_pp_layout(2), 1e-5, 1e-4), 0);
   }
+}
+
+// np 4: cp 2 × tp 2 — each TP rank runs the ring on its K/V heads (tiny-llama
+// one of its 2, tiny-gpt 2 of its 4) over the cp group of its TP coordinate;
+// with sp the residual stream is the TP shard of the rank's s/cp tokens.
+TEST(ContextParallel, RingBesideTensorParallelism) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  for (bool sp : {false, true})
+    for (const char* model : {"tiny-llama", "tiny-gpt"}) {
+      SCOPED_TRACE(std::string(model) + (sp ? " sp" : ""));
+      Layout l;
+      l.cp = 2;
+      l.tp = 2;
+      l.sp = sp;
+      check_layout(load_model(model), cp_run(), l, 3, tp_tolerance());
+      EXPECT_GT(check_step_gradients(load_model(model), cp_run(), l, 1e-5, 1e-4), 0);
+    }
 }
 
 // Selective and full recompute re-run the ring's forward in the backward (the
