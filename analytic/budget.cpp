@@ -72,8 +72,8 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
       n = dp_reduce_staging_bytes(units, l.zero, grad_ranks, dp_bucket_elems(r.bucket_mb, g), r.overlap_grad_reduce);
     } else {
       int64_t largest_shard = 0;
-      for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), l.dp));
-      n = checked_product({g, l.dp, largest_shard}, "comm staging bytes");
+      for (const auto& u : units) largest_shard = std::max(largest_shard, ceil_div(u.elems(), grad_ranks));
+      n = checked_product({g, grad_ranks, largest_shard}, "comm staging bytes");
       if (m.tied_embeddings && l.pp == 1)
         n = checked_add(n, checked_product({g, padded_vocab(m, l.tp) / l.tp, m.hidden}, "comm staging bytes"),
                         "comm staging bytes");

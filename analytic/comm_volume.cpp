@@ -193,7 +193,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // One all-reduce per tensor: once per step on the accumulated gradient
     // under ZeRO 0/1 (or n = 1); every microbatch, on the unit's staging
     // gradient before its reduce-scatter, under ZeRO 2/3 with n > 1.
-    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const int64_t h_bytes = m.hidden * g;
     // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ
     tally.add("all_reduce", "tp", times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
@@ -208,7 +208,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // per KV head — k·2·d·(h + 1 if qkv_bias) elements of g — the rank's slot
     // filled, the rest zero. With or without SP; when, as for the
     // sequence-partial gradients.
-    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const bool bias = m.is_gpt() || m.qkv_bias;
     const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
     tally.add("all_reduce", "tp", times * layers, m.kv_heads * slot * g);

@@ -23,10 +23,10 @@ OffloadTraffic offload_traffic(const ModelConfig& m, const Layout& l, const RunC
   if (!r.offload_optimizer) return t;
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
-  const int64_t dp_rank = l.coords(rank).dp;
+  const int64_t dp_rank = l.dp_cp_rank(l.coords(rank));  // the shard's place among dp·cp
   int64_t valid_sum = 0;
   for (const auto& u : rank_param_units(m, l, rank)) {
-    const int64_t p = u.elems(), s = ceil_div(p, l.dp);
+    const int64_t p = u.elems(), s = ceil_div(p, l.dp_cp());
     const int64_t valid = std::clamp<int64_t>(p - dp_rank * s, 0, s);
     if (valid == 0) continue;
     ++t.copies;

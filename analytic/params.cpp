@@ -209,7 +209,7 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
 }
 
 bool unit_reduced_after_schedule(const ModelConfig& m, const Layout& l, const ParamUnit& u) {
-  return m.tied_embeddings && l.pp > 1 && l.zero >= 2 && l.dp > 1 && (u.name == "embedding" || u.name == "head");
+  return m.tied_embeddings && l.pp > 1 && l.zero >= 2 && l.dp_cp() > 1 && (u.name == "embedding" || u.name == "head");
 }
 
 int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {
@@ -222,7 +222,7 @@ int64_t rank_shard_params(const ModelConfig& m, const Layout& l, int64_t rank) {
   // Each unit is padded to a multiple of n and split evenly: ⌈P_u / n⌉ per rank.
   int64_t n = 0;
   for (const auto& u : rank_param_units(m, l, rank))
-    n = checked_add(n, ceil_div(u.elems(), l.dp), "parameter shard of a rank");
+    n = checked_add(n, ceil_div(u.elems(), l.dp_cp()), "parameter shard of a rank");
   return n;
 }
 

@@ -174,10 +174,9 @@ void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConf
     throw LayoutError("--cp " + s(l.cp) + " is built for dense models only (" + m.name + " is MoE)");
   // The ring merges each visiting block's partial output by its log-sum-exp:
   // a flash core (TransformerEngine's context parallelism runs flash or fused
-  // attention only). ZeRO would shard over dp·cp ranks: not built.
+  // attention only). ZeRO shards over the dp·cp ranks (Layout::dp_cp).
   if (r.attention != AttentionKind::kFlash)
     throw LayoutError("--cp " + s(l.cp) + " needs --attention flash (ring attention merges flash blocks)");
-  if (l.zero != 0) throw LayoutError("--cp " + s(l.cp) + " is built with --zero 0 only, got --zero " + s(l.zero));
 }
 }  // namespace
 

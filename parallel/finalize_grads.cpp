@@ -26,8 +26,8 @@ FinalizeGrads::FinalizeGrads(Device& dev, const RankContext& ctx, const ModelCon
       full_grad_(std::move(full_grad)),
       kv_replicas_(ctx.layout.tp > model.kv_heads ? ctx.layout.tp / model.kv_heads : 1) {
   const ParamLayout& pl = params.layout();
-  const int64_t n = reduced_to_shard() ? ctx.layout.dp : 1;
-  const int64_t rank = reduced_to_shard() ? ctx.coords.dp : 0;
+  const int64_t n = reduced_to_shard() ? ctx.layout.dp_cp() : 1;
+  const int64_t rank = reduced_to_shard() ? ctx.layout.dp_cp_rank(ctx.coords) : 0;
   for (size_t u = 0; u < pl.units.size(); ++u) {
     grad_shards_.push_back(unit_shard(pl.units[u].elems, n, rank));
     for (const TensorSlot& t : pl.units[u].tensors)

@@ -407,9 +407,14 @@ TEST(ValidateLayout, ContextParallelErrors) {
   flash.attention = AttentionKind::kFlash;
   EXPECT_NO_THROW(validate_layout(make_cp(2, 4), l3, flash));
   expect_layout_error(make_cp(2, 4), l3, run(8192), {"--cp 4 needs --attention flash"});
-  Layout zero = make_cp(2, 4);
-  zero.zero = 1;
-  expect_layout_error(zero, l3, flash, {"--cp 4", "--zero 0 only", "--zero 1"});
+  // ZeRO shards over the dp·cp ranks
+  for (int z : {1, 2, 3}) {
+    Layout zero = make_cp(2, 4);
+    zero.zero = z;
+    EXPECT_NO_THROW(validate_layout(zero, l3, flash));
+    EXPECT_EQ(zero.dp_cp(), 8);
+    EXPECT_EQ(zero.dp_cp_rank(zero.coords(6)), 6);  // tp 1: rank = cp + 4·dp, its place in dp_cp_group
+  }
   expect_layout_error(make_cp(1, 0), l3, run(), {"--cp must be >= 1", "0"});
   // refused before it enters the world's product (which would overflow)
   expect_layout_error(make_cp(4, -(int64_t{1} << 62)), l3, run(), {"--cp must be >= 1"});

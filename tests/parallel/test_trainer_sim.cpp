@@ -224,6 +224,7 @@ std::vector<SimPoint> sim_points() {
     const char* tag;
     int64_t tp = 1;
     bool sp = false;
+    int zero = 0;
   };
   std::vector<CpPipe> cp_pipes = {
       CpPipe{1, 2, 1, 2, 2, 4, Schedule::k1F1B, Recompute::kNone, ""},
@@ -242,11 +243,20 @@ std::vector<SimPoint> sim_points() {
       CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kFull, "_full", 4, true},
       CpPipe{2, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 4, false},
       CpPipe{1, 2, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, true},
-      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, "", 2, true}};
+      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      // ZeRO 1-3 over the dp·cp ranks (tiny models' units pad to the shards)
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "_zero1", 1, false, 1},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "_zero1", 1, false, 1},
+      CpPipe{1, 1, 1, 2, 2, 3, Schedule::k1F1B, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::kGPipe, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{1, 1, 1, 2, 2, 3, Schedule::k1F1B, Recompute::kNone, "_zero3", 1, false, 3},
+      CpPipe{2, 1, 1, 4, 3, 2, Schedule::kGPipe, Recompute::kFull, "_zero3", 1, false, 3},
+      CpPipe{1, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{2, 2, 2, 2, 4, 2, Schedule::k1F1B, Recompute::kNone, "_zero3", 2, true, 3}};
   for (const char* model : {"tiny-llama", "tiny-gpt"})
     for (DType dt : {DType::kBF16, DType::kFP32})
       for (const CpPipe& c : cp_pipes) {
-        Layout l = lay(c.dp, c.pp, 0);
+        Layout l = lay(c.dp, c.pp, c.zero);
         l.cp = c.cp;
         l.vpp = c.vpp;
         l.tp = c.tp;

@@ -123,7 +123,7 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
     }
   }
   const ParamLayout layout = make_param_layout(m, l, l.coords(rank));
-  if (l.zero == 3 && l.dp > 1) {
+  if (l.zero == 3 && l.dp_cp() > 1) {
     // ZeRO 3: the rank holds each unit's shard; compare it with the matching
     // slice of the reference (unit element → tensor, row, column → full index)
     const std::vector<float> flat = rig.trainer->parameters_fp32();
@@ -131,7 +131,7 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
     size_t bad = 0;
     double worst = 0;
     for (const UnitLayout& u : layout.units) {
-      const UnitShard sh = unit_shard(u.elems, l.dp, l.coords(rank).dp);
+      const UnitShard sh = unit_shard(u.elems, l.dp_cp(), l.dp_cp_rank(l.coords(rank)));
       for (int64_t x = sh.begin; x < sh.begin + sh.valid; ++x, ++pos) {
         const TensorSlot* t = nullptr;
         for (const auto& cand : u.tensors)
@@ -222,11 +222,11 @@ inline int64_t check_step_gradients(const ModelConfig& m, RunConfig r, const Lay
   const int64_t rank = rig.groups.rank;
   const std::vector<float> got = rig.trainer->gradients_fp32();
   const ParamLayout layout = make_param_layout(m, l, l.coords(rank));
-  const bool sharded = l.zero >= 2 && l.dp > 1;
+  const bool sharded = l.zero >= 2 && l.dp_cp() > 1;
   size_t pos = 0;
   int64_t bad = 0;
   for (const UnitLayout& u : layout.units) {
-    const UnitShard sh = unit_shard(u.elems, sharded ? l.dp : 1, sharded ? l.coords(rank).dp : 0);
+    const UnitShard sh = unit_shard(u.elems, sharded ? l.dp_cp() : 1, sharded ? l.dp_cp_rank(l.coords(rank)) : 0);
     for (int64_t x = sh.begin; x < sh.begin + sh.valid; ++x, ++pos) {
       const TensorSlot* t = nullptr;
       for (const auto& cand : u.tensors)

@@ -115,6 +115,27 @@ TEST(ContextParallel, RingBesideTensorParallelism) {
     }
 }
 
+// ZeRO 1, 2 and 3 over the data-parallel group with cp (Megatron's
+// distributed optimizer shards over data_parallel_group_with_cp): np 2 cp 2
+// (dp 1: the shards are the ring's two ranks), np 4 cp 2 × dp 2 (4 shards).
+// The weights (under ZeRO 3 each rank's shard) and, under ZeRO 2 and 3, every
+// gradient shard of the first step against one rank's.
+TEST(ContextParallel, ZeroShardsOverDpTimesCp) {
+  for (int z : {1, 2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(z));
+    Layout l = cp_layout(2);
+    l.zero = z;
+    for (const char* model : {"tiny-llama", "tiny-gpt"}) {
+      check_layout(load_model(model), cp_run(), l, 3, tp_tolerance());
+      // ZeRO 2/3 hold the reduced gradient shards (ZeRO 1 reduce-scatters into
+      // the optimizer's staging: its gradient buffer is not the sum)
+      if (z >= 2) {
+        EXPECT_GT(check_step_gradients(load_model(model), cp_run(), l, 1e-5, 1e-4), 0);
+      }
+    }
+  }
+}
+
 // Selective and full recompute re-run the ring's forward in the backward (the
 // budget counts the ring twice): the same model, and the meta simulation's counts.
 TEST(ContextParallel, RecomputeRunsTheRingAgain) {
