@@ -53,7 +53,7 @@ int64_t expert_parallel_staging_bytes(const std::vector<ParamUnit>& units, const
 //   ZeRO-2/3 with tied embeddings, n > 1, p = 1: the head's word-embedding
 //     gradient, g · V'/t · h, held from the head's backward to the
 //     embedding's (the staging buffer then holds another unit's gradient);
-//   PP buffers (p > 1), e·b·s_l·h each: first stage send-activation +
+//   PP buffers (p > 1), e·b·s_l·h each (s_l = s/cp, /t under sp): first stage send-activation +
 //     recv-gradient, last stage recv-activation + send-gradient, middle all
 //     four; with vpp > 1 every stage all four;
 //   CP ring buffers (cp > 1), B_kv = 2·b·(s/cp)·k·d·e each: two K/V blocks
@@ -86,8 +86,7 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
     }
   }
   if (l.pp > 1) {
-    const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-    const int64_t msg = checked_product({e, r.mbs, s_l, m.hidden}, "pipeline message bytes");
+    const int64_t msg = pipeline_message_bytes(m, l, r);  // s/cp tokens (/t under sp)
     const int64_t stage = l.coords(rank).pp;
     const bool first = stage == 0, last = stage == l.pp - 1;
     // interleaved (vpp > 1): every rank sends and receives both ways (the ring

@@ -25,6 +25,7 @@
 #include "analytic/moe.h"
 #include "analytic/offload.h"
 #include "analytic/params.h"
+#include "analytic/pipeline.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
 
@@ -155,7 +156,9 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
              int64_t layers, int64_t e, int64_t g) {
   if (l.tp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t act = checked_product({r.mbs, r.seq, m.hidden, e}, "TP message bytes");  // b·s·h·e: the full activation
+  // b·s·h·e: the full activation of the rank's tokens (s/cp under context parallelism)
+  const int64_t s_r = r.seq / l.cp;
+  const int64_t act = checked_product({r.mbs, s_r, m.hidden, e}, "TP message bytes");
   const bool full = r.recompute == Recompute::kFull;
   // Layers. No SP: forward all-reduces the outputs of attention-out and MLP-out
   // (row-parallel); backward all-reduces the input gradients of QKV and MLP-in
@@ -196,7 +199,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // Vocab-parallel cross-entropy (Megatron): all-reduces of the row max, the
     // target logit and the sum of exponentials, b·s fp32 values each; the
     // backward is local.
-    tally.add("all_reduce", "tp", 3 * mb, 4 * r.mbs * r.seq);
+    tally.add("all_reduce", "tp", 3 * mb, checked_product({4, r.mbs, s_r}, "TP message bytes"));
   }
   if (l.sp) {
     // Sequence-partial gradients. Tensors replicated over TP whose gradient,
@@ -208,7 +211,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // One all-reduce per tensor: once per step on the accumulated gradient
     // under ZeRO 0/1 (or n = 1); every microbatch, on the unit's staging
     // gradient before its reduce-scatter, under ZeRO 2/3 with n > 1.
-    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const int64_t h_bytes = m.hidden * g;
     // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ
     tally.add("all_reduce", "tp", times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
@@ -223,7 +226,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // per KV head — k·2·d·(h + 1 if qkv_bias) elements of g — the rank's slot
     // filled, the rest zero. With or without SP; when, as for the
     // sequence-partial gradients.
-    const int64_t times = (l.zero >= 2 && l.dp > 1) ? mb : 1;
+    const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const bool bias = m.is_gpt() || m.qkv_bias;
     const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
     tally.add("all_reduce", "tp", times * layers, m.kv_heads * slot * g);
@@ -231,12 +234,10 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
 }
 
 // ---- PP (p > 1): point-to-point between neighbouring stages ----
-void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last,
-             int64_t e) {
+void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfig& r, bool first, bool last) {
   if (l.pp < 2) return;
   const int64_t mb = r.microbatches;
-  const int64_t s_l = l.sp ? r.seq / l.tp : r.seq;
-  const int64_t msg = checked_product({r.mbs, s_l, m.hidden, e}, "pipeline message bytes");  // b·s_l·h·e
+  const int64_t msg = pipeline_message_bytes(m, l, r);  // b·s_l·h·e, s_l = s/cp (/t under sp)
   // Per microbatch and model chunk: toward the next virtual stage send the
   // activation, receive its gradient; toward the previous one receive the
   // activation, send the gradient — every chunk but the very last (the head's:
@@ -294,7 +295,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
 
   dp_comm(tally, m, units, l, r, e, g);
   tp_comm(tally, m, l, r, first, last, layers_on_stage(m, l, c.pp), e, g);
-  pp_comm(tally, m, l, r, first, last, e);
+  pp_comm(tally, m, l, r, first, last);
   cp_comm(tally, m, l, r, layers_on_stage(m, l, c.pp), e);
 
   // --offload optimizer: per unit, the gradient shard device→host and the

@@ -144,6 +144,7 @@ double zero_paper_bytes(double psi, int zero_stage, int64_t nd, double k) {
 
 AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
   const auto units = rank_param_units(m, l, rank);
+  const int64_t n = l.dp_cp();  // ZeRO's ranks: the data-parallel group with cp
   int64_t p_r = 0, s_r = 0;
   for (const auto& u : units) {
     p_r = checked_add(p_r, u.elems(), "parameters of a rank");
@@ -159,7 +160,7 @@ AccountBytes model_state_bytes(const ModelConfig& m, const Layout& l, const RunC
   // With n = 1 a ZeRO 3 shard is the whole unit: there is no other rank to
   // gather from, so no unit is gathered and the weights are e·S_r = e·P_r.
   const int64_t gathered =
-      z >= 3 && l.dp > 1 ? zero3_gathered_peak_bytes(units, l, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
+      z >= 3 && n > 1 ? zero3_gathered_peak_bytes(units, l, e, r.prefetch, m.tied_embeddings && l.pp == 1) : 0;
   b[Account::kWeights] = z >= 3 ? checked_add(checked_mul(e, s_r, "weight bytes"), gathered, "weight bytes")
                                 : checked_mul(e, p_r, "weight bytes");
   b[Account::kGrads] = checked_mul(g, z >= 2 ? s_r : p_r, "gradient bytes");
@@ -186,7 +187,8 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
   int64_t p_r = 0;
   for (const auto& u : units) p_r += u.elems();
   const double psi = static_cast<double>(p_r);  // the rank's params before DP sharding
-  const double n = static_cast<double>(l.dp);
+  const int64_t nd = l.dp_cp();                 // Nd: the ranks ZeRO shards over (dp·cp with context parallelism)
+  const double n = static_cast<double>(nd);
   std::vector<Published> out;
 
   // The paper's K: Adam's 12 (fp32 master, m, v); for another optimizer the
@@ -197,16 +199,16 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
   const std::string k_text =
       adam ? "K = 12"
            : "K = " + std::to_string(k) + " (fp32 master + " + std::string(optimizer_name(r.optimizer)) + " state)";
-  out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, l.dp, static_cast<double>(k)),
+  out.push_back({"mixed_precision_16psi", zero_paper_bytes(psi, 0, nd, static_cast<double>(k)),
                  std::string("Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision ") + (adam ? "Adam" : "training") +
                      " holds 2Ψ + 2Ψ + KΨ, " + k_text + "; Ψ = this rank's parameters (" + std::to_string(p_r) + ")"});
   static const char* kRow[] = {"", "zero1", "zero2", "zero3"};
   static const char* kAdamForm[] = {"", "4Ψ + 12Ψ/Nd", "2Ψ + 14Ψ/Nd", "16Ψ/Nd"};
   static const char* kForm[] = {"", "4Ψ + KΨ/Nd", "2Ψ + (2 + K)Ψ/Nd", "(4 + K)Ψ/Nd"};
   if (l.zero >= 1 && l.zero <= 3) {
-    out.push_back({kRow[l.zero], zero_paper_bytes(psi, l.zero, l.dp, static_cast<double>(k)),
+    out.push_back({kRow[l.zero], zero_paper_bytes(psi, l.zero, nd, static_cast<double>(k)),
                    std::string("Rajbhandari et al. 2020 (ZeRO), §5 / Figure 1: ") + (adam ? kAdamForm : kForm)[l.zero] +
-                       ", " + k_text + ", Nd = dp = " + std::to_string(l.dp)});
+                       ", " + k_text + (l.cp > 1 ? ", Nd = dp·cp = " : ", Nd = dp = ") + std::to_string(nd)});
   }
   // Megatron-LM's and DeepSpeed's figures below count Adam's states: given for AdamW only.
   if (!adam) return out;
@@ -255,7 +257,7 @@ std::vector<Published> published_model_states(const ModelConfig& m, const Layout
                        std::to_string(largest_module_elems(units)) +
                        " (defaults cpu_offload=cpu_offload_params=True give 4·largest_layer)"});
   }
-  if (r.offload_optimizer) published_offload_rows(out, units, psi, l.dp, l.zero);
+  if (r.offload_optimizer) published_offload_rows(out, units, psi, nd, l.zero);
   return out;
 }
 

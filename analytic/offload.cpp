@@ -23,7 +23,8 @@ OffloadTraffic offload_traffic(const ModelConfig& m, const Layout& l, const RunC
   if (!r.offload_optimizer) return t;
   const int64_t e = dtype_bytes(r.dtype);
   const int64_t g = r.dtype == DType::kFP32 ? 4 : dtype_bytes(r.grad_dtype);
-  const int64_t dp_rank = l.coords(rank).dp;
+  const Coords c = l.coords(rank);
+  const int64_t dp_rank = c.dp, dp_cp_rank = l.dp_cp_rank(c);  // the dense shard's place among dp·cp
   // The shard's elements inside a part of p elements over n ranks, for the part's rank r.
   auto valid_of = [](int64_t p, int64_t n, int64_t r) {
     const int64_t s = ceil_div(p, n);
@@ -31,10 +32,11 @@ OffloadTraffic offload_traffic(const ModelConfig& m, const Layout& l, const RunC
   };
   int64_t valid_sum = 0;
   for (const auto& u : rank_param_units(m, l, rank)) {
-    // the dense part over dp; under ep > 1 the experts over the dp/ep ranks
+    // the dense part over dp·cp; under ep > 1 the experts over the dp/ep ranks
     // holding them, where this rank is the (dp_rank / ep)-th (ParamUnit::shard_elems)
     const int64_t x = u.expert_sharded_elems();
-    const int64_t valid = valid_of(u.elems() - x, l.dp, dp_rank) + valid_of(x, l.dp / l.ep, dp_rank / l.ep);
+    const int64_t valid =
+        valid_of(u.elems() - x, l.dp_cp(), dp_cp_rank) + valid_of(x, l.dp / l.ep, dp_rank / l.ep);
     if (valid == 0) continue;
     ++t.copies;
     valid_sum = checked_add(valid_sum, valid, "offloaded elements");

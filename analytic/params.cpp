@@ -102,14 +102,16 @@ int64_t ParamUnit::expert_sharded_elems() const {
   return n;
 }
 
+// The dense part over the data-parallel group with cp (dp·cp ranks; cp is 1
+// for a MoE model, core/layout.cpp), the experts over dp/ep.
 int64_t ParamUnit::shard_elems(const Layout& l) const {
-  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep;
-  return checked_add(ceil_div(elems() - x, l.dp), ceil_div(x, edp), "parameter shard of a unit");
+  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep, n = l.dp_cp();
+  return checked_add(ceil_div(elems() - x, n), ceil_div(x, edp), "parameter shard of a unit");
 }
 
 int64_t ParamUnit::padded_elems(const Layout& l) const {
-  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep;
-  return checked_add(checked_mul(l.dp, ceil_div(elems() - x, l.dp), "padded unit"),
+  const int64_t x = expert_sharded_elems(), edp = l.dp / l.ep, n = l.dp_cp();
+  return checked_add(checked_mul(n, ceil_div(elems() - x, n), "padded unit"),
                      checked_mul(edp, ceil_div(x, edp), "padded unit"), "padded unit");
 }
 
@@ -220,7 +222,7 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
 }
 
 bool unit_reduced_after_schedule(const ModelConfig& m, const Layout& l, const ParamUnit& u) {
-  return m.tied_embeddings && l.pp > 1 && l.zero >= 2 && l.dp > 1 && (u.name == "embedding" || u.name == "head");
+  return m.tied_embeddings && l.pp > 1 && l.zero >= 2 && l.dp_cp() > 1 && (u.name == "embedding" || u.name == "head");
 }
 
 int64_t rank_params(const ModelConfig& m, const Layout& l, int64_t rank) {

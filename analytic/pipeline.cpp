@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/checked_math.h"
+
 namespace gpuledger::analytic {
 
 int64_t microbatches_in_flight(Schedule s, int64_t pp, int64_t stage, int64_t m) {
@@ -77,6 +79,15 @@ double bubble_over_ideal(int64_t pp, int64_t m, int64_t vpp) {
   // backward of a chunk takes 1/v of a stage's time, so the bubble shrinks to
   // (p − 1)/(v·m) of the ideal time.
   return static_cast<double>(pp - 1) / static_cast<double>(vpp * m);
+}
+
+int64_t pipeline_message_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  // Megatron's p2p tensor shape (get_tensor_shapes, megatron/core/pipeline_parallel/schedules.py at
+  // d98e8a64ddf34856e74b24714e3bedb2f5a39553): seq_length / context_parallel_size, and / tp under
+  // sequence parallelism, × micro_batch_size × hidden_size.
+  const int64_t s_r = r.seq / l.cp;
+  const int64_t s_l = l.sp ? s_r / l.tp : s_r;
+  return checked_product({dtype_bytes(r.dtype), r.mbs, s_l, m.hidden}, "pipeline message bytes");
 }
 
 }  // namespace gpuledger::analytic

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/layout.h"
+#include "core/model_config.h"
 #include "core/run_config.h"
 
 namespace gpuledger::analytic {
@@ -27,5 +29,10 @@ int64_t chunk_microbatches_in_flight(int64_t pp, int64_t stage, int64_t m, int64
 int64_t chunk_live_at_peak(int64_t pp, int64_t stage, int64_t m, int64_t vpp, int64_t chunk);
 // Bubble time over ideal time, (p − 1) / (vpp·m) (vpp = 1: (p − 1) / m).
 double bubble_over_ideal(int64_t pp, int64_t m, int64_t vpp);
+
+// One point-to-point message between stages: the residual stream of one
+// microbatch as the rank holds it, e·b·s_r·h with s_r = s/cp (the rank's
+// tokens under context parallelism), divided by t under --sp.
+int64_t pipeline_message_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r);
 
 }  // namespace gpuledger::analytic

@@ -55,6 +55,18 @@ CommHandle Comm::reduce_scatter_start(void* out, const void* in, int64_t n, DTyp
   return std::make_unique<CompletedRequest>();
 }
 
+CommHandle Comm::send_recv_start(const void* send_buf, int64_t n_send, int64_t to, void* recv_buf, int64_t n_recv,
+                                 int64_t from, DType t) {
+  if (rank() % 2 == 0) {
+    send(send_buf, n_send, t, to);
+    recv(recv_buf, n_recv, t, from);
+  } else {
+    recv(recv_buf, n_recv, t, from);
+    send(send_buf, n_send, t, to);
+  }
+  return std::make_unique<CompletedRequest>();
+}
+
 namespace {
 
 class SelfComm final : public Comm {

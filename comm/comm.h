@@ -103,6 +103,19 @@ class Comm {
   virtual CommHandle all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum);
   virtual CommHandle all_gather_start(void* out, const void* in, int64_t n, DType t);
   virtual CommHandle reduce_scatter_start(void* out, const void* in, int64_t n, DType t);
+  // Nonblocking point-to-point: a send of n_send elements of `send` to group
+  // rank `to` and a receive of n_recv elements into `recv` from `from`,
+  // started together (MPI_Isend + MPI_Irecv; ncclSend + ncclRecv in one NCCL
+  // group on the comm stream) — TransformerEngine's ring attention posts its
+  // K/V exchange so (batch_isend_irecv in AttnFuncWithCPAndKVP2P), so that the
+  // transfer runs while the current block computes. The buffers must not
+  // overlap, and must not be touched until the request completes. Booked once
+  // complete as one send and one recv (comm_bytes.h), the exposed seconds
+  // split between the two. The default runs the blocking send and recv inside
+  // the start — even group ranks send first, odd ones receive first, so a
+  // ring of these pairs never waits in a cycle — and returns a completed request.
+  virtual CommHandle send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv,
+                                     int64_t from, DType t);
   // Whether a started collective progresses while the caller computes (NCCL
   // on its own stream: yes; MPI: only inside MPI calls, i.e. test(); the
   // default: no, it ran inside start).

@@ -282,6 +282,90 @@ CommHandle MpiComm::reduce_scatter_start(void* out, const void* in, int64_t n, D
   return req;
 }
 
+// A started send/recv pair: MPI_Waitall / MPI_Testall over its two requests;
+// at completion the received count is checked and a send and a recv booked,
+// each with half the exposed seconds.
+class MpiPairRequest final : public CommRequest {
+ public:
+  MpiPairRequest(MpiComm& comm, int64_t send_bytes, int64_t recv_bytes, int recv_count, MPI_Datatype type,
+                 std::string what)
+      : comm_(comm),
+        send_bytes_(send_bytes),
+        recv_bytes_(recv_bytes),
+        recv_count_(recv_count),
+        type_(type),
+        what_(std::move(what)) {}
+  ~MpiPairRequest() override {
+    if (done_) return;
+    try {
+      wait();
+    } catch (...) {
+      // A destructor must not throw; the error was in a request nobody waited for.
+    }
+  }
+  MPI_Request* handles() { return requests_; }
+  void add_seconds(double s) { seconds_ += s; }
+
+  void wait() override {
+    if (done_) return;
+    const auto t0 = Clock::now();
+    MPI_Status status[2];
+    MPI_CHECK(MPI_Waitall(2, requests_, status), "waiting for " + what_);
+    complete(status[1], seconds_since(t0));
+  }
+  bool test() override {
+    if (done_) return true;
+    const auto t0 = Clock::now();
+    int flag = 0;
+    MPI_Status status[2];
+    MPI_CHECK(MPI_Testall(2, requests_, &flag, status), "testing " + what_);
+    if (flag != 0)
+      complete(status[1], seconds_since(t0));
+    else
+      seconds_ += seconds_since(t0);
+    return done_;
+  }
+
+ private:
+  void complete(const MPI_Status& recv_status, double wait_seconds) {
+    done_ = true;
+    int got = 0;
+    MPI_CHECK(MPI_Get_count(&recv_status, type_, &got), "counting the message received by " + what_);
+    if (got != recv_count_)
+      throw std::runtime_error(what_ + ": expected " + std::to_string(recv_count_) + " elements, got " +
+                               std::to_string(got));
+    const double half = (seconds_ + wait_seconds) / 2;
+    comm_.book_completed(CommKind::kSend, send_bytes_, half);
+    comm_.book_completed(CommKind::kRecv, recv_bytes_, half);
+  }
+
+  MpiComm& comm_;
+  int64_t send_bytes_, recv_bytes_;
+  int recv_count_;
+  MPI_Datatype type_;
+  std::string what_;
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  double seconds_ = 0;
+  bool done_ = false;
+};
+
+CommHandle MpiComm::send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv,
+                                    int64_t from, DType t) {
+  const auto t0 = Clock::now();
+  const int send_count = mpi_count(n_send, group(), "send");
+  const int recv_count = mpi_count(n_recv, group(), "recv");
+  const std::string what = describe("sending (nonblocking)", n_send, t, group()) + " to peer " + std::to_string(to) +
+                           " and receiving " + std::to_string(n_recv) + " from peer " + std::to_string(from);
+  auto req = std::make_unique<MpiPairRequest>(*this, comm_call_bytes(CommKind::kSend, n_send, t, size_),
+                                              comm_call_bytes(CommKind::kRecv, n_recv, t, size_), recv_count,
+                                              move_type(t), what);
+  // The receive first: its buffer is ready before the peer's message can arrive.
+  MPI_CHECK(MPI_Irecv(recv, recv_count, move_type(t), static_cast<int>(from), kTag, comm_, &req->handles()[1]), what);
+  MPI_CHECK(MPI_Isend(send, send_count, move_type(t), static_cast<int>(to), kTag, comm_, &req->handles()[0]), what);
+  req->add_seconds(seconds_since(t0));
+  return req;
+}
+
 void MpiComm::barrier() { MPI_CHECK(MPI_Barrier(comm_), "in a barrier over '" + group() + "'"); }
 
 std::unique_ptr<MpiComm> split_world_comm(std::string group, CommCounters& counters,

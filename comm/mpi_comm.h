@@ -64,6 +64,10 @@ class MpiComm final : public Comm {
   CommHandle all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum) override;
   CommHandle all_gather_start(void* out, const void* in, int64_t n, DType t) override;
   CommHandle reduce_scatter_start(void* out, const void* in, int64_t n, DType t) override;
+  // MPI_Isend + MPI_Irecv on the point-to-point tag; the received count is
+  // checked at completion, as recv checks it.
+  CommHandle send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv, int64_t from,
+                             DType t) override;
   bool overlaps_compute() const override { return true; }
 
   static constexpr int kTag = 4242;
@@ -73,6 +77,7 @@ class MpiComm final : public Comm {
   int64_t size_ = 0, rank_ = 0;
   std::vector<float> stage_in_, stage_out_;  // fp32 staging of 16-bit reductions, reused
   friend class MpiRequest;
+  friend class MpiPairRequest;
   void book_completed(CommKind kind, int64_t bytes, double seconds) { book(kind, bytes, seconds); }
 };
 

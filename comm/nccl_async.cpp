@@ -72,12 +72,18 @@ class NcclRequest final : public CommRequest {
     finished_ = true;
     --comm_.in_flight_;
     scratch_.reset();  // stream-ordered after the wait above
-    comm_.book_call(kind_, bytes_, seconds_ + seconds);
+    if (recv_bytes_ < 0) {
+      comm_.book_call(kind_, bytes_, seconds_ + seconds);
+      return;
+    }
+    comm_.book_call(CommKind::kSend, bytes_, (seconds_ + seconds) / 2);  // a send/recv pair: half each
+    comm_.book_call(CommKind::kRecv, recv_bytes_, (seconds_ + seconds) / 2);
   }
 
   NcclComm& comm_;
   CommKind kind_;
   int64_t bytes_;
+  int64_t recv_bytes_ = -1;
   std::string what_;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   Buffer scratch_;
@@ -89,6 +95,7 @@ class NcclRequest final : public CommRequest {
 CommHandle NcclComm::run_started(const Call& call) {
   const auto t0 = Clock::now();
   auto req = std::make_unique<NcclRequest>(*this, call.kind, call.bytes, call.what);
+  req->recv_bytes_ = call.recv_bytes;
   if (call.scratch_bytes > 0) req->scratch_ = device_.alloc(call.scratch_bytes, Account::kWorkspace, "nccl.staging");
   if (device_stream_ != nullptr) {
     // The comm stream starts once the device stream has produced the input.

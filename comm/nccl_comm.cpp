@@ -240,6 +240,27 @@ void NcclComm::recv(void* buf, int64_t n, DType t, int64_t peer) {
   run_blocking(c);
 }
 
+// Started on the comm stream (run_started, nccl_async.cpp): the device
+// stream's work before it (the send buffer's producer) first.
+CommHandle NcclComm::send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv,
+                                     int64_t from, DType t) {
+  const size_t send_count = nccl_count(n_send, group(), "send");
+  const size_t recv_count = nccl_count(n_recv, group(), "recv");
+  check_peer(to, size(), group(), "send");
+  check_peer(from, size(), group(), "recv");
+  Call c{CommKind::kSend, comm_call_bytes(CommKind::kSend, n_send, t, size()),
+         describe("sending (started)", n_send, t, group()) + " to peer " + std::to_string(to) + " and receiving " +
+             std::to_string(n_recv) + " from peer " + std::to_string(from)};
+  c.recv_bytes = comm_call_bytes(CommKind::kRecv, n_recv, t, size());
+  c.body = [this, send, send_count, to, recv, recv_count, from, t, what = c.what](cudaStream_t s, void*) {
+    NCCL_CHECK(ncclGroupStart(), "opening the group of " + what);
+    if (send_count > 0) NCCL_CHECK(ncclSend(send, send_count, nccl_dtype(t), static_cast<int>(to), comm_, s), what);
+    if (recv_count > 0) NCCL_CHECK(ncclRecv(recv, recv_count, nccl_dtype(t), static_cast<int>(from), comm_, s), what);
+    NCCL_CHECK(ncclGroupEnd(), "closing the group of " + what);
+  };
+  return run_started(c);
+}
+
 // A host barrier (see the header): this rank's GPU work first, then MPI.
 void NcclComm::barrier() {
   if (device_stream_)

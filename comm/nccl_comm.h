@@ -96,6 +96,10 @@ class NcclComm final : public Comm {
   CommHandle all_reduce_start(void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::kSum) override;
   CommHandle all_gather_start(void* out, const void* in, int64_t n, DType t) override;
   CommHandle reduce_scatter_start(void* out, const void* in, int64_t n, DType t) override;
+  // ncclSend and ncclRecv inside one ncclGroupStart/End on the comm stream
+  // (a ring of separate blocking sends would wait in a cycle on the GPU).
+  CommHandle send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv, int64_t from,
+                             DType t) override;
   bool overlaps_compute() const override { return true; }
 
  private:
@@ -110,6 +114,7 @@ class NcclComm final : public Comm {
     int64_t bytes;
     std::string what;
     int64_t scratch_bytes = 0;
+    int64_t recv_bytes = -1;  // >= 0: a send/recv pair, booked as a send of `bytes` and a recv of these
     std::function<void(cudaStream_t, void* scratch)> body;
   };
   Call all_reduce_call(void* buf, int64_t n, DType t, ReduceOp op);

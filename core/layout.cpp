@@ -160,23 +160,22 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
 
 // Context parallelism: the 2·cp load-balanced chunks must divide the sequence
 // (Megatron asserts seq % (2·cp) == 0 in get_batch_on_this_cp_rank). Our own
-// limit: cp > 1 is built for tp = pp = 1 and dense models only.
+// limit: cp > 1 is built for dense models only. Pipeline stages (and virtual
+// stages) each run the ring over their own cp group; tensor-parallel ranks
+// each run it on their K/V heads (the cp group holds tp), and sequence
+// parallelism shards the rank's s/cp tokens (checked in validate_layout).
 void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConfig& r) {
   if (l.cp == 1) return;
   if (r.seq % (2 * l.cp) != 0)
     throw LayoutError("--cp " + s(l.cp) + ": 2·cp = " + s(2 * l.cp) + " does not divide --seq " + s(r.seq) +
                       " (the sequence is cut into 2·cp equal chunks for causal load balancing)");
-  if (l.tp > 1 || l.pp > 1)
-    throw LayoutError("--cp " + s(l.cp) + " is built with --tp 1 --pp 1 only, got --tp " + s(l.tp) + " --pp " +
-                      s(l.pp));
   if (m.num_experts > 0)
     throw LayoutError("--cp " + s(l.cp) + " is built for dense models only (" + m.name + " is MoE)");
   // The ring merges each visiting block's partial output by its log-sum-exp:
   // a flash core (TransformerEngine's context parallelism runs flash or fused
-  // attention only). ZeRO would shard over dp·cp ranks: not built.
+  // attention only). ZeRO shards over the dp·cp ranks (Layout::dp_cp).
   if (r.attention != AttentionKind::kFlash)
     throw LayoutError("--cp " + s(l.cp) + " needs --attention flash (ring attention merges flash blocks)");
-  if (l.zero != 0) throw LayoutError("--cp " + s(l.cp) + " is built with --zero 0 only, got --zero " + s(l.zero));
 }
 }  // namespace
 
@@ -226,9 +225,14 @@ void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r) 
   check_virtual_stages(l, m, r);
   check_expert_parallel(l, m);
   check_context_parallel(l, m, r);
-  // Sequence parallelism shards the sequence over the TP group.
-  if (l.sp && l.tp > 1 && r.seq % l.tp != 0)
+  // Sequence parallelism shards the sequence over the TP group: the rank's
+  // s/cp tokens under context parallelism (Megatron's get_tensor_shapes:
+  // seq_length / cp / tp).
+  if (l.sp && l.tp > 1 && l.cp == 1 && r.seq % l.tp != 0)
     throw LayoutError("--tp " + s(l.tp) + " does not divide --seq " + s(r.seq) + " (required by --sp)");
+  if (l.sp && l.tp > 1 && l.cp > 1 && (r.seq / l.cp) % l.tp != 0)
+    throw LayoutError("--tp " + s(l.tp) + " does not divide the rank's --seq " + s(r.seq) + " / --cp " + s(l.cp) +
+                      " = " + s(r.seq / l.cp) + " tokens (required by --sp)");
   // gpt has max_seq learned positions: no position beyond them exists.
   if (m.is_gpt() && r.seq > m.max_seq)
     throw LayoutError("--seq " + s(r.seq) + " exceeds max_seq " + s(m.max_seq) + " learned positions" + who);

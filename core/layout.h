@@ -62,6 +62,13 @@ struct Layout {
   // the same parameters, over which gradients are averaged), in (dp, cp) order.
   std::vector<int64_t> cp_group(int64_t rank) const;
   std::vector<int64_t> dp_cp_group(int64_t rank) const;
+  // The size of that group, dp·cp, and a rank's place in it (dp_cp_group's
+  // order: dp·cp + cp). Gradients are averaged over it and ZeRO shards over
+  // it: Megatron's distributed optimizer shards over
+  // data_parallel_group_with_cp (megatron/core/distributed/
+  // distributed_data_parallel.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553).
+  int64_t dp_cp() const { return checked_product({dp, cp}, "dp·cp"); }
+  int64_t dp_cp_rank(const Coords& c) const { return c.dp * cp + c.cp; }
   bool is_first_stage(int64_t rank) const { return coords(rank).pp == 0; }
   bool is_last_stage(int64_t rank) const { return coords(rank).pp == pp - 1; }
 };
@@ -73,7 +80,8 @@ struct RunConfig;
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
 // ep: divides dp and the model's experts, tp = 1 and vpp = 1 (not built with them),
 // layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt,
-// seq % (2·cp) under cp > 1 (with tp = pp = 1 and no MoE: the combinations built so far).
+// seq % (2·cp) under cp > 1 (with flash attention and no MoE: the
+// combinations built so far), (seq/cp) % tp under sp with cp > 1.
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 
 // Layers held by pipeline stage `stage` (contiguous, layers / pp each; when pp

@@ -65,7 +65,7 @@ class FinalizeGrads {
 
  private:
   double unit_sum_squares(size_t u, bool expert);  // the expert-sharded tensors, or the others
-  bool reduced_to_shard() const { return ctx_.layout.zero >= 1 && ctx_.layout.dp > 1; }
+  bool reduced_to_shard() const { return ctx_.layout.zero >= 1 && ctx_.layout.dp_cp() > 1; }
 
   Device& dev_;
   RankContext ctx_;

@@ -94,7 +94,7 @@ struct Trainer::Impl {
 
   Impl(Device& d, const ModelConfig& model, const RunConfig& r, const RankContext& c) : dev(d), run(r), ctx(c) {
     const Layout& l = c.layout;
-    const int64_t n = l.dp;
+    const int64_t n = l.dp_cp();  // ZeRO shards over the data-parallel group with cp (dp·cp ranks, the dp comm)
     const bool shard_grads = l.zero >= 2 && n > 1, shard_weights = l.zero >= 3 && n > 1;
     const DType e = r.dtype, g = r.dtype == DType::kFP32 ? DType::kFP32 : r.grad_dtype;
     // ZeRO's groups: dp, and for a MoE layer's experts under ep > 1 the expert-data-parallel group
@@ -112,7 +112,7 @@ struct Trainer::Impl {
       const CheckpointWeights ckpt(r.init_from, model);
       params->initialise_from([&](const UnitLayout& unit) { return ckpt.unit_values(unit); }, load_master);
     }
-    if (c.dp->size() > 1 && l.zero <= 1)  // dp·cp ranks sum their gradients (cp > 1: ZeRO 0)
+    if (c.dp->size() > 1 && l.zero <= 1)  // dp·cp ranks sum their gradients
       dp_sync = std::make_unique<DpGradSync>(d, *c.dp, *stage, *params, r, static_cast<int>(l.zero), c.expert_dp);
     pipeline = std::make_unique<PipelineExecutor>(d, c, model, r);
     if (shard_grads) grad_shards = std::make_unique<ZeroGradShards>(d, *c.dp, expert_dp, *stage, *params);

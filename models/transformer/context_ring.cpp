@@ -41,27 +41,21 @@ AttnBlock ContextRing::block(int64_t kv_rank, int64_t T, bool accumulate) const 
   return b;
 }
 
-void ContextRing::exchange(const void* send, int64_t n_send, void* recv, int64_t n_recv, DType t, int64_t to,
-                           int64_t from) const {
-  if (rank_ % 2 == 0) {
-    cp_->send(send, n_send, t, to);
-    cp_->recv(recv, n_recv, t, from);
-  } else {
-    cp_->recv(recv, n_recv, t, from);
-    cp_->send(send, n_send, t, to);
-  }
-}
-
 void ContextRing::forward(void* ctx, float* lse, const void* q, void* kv, DType t, const AttnShape& sh, float p,
                           RngKey key, bool keep_last) const {
   const int64_t half = kv_bytes_ / 2, n = kv_bytes_ / dtype_bytes(t);
   const void* held = kv;  // the K/V of rank r − i at step i
   for (int64_t i = 0; i < size_; ++i) {
     const int64_t j = wrap(rank_ - i, size_);
+    // The next step's block travels while this one computes: held is only
+    // read by both, and it arrives in the other pair's K/V half.
+    void* next = i + 1 < size_ ? offset(buffers_.data(), (i % 2) * 2 * kv_bytes_) : nullptr;  // pair i % 2
+    CommHandle arriving;
+    if (i + 1 < size_)
+      arriving = cp_->send_recv_start(held, n, wrap(rank_ + 1, size_), next, n, wrap(rank_ - 1, size_), t);
     dev_.flash_attention_forward(ctx, lse, q, held, offset(held, half), t, sh, p, key, block(j, sh.T, i > 0));
-    if (i + 1 == size_) break;
-    void* next = offset(buffers_.data(), (i % 2) * 2 * kv_bytes_);  // pair i % 2's K/V half
-    exchange(held, n, next, n, t, wrap(rank_ + 1, size_), wrap(rank_ - 1, size_));
+    if (!arriving) break;
+    arriving->wait();
     held = next;
   }
   if (keep_last && held != kv) dev_.copy(kv, held, kv_bytes_);
@@ -78,17 +72,32 @@ void ContextRing::backward(void* dq, void* dkv, const void* dctx, const void* q,
     // Where this iteration's dK/dV go: the partial sum arriving with the round
     // (the first iteration starts it), and at the last the rank's own gradients.
     void* grads = last ? dkv : offset(pair(i + 1), kv_bytes_);
+    // The round's exchange is posted before the block computes (the block
+    // reads held, which is sent, and nothing being received).
+    CommHandle round;
     if (size_ > 1) {
       if (i == 0)
-        exchange(held, n, pair(1), n, t, to, from);  // K/V only
+        round = cp_->send_recv_start(held, n, to, pair(1), n, from, t);  // K/V only
       else if (!last)
-        exchange(pair(i), 2 * n, pair(i + 1), 2 * n, t, to, from);  // K/V and the partial dK/dV
+        round = cp_->send_recv_start(pair(i), 2 * n, to, pair(i + 1), 2 * n, from, t);  // K/V and the partial dK/dV
       else
-        exchange(offset(pair(i), kv_bytes_), n, dkv, n, t, to, from);  // the partial dK/dV only
+        round = cp_->send_recv_start(offset(pair(i), kv_bytes_), n, to, dkv, n, from, t);  // the partial dK/dV only
     }
     const int64_t j = wrap(rank_ + 1 + i, size_);
-    dev_.flash_attention_backward(dq, grads, offset(grads, half), dctx, q, held, offset(held, half), ctx, lse, t, sh, p,
+    // From the second round on the partial sum arrives where this block's dK/dV
+    // belong: the block writes them to a workspace copy, added once the round
+    // is complete (TransformerEngine adds its dk_, dv_ after the wait too).
+    const bool arriving = size_ > 1 && i > 0;
+    Buffer block_grads;
+    if (arriving) {
+      block_grads = dev_.alloc(kv_bytes_, Account::kWorkspace, "cp.dkv_block");
+      dev_.fill_zero(block_grads.data(), kv_bytes_);  // the block accumulates into it (as into dq)
+    }
+    void* out = arriving ? block_grads.data() : grads;
+    dev_.flash_attention_backward(dq, out, offset(out, half), dctx, q, held, offset(held, half), ctx, lse, t, sh, p,
                                   key, block(j, sh.T, i > 0));
+    if (round) round->wait();
+    if (arriving) dev_.add(grads, grads, block_grads.data(), t, n);
     held = pair(i + 1);
   }
 }

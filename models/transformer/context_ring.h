@@ -30,8 +30,15 @@
 // compute dtype after every step. The backward of every block takes that
 // merged out and lse (the flash backward needs only those and D_i = Σ dO∘O),
 // so merged forward + blockwise backward is the gradient of the whole attention.
-// Sends and receives are blocking: even cp ranks send first, odd ones receive
-// first, which never waits in a cycle.
+// Overlap: each round's send and receive are posted together, non-blocking
+// (Comm::send_recv_start: MPI_Isend/MPI_Irecv, ncclSend/ncclRecv on the comm
+// stream), before the round's block computes, and waited for after it — the
+// next K/V block travels while the current one computes, as TE's
+// AttnFuncWithCPAndKVP2P posts its exchange before each step's attention. In
+// the backward, from the second round on, the block's dK/dV go to a workspace
+// copy (B_kv, "cp.dkv_block") added into the arriving partial sum after the
+// wait. A comm that cannot overlap (the simulated one) runs the pair blocking
+// inside the start: the same messages, calls and bytes.
 #pragma once
 #include <cstdint>
 
@@ -67,8 +74,6 @@ class ContextRing {
 
  private:
   AttnBlock block(int64_t kv_rank, int64_t T, bool accumulate) const;
-  // One round: send n_send elements of t to `to`, receive n_recv from `from`.
-  void exchange(const void* send, int64_t n_send, void* recv, int64_t n_recv, DType t, int64_t to, int64_t from) const;
 
   Device& dev_;
   Comm* cp_;

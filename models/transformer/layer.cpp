@@ -170,14 +170,24 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
 
 Buffer TransformerLayer::ws(int64_t bytes, const char* what) { return dev_.alloc(bytes, Account::kWorkspace, what); }
 
-RngKey TransformerLayer::hidden_key(RngKey k) const {
+RngKey token_shard_key(RngKey k, const LayerConfig& c, int64_t tp_rank) {
   // Sites use bits 0-1 of rng_stream_id's 8-bit site field (model.h): bits
-  // 2-7 take rank + 1, so the t shards draw distinct masks (t < 64). Context
-  // parallelism (tp = 1) marks its cp rank the same way: each rank's tokens draw their own.
-  if (cfg_.sp) k.stream ^= static_cast<uint64_t>(tp_.rank() + 1) << 2;
-  if (cfg_.ring && cfg_.ring->size() > 1) k.stream ^= static_cast<uint64_t>(cfg_.ring->rank() + 1) << 2;
+  // 2-7 take shard + 1, so up to 63 shards draw distinct masks (past that the
+  // shard is taken mod 63: the field stays within the site's bits).
+  int64_t shard = 0, shards = 1;
+  if (c.sp) {
+    shard = tp_rank;
+    shards = c.tp;
+  }
+  if (c.ring && c.ring->size() > 1) {
+    shard += shards * c.ring->rank();
+    shards *= c.ring->size();
+  }
+  if (shards > 1) k.stream ^= static_cast<uint64_t>(shard % 63 + 1) << 2;
   return k;
 }
+
+RngKey TransformerLayer::hidden_key(RngKey k) const { return token_shard_key(k, cfg_, tp_.rank()); }
 
 void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, const void* w, const void* b) {
   const int64_t n = cfg_.tokens_local();

@@ -107,6 +107,13 @@ struct LayerConfig {
 // The layer shape of `m` under tensor parallelism t, with the run's options.
 LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t tp);
 
+// The dropout key of a hidden-sized mask (the residual stream's dropouts) on
+// a rank holding a shard of the microbatch's tokens — under sp TP rank
+// tp_rank's, under context parallelism the cp rank's chunks, under both shard
+// tp_rank + t·cp_rank — so that every shard draws its own mask; k itself when
+// the rank holds every token.
+RngKey token_shard_key(RngKey k, const LayerConfig& c, int64_t tp_rank);
+
 // Pointers into one layer unit (weights in e, gradients in g); absent tensors nullptr.
 struct LayerParams {
   const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,

@@ -91,11 +91,7 @@ int64_t StageModel::in_flight() const {
   return n;
 }
 
-RngKey StageModel::hidden_key(RngKey k) const {
-  if (lcfg_.sp) k.stream ^= static_cast<uint64_t>(tp_rank_ + 1) << 2;  // as TransformerLayer::hidden_key
-  if (ring_) k.stream ^= static_cast<uint64_t>(ring_->rank() + 1) << 2;
-  return k;
-}
+RngKey StageModel::hidden_key(RngKey k) const { return token_shard_key(k, lcfg_, tp_rank_); }
 
 void StageModel::norm_forward(void* out, float* stats, const void* x, const void* w, const void* b) {
   const int64_t n = lcfg_.tokens_local();
@@ -213,27 +209,41 @@ void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
   if (wpe) add_positions(s.hidden[0].data(), wpe);
 }
 
-// Token i of the rank's rows (global token token_begin() + i, (B, T) order)
-// sits at position (token_begin() + i) mod s: contiguous runs, at most b + 1.
-void StageModel::add_positions(void* out, const void* wpe) {
-  const int64_t h = lcfg_.h, T = lcfg_.s, e = dtype_bytes(lcfg_.e);
-  const int64_t begin = token_begin(), end = begin + lcfg_.tokens_local();
+namespace {
+// Token i of the rank's rows (global token begin + i, (B, T) order) is token
+// t = (begin + i) mod T of its sequence, at position pos.position(t) (t
+// itself on one rank; the rank's two chunks under context parallelism): runs
+// of consecutive positions, broken at each sequence's end and between the
+// chunks. f(row, position, length) for each run of [begin, end).
+template <class F>
+void position_runs(int64_t begin, int64_t end, int64_t T, const TokenSpans& pos, F&& f) {
   for (int64_t i = begin; i < end;) {
-    const int64_t pos = i % T, len = std::min(T - pos, end - i);
-    void* dst = byte_offset(out, e * (i - begin) * h);
-    dev_.add(dst, dst, byte_offset(wpe, e * pos * h), lcfg_.e, len * h);
+    const int64_t t = i % T;
+    const int64_t run_end = t < pos.split ? std::min(T, pos.split) : T;
+    const int64_t len = std::min(run_end - t, end - i);
+    f(i - begin, pos.position(t), len);
     i += len;
   }
 }
+}  // namespace
+
+void StageModel::add_positions(void* out, const void* wpe) {
+  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e);
+  const int64_t begin = token_begin();
+  position_runs(begin, begin + lcfg_.tokens_local(), lcfg_.s, lcfg_.positions(),
+                [&](int64_t row, int64_t pos, int64_t len) {
+                  void* dst = byte_offset(out, e * row * h);
+                  dev_.add(dst, dst, byte_offset(wpe, e * pos * h), lcfg_.e, len * h);
+                });
+}
 
 void StageModel::positions_backward(void* dwpe, const void* dout) {
-  const int64_t h = lcfg_.h, T = lcfg_.s, e = dtype_bytes(lcfg_.e), g = dtype_bytes(lcfg_.g);
-  const int64_t begin = token_begin(), end = begin + lcfg_.tokens_local();
-  for (int64_t i = begin; i < end;) {
-    const int64_t pos = i % T, len = std::min(T - pos, end - i);
-    dev_.accumulate(byte_offset(dwpe, g * pos * h), lcfg_.g, byte_offset(dout, e * (i - begin) * h), lcfg_.e, len * h);
-    i += len;
-  }
+  const int64_t h = lcfg_.h, e = dtype_bytes(lcfg_.e), g = dtype_bytes(lcfg_.g);
+  const int64_t begin = token_begin();
+  position_runs(
+      begin, begin + lcfg_.tokens_local(), lcfg_.s, lcfg_.positions(), [&](int64_t row, int64_t pos, int64_t len) {
+        dev_.accumulate(byte_offset(dwpe, g * pos * h), lcfg_.g, byte_offset(dout, e * row * h), lcfg_.e, len * h);
+      });
 }
 
 void StageModel::embedding_backward(Slot& s, void* dres) {

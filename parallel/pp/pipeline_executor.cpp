@@ -39,7 +39,10 @@ PipelineExecutor::PipelineExecutor(Device& dev, const RankContext& ctx, const Mo
   }
   const Layout& l = ctx.layout;
   if (l.pp < 2) return;
-  const int64_t s_l = l.sp ? run.seq / l.tp : run.seq;
+  // The stage's residual stream: the rank's s/cp tokens under context
+  // parallelism (every stage runs its own ring), a 1/t shard of them under sp.
+  const int64_t s_r = run.seq / l.cp;
+  const int64_t s_l = l.sp ? s_r / l.tp : s_r;
   msg_elems_ = run.mbs * s_l * model.hidden;
   const int64_t msg = dtype_bytes(e_) * msg_elems_;
   // With virtual stages every rank both sends and receives each way: rank

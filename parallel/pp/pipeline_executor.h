@@ -1,7 +1,8 @@
 // PipelineExecutor: one rank's walk over its stage's schedule table
 // (schedule.h) for one step, and the point-to-point staging it needs
 // (account comm, docs/exact-budget.md "Communication staging"; p > 1): the
-// send/recv buffers of e·b·s_l·h each (s_l = s/t under sp) — first stage
+// send/recv buffers of e·b·s_l·h each (s_l = s/cp, the rank's tokens under
+// context parallelism, and /t under sp) — first stage
 // send-activation + recv-gradient, last recv-activation + send-gradient,
 // middle all four ("pp.send_act", "pp.recv_grad", "pp.recv_act",
 // "pp.send_grad").

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analytic/comm_volume.h"
+#include "analytic/pipeline.h"
 #include "core/model_config.h"
 #include "tests/analytic/hand_models.h"
 
@@ -431,6 +432,38 @@ TEST(CommVolume, ContextParallelRing) {
     expect_counts(rank_comm_per_step(m, l, r, 0),
                   {{"send@cp", {60, 4608}}, {"recv@cp", {60, 4608}}, {"all_reduce@dp", {2, 4100}}});
   }
+}
+
+// Context parallelism with pipeline stages (cp 2 × pp 2, the same tiny gpt):
+// the stages' messages carry the rank's s/cp = 2 tokens, e·b·(s/cp)·h =
+// 2·1·2·8 = 32 B (64 B at cp 1), and each stage's ring runs over its one layer:
+// 3 passes, forward 3 sends of B_kv = 64 B, backward 3·2 sends of 3·2·64 B.
+// With --sp (tp 2) a message is the TP shard of the s/cp tokens: 16 B.
+TEST(CommVolume, ContextParallelWithPipelineStages) {
+  const auto m = tiny_gpt();
+  RunConfig r = run(3);
+  r.attention = AttentionKind::kFlash;
+  Layout l = layout(1, 1, 2);
+  const auto plain = rank_comm_per_step(m, l, r, 0);
+  EXPECT_EQ(plain.at("send@pp").calls, 3);
+  EXPECT_EQ(plain.at("send@pp").bytes, 3 * 64);
+  l.cp = 2;
+  for (int64_t rank : {0, 1, 2, 3}) {  // stage 0: ranks 0, 1 (cp 0, 1); stage 1: 2, 3
+    const auto c = rank_comm_per_step(m, l, r, rank);
+    EXPECT_EQ(c.at("send@pp").calls, 3) << rank;
+    EXPECT_EQ(c.at("send@pp").bytes, 3 * 32) << rank;
+    EXPECT_EQ(c.at("recv@pp").bytes, 3 * 32) << rank;
+    EXPECT_EQ(c.at("send@cp").calls, 9) << rank;
+    EXPECT_EQ(c.at("send@cp").bytes, 192 + 384) << rank;
+    EXPECT_EQ(c.at("recv@cp").bytes, 192 + 384) << rank;
+  }
+  EXPECT_EQ(pipeline_message_bytes(m, l, r), 32);
+  l.vpp = 2;  // interleaved: every rank sends both ways, each message s/cp tokens
+  EXPECT_EQ(pipeline_message_bytes(m, l, r), 32);
+  l.vpp = 1;
+  l.tp = 2;
+  l.sp = true;
+  EXPECT_EQ(pipeline_message_bytes(m, l, r), 16);
 }
 
 }  // namespace

@@ -47,6 +47,21 @@ TEST(SimComm, BooksTheSequenceAtSize4) {
   expect_count(cc, "recv@dp", 1, 200);
 }
 
+// The started send/recv pair (Comm's default: the blocking pair inside the
+// start) books one send and one recv, complete at once; its peers are checked.
+TEST(SimComm, StartedSendRecvBooksAPair) {
+  CommCounters cc;
+  SimComm c("cp", cc, 4, 1);
+  CommHandle h = c.send_recv_start(nullptr, 100, 2, nullptr, 50, 0, DType::kBF16);
+  EXPECT_TRUE(h->test());
+  h->wait();
+  ASSERT_EQ(cc.by_key().size(), 2u);
+  expect_count(cc, "send@cp", 1, 200);
+  expect_count(cc, "recv@cp", 1, 100);
+  EXPECT_THROW(c.send_recv_start(nullptr, 1, 1, nullptr, 1, 0, DType::kBF16), std::invalid_argument);  // to itself
+  EXPECT_THROW(c.send_recv_start(nullptr, 1, 2, nullptr, 1, 4, DType::kBF16), std::invalid_argument);  // outside
+}
+
 TEST(SimComm, BooksTheSequenceAtSize2) {
   CommCounters cc;
   SimComm c("dp", cc, 2, 1);

@@ -413,19 +413,38 @@ TEST(ValidateLayout, ContextParallelErrors) {
   flash.attention = AttentionKind::kFlash;
   EXPECT_NO_THROW(validate_layout(make_cp(2, 4), l3, flash));
   expect_layout_error(make_cp(2, 4), l3, run(8192), {"--cp 4 needs --attention flash"});
-  Layout zero = make_cp(2, 4);
-  zero.zero = 1;
-  expect_layout_error(zero, l3, flash, {"--cp 4", "--zero 0 only", "--zero 1"});
+  // ZeRO shards over the dp·cp ranks
+  for (int z : {1, 2, 3}) {
+    Layout zero = make_cp(2, 4);
+    zero.zero = z;
+    EXPECT_NO_THROW(validate_layout(zero, l3, flash));
+    EXPECT_EQ(zero.dp_cp(), 8);
+    EXPECT_EQ(zero.dp_cp_rank(zero.coords(6)), 6);  // tp 1: rank = cp + 4·dp, its place in dp_cp_group
+  }
   expect_layout_error(make_cp(1, 0), l3, run(), {"--cp must be >= 1", "0"});
   // refused before it enters the world's product (which would overflow)
   expect_layout_error(make_cp(4, -(int64_t{1} << 62)), l3, run(), {"--cp must be >= 1"});
   expect_layout_error(make_cp(1, 4), l3, run(1028), {"--cp 4", "2·cp = 8", "--seq 1028"});
+  // tensor parallelism beside the ring; sp shards the rank's s/cp tokens
   Layout tp = make_cp(1, 2);
   tp.tp = 2;
-  expect_layout_error(tp, l3, run(), {"--cp 2", "--tp 1 --pp 1 only", "--tp 2"});
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));
+  tp.sp = true;
+  tp.tp = 8;
+  tp.cp = 4;
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));  // 8192 / 4 = 2048 tokens over 8
+  tp.cp = 1024;                                     // 8 tokens a rank over 8: fine; 2048 cp ranks would leave 4
+  EXPECT_NO_THROW(validate_layout(tp, l3, flash));
+  tp.cp = 2048;
+  expect_layout_error(tp, l3, flash, {"--tp 8", "--seq 8192 / --cp 2048 = 4 tokens", "--sp"});
+  // every pipeline stage (and virtual stage) runs its own ring
   Layout pp = make_cp(1, 2);
   pp.pp = 2;
-  expect_layout_error(pp, l3, run(), {"--cp 2", "--pp 2"});
+  EXPECT_NO_THROW(validate_layout(pp, l3, flash));
+  pp.vpp = 2;
+  RunConfig four = flash;
+  four.microbatches = 4;
+  EXPECT_NO_THROW(validate_layout(pp, l3, four));
   expect_layout_error(make_cp(1, int64_t{1} << 21), l3, run(), {"--cp", "above the limit"});
 }
 

@@ -3,7 +3,9 @@
 // head's word-gradient side buffer, and under ZeRO 3 the embedding unit
 // gathered for the head; at p > 1 the word's units reduce-scattered after the
 // embedding-group sum; interleaved stages with ZeRO 0-3; a MoE model with
-// ZeRO 1-3, its experts sharded over the expert-data-parallel group),
+// ZeRO 1-3, its experts sharded over the expert-data-parallel group; context
+// parallelism alone and with pipeline and interleaved stages and tensor
+// parallelism, with and without sp),
 // simulated in this process on the meta backend (make_sim_groups: SimComm
 // books what a real comm of that group would): its ledger peak per account
 // equals the analytic rank_budget (analytic/budget.h, written
@@ -273,6 +275,67 @@ std::vector<SimPoint> sim_points() {
                     std::string(model[5] == 'l' ? "llama" : "gpt") + "_dp" + std::to_string(dp) + "_cp" +
                         std::to_string(cp) + rn + (dt == DType::kBF16 ? "_bf16" : "_fp32")};
         sp.recompute = rc;
+        pts.push_back(sp);
+      }
+  // Context parallelism with pipeline stages: every stage runs its ring over
+  // its own cp group and the pipeline's messages carry the rank's s/cp
+  // tokens; interleaved stages (vpp) hold their chunk-microbatches in flight
+  // at s/cp tokens each.
+  struct CpPipe {
+    int64_t dp, pp, vpp, cp, layers, m;
+    Schedule schedule;
+    Recompute recompute;
+    const char* tag;
+    int64_t tp = 1;
+    bool sp = false;
+    int zero = 0;
+  };
+  std::vector<CpPipe> cp_pipes = {
+      CpPipe{1, 2, 1, 2, 2, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{1, 2, 1, 2, 2, 3, Schedule::kGPipe, Recompute::kNone, "_gpipe"},
+      CpPipe{1, 2, 1, 4, 4, 2, Schedule::k1F1B, Recompute::kSelective, "_selective"},
+      CpPipe{2, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kFull, "_full"},
+      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{1, 4, 2, 2, 8, 4, Schedule::k1F1B, Recompute::kNone, ""},
+      CpPipe{2, 2, 3, 2, 6, 2, Schedule::k1F1B, Recompute::kNone, ""},
+      // tensor parallelism beside the ring: K/V heads per TP rank in the
+      // ring's blocks (tp 4 replicates tiny-llama's 2 KV heads), sp over
+      // the rank's s/cp tokens
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, false},
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      CpPipe{1, 1, 1, 4, 2, 2, Schedule::k1F1B, Recompute::kSelective, "_selective", 2, true},
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kFull, "_full", 4, true},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 4, false},
+      CpPipe{1, 2, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      CpPipe{1, 2, 2, 2, 4, 4, Schedule::k1F1B, Recompute::kNone, "", 2, true},
+      // ZeRO 1-3 over the dp·cp ranks (tiny models' units pad to the shards)
+      CpPipe{1, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "_zero1", 1, false, 1},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::k1F1B, Recompute::kNone, "_zero1", 1, false, 1},
+      CpPipe{1, 1, 1, 2, 2, 3, Schedule::k1F1B, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{2, 1, 1, 2, 2, 2, Schedule::kGPipe, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{1, 1, 1, 2, 2, 3, Schedule::k1F1B, Recompute::kNone, "_zero3", 1, false, 3},
+      CpPipe{2, 1, 1, 4, 3, 2, Schedule::kGPipe, Recompute::kFull, "_zero3", 1, false, 3},
+      CpPipe{1, 2, 1, 2, 4, 2, Schedule::k1F1B, Recompute::kNone, "_zero2", 1, false, 2},
+      CpPipe{2, 2, 2, 2, 4, 2, Schedule::k1F1B, Recompute::kNone, "_zero3", 2, true, 3}};
+  for (const char* model : {"tiny-llama", "tiny-gpt"})
+    for (DType dt : {DType::kBF16, DType::kFP32})
+      for (const CpPipe& c : cp_pipes) {
+        Layout l = lay(c.dp, c.pp, c.zero);
+        l.cp = c.cp;
+        l.vpp = c.vpp;
+        l.tp = c.tp;
+        l.sp = c.sp;
+        SimPoint sp{model,
+                    c.layers,
+                    l,
+                    c.schedule,
+                    c.m,
+                    dt,
+                    std::string(model[5] == 'l' ? "llama" : "gpt") + "_dp" + std::to_string(c.dp) + "_tp" +
+                        std::to_string(c.tp) + (c.sp ? "sp" : "") + "_pp" + std::to_string(c.pp) + "_vpp" +
+                        std::to_string(c.vpp) + "_cp" + std::to_string(c.cp) + "_m" + std::to_string(c.m) + c.tag +
+                        (dt == DType::kBF16 ? "_bf16" : "_fp32")};
+        sp.recompute = c.recompute;
         pts.push_back(sp);
       }
   return pts;

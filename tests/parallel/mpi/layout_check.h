@@ -53,9 +53,10 @@ inline Tolerance tp_tolerance() { return Tolerance{1e-5, 1e-5, 0.0, 0.001, 1e-4}
 // The groups ZeRO shards rank `rank`'s units over: dp, and the
 // expert-data-parallel group (dp/ep ranks; its place there: the dp
 // coordinate's position among the ranks holding the same experts).
+// ZeRO's groups of a rank: the dp·cp ranks (cp varies fastest), and the expert-data-parallel group.
 inline ShardGroups shard_groups_of(const Layout& l, int64_t rank) {
-  const int64_t d = l.coords(rank).dp;
-  return ShardGroups{l.dp, d, l.dp / l.ep, d / l.ep};
+  const Coords c = l.coords(rank);
+  return ShardGroups{l.dp_cp(), l.dp_cp_rank(c), l.dp / l.ep, c.dp / l.ep};
 }
 
 inline int world_size() {
@@ -131,7 +132,7 @@ inline void check_layout(const ModelConfig& m, const RunConfig& r, const Layout&
     }
   }
   const ParamLayout layout = make_param_layout(m, l, l.coords(rank));
-  if (l.zero == 3 && l.dp > 1) {
+  if (l.zero == 3 && l.dp_cp() > 1) {
     // ZeRO 3: the rank holds each unit's shard; compare it with the matching
     // slice of the reference (unit element → tensor, row, column → full index)
     const std::vector<float> flat = rig.trainer->parameters_fp32();
@@ -230,7 +231,7 @@ inline int64_t check_step_gradients(const ModelConfig& m, RunConfig r, const Lay
   const int64_t rank = rig.groups.rank;
   const std::vector<float> got = rig.trainer->gradients_fp32();
   const ParamLayout layout = make_param_layout(m, l, l.coords(rank));
-  const bool sharded = l.zero >= 2 && l.dp > 1;
+  const bool sharded = l.zero >= 2 && l.dp_cp() > 1;
   size_t pos = 0;
   int64_t bad = 0;
   for (const UnitLayout& u : layout.units) {

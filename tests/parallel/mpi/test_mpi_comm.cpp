@@ -274,6 +274,43 @@ TEST(MpiComm, SendRecvRing) {
   EXPECT_EQ(c.at("recv@world").bytes, n * 4);
 }
 
+// The started pair: every rank posts its send to the next and its receive from
+// the previous at once (no parity), computes, then waits — a ring that a pair
+// of blocking calls in that order could not run. Booked as one send and one
+// recv each, at completion; a message of the wrong length is an error.
+TEST(MpiComm, StartedSendRecvRingOverlapsAndBooksAPair) {
+  World w;
+  const int64_t n = 100000, W = w.size;  // past the eager protocol
+  const int64_t next = (w.rank + 1) % W, prev = (w.rank + W - 1) % W;
+  std::vector<float> mine(n), got(n, -1.0f);
+  for (int64_t i = 0; i < n; ++i) mine[i] = float(w.rank * 1000000 + i);
+  CommHandle h = w.comm->send_recv_start(mine.data(), n, next, got.data(), n, prev, DType::kFP32);
+  EXPECT_TRUE(w.counters.by_key().empty());  // booked once complete
+  double busy = 0;
+  for (int64_t i = 0; i < n; ++i) busy += mine[i];  // the work the transfer overlaps
+  EXPECT_GT(busy, 0.0);
+  h->wait();
+  h->wait();  // idempotent
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float(prev * 1000000 + i)) << i;
+  const auto& c = w.counters.by_key();
+  EXPECT_EQ(c.at("send@world").calls, 1);
+  EXPECT_EQ(c.at("recv@world").calls, 1);
+  EXPECT_EQ(c.at("send@world").bytes, n * 4);
+  EXPECT_EQ(c.at("recv@world").bytes, n * 4);
+  // bf16: the values moved as they are
+  const std::vector<uint16_t> b = to_bf16({float(w.rank), 0.5f});
+  std::vector<uint16_t> b_got(2, 0);
+  auto hb = w.comm->send_recv_start(b.data(), 2, next, b_got.data(), 2, prev, DType::kBF16);
+  while (!hb->test()) {
+  }
+  EXPECT_EQ(from_bf16(b_got), (std::vector<float>{float(prev), 0.5f}));
+  // a receive posted for 3 elements where 2 arrive
+  std::vector<float> short_in(3, 0.0f);
+  const std::vector<float> two = {1.0f, 2.0f};
+  auto bad = w.comm->send_recv_start(two.data(), 2, next, short_in.data(), 3, prev, DType::kFP32);
+  EXPECT_THROW(bad->wait(), std::runtime_error);
+}
+
 // ---- all_to_all: the transpose of the (rank, block) matrix ----
 
 TEST(MpiComm, AllToAllDeliversEveryBlockToItsRank) {
