@@ -38,7 +38,8 @@ for dt in ("fp32", "bf16"):
     s = d["summary"]
     print(f"{dt}: median step {s['median_step_ms']/1e3:.2f} s, {s['tokens_per_s']:.1f} tokens/s, "
           f"MFU {100*s['mfu']:.1f}% HFU {100*s['hfu']:.1f}% of {s['peak_flops']/1e9:.1f} GFLOP/s "
-          f"(train's own measurement); vs gpuledger peak fp32: {100*s['model_flops_per_step']/(s['median_step_ms']/1e3)/peak['peak_flops_fp32']:.1f}%")
+          f"(train's own measurement); vs gpuledger peak {dt}: "
+          f"{100*s['model_flops_per_step']/(s['median_step_ms']/1e3)/peak['peak_flops_' + dt]:.1f}%")
     ops = sorted(d["ranks"][0]["op_time"].items(), key=lambda kv: -kv[1]["seconds"])[:6]
     print("   top ops: " + ", ".join(f"{k} {100*v['share']:.1f}%" for k, v in ops))
 PY
