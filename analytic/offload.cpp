@@ -35,8 +35,7 @@ OffloadTraffic offload_traffic(const ModelConfig& m, const Layout& l, const RunC
     // the dense part over dp·cp; under ep > 1 the experts over the dp/ep ranks
     // holding them, where this rank is the (dp_rank / ep)-th (ParamUnit::shard_elems)
     const int64_t x = u.expert_sharded_elems();
-    const int64_t valid =
-        valid_of(u.elems() - x, l.dp_cp(), dp_cp_rank) + valid_of(x, l.dp / l.ep, dp_rank / l.ep);
+    const int64_t valid = valid_of(u.elems() - x, l.dp_cp(), dp_cp_rank) + valid_of(x, l.dp / l.ep, dp_rank / l.ep);
     if (valid == 0) continue;
     ++t.copies;
     valid_sum = checked_add(valid_sum, valid, "offloaded elements");

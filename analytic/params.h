@@ -46,9 +46,9 @@ struct ParamUnit {
   int64_t elems() const;
   int64_t expert_sharded_elems() const;  // Σ of the expert_sharded tensors
   // ZeRO's shard of the unit (docs/exact-budget.md "Model states"): one part
-  // of P_u elements over dp (the dp·cp ranks under context parallelism), or under ep > 1 the expert-sharded part X_u over
-  // the expert-data-parallel group of dp/ep ranks and the rest over dp, each
-  // part padded to a multiple of its group:
+  // of P_u elements over dp (the dp·cp ranks under context parallelism), or under ep > 1 the expert-sharded part X_u
+  // over the expert-data-parallel group of dp/ep ranks and the rest over dp, each part padded to a multiple of its
+  // group:
   //   shard  S_u = ⌈(P_u − X_u)/dp⌉ + ⌈X_u/(dp/ep)⌉
   //   padded     = dp·⌈(P_u − X_u)/dp⌉ + (dp/ep)·⌈X_u/(dp/ep)⌉
   int64_t shard_elems(const Layout& l) const;

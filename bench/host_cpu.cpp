@@ -175,8 +175,9 @@ std::string CpuHardwarePeak::describe() const {
 
 std::string CpuHardwarePeak::describe_bf16() const {
   if (!bf16_dot) return "bf16 widened to fp32 (no AVX512_BF16): the fp32 peak, " + describe();
-  return fmt::format("bf16 on AVX512_BF16 (vdpbf16ps: 2 products per fp32 lane) = 2 × the fp32 peak ({}) = {:.4g} FLOP/s",
-                     describe(), bf16_flops_per_s);
+  return fmt::format(
+      "bf16 on AVX512_BF16 (vdpbf16ps: 2 products per fp32 lane) = 2 × the fp32 peak ({}) = {:.4g} FLOP/s", describe(),
+      bf16_flops_per_s);
 }
 
 double measure_core_clock_hz() {
