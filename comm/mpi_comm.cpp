@@ -174,7 +174,17 @@ class MpiRequest final : public CommRequest {
       // A destructor must not throw; the error was in a request nobody waited for.
     }
   }
-  MPI_Request* handle() { return &request_; }
+  MPI_Request* handle() { return &requests_[0]; }
+  // A send (kind kSend, handle()) and a receive (recv_handle()) started
+  // together: at completion the received count is checked, as recv checks it,
+  // and a send and a recv are booked, each with half the exposed seconds.
+  MPI_Request* recv_handle() { return &requests_[1]; }
+  void set_recv(int64_t recv_bytes, int recv_count, MPI_Datatype type) {
+    pair_ = true;
+    recv_bytes_ = recv_bytes;
+    recv_count_ = recv_count;
+    recv_type_ = type;
+  }
   // The result is staging[result_at, result_at + n), converted into `result` (n of t).
   void set_staging(std::vector<float> staging, int64_t result_at, void* result, DType t, int64_t n) {
     staging_ = std::move(staging);
@@ -189,34 +199,51 @@ class MpiRequest final : public CommRequest {
   void wait() override {
     if (done_) return;
     const auto t0 = Clock::now();
-    MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE), "waiting for " + what_);
-    complete(seconds_since(t0));
+    MPI_Status status[2];
+    MPI_CHECK(MPI_Waitall(pair_ ? 2 : 1, requests_, status), "waiting for " + what_);
+    complete(status[1], seconds_since(t0));
   }
   bool test() override {
     if (done_) return true;
     const auto t0 = Clock::now();
     int flag = 0;
-    MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "testing " + what_);
+    MPI_Status status[2];
+    MPI_CHECK(MPI_Testall(pair_ ? 2 : 1, requests_, &flag, status), "testing " + what_);
     if (flag != 0)
-      complete(seconds_since(t0));
+      complete(status[1], seconds_since(t0));
     else
       seconds_ += seconds_since(t0);
     return done_;
   }
 
  private:
-  void complete(double wait_seconds) {
+  void complete(const MPI_Status& recv_status, double wait_seconds) {
     const auto t0 = Clock::now();
     if (result_ != nullptr) convert_from_fp32(staging_.data() + result_at_, result_, result_type_, result_elems_);
     done_ = true;
-    comm_.book_completed(kind_, bytes_, seconds_ + wait_seconds + seconds_since(t0));
+    const double seconds = seconds_ + wait_seconds + seconds_since(t0);
+    if (!pair_) {
+      comm_.book_completed(kind_, bytes_, seconds);
+      return;
+    }
+    int got = 0;
+    MPI_CHECK(MPI_Get_count(&recv_status, recv_type_, &got), "counting the message received by " + what_);
+    if (got != recv_count_)
+      throw std::runtime_error(what_ + ": expected " + std::to_string(recv_count_) + " elements, got " +
+                               std::to_string(got));
+    comm_.book_completed(kind_, bytes_, seconds / 2);
+    comm_.book_completed(CommKind::kRecv, recv_bytes_, seconds / 2);
   }
 
   MpiComm& comm_;
   CommKind kind_;
   int64_t bytes_;
   std::string what_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  bool pair_ = false;
+  int64_t recv_bytes_ = 0;
+  int recv_count_ = 0;
+  MPI_Datatype recv_type_ = MPI_BYTE;
   std::vector<float> staging_;
   int64_t result_at_ = 0;
   void* result_ = nullptr;
@@ -282,73 +309,6 @@ CommHandle MpiComm::reduce_scatter_start(void* out, const void* in, int64_t n, D
   return req;
 }
 
-// A started send/recv pair: MPI_Waitall / MPI_Testall over its two requests;
-// at completion the received count is checked and a send and a recv booked,
-// each with half the exposed seconds.
-class MpiPairRequest final : public CommRequest {
- public:
-  MpiPairRequest(MpiComm& comm, int64_t send_bytes, int64_t recv_bytes, int recv_count, MPI_Datatype type,
-                 std::string what)
-      : comm_(comm),
-        send_bytes_(send_bytes),
-        recv_bytes_(recv_bytes),
-        recv_count_(recv_count),
-        type_(type),
-        what_(std::move(what)) {}
-  ~MpiPairRequest() override {
-    if (done_) return;
-    try {
-      wait();
-    } catch (...) {
-      // A destructor must not throw; the error was in a request nobody waited for.
-    }
-  }
-  MPI_Request* handles() { return requests_; }
-  void add_seconds(double s) { seconds_ += s; }
-
-  void wait() override {
-    if (done_) return;
-    const auto t0 = Clock::now();
-    MPI_Status status[2];
-    MPI_CHECK(MPI_Waitall(2, requests_, status), "waiting for " + what_);
-    complete(status[1], seconds_since(t0));
-  }
-  bool test() override {
-    if (done_) return true;
-    const auto t0 = Clock::now();
-    int flag = 0;
-    MPI_Status status[2];
-    MPI_CHECK(MPI_Testall(2, requests_, &flag, status), "testing " + what_);
-    if (flag != 0)
-      complete(status[1], seconds_since(t0));
-    else
-      seconds_ += seconds_since(t0);
-    return done_;
-  }
-
- private:
-  void complete(const MPI_Status& recv_status, double wait_seconds) {
-    done_ = true;
-    int got = 0;
-    MPI_CHECK(MPI_Get_count(&recv_status, type_, &got), "counting the message received by " + what_);
-    if (got != recv_count_)
-      throw std::runtime_error(what_ + ": expected " + std::to_string(recv_count_) + " elements, got " +
-                               std::to_string(got));
-    const double half = (seconds_ + wait_seconds) / 2;
-    comm_.book_completed(CommKind::kSend, send_bytes_, half);
-    comm_.book_completed(CommKind::kRecv, recv_bytes_, half);
-  }
-
-  MpiComm& comm_;
-  int64_t send_bytes_, recv_bytes_;
-  int recv_count_;
-  MPI_Datatype type_;
-  std::string what_;
-  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  double seconds_ = 0;
-  bool done_ = false;
-};
-
 CommHandle MpiComm::send_recv_start(const void* send, int64_t n_send, int64_t to, void* recv, int64_t n_recv,
                                     int64_t from, DType t) {
   const auto t0 = Clock::now();
@@ -356,12 +316,12 @@ CommHandle MpiComm::send_recv_start(const void* send, int64_t n_send, int64_t to
   const int recv_count = mpi_count(n_recv, group(), "recv");
   const std::string what = describe("sending (nonblocking)", n_send, t, group()) + " to peer " + std::to_string(to) +
                            " and receiving " + std::to_string(n_recv) + " from peer " + std::to_string(from);
-  auto req = std::make_unique<MpiPairRequest>(*this, comm_call_bytes(CommKind::kSend, n_send, t, size_),
-                                              comm_call_bytes(CommKind::kRecv, n_recv, t, size_), recv_count,
-                                              move_type(t), what);
+  auto req =
+      std::make_unique<MpiRequest>(*this, CommKind::kSend, comm_call_bytes(CommKind::kSend, n_send, t, size_), what);
+  req->set_recv(comm_call_bytes(CommKind::kRecv, n_recv, t, size_), recv_count, move_type(t));
   // The receive first: its buffer is ready before the peer's message can arrive.
-  MPI_CHECK(MPI_Irecv(recv, recv_count, move_type(t), static_cast<int>(from), kTag, comm_, &req->handles()[1]), what);
-  MPI_CHECK(MPI_Isend(send, send_count, move_type(t), static_cast<int>(to), kTag, comm_, &req->handles()[0]), what);
+  MPI_CHECK(MPI_Irecv(recv, recv_count, move_type(t), static_cast<int>(from), kTag, comm_, req->recv_handle()), what);
+  MPI_CHECK(MPI_Isend(send, send_count, move_type(t), static_cast<int>(to), kTag, comm_, req->handle()), what);
   req->add_seconds(seconds_since(t0));
   return req;
 }

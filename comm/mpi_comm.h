@@ -77,7 +77,6 @@ class MpiComm final : public Comm {
   int64_t size_ = 0, rank_ = 0;
   std::vector<float> stage_in_, stage_out_;  // fp32 staging of 16-bit reductions, reused
   friend class MpiRequest;
-  friend class MpiPairRequest;
   void book_completed(CommKind kind, int64_t bytes, double seconds) { book(kind, bytes, seconds); }
 };
 

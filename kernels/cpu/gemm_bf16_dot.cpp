@@ -46,8 +46,15 @@ bool bf16_dot_enabled() {
 
 void set_bf16_dot_enabled(bool on) { g_bf16_dot.store(on && cpu_has_bf16_dot() ? 1 : 0, std::memory_order_relaxed); }
 
-int64_t bf16_dot_a_words(int64_t mc, int64_t kc) { return ceil_div(mc, kBf16DotMR) * kBf16DotMR * ceil_div(kc, 2); }
-int64_t bf16_dot_b_words(int64_t kc, int64_t nc) { return ceil_div(nc, kBf16DotNR) * kBf16DotNR * ceil_div(kc, 2); }
+namespace {
+// Words of ⌈count/lanes⌉ panels of ⌈kc/2⌉ × lanes pairs.
+int64_t panel_words(int64_t count, int64_t kc, int64_t lanes) {
+  return ceil_div(count, lanes) * lanes * ceil_div(kc, 2);
+}
+}  // namespace
+
+int64_t bf16_dot_a_words(int64_t mc, int64_t kc) { return panel_words(mc, kc, kBf16DotMR); }
+int64_t bf16_dot_b_words(int64_t kc, int64_t nc) { return panel_words(nc, kc, kBf16DotNR); }
 
 namespace {
 
@@ -85,38 +92,37 @@ inline void zero_lanes(int64_t kq, int64_t count, int64_t lanes, uint32_t* panel
 
 }  // namespace
 
-void bf16_dot_pack_a(const uint16_t* a, int64_t lda, bool ta, int64_t mc, int64_t kc, uint32_t* ap) {
+namespace {
+
+// count lines of kc values into ⌈count/lanes⌉ panels of ⌈kc/2⌉ × lanes pairs:
+// line l's value at p is x[l·ld + p] when lines_contiguous (a row of A, a
+// column of op(B) = Bᵀ), else x[p·ld + l].
+void pack_panels(const uint16_t* x, int64_t ld, bool lines_contiguous, int64_t count, int64_t kc, int64_t lanes,
+                 uint32_t* out) {
   const int64_t kq = ceil_div(kc, 2);
-  for (int64_t ir = 0; ir < mc; ir += kBf16DotMR) {
-    uint32_t* panel = ap + ir * kq;  // kq × MR words
-    const int64_t rows = std::min(kBf16DotMR, mc - ir);
-    if (!ta) {  // row i of op(A) contiguous in k
-      for (int64_t r = 0; r < rows; ++r) pack_contiguous_line(a + (ir + r) * lda, kc, kBf16DotMR, r, panel);
-      zero_lanes(kq, rows, kBf16DotMR, panel);
-    } else {  // op(A)[i][p] = A[p][i]: a pair joins rows 2q and 2q+1 of A
+  for (int64_t l0 = 0; l0 < count; l0 += lanes) {
+    uint32_t* panel = out + l0 * kq;  // kq × lanes words
+    const int64_t here = std::min(lanes, count - l0);
+    if (lines_contiguous) {
+      for (int64_t l = 0; l < here; ++l) pack_contiguous_line(x + (l0 + l) * ld, kc, lanes, l, panel);
+      zero_lanes(kq, here, lanes, panel);
+    } else {  // a pair joins rows 2q and 2q+1 of x
       for (int64_t q = 0; q < kq; ++q) {
-        const uint16_t* lo = a + 2 * q * lda + ir;
-        pack_crossing_lines(lo, 2 * q + 1 < kc ? lo + lda : nullptr, rows, kBf16DotMR, panel + q * kBf16DotMR);
+        const uint16_t* lo = x + 2 * q * ld + l0;
+        pack_crossing_lines(lo, 2 * q + 1 < kc ? lo + ld : nullptr, here, lanes, panel + q * lanes);
       }
     }
   }
 }
 
+}  // namespace
+
+void bf16_dot_pack_a(const uint16_t* a, int64_t lda, bool ta, int64_t mc, int64_t kc, uint32_t* ap) {
+  pack_panels(a, lda, /*lines_contiguous=*/!ta, mc, kc, kBf16DotMR, ap);
+}
+
 void bf16_dot_pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t kc, int64_t nc, uint32_t* bp) {
-  const int64_t kq = ceil_div(kc, 2);
-  for (int64_t jr = 0; jr < nc; jr += kBf16DotNR) {
-    uint32_t* panel = bp + jr * kq;  // kq × NR words
-    const int64_t cols = std::min(kBf16DotNR, nc - jr);
-    if (tb) {  // op(B)[p][j] = B[j][p]: column j of op(B) contiguous in k
-      for (int64_t j = 0; j < cols; ++j) pack_contiguous_line(b + (jr + j) * ldb, kc, kBf16DotNR, j, panel);
-      zero_lanes(kq, cols, kBf16DotNR, panel);
-    } else {  // rows 2q and 2q+1 of op(B), each contiguous in j
-      for (int64_t q = 0; q < kq; ++q) {
-        const uint16_t* lo = b + 2 * q * ldb + jr;
-        pack_crossing_lines(lo, 2 * q + 1 < kc ? lo + ldb : nullptr, cols, kBf16DotNR, panel + q * kBf16DotNR);
-      }
-    }
-  }
+  pack_panels(b, ldb, /*lines_contiguous=*/tb, nc, kc, kBf16DotNR, bp);
 }
 
 #ifdef GPL_HAVE_BF16_DOT
@@ -205,7 +211,7 @@ GPL_BF16_DOT_TARGET inline float lane_sum(__m512 v) {
 
 // Token rows i0 … i0+IB against weight rows j0 … j0+JB, the whole k.
 template <int IB, int JB>
-GPL_BF16_DOT_TARGET void skinny_tile(const SkinnyGemm& s, const uint16_t* x16, int64_t i0, int64_t j0) {
+GPL_BF16_DOT_TARGET void skinny_tile(const SkinnyGemm& s, int64_t i0, int64_t j0) {
   __m512 acc[IB][JB];
 #pragma GCC unroll 8
   for (int ib = 0; ib < IB; ++ib)
@@ -214,7 +220,7 @@ GPL_BF16_DOT_TARGET void skinny_tile(const SkinnyGemm& s, const uint16_t* x16, i
   for (int64_t p = 0; p < s.k; p += 32) {
     __m512bh xv[IB];
 #pragma GCC unroll 8
-    for (int ib = 0; ib < IB; ++ib) xv[ib] = load32(x16 + (i0 + ib) * s.k, p, s.k);
+    for (int ib = 0; ib < IB; ++ib) xv[ib] = load32(s.x_bf16 + (i0 + ib) * s.k, p, s.k);
 #pragma GCC unroll 8
     for (int jb = 0; jb < JB; ++jb) {
       const __m512bh wv = load32(s.w + (j0 + jb) * s.w_sj, p, s.k);
@@ -230,13 +236,13 @@ GPL_BF16_DOT_TARGET void skinny_tile(const SkinnyGemm& s, const uint16_t* x16, i
 
 // Every token row against weight rows j0 … j0+JB: 4 rows a tile, then the rest.
 template <int JB>
-GPL_BF16_DOT_TARGET void skinny_rows(const SkinnyGemm& s, const uint16_t* x16, int64_t j0) {
+GPL_BF16_DOT_TARGET void skinny_rows(const SkinnyGemm& s, int64_t j0) {
   int64_t i = 0;
-  for (; i + 4 <= s.m; i += 4) skinny_tile<4, JB>(s, x16, i, j0);
+  for (; i + 4 <= s.m; i += 4) skinny_tile<4, JB>(s, i, j0);
   switch (s.m - i) {
-    case 3: skinny_tile<3, JB>(s, x16, i, j0); break;
-    case 2: skinny_tile<2, JB>(s, x16, i, j0); break;
-    case 1: skinny_tile<1, JB>(s, x16, i, j0); break;
+    case 3: skinny_tile<3, JB>(s, i, j0); break;
+    case 2: skinny_tile<2, JB>(s, i, j0); break;
+    case 1: skinny_tile<1, JB>(s, i, j0); break;
     default: break;
   }
 }
@@ -246,16 +252,16 @@ GPL_BF16_DOT_TARGET void skinny_rows(const SkinnyGemm& s, const uint16_t* x16, i
 
 // Tile: 4 token rows × 4 weight rows, 16 accumulators of 16 lanes; each
 // weight vector serves 4 tokens from registers, each token vector 4 weight rows.
-void bf16_dot_skinny_range(const SkinnyGemm& s, const uint16_t* x16, int64_t lo, int64_t hi) {
+void bf16_dot_skinny_range(const SkinnyGemm& s, int64_t lo, int64_t hi) {
 #ifdef GPL_HAVE_BF16_DOT
   if (!cpu_has_bf16_dot()) throw std::logic_error("bf16_dot_skinny_range: this CPU lacks AVX512_BF16");
-  if (s.w_sp != 1 || s.w_type != DType::kBF16)
-    throw std::logic_error("bf16_dot_skinny_range: needs bf16 weight rows contiguous in k");
+  if (s.x_bf16 == nullptr || s.w_sp != 1 || s.w_type != DType::kBF16)
+    throw std::logic_error("bf16_dot_skinny_range: needs bf16 tokens (x_bf16) and bf16 weight rows contiguous in k");
   int64_t j = lo;
-  for (; j + 4 <= hi; j += 4) skinny_rows<4>(s, x16, j);
-  for (; j < hi; ++j) skinny_rows<1>(s, x16, j);
+  for (; j + 4 <= hi; j += 4) skinny_rows<4>(s, j);
+  for (; j < hi; ++j) skinny_rows<1>(s, j);
 #else
-  (void)s, (void)x16, (void)lo, (void)hi;
+  (void)s, (void)lo, (void)hi;
   throw std::logic_error("bf16_dot_skinny_range: not built for this compiler or architecture");
 #endif
 }

@@ -58,8 +58,8 @@ void bf16_dot_multiply(const uint32_t* ap, const uint32_t* bp, int64_t mc, int64
                        float beta, float* c, int64_t ldc);
 
 // The skinny GEMM's dot form (s.w_sp == 1, bf16 W) over output columns
-// [lo, hi), the token rows given as bf16 in x16 (row i at x16 + i·s.k). s.x
-// is not read.
-void bf16_dot_skinny_range(const SkinnyGemm& s, const uint16_t* x16, int64_t lo, int64_t hi);
+// [lo, hi), the token rows in bf16 at s.x_bf16 (row i at s.x_bf16 + i·s.k).
+// s.x is not read.
+void bf16_dot_skinny_range(const SkinnyGemm& s, int64_t lo, int64_t hi);
 
 }  // namespace gpuledger

@@ -47,7 +47,7 @@ void skinny_gemm(const SkinnyGemm& s, CpuIsa isa) {
   if (s.m <= 0 || s.n <= 0) return;
   auto run = [&](int64_t lo, int64_t hi) {
     if (s.x_bf16 != nullptr) {
-      bf16_dot_skinny_range(s, s.x_bf16, lo, hi);
+      bf16_dot_skinny_range(s, lo, hi);
       return;
     }
 #ifdef GPL_CPU_HAVE_AVX2_PATH

@@ -67,19 +67,30 @@ struct ShardGroups {
   int64_t expert_n = 1, expert_rank = 0;
 };
 
+// Appends the part of `elems` elements at unit offset `off`, sharded over n
+// ranks of which this is rank r, to s (its shard and padded places after the
+// parts before it).
+inline void append_shard_part(UnitShard& s, int64_t off, int64_t elems, int64_t n, int64_t r, bool expert) {
+  ShardPart p;
+  p.off = off;
+  p.elems = elems;
+  p.n = n;
+  p.expert = expert;
+  p.shard_elems = (elems + n - 1) / n;
+  p.begin = off + r * p.shard_elems;
+  p.valid = std::clamp<int64_t>(elems - r * p.shard_elems, 0, p.shard_elems);
+  p.shard_at = s.shard_elems;
+  p.padded_at = s.padded_elems;
+  s.shard_elems += p.shard_elems;
+  s.padded_elems += p.padded_elems();
+  s.parts.push_back(p);
+}
+
 // One part of `elems` elements over n ranks (no expert-sharded tensors).
 inline UnitShard unit_shard(int64_t elems, int64_t n, int64_t r) {
   UnitShard s;
-  ShardPart p;
-  p.elems = elems;
-  p.n = n;
-  p.shard_elems = (elems + n - 1) / n;
-  p.begin = r * p.shard_elems;
-  p.valid = std::clamp<int64_t>(elems - p.begin, 0, p.shard_elems);
   s.unit_elems = elems;
-  s.shard_elems = p.shard_elems;
-  s.padded_elems = p.padded_elems();
-  s.parts.push_back(p);
+  append_shard_part(s, 0, elems, n, r, false);
   return s;
 }
 
@@ -96,25 +107,8 @@ inline UnitShard unit_shard(const UnitLayout& u, const ShardGroups& g) {
   if (experts == 0) return unit_shard(u.elems, g.n, g.rank);
   UnitShard s;
   s.unit_elems = u.elems;
-  const int64_t ranges[2][2] = {{0, experts}, {experts, u.elems - experts}};
-  for (int k = 0; k < 2; ++k) {
-    if (ranges[k][1] == 0) continue;
-    const bool expert = k == 0;
-    const int64_t n = expert ? g.expert_n : g.n, r = expert ? g.expert_rank : g.rank;
-    ShardPart p;
-    p.off = ranges[k][0];
-    p.elems = ranges[k][1];
-    p.n = n;
-    p.expert = expert;
-    p.shard_elems = (p.elems + n - 1) / n;
-    p.begin = p.off + r * p.shard_elems;
-    p.valid = std::clamp<int64_t>(p.elems - r * p.shard_elems, 0, p.shard_elems);
-    p.shard_at = s.shard_elems;
-    p.padded_at = s.padded_elems;
-    s.shard_elems += p.shard_elems;
-    s.padded_elems += p.padded_elems();
-    s.parts.push_back(p);
-  }
+  append_shard_part(s, 0, experts, g.expert_n, g.expert_rank, true);
+  if (u.elems > experts) append_shard_part(s, experts, u.elems - experts, g.n, g.rank, false);
   return s;
 }
 
