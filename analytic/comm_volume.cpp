@@ -27,6 +27,7 @@
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
 #include "core/checked_math.h"
+#include "core/collective.h"
 #include "core/int_math.h"
 
 namespace gpuledger::analytic {
@@ -36,13 +37,13 @@ namespace {
 class Tally {
  public:
   // `calls` calls of `bytes_per_call` bytes each.
-  void add(const char* kind, const char* group, int64_t calls, int64_t bytes_per_call) {
+  void add(CommKind kind, CommGroup group, int64_t calls, int64_t bytes_per_call) {
     add_total(kind, group, calls, checked_mul(calls, bytes_per_call, "communication bytes"));
   }
   // `calls` calls moving `bytes` in all (buckets of unequal size).
-  void add_total(const char* kind, const char* group, int64_t calls, int64_t bytes) {
+  void add_total(CommKind kind, CommGroup group, int64_t calls, int64_t bytes) {
     if (calls <= 0 || bytes <= 0) return;
-    CommCount& c = counts_[std::string(kind) + "@" + group];
+    CommCount& c = counts_[comm_key_name({kind, group})];
     c.calls = checked_add(c.calls, calls, "communication calls");
     c.bytes = checked_add(c.bytes, bytes, "communication bytes");
   }
@@ -80,9 +81,11 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
       p_r = checked_add(p_r, u.elems(), "parameters of a rank");
       p_x = checked_add(p_x, u.expert_sharded_elems(), "expert parameters of a rank");
     }
-    tally.add_total("all_reduce", "dp", ceil_div(p_r - p_x, bucket), checked_mul(p_r - p_x, g, "communication bytes"));
+    tally.add_total(CommKind::kAllReduce, CommGroup::kDp, ceil_div(p_r - p_x, bucket),
+                    checked_mul(p_r - p_x, g, "communication bytes"));
     if (p_x > 0 && l.dp / l.ep > 1)
-      tally.add_total("all_reduce", "edp", ceil_div(p_x, bucket), checked_mul(p_x, g, "communication bytes"));
+      tally.add_total(CommKind::kAllReduce, CommGroup::kEdp, ceil_div(p_x, bucket),
+                      checked_mul(p_x, g, "communication bytes"));
   }
   // ZeRO >= 1 shards each unit in parts, each over its group
   // (docs/exact-budget.md "Model states"): the unit over dp, or under ep > 1
@@ -92,14 +95,14 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
   // n_k·⌈P/n_k⌉.
   struct Part {
     int64_t elems, n;
-    const char* group;
+    CommGroup group;
     int64_t padded() const { return n * ceil_div(elems, n); }
   };
   auto parts_of = [&](const ParamUnit& u) {
     const int64_t x = u.expert_sharded_elems();
     std::vector<Part> ps;
-    if (x > 0 && l.dp / l.ep > 1) ps.push_back({x, l.dp / l.ep, "edp"});
-    ps.push_back({u.elems() - x, n, "dp"});
+    if (x > 0 && l.dp / l.ep > 1) ps.push_back({x, l.dp / l.ep, CommGroup::kEdp});
+    ps.push_back({u.elems() - x, n, CommGroup::kDp});
     return ps;
   };
   if (l.zero == 1) {
@@ -113,7 +116,7 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     for (const auto& u : units)
       for (const Part& p : parts_of(u)) {
         const int64_t piece = zero1_piece_elems(dp_bucket_elems(r.bucket_mb, g), p.n);
-        tally.add_total("reduce_scatter", p.group, ceil_div(ceil_div(p.elems, p.n), piece), p.padded() * g);
+        tally.add_total(CommKind::kReduceScatter, p.group, ceil_div(ceil_div(p.elems, p.n), piece), p.padded() * g);
       }
   }
   for (const auto& u : units)
@@ -121,7 +124,7 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
       if (l.zero == 1 || l.zero == 2) {
         // ZeRO 1/2: the optimizer updates the shard; then each part's updated
         // weights (e bytes per element) are all-gathered into the full copy.
-        tally.add("all_gather", p.group, 1, p.padded() * e);
+        tally.add(CommKind::kAllGather, p.group, 1, p.padded() * e);
       }
       if (l.zero >= 2) {
         // ZeRO 2/3: one unit's full gradient exists at a time (the staging buffer
@@ -129,12 +132,12 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
         // unit each part's gradient is reduce-scattered, accumulating into the
         // shard — but the tied word's unit (p > 1) once, after the schedule and
         // the embedding-group sum (unit_reduced_after_schedule).
-        tally.add("reduce_scatter", p.group, unit_reduced_after_schedule(m, l, u) ? 1 : mb, p.padded() * g);
+        tally.add(CommKind::kReduceScatter, p.group, unit_reduced_after_schedule(m, l, u) ? 1 : mb, p.padded() * g);
       }
       if (l.zero == 3) {
         // ZeRO 3: a unit is gathered before its forward and again before its
         // backward, every microbatch (a full recompute runs on the backward's copy).
-        tally.add("all_gather", p.group, 2 * mb, p.padded() * e);
+        tally.add(CommKind::kAllGather, p.group, 2 * mb, p.padded() * e);
       }
     }
   if (l.zero == 3 && m.tied_embeddings && l.pp == 1 && !units.empty()) {
@@ -147,7 +150,7 @@ void dp_comm(Tally& tally, const ModelConfig& m, const std::vector<ParamUnit>& u
     const int64_t head = static_cast<int64_t>(units.size()) - 1;
     const int64_t q = std::max<int64_t>(r.prefetch, 0);
     const int64_t padded = n * ceil_div(units.front().elems(), n);
-    tally.add("all_gather", "dp", mb * (head - q > 0 ? 2 : 1), padded * e);
+    tally.add(CommKind::kAllGather, CommGroup::kDp, mb * (head - q > 0 ? 2 : 1), padded * e);
   }
 }
 
@@ -169,20 +172,20 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
   // A full recompute reruns the forward with its collectives (+2 AR; SP +2 AG
   // +2 RS); selective recompute has none.
   if (!l.sp) {
-    tally.add("all_reduce", "tp", mb * layers * (full ? 6 : 4), act);
+    tally.add(CommKind::kAllReduce, CommGroup::kTp, mb * layers * (full ? 6 : 4), act);
   } else {
-    tally.add("all_gather", "tp", mb * layers * (full ? 8 : 6), act);
-    tally.add("reduce_scatter", "tp", mb * layers * (full ? 6 : 4), act);
+    tally.add(CommKind::kAllGather, CommGroup::kTp, mb * layers * (full ? 8 : 6), act);
+    tally.add(CommKind::kReduceScatter, CommGroup::kTp, mb * layers * (full ? 6 : 4), act);
   }
   if (first) {
     // Vocab-parallel embedding: each rank looks up its V'/t rows and the
     // partial outputs are summed: all-reduce (no SP; backward is the identity)
     // or reduce-scatter to sequence shards (SP; backward all-gathers).
     if (!l.sp) {
-      tally.add("all_reduce", "tp", mb, act);
+      tally.add(CommKind::kAllReduce, CommGroup::kTp, mb, act);
     } else {
-      tally.add("reduce_scatter", "tp", mb, act);
-      tally.add("all_gather", "tp", mb, act);
+      tally.add(CommKind::kReduceScatter, CommGroup::kTp, mb, act);
+      tally.add(CommKind::kAllGather, CommGroup::kTp, mb, act);
     }
   }
   if (last) {
@@ -191,15 +194,15 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // the final-norm output, backward gathers it again and reduce-scatters the
     // input gradient.
     if (!l.sp) {
-      tally.add("all_reduce", "tp", mb, act);
+      tally.add(CommKind::kAllReduce, CommGroup::kTp, mb, act);
     } else {
-      tally.add("all_gather", "tp", 2 * mb, act);
-      tally.add("reduce_scatter", "tp", mb, act);
+      tally.add(CommKind::kAllGather, CommGroup::kTp, 2 * mb, act);
+      tally.add(CommKind::kReduceScatter, CommGroup::kTp, mb, act);
     }
     // Vocab-parallel cross-entropy (Megatron): all-reduces of the row max, the
     // target logit and the sum of exponentials, b·s fp32 values each; the
     // backward is local.
-    tally.add("all_reduce", "tp", 3 * mb, checked_product({4, r.mbs, s_r}, "TP message bytes"));
+    tally.add(CommKind::kAllReduce, CommGroup::kTp, 3 * mb, checked_product({4, r.mbs, s_r}, "TP message bytes"));
   }
   if (l.sp) {
     // Sequence-partial gradients. Tensors replicated over TP whose gradient,
@@ -214,9 +217,9 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const int64_t h_bytes = m.hidden * g;
     // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ
-    tally.add("all_reduce", "tp", times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
-    if (first && m.is_gpt()) tally.add("all_reduce", "tp", times, m.max_seq * h_bytes);
-    if (last) tally.add("all_reduce", "tp", times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm
+    tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
+    if (first && m.is_gpt()) tally.add(CommKind::kAllReduce, CommGroup::kTp, times, m.max_seq * h_bytes);
+    if (last) tally.add(CommKind::kAllReduce, CommGroup::kTp, times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm
   }
   if (l.tp > m.kv_heads) {
     // Replicated KV heads (t > k; each KV head on t/k ranks): a replica's K and
@@ -229,7 +232,7 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const bool bias = m.is_gpt() || m.qkv_bias;
     const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
-    tally.add("all_reduce", "tp", times * layers, m.kv_heads * slot * g);
+    tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers, m.kv_heads * slot * g);
   }
 }
 
@@ -247,12 +250,12 @@ void pp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
   // recompute adds none (the layer input is kept).
   const int64_t with_next = l.vpp - (last ? 1 : 0), with_prev = l.vpp - (first ? 1 : 0);
   if (with_next > 0) {
-    tally.add("send", "pp", mb * with_next, msg);
-    tally.add("recv", "pp", mb * with_next, msg);
+    tally.add(CommKind::kSend, CommGroup::kPp, mb * with_next, msg);
+    tally.add(CommKind::kRecv, CommGroup::kPp, mb * with_next, msg);
   }
   if (with_prev > 0) {
-    tally.add("recv", "pp", mb * with_prev, msg);
-    tally.add("send", "pp", mb * with_prev, msg);
+    tally.add(CommKind::kRecv, CommGroup::kPp, mb * with_prev, msg);
+    tally.add(CommKind::kSend, CommGroup::kPp, mb * with_prev, msg);
   }
 }
 
@@ -275,9 +278,9 @@ void cp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
                                         "ring K/V block bytes");
   const int64_t units = checked_mul(r.microbatches, layers, "ring layer passes");
   const int64_t forwards = r.recompute == Recompute::kNone ? 1 : 2;
-  for (const char* kind : {"send", "recv"}) {
-    tally.add(kind, "cp", checked_product({units, forwards, l.cp - 1}, "ring messages"), block);
-    tally.add_total(kind, "cp", checked_mul(units, l.cp, "ring messages"),
+  for (const CommKind kind : {CommKind::kSend, CommKind::kRecv}) {
+    tally.add(kind, CommGroup::kCp, checked_product({units, forwards, l.cp - 1}, "ring messages"), block);
+    tally.add_total(kind, CommGroup::kCp, checked_mul(units, l.cp, "ring messages"),
                     checked_product({units, 2 * (l.cp - 1), block}, "ring bytes"));
   }
 }
@@ -302,8 +305,8 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // updated weights host→device (analytic/offload.h); copies, not collectives,
   // counted beside them under the group "host".
   const OffloadTraffic off = offload_traffic(m, l, r, rank);
-  tally.add_total("copy_d2h", "host", off.copies, off.grad_bytes_to_host);
-  tally.add_total("copy_h2d", "host", off.copies, off.param_bytes_to_device);
+  tally.add_total(CommKind::kCopyToHost, CommGroup::kHost, off.copies, off.grad_bytes_to_host);
+  tally.add_total(CommKind::kCopyToDevice, CommGroup::kHost, off.copies, off.param_bytes_to_device);
 
   // Tied embeddings with p > 1: the first stage's word embedding and the last
   // stage's copy are one parameter; after the last microbatch their gradients
@@ -311,7 +314,7 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // embedding group), once per step — under ZeRO 2/3 (n > 1) on the unit's
   // whole gradient before its DP reduce-scatter.
   if (m.tied_embeddings && l.pp > 1 && (first || last)) {
-    tally.add("all_reduce", "emb", 1, padded_vocab(m, l.tp) / l.tp * m.hidden * g);
+    tally.add(CommKind::kAllReduce, CommGroup::kEmb, 1, padded_vocab(m, l.tp) / l.tp * m.hidden * g);
   }
 
   // Gradient clipping (grad_clip > 0): the global norm's sum of squares, one
@@ -319,14 +322,14 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // gradients: tp (t > 1), pp (p > 1), and dp when ZeRO 1/2/3 sum the
   // gradients into shards (each rank's norm covers its shard).
   if (r.grad_clip > 0) {
-    if (l.zero >= 1 && grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
-    if (l.tp > 1) tally.add("all_reduce", "tp", 1, 4);
-    if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+    if (l.zero >= 1 && grad_ranks(l) > 1) tally.add(CommKind::kAllReduce, CommGroup::kDp, 1, 4);
+    if (l.tp > 1) tally.add(CommKind::kAllReduce, CommGroup::kTp, 1, 4);
+    if (l.pp > 1) tally.add(CommKind::kAllReduce, CommGroup::kPp, 1, 4);
     // ep > 1, ZeRO 0: each rank of an ep group holds other experts, so the
     // experts' share of the sum of squares is all-reduced over ep (one fp32);
     // under ZeRO >= 1 each rank holds a shard of them and the dp sum above
     // covers every shard once.
-    if (m.is_moe() && l.ep > 1 && l.zero == 0) tally.add("all_reduce", "ep", 1, 4);
+    if (m.is_moe() && l.ep > 1 && l.zero == 0) tally.add(CommKind::kAllReduce, CommGroup::kEp, 1, 4);
   }
 
   // Expert parallelism (ep > 1; docs/formulas/moe.md "Expert parallelism",
@@ -342,28 +345,17 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
     const int64_t per_block = kMoeEpAllToAllsPerBlockStep + (r.recompute == Recompute::kFull ? 2 : 0);
     const int64_t calls =
         checked_product({per_block, r.microbatches, layers_on_stage(m, l, c.pp)}, "communication calls");
-    tally.add("all_to_all", "ep", calls, moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
+    tally.add(CommKind::kAllToAll, CommGroup::kEp, calls,
+              moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
 
   // The loss of the global batch on every rank: each last-stage rank's share
   // (its token losses / global tokens, one fp32) summed over dp, then over pp
   // (the other stages add 0). TP ranks compute the same loss (vocab-parallel
   // cross-entropy), so tp needs none.
-  if (grad_ranks(l) > 1) tally.add("all_reduce", "dp", 1, 4);
-  if (l.pp > 1) tally.add("all_reduce", "pp", 1, 4);
+  if (grad_ranks(l) > 1) tally.add(CommKind::kAllReduce, CommGroup::kDp, 1, 4);
+  if (l.pp > 1) tally.add(CommKind::kAllReduce, CommGroup::kPp, 1, 4);
   return tally.take();
-}
-
-double busbw_factor(std::string_view kind, int64_t n) {
-  // nccl-tests doc/PERFORMANCE.md, "Summary": busbw = algbw × factor.
-  if (n < 1) throw std::invalid_argument("busbw_factor: group size " + std::to_string(n) + " < 1");
-  const std::string_view k = kind.substr(0, kind.find('@'));  // "all_reduce@dp" -> "all_reduce"
-  const double nn = static_cast<double>(n);
-  if (k == "all_reduce") return 2.0 * (nn - 1.0) / nn;
-  if (k == "reduce_scatter" || k == "all_gather" || k == "all_to_all") return (nn - 1.0) / nn;
-  if (k == "broadcast" || k == "reduce" || k == "send" || k == "recv") return 1.0;
-  if (k == "copy_d2h" || k == "copy_h2d") return 1.0;  // a device-host copy: one link, no group
-  throw std::invalid_argument("busbw_factor: unknown collective '" + std::string(kind) + "'");
 }
 
 }  // namespace gpuledger::analytic

@@ -1,6 +1,5 @@
-// Communication per rank per step, by collective and group, for this design,
-// and the bus-bandwidth factors of nccl-tests (doc/PERFORMANCE.md): all-reduce
-// 2(n−1)/n, all-gather and reduce-scatter (n−1)/n, broadcast/send/recv 1.
+// Communication per rank per step, by collective and group, for this design
+// (the groups, their sizes and the bus-bandwidth factors: core/collective.h).
 // Bytes are counted as nccl-tests sizes a call: all-reduce the buffer,
 // reduce-scatter its input, all-gather its output, send/recv the message.
 #pragma once
@@ -57,8 +56,5 @@ struct CommCount {
 //     of E·C·h·e over ep (analytic/moe.h moe_ep_all_to_all_bytes).
 std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const Layout& l, const RunConfig& r,
                                                     int64_t rank);
-
-// nccl-tests bus-bandwidth factor of a kind on a group of n ranks.
-double busbw_factor(std::string_view kind, int64_t n);
 
 }  // namespace gpuledger::analytic

@@ -7,21 +7,6 @@
 
 namespace gpuledger {
 
-std::string_view comm_kind_name(CommKind k) {
-  switch (k) {
-    case CommKind::kAllReduce: return "all_reduce";
-    case CommKind::kReduceScatter: return "reduce_scatter";
-    case CommKind::kAllGather: return "all_gather";
-    case CommKind::kAllToAll: return "all_to_all";
-    case CommKind::kBroadcast: return "broadcast";
-    case CommKind::kSend: return "send";
-    case CommKind::kRecv: return "recv";
-    case CommKind::kCopyToHost: return "copy_d2h";
-    case CommKind::kCopyToDevice: return "copy_h2d";
-  }
-  return "unknown";
-}
-
 void CommCounters::add(CommKind kind, std::string_view group, int64_t bytes, double seconds) {
   auto& c = counts_[std::string(comm_kind_name(kind)) + "@" + std::string(group)];
   c.calls += 1;

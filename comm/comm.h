@@ -11,27 +11,12 @@
 #include <string>
 #include <string_view>
 
+#include "core/collective.h"  // CommKind, comm_kind_name
 #include "core/dtype.h"
 
 namespace gpuledger {
 
-// kCopyToHost / kCopyToDevice: no collective, a rank's copy between its device
-// and host memory (ZeRO-Offload, parallel/zero/optimizer_offload.h), counted
-// beside the collectives under the group "host".
-enum class CommKind {
-  kAllReduce,
-  kReduceScatter,
-  kAllGather,
-  kAllToAll,
-  kBroadcast,
-  kSend,
-  kRecv,
-  kCopyToHost,
-  kCopyToDevice
-};
 enum class ReduceOp { kSum, kMax };
-
-std::string_view comm_kind_name(CommKind k);  // "all_reduce", "reduce_scatter", ...
 
 struct CommCount {
   int64_t calls = 0;

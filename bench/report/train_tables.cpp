@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "analytic/comm_volume.h"
 #include "bench/report/format.h"
 #include "bench/report/table.h"
 #include "core/account.h"
@@ -125,20 +124,15 @@ void print_op_time(std::ostream& os, const json& r) {
   }
 }
 
-void print_rank_comm(std::ostream& os, const json& doc, const json& r) {
+void print_rank_comm(std::ostream& os, const json& r) {
   if (!r["comm"].empty()) {
     // Bus bandwidth as nccl-tests defines it: algbw × the collective's factor
-    // on its group (analytic/comm_volume.h busbw_factor).
-    const auto& layout = doc["config"]["layout"];
+    // on its group, the factor the rank's "comm_bandwidth" record carries
+    // (bench/report/comm_bandwidth.h, from core/collective.h), so that the
+    // table and the JSON cannot disagree.
     auto factor = [&](const std::string& key) {
-      const auto at = key.find('@');
-      const std::string g = at == std::string::npos ? "" : key.substr(at + 1);
-      const int64_t ep = layout.value("ep", int64_t{1});
-      const int64_t n = g == "dp" || g == "tp" || g == "pp" ? layout[g].get<int64_t>()
-                        : g == "ep"                         ? ep
-                        : g == "edp"                        ? layout["dp"].get<int64_t>() / ep
-                                                            : 2;  // emb: first and last stage
-      return analytic::busbw_factor(key, n);
+      const auto& bw = r["comm_bandwidth"];
+      return bw.contains(key) ? bw[key]["busbw_factor"].get<double>() : 1.0;
     };
     const double steps = std::max<double>(1.0, static_cast<double>(r["time"]["step_ms"].size()));
     Table c("communication per step: measured beside the budget; algbw and busbw (nccl-tests)");
@@ -210,7 +204,7 @@ void print_train_summary(std::ostream& os, const json& doc) {
     print_rank_accounts(os, r);
     print_rank_published(os, r, doc["config"]["layout"]["dp"].get<double>());
     print_op_time(os, r);
-    print_rank_comm(os, doc, r);
+    print_rank_comm(os, r);
   }
   print_summary(os, doc);
 }

@@ -9,6 +9,7 @@
 
 #include "analytic/comm_volume.h"
 #include "analytic/pipeline.h"
+#include "core/collective.h"
 #include "core/model_config.h"
 #include "tests/analytic/hand_models.h"
 
@@ -103,7 +104,7 @@ double dp_bus_bytes(const Counts& c, int64_t n) {
     if (at == std::string::npos) continue;
     const std::string kind = key.substr(0, at);
     const int64_t bytes = kind == "all_reduce" ? count.bytes - 4 : count.bytes;
-    bus += static_cast<double>(bytes) * busbw_factor(kind, n);
+    bus += static_cast<double>(bytes) * busbw_factor(*parse_comm_kind(kind), n);
   }
   return bus;
 }
@@ -302,20 +303,6 @@ TEST(CommVolume, NoGradientClippingNoNormReduction) {
   EXPECT_EQ(c.at("all_reduce@pp").bytes, 4);
 }
 
-TEST(CommVolume, BusBandwidthFactors) {
-  // nccl-tests doc/PERFORMANCE.md, "Summary".
-  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 4), 1.5);
-  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce@dp", 8), 1.75);
-  EXPECT_DOUBLE_EQ(busbw_factor("all_gather", 4), 0.75);
-  EXPECT_DOUBLE_EQ(busbw_factor("reduce_scatter@tp", 8), 0.875);
-  EXPECT_DOUBLE_EQ(busbw_factor("broadcast", 8), 1.0);
-  EXPECT_DOUBLE_EQ(busbw_factor("send@pp", 2), 1.0);
-  EXPECT_DOUBLE_EQ(busbw_factor("recv", 2), 1.0);
-  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 1), 0.0);
-  EXPECT_THROW(busbw_factor("gossip", 2), std::invalid_argument);
-  EXPECT_THROW(busbw_factor("all_reduce", 0), std::invalid_argument);
-}
-
 // Expert parallelism: Mixtral-8x7B (E 8, k 2, h 4096, L 32), dp 64, ep 8, b 1,
 // s 4096, m 2, bf16. Dropless: C = N = 4096, E·C = 32,768 slots, one
 // all-to-all 32,768·4096·2 = 268,435,456 B; 4 per layer per microbatch:
@@ -338,7 +325,6 @@ TEST(CommVolume, ExpertParallelAllToAlls) {
   }
   l.ep = 1;
   EXPECT_EQ(rank_comm_per_step(m, l, r, 17).count("all_to_all@ep"), 0u);
-  EXPECT_DOUBLE_EQ(busbw_factor("all_to_all@ep", 8), 7.0 / 8.0);
 }
 
 // The gradient sums under ep (ZeRO 0), Mixtral-8x7B at dp 64, ep 8, bf16

@@ -11,11 +11,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "analytic/comm_volume.h"
 #include "comm/comm_bytes.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_runtime.h"
+#include "core/collective.h"
 #include "kernels/registry/registry.h"
 #if GPULEDGER_HAVE_NCCL
 #include "comm/make_nccl_comm.h"
@@ -294,7 +294,7 @@ void run_collective(benchmark::State& st, CommRig& rig, const SweepPoint& p) {
   const double bytes = static_cast<double>(comm_call_bytes(kind, n, p.t, ranks));
   const double algbw = total_s > 0 ? bytes * static_cast<double>(st.iterations()) / total_s : 0;
   // nccl-tests: send/recv has factor 1 (each byte crosses the link once).
-  const double factor = analytic::busbw_factor(comm_kind_name(kind), ranks);
+  const double factor = busbw_factor(kind, ranks);
   st.counters["bytes"] = bytes;
   st.counters["algbw"] = algbw;
   st.counters["busbw"] = algbw * factor;

@@ -2,7 +2,7 @@
 // iterations (each rank times its call; the iteration's time is the max over
 // ranks), then one data check on fresh inputs (wrong elements summed over
 // ranks). Counters: algbw and busbw (bytes/s; busbw = algbw × nccl-tests'
-// factor, analytic::busbw_factor), bytes (the size as nccl-tests counts it,
+// factor, core/collective.h busbw_factor), bytes (the size as nccl-tests counts it,
 // comm_call_bytes), wrong.
 #pragma once
 #include <benchmark/benchmark.h>

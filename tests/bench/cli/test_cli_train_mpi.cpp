@@ -377,7 +377,26 @@ TEST(CliTrainMpi, ContextParallelRingIsBookedAsItsBudget) {
       EXPECT_EQ(rank["comm"][key]["calls"], steps * 6) << key;
       EXPECT_EQ(rank["comm"][key]["bytes"], steps * 24576) << key;
     }
+    // The gradients are averaged over the data-parallel group with cp (dp·cp = 2
+    // ranks): its all-reduce's busbw factor is 2(n − 1)/n = 1 (core/collective.h).
+    EXPECT_EQ(rank["comm_bandwidth"]["all_reduce@dp"]["group_size"], 2);
+    EXPECT_EQ(rank["comm_bandwidth"]["all_reduce@dp"]["busbw_factor"], 1.0);
   }
+  // The printed table agrees with the JSON: at factor 1 each all_reduce@dp
+  // row's busbw equals its algbw (its last two cells, "<value> <unit>" each).
+  size_t rows = 0;
+  std::istringstream table(r.out + r.err);
+  for (std::string line; std::getline(table, line);) {
+    if (line.rfind("  all_reduce@dp ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) cells.push_back(w);
+    ASSERT_GE(cells.size(), 5u) << line;
+    const size_t n = cells.size();
+    EXPECT_EQ(cells[n - 4] + " " + cells[n - 3], cells[n - 2] + " " + cells[n - 1]) << line;
+    ++rows;
+  }
+  EXPECT_GE(rows, 1u) << r.out << r.err;
 }
 
 #else
