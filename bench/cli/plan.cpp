@@ -25,6 +25,9 @@ class PlanCommand : public RunCommand {
     finite_in(app.add_option("--assumed-mfu", assumed_mfu_, "MFU assumed by the training-time estimate"), 0.01, 1.0)
         ->capture_default_str()
         ->group("Estimate");
+    app.add_flag("--brief", brief_,
+                 "print the configuration and the summary only (fits per rank class, the tightest rank, step time)")
+        ->group("Output");
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
@@ -38,7 +41,8 @@ class PlanCommand : public RunCommand {
     q.assumed_mfu = assumed_mfu_;
     const auto doc = report::plan_report_json(run::run_plan(q));
     if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
-    if (!output_.quiet) report::print_plan(table_stream(output_), doc);
+    if (!output_.quiet)
+      report::print_plan(table_stream(output_), doc, brief_ ? report::PlanDetail::kBrief : report::PlanDetail::kFull);
     return 0;
   }
 
@@ -46,6 +50,7 @@ class PlanCommand : public RunCommand {
   ConfigOptions config_;
   std::string train_tokens_;  // BYTES-style count (K/M/G…): tokens of the time estimate
   double assumed_mfu_ = 0.5;
+  bool brief_ = false;
   OutputOptions output_;
 };
 

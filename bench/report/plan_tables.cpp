@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "bench/report/format.h"
+#include "bench/report/plan_summary.h"
 #include "bench/report/table.h"
 #include "core/account.h"
 
@@ -111,43 +113,56 @@ void print_accounts_per_role(std::ostream& os, const json& ranks) {
 }
 }  // namespace
 
-void print_plan(std::ostream& os, const json& doc) {
-  print_config_header(os, doc);
-  const auto& ranks = doc["ranks"];
-  os << "\n";
+namespace {
 
-  print_accounts_per_role(os, ranks);
-
-  // ---- published figures beside the exact ones (sources as numbered notes) ----
-  for (const auto& r : ranks) {
-    Table pub("published formulas for " + r["role"].get<std::string>() + " vs the exact figure");
-    pub.columns({"formula", "published", "exact", "difference", "compared with", "src"});
-    int n = 0;
-    for (const auto& [name, p] : r["analytic"]["published"].items()) {
-      if (!p.contains("exact")) continue;
-      ++n;
-      pub.row({name, bytes_cell(p["bytes"]), bytes_cell(p["exact"]),
-               fmt::format("{:+.1f}%", 100.0 * p["rel_err"].get<double>()), p["compares_to"].get<std::string>(),
-               fmt::format("[{}]", n)});
-      pub.note(fmt::format("[{}] {}", n, p["source"].get<std::string>()));
-    }
-    os << pub.render() << "\n";
+// The published formulas beside the exact figures of one rank class, each
+// source once, as a numbered note.
+void print_published(std::ostream& os, const json& r, size_t rank_classes) {
+  Table pub("published formulas for " + r["role"].get<std::string>() + " (the tightest rank) vs the exact figure");
+  pub.columns({"formula", "published", "exact", "difference", "compared with", "src"});
+  int n = 0;
+  for (const auto& [name, p] : r["analytic"]["published"].items()) {
+    if (!p.contains("exact")) continue;
+    ++n;
+    pub.row({name, bytes_cell(p["bytes"]), bytes_cell(p["exact"]),
+             fmt::format("{:+.1f}%", 100.0 * p["rel_err"].get<double>()), p["compares_to"].get<std::string>(),
+             fmt::format("[{}]", n)});
+    pub.note(fmt::format("[{}] {}", n, p["source"].get<std::string>()));
   }
+  if (rank_classes > 1)
+    pub.note("the other rank classes' comparisons: the report's JSON (--json), or --ranks N for one rank");
+  os << pub.render() << "\n";
+}
 
-  // ---- communication per step ----
+// Calls and bytes per step of each collective, one column per rank class.
+void print_comm(std::ostream& os, const json& ranks) {
   Table comm("communication per rank per step (bytes as nccl-tests sizes each call)");
-  comm.columns({"rank", "collective@group", "calls", "bytes"});
-  for (const auto& r : ranks)
-    for (const auto& [kind, cc] : r["analytic"]["comm"].items())
-      comm.row({r["role"].get<std::string>(), kind, format_count(cc["calls"].get<int64_t>()),
-                format_bytes(cc["bytes"].get<double>())});
-  if (ranks.empty() ||
-      std::all_of(ranks.begin(), ranks.end(), [](const json& r) { return r["analytic"]["comm"].empty(); }))
-    comm.row({"-", "none (one rank per group)", "", ""});
+  std::vector<std::string> cols = {"collective@group"};
+  std::vector<std::string> keys;
+  for (const auto& r : ranks) {
+    cols.push_back(r["role"].get<std::string>());
+    for (const auto& [key, cc] : r["analytic"]["comm"].items())
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end());
+  comm.columns(cols);
+  for (const auto& key : keys) {
+    std::vector<std::string> row = {key};
+    for (const auto& r : ranks) {
+      const auto& c = r["analytic"]["comm"];
+      row.push_back(c.contains(key) ? fmt::format("{} calls, {}", format_count(c[key]["calls"].get<int64_t>()),
+                                                  format_bytes(c[key]["bytes"].get<double>()))
+                                    : "-");
+    }
+    comm.row(row);
+  }
+  if (keys.empty()) comm.row({"none (one rank per group)"});
   os << comm.render() << "\n";
+}
 
-  // ---- FLOPs and time ----
+void print_flops_and_time(std::ostream& os, const json& doc) {
   const auto& s = doc["summary"];
+  const auto& ranks = doc["ranks"];
   Table fl("FLOPs per step and time estimates");
   fl.columns({"quantity", "value", "note"});
   fl.row({"tokens per step", format_count(s["tokens_per_step"].get<int64_t>()), ""});
@@ -157,8 +172,12 @@ void print_plan(std::ostream& os, const json& doc) {
           "attention s² terms halved"});
   fl.row({"hardware FLOPs (job)", format_si(s["hardware_flops_per_step"].get<double>(), "FLOP"),
           "with recompute, padded vocab; HFU numerator"});
-  for (const auto& [name, p] : s["published_flops_per_step"].items())
-    fl.row({name, format_si(p["flops"].get<double>(), "FLOP"), p["source"].get<std::string>()});
+  int n = 0;
+  for (const auto& [name, p] : s["published_flops_per_step"].items()) {
+    ++n;
+    fl.row({name, format_si(p["flops"].get<double>(), "FLOP"), fmt::format("published [{}]", n)});
+    fl.note(fmt::format("[{}] {}", n, p["source"].get<std::string>()));
+  }
   for (const auto& r : ranks)
     fl.row({"hardware FLOPs " + r["role"].get<std::string>(),
             format_si(r["flops"]["analytic_hardware"].get<double>(), "FLOP"), "this rank"});
@@ -166,7 +185,8 @@ void print_plan(std::ostream& os, const json& doc) {
   fl.row({"pipeline bubble", format_percent(s["bubble_fraction"].get<double>()),
           doc["config"]["layout"].contains("vpp") ? "(p−1)/(v·m+p−1), v = vpp" : "(p−1)/(m+p−1)"});
   fl.row({"peak", s["peak_flops"].is_null() ? "unknown" : format_si(s["peak_flops"].get<double>(), "FLOP/s"),
-          s["peak_source"].get<std::string>()});
+          fmt::format("[{}]", ++n)});
+  fl.note(fmt::format("[{}] {}", n, s["peak_source"].get<std::string>()));
   fl.row(
       {"step time ≥",
        s["step_time_lower_bound_s"].is_null() ? "unknown" : format_seconds(s["step_time_lower_bound_s"].get<double>()),
@@ -175,9 +195,22 @@ void print_plan(std::ostream& os, const json& doc) {
       {"training time", s["train_seconds"].is_null() ? "unknown" : format_seconds(s["train_seconds"].get<double>()),
        fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", format_si(s["train_tokens"].get<double>(), ""),
                    doc["config"]["layout"]["world"].get<int64_t>(), format_percent(s["assumed_mfu"].get<double>()))});
-  if (s.contains("fits"))
-    fl.row({"fits", s["fits"].get<bool>() ? "yes: every rank fits" : "NO: some rank does not fit", ""});
   os << fl.render();
+}
+
+}  // namespace
+
+void print_plan(std::ostream& os, const json& doc, PlanDetail detail) {
+  print_config_header(os, doc);
+  os << "\n";
+  print_plan_summary(os, doc);
+  if (detail == PlanDetail::kBrief) return;
+  const auto& ranks = doc["ranks"];
+  print_accounts_per_role(os, ranks);
+  const int tight = tightest_rank_index(doc);
+  if (tight >= 0) print_published(os, ranks[static_cast<size_t>(tight)], ranks.size());
+  print_comm(os, ranks);
+  print_flops_and_time(os, doc);
 }
 
 }  // namespace gpuledger::report

@@ -47,6 +47,50 @@ TEST(CliDevices, ListsDatasheetPresetsWithSources) {
   EXPECT_TRUE(found);
 }
 
+// The plan leads with its summary: whether each rank class fits and by how
+// much, the tightest rank (the least headroom), its model states and
+// activations and the step-time bound; each published source is printed once.
+// --brief prints the configuration and the summary alone.
+TEST(CliPlan, LeadsWithASummaryAndPrintsEachSourceOnce) {
+  const std::vector<std::string> args = {"plan",      "--model",  "llama3-70b", "--dp",           "8",  "--tp",
+                                         "8",         "--pp",     "4",          "--zero",         "1",  "--seq",
+                                         "8192",      "--mbs",    "1",          "--microbatches", "32", "--recompute",
+                                         "selective", "--device", "h100-sxm"};
+  auto full = run_cli(args);
+  ASSERT_EQ(full.status, 0) << full.err;
+  const std::string& t = full.err.empty() ? full.out : full.err;
+  const auto summary = t.find("# summary");
+  const auto accounts = t.find("# bytes per rank by account");
+  ASSERT_NE(summary, std::string::npos) << t;
+  ASSERT_NE(accounts, std::string::npos) << t;
+  EXPECT_LT(summary, accounts);  // the answer before the detail
+  // Stage 0 holds 4 microbatches in flight: 72.06 GiB of 80, the least headroom.
+  EXPECT_NE(t.find("fits                                           yes: all 4 rank classes"), std::string::npos) << t;
+  EXPECT_NE(t.find("72.06 GiB of 80.00 GiB: fits, 7.94 GiB free"), std::string::npos) << t;
+  EXPECT_NE(t.find("tightest rank                                             r0 pp0 first"), std::string::npos) << t;
+  EXPECT_NE(t.find("55.94 GiB (4 microbatches in flight)"), std::string::npos) << t;
+  EXPECT_NE(t.find("≥ 4.73 s"), std::string::npos) << t;
+  // Each published source once: one published-formulas block, Korthikanti's Table 2 note once.
+  auto count = [&](const std::string& s) {
+    size_t n = 0;
+    for (auto at = t.find(s); at != std::string::npos; at = t.find(s, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("# published formulas for"), 1u);
+  EXPECT_EQ(count("Korthikanti et al. 2022, Table 2, row tensor_selective"), 1u);
+  EXPECT_EQ(count("h100-sxm datasheet"), 1u);
+  EXPECT_LT(count("\n"), 100u);
+
+  auto args_brief = args;
+  args_brief.push_back("--brief");
+  auto brief = run_cli(args_brief);
+  ASSERT_EQ(brief.status, 0) << brief.err;
+  const std::string& b = brief.err.empty() ? brief.out : brief.err;
+  EXPECT_NE(b.find("# summary"), std::string::npos) << b;
+  EXPECT_EQ(b.find("# bytes per rank by account"), std::string::npos) << b;
+  EXPECT_EQ(b.find("# published formulas"), std::string::npos) << b;
+}
+
 TEST(CliPlan, TheIssueExampleReportsEveryRoleAndAddsUp) {
   auto r = run_cli({"plan", "--model",     "llama3-70b", "--dp",     "8",        "--tp",   "8", "--pp",
                     "4",    "--zero",      "1",          "--seq",    "8192",     "--mbs",  "1", "--microbatches",
