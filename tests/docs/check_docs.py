@@ -29,9 +29,9 @@ import urllib.parse
 README_MAX_LINES = 200
 DOC_ROOTS = ("docs/", "results/")
 # A path of one machine. The character before the slash must not be part of a word, a URL host or a
-# relative path, so that "example.org/home/" or "docs/home/x" do not count.
+# relative path, so that a path on a web site or under a folder of the tree does not count.
 HOME_RE = re.compile(r"(?<![\w.~$/-])/(?:work|root|home)/")
-TMP_RE = re.compile(r"(?<![\w.~$/-])/tmp/")
+TMP_RE = re.compile(r"(?<![\w.~$/-])/(?:tmp)/")
 TMP_FORBIDDEN_UNDER = ("docs/", "results/", "tests/fuzz/corpus/")
 
 
