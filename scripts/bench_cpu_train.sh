@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue benchmark: a llama2-7b-shaped model cut to 2 layers (seq 1024, mbs 1)
+# The CPU training benchmark: a llama2-7b-shaped model cut to 2 layers (seq 1024, mbs 1)
 # trained on this machine's CPU, MFU against the fp32 sgemm peak measured in the
-# same session (by `gpuledger peak` here, and again by train itself at start),
+# same run (by `gpuledger peak` here, and again by train itself at start),
 # in fp32 and bf16, with the per-op breakdown (--profile). Writes
 # results/cpu/*.json and prints the figures. Run on a quiet machine.
 #   scripts/bench_cpu_train.sh [STEPS]     (default 4: 1 warm-up + 3 timed)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue benchmark: on a long-tailed request-length distribution, the fraction of
+# The KV-cache benchmark: on a long-tailed request-length distribution, the fraction of
 # reserved KV memory that holds real tokens — contiguous vs paged caches (the
 # PagedAttention paper reports 20–38% for contiguous systems and ~96% for
 # paged) — and decode bandwidth utilization on this CPU. The trace is drawn

@@ -8,23 +8,24 @@
 # timeout, and a step that no longer fits is skipped and says so).
 #
 # Usage
-#   scripts/gpu_check.sh --prepare DIR [CUDA_ARCHS]   on a build machine (CUDA 13 + our build deps;
-#                                                      the dev/CI machine): build the binaries into DIR
+#   scripts/gpu_check.sh --prepare DIR [CUDA_ARCHS]   on a build machine (CUDA 13 + our build deps,
+#                                                      e.g. the CI machine): build the binaries into DIR
 #   scripts/gpu_check.sh OUTDIR [DIR]                 on the GPU machine: run the checks with DIR's
 #                                                      binaries (default: build-gpucheck, if present)
 #   scripts/gpu_check.sh OUTDIR --build               on the GPU machine: build from source first
 # Environment: GPU_CHECK_DEVICE (device preset for peaks and the infer memory
 # size; default h200), GPU_CHECK_BUDGET_S (default 470 s).
-# With this project's device tool: prepare here, then run
-#   scripts/gpu_check.sh "$OUT" build-gpucheck    with carry = ["build-gpucheck"]
+# Typical use: prepare into build-gpucheck (ignored by git), copy it to the GPU
+# machine with the source tree, and run there
+#   scripts/gpu_check.sh OUTDIR build-gpucheck
 #
 # Why a prepared binary tree (the choice this script makes)
 #   The GPU machine has the driver and CUDA 13 but none of our other build
 #   dependencies, and our CMake requires nlohmann-json, CLI11, fmt and
-#   GoogleTest. Building there would also spend device time (billed while the
-#   machine is held) on a 2-architecture nvcc build. So the binaries are built
-#   beforehand, on a machine that has every dependency, into an ignored folder
-#   that travels with the working tree (the device tool's `carry`). The
+#   GoogleTest. Building there would also spend the GPU machine's time on a
+#   2-architecture nvcc build. So the binaries are built beforehand, on a
+#   machine that has every dependency, into an ignored folder that is copied
+#   to the GPU machine beside the source tree. The
 #   prepared tree is configured without MPI and without BLAS (single rank, the
 #   CPU reference uses the built-in GEMM), for one architecture (default 90:
 #   H100/H200) to keep it small. At run time the binaries need, besides glibc
@@ -35,7 +36,7 @@
 #   statically; nlohmann-json and CLI11 are header-only). The script checks
 #   with ldd that nothing is missing before running anything.
 #   --build is the fallback for a GPU machine that does carry the build
-#   dependencies (e.g. through CMAKE_PREFIX_PATH); it costs device time.
+#   dependencies (e.g. through CMAKE_PREFIX_PATH); it costs GPU-machine time.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 

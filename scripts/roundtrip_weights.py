@@ -10,8 +10,8 @@ transformers and checks it (run by hand; needs torch and transformers):
 - the config it read carries gpuledger's norm epsilon and RoPE theta;
 - with REFERENCE_DIR (tests/data/llama or tests/data/gpt2, whose
   reference.safetensors scripts/make_reference.py wrote) and a DIR saved after
-  exactly one step of the reference's run (README "Bring your own checkpoint and
-  tokens"): the largest difference from transformers' own weights after its
+  exactly one step of the reference's run (docs/guide.md, "Bring your own
+  checkpoint and tokens"): the largest difference from transformers' own weights after its
   AdamW step.
 Exit 1 on a mismatch.
 """

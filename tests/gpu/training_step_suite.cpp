@@ -1,5 +1,5 @@
 // Whole training steps on the backend under test against the CPU reference
-// (issue "The CUDA backend": the ledger of a cuda run equals the ledger of the
+// (the CUDA backend's contract: the ledger of a cuda run equals the ledger of the
 // cpu run of the same configuration, to the byte, in every account but the
 // backend-specific workspace). A one-rank Trainer runs the same seeded steps
 // on both devices; checked: every account's peak but workspace equal to the

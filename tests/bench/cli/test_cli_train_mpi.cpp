@@ -1,7 +1,7 @@
 // End-to-end tests of `gpuledger train` under mpiexec: the test runs
 // `mpiexec -n 2 gpuledger train …` itself (the mpiexec path and the Open MPI
 // environment are compiled in by tests/bench/CMakeLists.txt) and reads the exit
-// status, stdout, stderr and the JSON report. What it covers (issue 4):
+// status, stdout, stderr and the JSON report. What it covers:
 //   - a 2-rank data-parallel run: exit 0, one report of kind "train" gathered on
 //     rank 0 with one entry per rank, every account equal to its exact budget,
 //     and the gradient all-reduce booked as docs/formulas/comm.md sizes it
