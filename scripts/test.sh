@@ -6,7 +6,9 @@
 #      reports everything). FORMAT_CHECK=0 skips it, e.g. on a work tree not yet
 #      formatted; CI leaves it on;
 #   3. the main build (${BUILD_DIR:-build}: MPI, OpenBLAS, CUDA when nvcc is
-#      found) with warnings as errors, and every test that does not need a GPU
+#      found; configured as scripts/demo.sh configures it, scripts/main_config.sh,
+#      so that after the demo only the tests are left to build) with warnings
+#      as errors, and every test that does not need a GPU
 #      (unit, cli, mpi, install; gpu tests skip here). With SANITIZE=1 its unit
 #      tests are those labelled platform (-DGPULEDGER_GENERIC_UNIT_TESTS=OFF):
 #      the CPU kernels and the tests that read the build's switches; the others
@@ -70,14 +72,14 @@ sanitized_ctest() {
 # keeps the unit tests labelled platform (the CPU kernels with this build's BLAS,
 # ISA paths and threads; tests that read a GPULEDGER_HAVE_* switch) and the
 # CLI, MPI, GPU and install tests; the other unit tests run under the sanitizers.
-generic_unit_tests=ON
-[ "$SANITIZE" = "1" ] && generic_unit_tests=OFF
-timed "main build" env BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON \
-  -DGPULEDGER_GENERIC_UNIT_TESTS="$generic_unit_tests"
+# The main configuration is scripts/main_config.sh, shared with scripts/demo.sh:
+# after the demo, this build only adds the tests.
+. "$ROOT/scripts/main_config.sh"
+timed "main build" env BUILD_DIR="$BUILD_DIR" PROGRESS=1 "$ROOT/scripts/build.sh" "${MAIN_CONFIG[@]}"
 timed "main tests" run_ctest "$BUILD_DIR" "$@"
 
 if [ "$SANITIZE" = "1" ]; then
-  timed "minimal sanitizer build (no MPI, no BLAS, no CUDA; ASan + UBSan)" env BUILD_DIR="$MINIMAL_BUILD_DIR" \
+  timed "minimal sanitizer build (no MPI, no BLAS, no CUDA; ASan + UBSan)" env BUILD_DIR="$MINIMAL_BUILD_DIR" PROGRESS=1 \
     "$ROOT/scripts/build.sh" -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF \
     -DGPULEDGER_BUILD_BENCH=OFF -DGPULEDGER_SANITIZE=ON -DGPULEDGER_CLI_TESTS=OFF \
     -DGPULEDGER_GENERIC_UNIT_TESTS=ON
@@ -88,7 +90,7 @@ if [ "$SANITIZE" = "1" ]; then
   fi
 else
   # SANITIZE=0: the plain minimal build; the bad-input corpus and the CLI tests ran in the main build above.
-  timed "minimal build (no MPI, no BLAS, no CUDA)" env BUILD_DIR="$MINIMAL_BUILD_DIR" "$ROOT/scripts/build.sh" \
+  timed "minimal build (no MPI, no BLAS, no CUDA)" env BUILD_DIR="$MINIMAL_BUILD_DIR" PROGRESS=1 "$ROOT/scripts/build.sh" \
     -DGPULEDGER_WERROR=ON -DGPULEDGER_MPI=OFF -DGPULEDGER_BLAS=OFF -DGPULEDGER_CUDA=OFF -DGPULEDGER_BUILD_BENCH=OFF \
     -DGPULEDGER_SANITIZE=OFF -DGPULEDGER_CLI_TESTS=OFF
   timed "minimal unit tests" run_ctest "$MINIMAL_BUILD_DIR" -L unit -LE bad_inputs
