@@ -12,6 +12,11 @@ void CommCounters::add(CommKind kind, std::string_view group, int64_t bytes, dou
   c.calls += 1;
   c.bytes += bytes;
   c.seconds += seconds;
+  if (trace_) {
+    const double end_us = TraceRecorder::now_us();
+    trace_->add({"comm " + std::string(group), std::string(comm_kind_name(kind)), end_us - seconds * 1e6, seconds * 1e6,
+                 0, bytes});
+  }
 }
 
 namespace {

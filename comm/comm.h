@@ -13,6 +13,7 @@
 
 #include "core/collective.h"  // CommKind, comm_kind_name
 #include "core/dtype.h"
+#include "core/trace.h"
 
 namespace gpuledger {
 
@@ -24,15 +25,20 @@ struct CommCount {
   double seconds = 0;
 };
 
-// Per-rank counters keyed "<kind>@<group>" (e.g. "all_reduce@dp").
+// Per-rank counters keyed "<kind>@<group>" (e.g. "all_reduce@dp"). With a
+// TraceRecorder attached, every call booked is also a slice on the stream
+// "comm <group>", ending when it was booked (core/trace.h).
 class CommCounters {
  public:
   void add(CommKind kind, std::string_view group, int64_t bytes, double seconds);
   const std::map<std::string, CommCount>& by_key() const { return counts_; }
   void reset() { counts_.clear(); }
+  // nullptr detaches; the recorder must outlive the counters or be detached first.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
   std::map<std::string, CommCount> counts_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 // One communicator over a group of ranks. Buffers live on the Device the

@@ -4,23 +4,31 @@
 namespace gpuledger {
 
 // Times one op with the wrapped device's timer (started before the op, stopped
-// after it); books calls, seconds, and the FLOPs the wrapped device counted.
+// after it); books calls, seconds, and the FLOPs the wrapped device counted,
+// and, with a trace attached, the op as a slice that starts when the timer did.
 class OpTimer {
  public:
   OpTimer(ProfilingDevice& d, const char* op)
-      : d_(d), op_(op), flops_before_(d.inner_->executed_flops()), timer_(d.inner_->start_timer()) {}
+      : d_(d),
+        op_(op),
+        flops_before_(d.inner_->executed_flops()),
+        start_us_(d.trace_ ? TraceRecorder::now_us() : 0.0),
+        timer_(d.inner_->start_timer()) {}
   void done() {
     const double seconds = timer_->stop_seconds();
+    const int64_t flops = d_.inner_->executed_flops() - flops_before_;
     auto& t = d_.times_[op_];
     t.calls += 1;
     t.seconds += seconds;
-    t.flops += d_.inner_->executed_flops() - flops_before_;
+    t.flops += flops;
+    if (d_.trace_) d_.trace_->add({"compute", op_, start_us_, seconds * 1e6, flops, 0});
   }
 
  private:
   ProfilingDevice& d_;
   const char* op_;
   int64_t flops_before_;
+  double start_us_;
   std::unique_ptr<DeviceTimer> timer_;
 };
 

@@ -10,12 +10,15 @@
 // is the same on both. Each op is waited for before the next starts. Memory
 // goes through the wrapped device's allocator and the same ledger, so the
 // bytes booked are unchanged.
-// Used by `gpuledger train --profile` to say where the time goes.
+// Used by `gpuledger train --profile` to say where the time goes; with a
+// TraceRecorder attached (set_trace, `train --trace`) every op is also a slice
+// on the stream "compute" (core/trace.h).
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 
+#include "core/trace.h"
 #include "kernels/device.h"
 
 namespace gpuledger {
@@ -31,6 +34,9 @@ class ProfilingDevice final : public Device {
   explicit ProfilingDevice(std::unique_ptr<Device> inner);
   const std::map<std::string, OpTime>& op_times() const { return times_; }
   void reset_op_times() { times_.clear(); }
+  // Every op from now on also goes to `trace` as a slice (nullptr: none). The
+  // recorder must outlive this device or be detached first.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
   std::string name() const override { return inner_->name(); }
   std::string description() const override { return inner_->description() + " (profiled)"; }
@@ -95,6 +101,7 @@ class ProfilingDevice final : public Device {
   friend class OpTimer;
   std::unique_ptr<Device> inner_;
   std::map<std::string, OpTime> times_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace gpuledger

@@ -13,6 +13,7 @@
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
+#include "bench/report/trace_json.h"
 #include "bench/report/train_json.h"
 #include "bench/report/train_repeats.h"
 #include "bench/report/train_tables.h"
@@ -46,6 +47,9 @@ class TrainCommand : public RunCommand {
   std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
+  std::string trace_path_;  // --trace FILE.json
+  void check_trace() const;
+  void write_trace(const run::TrainRecord& rec) const;
   int64_t repeat_ = 1;         // --repeat: runs of the point in one report (train_repeats.h)
   int64_t repeat_warmup_ = 0;  // --repeat-warmup: whole runs before them, not reported
   OutputOptions output_;
@@ -99,6 +103,10 @@ void TrainCommand::bind(CLI::App& app) {
       ->group(g);
   app.add_flag("--timeline", timeline_, "record memory at every phase marker in the report")->group(g);
   app.add_flag("--profile", profile_, "time every op (synchronised): where the time goes, op by op")->group(g);
+  app.add_option("--trace", trace_path_,
+                 "write every op and collective of every rank as a Chrome trace (FILE.json: opens in Perfetto or "
+                 "chrome://tracing); implies --profile")
+      ->group(g);
   add_checkpoint_options(app, checkpoint_, /*training=*/true);
   // The regression gate's repetitions (docs/regress.md).
   app.add_option("--repeat", repeat_, "run the point N times; the report keeps every run's MFU and tokens/s")
@@ -114,7 +122,31 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
-void TrainCommand::validate() const { resolve_config(with_world()); }
+void TrainCommand::validate() const {
+  resolve_config(with_world());
+  check_trace();
+}
+
+// --trace: a file, and a backend that runs the ops it would time.
+void TrainCommand::check_trace() const {
+  if (!trace_path_.empty()) {
+    if (backend_ == "meta")
+      throw ConfigError("trace",
+                        "--trace records measured time: the meta backend runs no op (use --backend cpu or cuda)");
+    if (report::is_stdout_path(trace_path_))
+      throw ConfigError("trace", "--trace needs a file (stdout carries the tables or the report)");
+    if (const auto why = report::report_destination_problem(trace_path_); !why.empty())
+      throw ConfigError("trace", "--trace " + trace_path_ + ": " + why);
+  }
+}
+
+// Every rank's slices in one Chrome trace (on the rank that has the records: rank 0).
+void TrainCommand::write_trace(const run::TrainRecord& rec) const {
+  std::vector<report::RankTrace> ranks;
+  for (const auto& r : rec.runs)
+    ranks.push_back({r.record.analytic.budget.rank, r.record.analytic.role, &r.record.trace, r.record.trace_dropped});
+  report::write_report(report::chrome_trace_json(ranks, "gpuledger train, " + rec.mode), trace_path_);
+}
 
 // --world N: the layout's world, dp filled in from N when only tp, pp (and cp) are given.
 ConfigOptions TrainCommand::with_world() const {
@@ -133,6 +165,7 @@ ConfigOptions TrainCommand::with_world() const {
 }
 
 int TrainCommand::run() const {
+  check_trace();
   run::TrainRequest q;
   q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
   q.save_weights = checkpoint_.save_weights;
@@ -145,7 +178,8 @@ int TrainCommand::run() const {
   q.peak_flops = peak_flops_;
   q.cpu_peak_flops = cpu_peak_flops_;
   q.timeline = timeline_;
-  q.profile = profile_;
+  q.profile = profile_ || !trace_path_.empty();
+  q.trace = !trace_path_.empty();
 
   run::TrainProgress progress;
   if (!output_.quiet) progress.os = &table_stream(output_);
@@ -165,6 +199,7 @@ int TrainCommand::run() const {
       if (*quiet_exit != kExitOk) return *quiet_exit;
       continue;
     }
+    if (q.trace && (i + 1 == repeat_warmup_ + repeat_)) write_trace(rec);
     json doc = report::train_report_json(rec);
     const bool failed = doc["status"] != "ok";
     if (i >= repeat_warmup_ || failed) runs.push_back(std::move(doc));

@@ -13,7 +13,7 @@
 
 namespace gpuledger::bench {
 
-RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, const CommCounters& counters,
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, CommCounters& counters,
                           const RankRunOptions& o, run::PlanRankRecord analytic) {
   RankRun run;
   TrainRankRecord& rec = run.record;
@@ -24,6 +24,15 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
   ledger.enable_events(true);  // replayed through PyTorch's caching allocator for the report
   int64_t executed_per_step = -1;
   bool flops_constant = true;
+  // --trace: the ops (through the profiling device) and the collectives of
+  // every step, the trainer's set-up included.
+  TraceRecorder trace;
+  auto* profiled = dynamic_cast<ProfilingDevice*>(&device);
+  if (o.trace) {
+    if (!profiled) throw std::logic_error("run_rank_training: a trace needs the profiling device");
+    profiled->set_trace(&trace);
+    counters.set_trace(&trace);
+  }
   std::unique_ptr<Trainer> trainer;
   auto fail = [&](const char* status, const std::string& what) {
     rec.status = status;
@@ -76,6 +85,12 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
     fail("error", std::string("--save-weights: ") + e.what());
   }
   trainer.reset();
+  if (o.trace) {
+    profiled->set_trace(nullptr);
+    counters.set_trace(nullptr);
+    rec.trace = trace.slices();
+    rec.trace_dropped = trace.dropped();
+  }
   // PyTorch's cuBLAS workspace for the device's architecture (a non-Hopper one when no preset is named).
   rec.measured =
       ledger_record(ledger, o.timeline, torch_cublas_workspace_bytes(r.device ? device_sm_major(*r.device) : 8));

@@ -16,6 +16,7 @@
 #include "bench/run/plan_run.h"
 #include "comm/comm.h"
 #include "core/resolved_config.h"
+#include "core/trace.h"
 #include "kernels/device.h"
 #include "kernels/profiling_device.h"
 #include "parallel/rank_context.h"
@@ -27,6 +28,9 @@ struct RankRunOptions {
   int64_t steps = 1;
   int64_t warmup = 0;
   bool timeline = false;
+  // Record every op (the device must be a ProfilingDevice) and every
+  // collective as trace slices into the record (`train --trace`).
+  bool trace = false;
   // After the last step, rank 0 writes its parameters (the whole model at tp =
   // pp = 1) as a Hugging Face checkpoint into this folder ("" none).
   std::string save_weights;
@@ -52,6 +56,8 @@ struct TrainRankRecord {
   std::optional<int64_t> executed_flops_per_step;                        // none when no step ran
   bool executed_same_every_step = true;
   std::optional<std::map<std::string, OpTime>> op_time;  // --profile: per op, the timed steps
+  std::vector<TraceSlice> trace;                         // --trace: every op and collective, every step
+  int64_t trace_dropped = 0;                             // slices past the recorder's cap
   std::string status = "ok";                             // ok | oom | error
   std::string error;
 };
@@ -63,7 +69,7 @@ struct RankRun {
 };
 
 // `analytic` is the rank's plan (plan_rank); the measured parts are added beside it.
-RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, const CommCounters& counters,
+RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankContext& ctx, CommCounters& counters,
                           const RankRunOptions& o, run::PlanRankRecord analytic);
 
 }  // namespace gpuledger::bench

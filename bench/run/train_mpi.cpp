@@ -16,6 +16,7 @@
 #include "bench/exit_codes.h"
 #include "bench/host_cpu.h"
 #include "bench/peak.h"
+#include "bench/report/trace_json.h"
 #include "bench/report/train_json.h"
 #include "bench/report/train_progress.h"
 #include "bench/run/plan_run.h"
@@ -38,15 +39,24 @@ TrainPeak shared_peak(const TrainRequest& q, int64_t rank) {
 }
 
 // Every rank's record on rank 0 (the others' records stay empty), sent as the
-// report writes it.
-std::vector<bench::RankRun> gather_runs(const bench::RankRun& mine) {
+// report writes it; with `trace` (the same on every rank) its trace slices too.
+std::vector<bench::RankRun> gather_runs(const bench::RankRun& mine, bool trace) {
   const auto records = gather_strings(report::train_rank_json(mine.record).dump());
   const auto losses = gather_strings(nlohmann::json(mine.losses).dump());
+  std::vector<std::string> traces;
+  if (trace)
+    traces = gather_strings(
+        nlohmann::json::array({report::trace_slices_json(mine.record.trace), mine.record.trace_dropped}).dump());
   std::vector<bench::RankRun> runs;
   for (size_t i = 0; i < records.size(); ++i) {
     bench::RankRun rr;
     rr.record = report::train_rank_from_json(nlohmann::json::parse(records[i]));
     rr.losses = nlohmann::json::parse(losses[i]).get<std::vector<double>>();
+    if (trace) {
+      const auto t = nlohmann::json::parse(traces[i]);
+      rr.record.trace = report::trace_slices_from_json(t[0]);
+      rr.record.trace_dropped = t[1].get<int64_t>();
+    }
     runs.push_back(std::move(rr));
   }
   return runs;
@@ -143,6 +153,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   ro.steps = q.steps;
   ro.warmup = q.warmup;
   ro.timeline = q.timeline;
+  ro.trace = q.trace;
   ro.save_weights = q.save_weights;
   ro.agree_after_setup = [](bool ok, const std::string& error) {
     const auto a = agree_status(ok, error);
@@ -169,7 +180,7 @@ TrainRecord run_train_mpi_rank(const TrainRequest& q, const TrainProgress& progr
   }
   // Everyone reached here: failures (if any) happened before the first collective
   // of a step on every rank that failed; gather every record on rank 0.
-  auto runs = gather_runs(run);
+  auto runs = gather_runs(run, q.trace);
   const bool all_ok = agree_status(run.record.status == "ok", run.record.error).all_ok;
   if (rank != 0) {
     rec.exit_without_report = all_ok ? cli::kExitOk : cli::kExitFailed;

@@ -98,6 +98,7 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
     ro.steps = q.steps;
     ro.warmup = q.warmup;
     ro.timeline = q.timeline;
+    ro.trace = q.trace;
     ro.save_weights = q.save_weights;
     if (i == 0 && progress.os)
       ro.on_step = [&](int64_t step, const StepResult& s, const Ledger& lg) {

@@ -124,6 +124,34 @@ TEST(CliTrain, UsageErrors) {
   r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--memory-limit", "lots"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("lots"), std::string::npos);
+  // --trace records measured time: refused on the meta backend and to stdout, naming the option.
+  r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--backend", "meta", "--trace", "t.json"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--trace records measured time"), std::string::npos) << r.err;
+  r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--trace", "-"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--trace needs a file"), std::string::npos) << r.err;
+}
+
+// One rank, --trace: the trace holds the run's ops on the compute stream, their
+// FLOPs summing to every step's executed FLOPs.
+TEST(CliTrain, TraceOfOneRankHoldsEveryStepsFlops) {
+  const std::string dir = gpuledger::testing::scratch_dir("trace1");
+  auto r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--steps", "3", "--trace", dir + "/t.json", "--json",
+                    "-", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  const auto trace = gpuledger::testing::read_json(dir + "/t.json");
+  int64_t flops = 0, gemms = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    EXPECT_EQ(e["pid"], 0);
+    EXPECT_EQ(e["tid"], 0);  // one rank, no collective: the compute stream alone
+    flops += e["args"].value("flops", int64_t{0});
+    gemms += e["name"] == "gemm" ? 1 : 0;
+  }
+  EXPECT_GT(gemms, 0);
+  EXPECT_EQ(flops, 3 * doc["ranks"][0]["flops"]["executed_per_step"].get<int64_t>());
 }
 
 }  // namespace

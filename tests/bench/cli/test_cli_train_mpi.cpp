@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -397,6 +398,52 @@ TEST(CliTrainMpi, ContextParallelRingIsBookedAsItsBudget) {
     ++rows;
   }
   EXPECT_GE(rows, 1u) << r.out << r.err;
+}
+
+// ---- 6. a trace of a measured 2-stage pipeline run ----
+// tiny-llama, pp 2, 2 microbatches, 2 steps, --trace: one Chrome trace with a
+// process per rank and a thread per stream; every slice a complete event with
+// ph/ts/dur/pid/tid; each rank's op slices carry every FLOP it executed (2
+// steps' worth: the set-up runs no FLOP-counting op) and its comm slices every
+// collective it booked.
+TEST(CliTrainMpi, TraceOfAPipelineRunHoldsEveryOpAndCollective) {
+  const std::string dir = scratch_dir("trace-pp2");
+  const int64_t steps = 2;
+  const auto r =
+      run_mpi(2, {"train", "--model", "tiny-llama", "--pp", "2", "--seq", "32", "--mbs", "2", "--microbatches", "2",
+                  "--steps", std::to_string(steps), "--trace", dir + "/trace.json", "--json", dir + "/report.json"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const auto doc = read_json(dir + "/report.json");
+  const auto trace = read_json(dir + "/trace.json");
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  EXPECT_EQ(trace["otherData"]["slices_dropped"], 0);
+  std::map<int64_t, std::map<int64_t, std::string>> threads;  // pid -> tid -> stream
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads[e["pid"]][e["tid"]] = e["args"]["name"];
+  ASSERT_EQ(threads.size(), 2u);
+  std::map<int64_t, int64_t> flops, sends;
+  size_t slices = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++slices;
+    for (auto k : {"ts", "dur"}) ASSERT_TRUE(e.contains(k) && e[k].is_number()) << e.dump();
+    for (auto k : {"pid", "tid"}) ASSERT_TRUE(e.contains(k) && e[k].is_number_integer()) << e.dump();
+    EXPECT_GE(e["ts"].get<double>(), 0.0);
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+    const int64_t pid = e["pid"];
+    ASSERT_TRUE(threads[pid].count(e["tid"].get<int64_t>())) << e.dump();
+    EXPECT_EQ(threads[pid][e["tid"].get<int64_t>()], e["cat"]) << e.dump();
+    flops[pid] += e["args"].value("flops", int64_t{0});
+    if (e["cat"] == "comm pp" && e["name"] == "send") ++sends[pid];
+  }
+  EXPECT_GT(slices, 100u);
+  for (const auto& rank : doc["ranks"]) {
+    const int64_t pid = rank["rank"];
+    EXPECT_EQ(threads[pid][0], "compute");
+    EXPECT_EQ(flops[pid], steps * rank["flops"]["executed_per_step"].get<int64_t>()) << pid;
+    EXPECT_EQ(sends[pid], rank["comm"]["send@pp"]["calls"].get<int64_t>()) << pid;
+  }
 }
 
 #else
