@@ -74,11 +74,10 @@ void print_plan_summary(std::ostream& os, const json& doc) {
                                         format_bytes(r["analytic"]["exact"]["activations"].get<double>()),
                                         r["in_flight_microbatches"].get<int64_t>())});
   }
-  t.row({"step time",
-         s["step_time_lower_bound_s"].is_null()
-             ? std::string("unknown (no peak: give --device)")
-             : fmt::format("≥ {} (every op at the device's peak, comm hidden)",
-                           format_seconds(s["step_time_lower_bound_s"].get<double>()))});
+  t.row({"step time", s["step_time_lower_bound_s"].is_null()
+                          ? std::string("unknown (no peak: give --device)")
+                          : fmt::format("≥ {} (every op at the device's peak, comm hidden)",
+                                        format_seconds(s["step_time_lower_bound_s"].get<double>()))});
   os << t.render() << "\n";
 }
 

@@ -53,11 +53,11 @@ TEST(Collective, GroupSizesFollowTheLayout) {
 TEST(Collective, KeysRoundTripThroughTheirNames) {
   EXPECT_EQ(comm_key_name({CommKind::kReduceScatter, CommGroup::kEdp}), "reduce_scatter@edp");
   EXPECT_EQ(comm_key_name({CommKind::kCopyToHost, CommGroup::kHost}), "copy_d2h@host");
-  for (CommKind k : {CommKind::kAllReduce, CommKind::kReduceScatter, CommKind::kAllGather, CommKind::kAllToAll,
-                     CommKind::kBroadcast, CommKind::kSend, CommKind::kRecv, CommKind::kCopyToHost,
-                     CommKind::kCopyToDevice})
-    for (CommGroup g : {CommGroup::kTp, CommGroup::kDp, CommGroup::kCp, CommGroup::kPp, CommGroup::kEmb,
-                        CommGroup::kEp, CommGroup::kEdp, CommGroup::kHost}) {
+  for (CommKind k :
+       {CommKind::kAllReduce, CommKind::kReduceScatter, CommKind::kAllGather, CommKind::kAllToAll, CommKind::kBroadcast,
+        CommKind::kSend, CommKind::kRecv, CommKind::kCopyToHost, CommKind::kCopyToDevice})
+    for (CommGroup g : {CommGroup::kTp, CommGroup::kDp, CommGroup::kCp, CommGroup::kPp, CommGroup::kEmb, CommGroup::kEp,
+                        CommGroup::kEdp, CommGroup::kHost}) {
       const auto back = parse_comm_key(comm_key_name({k, g}));
       ASSERT_TRUE(back.has_value());
       EXPECT_EQ(*back, (CommKey{k, g}));
