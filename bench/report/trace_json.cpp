@@ -23,7 +23,8 @@ std::vector<TraceSlice> trace_slices_from_json(const json& j) {
   std::vector<TraceSlice> out;
   out.reserve(j.size());
   for (const auto& e : j) {
-    if (!e.is_array() || e.size() != 6) throw std::invalid_argument("trace slices: expected [stream, name, start, dur, flops, bytes]");
+    if (!e.is_array() || e.size() != 6)
+      throw std::invalid_argument("trace slices: expected [stream, name, start, dur, flops, bytes]");
     out.push_back({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(), e[3].get<double>(),
                    e[4].get<int64_t>(), e[5].get<int64_t>()});
   }
@@ -61,8 +62,10 @@ json chrome_trace_json(const std::vector<RankTrace>& ranks, const std::string& w
   int64_t dropped = 0;
   for (const auto& r : ranks) {
     dropped += r.dropped;
-    events.push_back(metadata("process_name", r.rank, std::nullopt, r.role.empty() ? "rank " + std::to_string(r.rank) : r.role));
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r.rank}, {"args", {{"sort_index", r.rank}}}});
+    events.push_back(
+        metadata("process_name", r.rank, std::nullopt, r.role.empty() ? "rank " + std::to_string(r.rank) : r.role));
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r.rank}, {"args", {{"sort_index", r.rank}}}});
     const auto ids = stream_ids(*r.slices);
     for (const auto& [stream, tid] : ids) events.push_back(metadata("thread_name", r.rank, tid, stream));
     for (const auto& s : *r.slices) {
