@@ -62,6 +62,13 @@ void match_blas_core_to_cpu(char** argv) {
   if (!action.warning.empty() && prints_usage_errors()) std::cerr << "gpuledger: " << action.warning << "\n";
 }
 
+// The command as typed, its words joined by spaces (recorded by calibrate).
+std::string command_line(int argc, char** argv) {
+  std::string s = "gpuledger";
+  for (int i = 1; i < argc; ++i) s += std::string(" ") + argv[i];
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +87,7 @@ int main(int argc, char** argv) {
   add_run_command(app, commands, "kv");
   add_serve_plan_command(app, commands);
   add_peak_command(app, commands);
+  add_calibrate_command(app, commands, command_line(argc, argv));
   add_run_command(app, commands, "train");
   add_check_command(app, commands);
   add_regress_command(app, commands);

@@ -15,7 +15,7 @@ import sys
 
 FILE_LIMIT, FUNCTION_LIMIT = 400, 100
 FILE_FOLDERS = ("parallel", "bench")
-CODE_FOLDERS = ("core", "kernels", "comm", "analytic", "models", "parallel", "bench")
+CODE_FOLDERS = ("core", "kernels", "comm", "analytic", "perf", "models", "parallel", "bench")
 SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 SIGNATURE = re.compile(r"\)\s*(const\s*)?(noexcept\s*)?(override\s*)?(final\s*)?(->[^{;]*)?(:[^;]*)?$")
 

@@ -55,6 +55,9 @@ void add_models_command(CLI::App& root, std::vector<Command>& out);
 void add_devices_command(CLI::App& root, std::vector<Command>& out);
 void add_run_command(CLI::App& root, std::vector<Command>& out, const std::string& name);
 void add_peak_command(CLI::App& root, std::vector<Command>& out);
+// Measures this machine into device and network profiles (bench/cli/calibrate.cpp);
+// `command_line` is recorded as the profiles' provenance.
+void add_calibrate_command(CLI::App& root, std::vector<Command>& out, const std::string& command_line);
 void add_check_command(CLI::App& root, std::vector<Command>& out);
 void add_regress_command(CLI::App& root, std::vector<Command>& out);
 // Runs plan, kv, train or infer over a grid of points (bench/cli/sweep.cpp).

@@ -1,0 +1,79 @@
+// Op time: the measured tables, the roofline and the launch floor (see op_time.h, docs/perf-model.md).
+#include "perf/op_time.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace gpuledger::perf {
+namespace {
+
+const DTypeFigures& figures(const DeviceProfile& p, DType dtype) {
+  const auto it = p.dtypes.find(dtype);
+  if (it == p.dtypes.end())
+    throw std::invalid_argument("device profile " + p.name + " has no " + std::string(dtype_name(dtype)) + " figures");
+  return it->second;
+}
+
+void check_bytes(int64_t bytes, const char* what) {
+  if (bytes < 0) throw std::invalid_argument(std::string(what) + ": bytes < 0 (" + std::to_string(bytes) + ")");
+}
+
+// The roofline (Williams et al. 2009) plus Hockney's floor.
+double roofline_seconds(double flops, double bytes, double roof_flops_per_s, double bandwidth_bytes_per_s,
+                        double floor_seconds) {
+  return std::max(flops / roof_flops_per_s, bytes / bandwidth_bytes_per_s) + floor_seconds;
+}
+
+}  // namespace
+
+double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype) {
+  const DTypeFigures& f = figures(p, dtype);
+  return f.peak_flops_per_s.value * f.gemm_efficiency.value;
+}
+
+double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype) {
+  if (m < 1 || n < 1 || k < 1)
+    throw std::invalid_argument("gemm_seconds: a dimension < 1 (" + std::to_string(m) + ", " + std::to_string(n) +
+                                ", " + std::to_string(k) + ")");
+  const DTypeFigures& f = figures(p, dtype);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (f.gemm && f.gemm->table.covers(m, n, k)) return flops / f.gemm->table.at(m, n, k);
+  const double bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
+                       static_cast<double>(dtype_bytes(dtype));
+  return roofline_seconds(flops, bytes, gemm_roof_flops_per_s(p, dtype), p.memory_bandwidth_bytes_per_s.value,
+                          p.launch_floor_seconds.value);
+}
+
+double op_class_bandwidth_bytes_per_s(const DeviceProfile& p, OpClass op_class) {
+  const auto it = p.op_class_bandwidth.find(op_class);
+  return it != p.op_class_bandwidth.end() ? it->second.value : p.memory_bandwidth_bytes_per_s.value;
+}
+
+double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, OpClass op_class) {
+  check_bytes(bytes, "memory_bound_seconds");
+  return static_cast<double>(bytes) / op_class_bandwidth_bytes_per_s(p, op_class) + p.launch_floor_seconds.value;
+}
+
+double attention_seconds(const DeviceProfile& p, AttentionKind kind, const AttentionShape& shape, double flops,
+                         int64_t bytes, DType dtype) {
+  check_bytes(bytes, "attention_seconds");
+  if (!(flops >= 0)) throw std::invalid_argument("attention_seconds: flops < 0");
+  const DTypeFigures& f = figures(p, dtype);
+  const auto it = p.attention.find(kind);
+  double efficiency = f.gemm_efficiency.value;
+  if (it != p.attention.end()) {
+    if (it->second.table.covers(shape.seq, shape.heads, shape.head_dim))
+      return flops / it->second.table.at(shape.seq, shape.heads, shape.head_dim);
+    efficiency = it->second.efficiency.value;
+  }
+  return roofline_seconds(flops, static_cast<double>(bytes), f.peak_flops_per_s.value * efficiency,
+                          p.memory_bandwidth_bytes_per_s.value, p.launch_floor_seconds.value);
+}
+
+double host_copy_seconds(const DeviceProfile& p, int64_t bytes) {
+  check_bytes(bytes, "host_copy_seconds");
+  return static_cast<double>(bytes) / p.host_copy_bytes_per_s.value + p.launch_floor_seconds.value;
+}
+
+}  // namespace gpuledger::perf

@@ -1,0 +1,55 @@
+// The time of one op on a device profile — every formula of op time is in
+// op_time.cpp, derived in docs/perf-model.md. The FLOPs and bytes of an op
+// are the caller's (what the meta backend books: kernels/flop_counts.h is
+// their one definition); this file only turns them into seconds.
+//
+// GEMM: the measured table where it covers the shape (interpolated, perf/
+// shape_table.h), else the roofline (Williams, Waterman and Patterson,
+// "Roofline: an insightful visual performance model for multicore
+// architectures", CACM 52(4), 2009) plus the launch floor:
+//   t = max(flops / (peak · efficiency), bytes / bandwidth) + t_floor
+// The floor is Hockney's half-performance term (R. W. Hockney, "The Science
+// of Computer Benchmarking", SIAM 1996, §1: t = (n + n½)/r∞): with it a small
+// GEMM reaches half the compute roof at flops = t_floor · peak · efficiency —
+// the fall of efficiency for small shapes. A table point is measured time
+// and already holds the launch, so it gets no floor.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "perf/device_profile.h"
+
+namespace gpuledger::perf {
+
+// C (m×n) = A (m×k) · B (k×n), operands and result in `dtype` (the compute
+// dtype; accumulation in fp32 is inside the peak). Roofline bytes: A, B read
+// once and C written once, (m·k + k·n + m·n) · dtype bytes — the least
+// traffic, which cuBLAS reaches when the tiles fit. Throws
+// std::invalid_argument for a dimension < 1 or a dtype without figures.
+double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype);
+
+// A bandwidth-bound op moving `bytes` (read + written): bytes / bandwidth +
+// t_floor, the op class's achieved bandwidth when the profile has one, else
+// the one memory figure.
+double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, OpClass op_class);
+double op_class_bandwidth_bytes_per_s(const DeviceProfile& p, OpClass op_class);
+
+struct AttentionShape {
+  int64_t seq = 0, heads = 0, head_dim = 0;
+};
+// Attention of `kind` doing `flops` (flash_forward_flops / flash_backward_flops
+// or the materialized GEMMs' count) and moving `bytes`: the kind's table where
+// it covers (seq, heads, head_dim), else the roofline at the kind's
+// efficiency plus the floor. A kind absent from the profile runs at the
+// dtype's GEMM efficiency (its work is GEMMs).
+double attention_seconds(const DeviceProfile& p, AttentionKind kind, const AttentionShape& shape, double flops,
+                         int64_t bytes, DType dtype);
+
+// A copy of `bytes` between host and device memory, one direction:
+// bytes / host_copy_bandwidth + t_floor.
+double host_copy_seconds(const DeviceProfile& p, int64_t bytes);
+
+// The compute roof of a dtype: peak · gemm_efficiency (FLOP/s).
+double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype);
+
+}  // namespace gpuledger::perf

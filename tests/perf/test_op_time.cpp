@@ -1,0 +1,95 @@
+// Op time: a measured GEMM table is exact at its points; outside it the
+// roofline max(flops/(peak·eff), bytes/bw) + floor, hand-computed; bandwidth-
+// bound ops, attention and host copies.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "perf/op_time.h"
+
+using namespace gpuledger;
+using namespace gpuledger::perf;
+
+namespace {
+
+DeviceProfile test_device() {
+  DeviceProfile p;
+  p.name = "test";
+  p.provenance = {kPublished, "", ""};
+  DTypeFigures bf16;
+  bf16.peak_flops_per_s = {1000e12, "test"};
+  bf16.gemm_efficiency = {0.5, "test"};
+  std::vector<ShapePoint> pts;
+  for (int64_t m : {256, 1024})
+    for (int64_t n : {256, 1024})
+      for (int64_t k : {256, 1024}) pts.push_back({m, n, k, (m == 1024 && n == 1024 && k == 1024) ? 400e12 : 100e12});
+  bf16.gemm = GemmTable{false, true, ShapeTable(pts), "test"};
+  p.dtypes[DType::kBF16] = bf16;
+  p.memory_bandwidth_bytes_per_s = {2e12, "test"};
+  p.op_class_bandwidth[OpClass::kOptimizer] = {1e12, "test"};
+  p.attention[AttentionKind::kFlash] = {{0.25, "test"}, ShapeTable(), ""};
+  p.launch_floor_seconds = {5e-6, "test"};
+  p.host_copy_bytes_per_s = {50e9, "test"};
+  return p;
+}
+
+}  // namespace
+
+TEST(GemmSeconds, ExactAtTablePoints) {
+  const DeviceProfile p = test_device();
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 1024, 1024, 1024, DType::kBF16), 2.0 * 1024 * 1024 * 1024 / 400e12);
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 256, 1024, 256, DType::kBF16), 2.0 * 256 * 1024 * 256 / 100e12);
+}
+
+TEST(GemmSeconds, BetweenPointsTheThroughputIsBetween) {
+  const DeviceProfile p = test_device();
+  const double flops = 2.0 * 1024 * 1024 * 512;
+  const double t = gemm_seconds(p, 1024, 1024, 512, DType::kBF16);
+  EXPECT_GT(t, flops / 400e12);
+  EXPECT_LT(t, flops / 100e12);
+  EXPECT_DOUBLE_EQ(t, flops / 250e12);  // 512 is halfway between 256 and 1024 in log space
+}
+
+TEST(GemmSeconds, RooflineOutsideTheTable) {
+  const DeviceProfile p = test_device();
+  // Compute-bound: 8192³ · 2 FLOPs at 1000 TFLOP/s · 0.5, plus the 5 µs floor.
+  const double big = 2.0 * 8192 * 8192 * 8192;
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 8192, 8192, 8192, DType::kBF16), big / 500e12 + 5e-6);
+  // Memory-bound: m = 1 (a GEMV): bytes (1·8192 + 8192·8192 + 1·8192)·2 over 2 TB/s.
+  const double bytes = (8192.0 + 8192.0 * 8192 + 8192.0) * 2;
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 1, 8192, 8192, DType::kBF16), bytes / 2e12 + 5e-6);
+  EXPECT_THROW(gemm_seconds(p, 64, 64, 64, DType::kFP32), std::invalid_argument);  // no fp32 figures
+  EXPECT_THROW(gemm_seconds(p, 0, 64, 64, DType::kBF16), std::invalid_argument);
+}
+
+TEST(MemoryBoundSeconds, ClassFigureOrTheOneFigure) {
+  const DeviceProfile p = test_device();
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, int64_t{1} << 30, OpClass::kNorm), 1073741824.0 / 2e12 + 5e-6);
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, int64_t{1} << 30, OpClass::kOptimizer), 1073741824.0 / 1e12 + 5e-6);
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 0, OpClass::kCopy), 5e-6);
+}
+
+TEST(AttentionSeconds, KindEfficiencyOrGemmEfficiency) {
+  const DeviceProfile p = test_device();
+  const AttentionShape s{4096, 32, 128};
+  const double flops = 4.0 * 4096 * 4096 * 32 * 128;
+  // flash: 0.25 of the peak; materialized (absent): the GEMM efficiency 0.5.
+  EXPECT_DOUBLE_EQ(attention_seconds(p, AttentionKind::kFlash, s, flops, 1 << 20, DType::kBF16), flops / 250e12 + 5e-6);
+  EXPECT_DOUBLE_EQ(attention_seconds(p, AttentionKind::kMaterialized, s, flops, 1 << 20, DType::kBF16),
+                   flops / 500e12 + 5e-6);
+  // A huge score matrix through memory makes it bandwidth-bound.
+  EXPECT_DOUBLE_EQ(attention_seconds(p, AttentionKind::kMaterialized, s, flops, int64_t{1} << 40, DType::kBF16),
+                   1099511627776.0 / 2e12 + 5e-6);
+}
+
+TEST(AttentionSeconds, TableWhereItCovers) {
+  DeviceProfile p = test_device();
+  p.attention[AttentionKind::kFlash].table = ShapeTable({{1024, 32, 128, 300e12}, {4096, 32, 128, 600e12}});
+  p.attention[AttentionKind::kFlash].table_source = "test";
+  EXPECT_DOUBLE_EQ(attention_seconds(p, AttentionKind::kFlash, {4096, 32, 128}, 1e12, 0, DType::kBF16), 1e12 / 600e12);
+  EXPECT_DOUBLE_EQ(attention_seconds(p, AttentionKind::kFlash, {2048, 32, 128}, 1e12, 0, DType::kBF16), 1e12 / 450e12);
+}
+
+TEST(HostCopySeconds, BandwidthPlusFloor) {
+  EXPECT_DOUBLE_EQ(host_copy_seconds(test_device(), 50'000'000'000), 1.0 + 5e-6);
+}
