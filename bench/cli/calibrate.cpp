@@ -5,7 +5,6 @@
 // profiles (perf/profiles/, docs/perf-model.md). Progress on stderr; the
 // summary on stdout; exit 2 on bad input, before anything is measured.
 #include <fmt/format.h>
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -40,11 +39,6 @@ void check_destination(const std::string& path, const char* option) {
   if (!problem.empty()) throw std::invalid_argument(std::string(option) + " " + path + ": " + problem);
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 && buf[0] ? std::string(buf) : std::string("localhost");
-}
-
 void print_summary(const perf::DeviceProfile& d, const std::optional<perf::NetworkProfile>& n,
                    const CalibrateOptions& o, const std::string& network_out) {
   std::cout << fmt::format("# gpuledger calibrate: device profile {} -> {}\n", d.name, o.out);
@@ -72,7 +66,7 @@ int run_calibrate(const CalibrateOptions& o) {
   bench::DeviceCalibration dc = o.quick ? bench::quick_device_calibration() : bench::DeviceCalibration{};
   dc.dtypes.clear();
   for (const auto& d : o.dtypes) dc.dtypes.push_back(*dtype_from_name(d));
-  dc.name = o.name.empty() ? host_name() : o.name;
+  dc.name = o.name.empty() ? report::host_name() : o.name;
   dc.command = o.command;
   bench::NetworkCalibration nc = o.quick ? bench::quick_network_calibration() : bench::NetworkCalibration{};
   nc.name = dc.name;

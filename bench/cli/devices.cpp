@@ -11,9 +11,7 @@
 
 namespace gpuledger::cli {
 
-namespace {
-nlohmann::json opt_json(std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-}  // namespace
+namespace {}  // namespace
 
 void add_devices_command(CLI::App& root, std::vector<Command>& out) {
   auto opts = std::make_shared<OutputOptions>();  // CLI11 binds to it; the run closure keeps it alive
@@ -24,16 +22,17 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
                    report::Table t("device presets (dense peaks, no sparsity; unknown = not published)");
                    t.columns({"name", "memory", "bf16", "fp16", "tf32", "fp32", "bandwidth", "description"});
                    for (const auto& d : device_presets()) {
-                     doc["devices"].push_back({{"name", d.name},
-                                               {"description", d.description},
-                                               {"memory_bytes", d.memory_bytes},
-                                               {"peak_bf16_flops", opt_json(d.peak_bf16_flops)},
-                                               {"peak_fp16_flops", opt_json(d.peak_fp16_flops)},
-                                               {"peak_tf32_flops", opt_json(d.peak_tf32_flops)},
-                                               {"peak_fp32_flops", opt_json(d.peak_fp32_flops)},
-                                               {"bandwidth_bytes_per_s", opt_json(d.bandwidth_bytes_per_s)},
-                                               {"source", d.source},
-                                               {"aliases", d.aliases}});
+                     doc["devices"].push_back(
+                         {{"name", d.name},
+                          {"description", d.description},
+                          {"memory_bytes", d.memory_bytes},
+                          {"peak_bf16_flops", report::optional_json(d.peak_bf16_flops)},
+                          {"peak_fp16_flops", report::optional_json(d.peak_fp16_flops)},
+                          {"peak_tf32_flops", report::optional_json(d.peak_tf32_flops)},
+                          {"peak_fp32_flops", report::optional_json(d.peak_fp32_flops)},
+                          {"bandwidth_bytes_per_s", report::optional_json(d.bandwidth_bytes_per_s)},
+                          {"source", d.source},
+                          {"aliases", d.aliases}});
                      t.row({d.name, report::format_bytes(static_cast<double>(d.memory_bytes)),
                             report::format_optional_si(d.peak_bf16_flops, "FLOP/s"),
                             report::format_optional_si(d.peak_fp16_flops, "FLOP/s"),

@@ -46,6 +46,8 @@ json make_report(std::string_view kind) {
   return r;
 }
 
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
 json model_json(const ModelConfig& m) {
   json j = {{"name", m.name},         {"source", m.source},     {"flavour", m.is_gpt() ? "gpt" : "llama"},
             {"layers", m.layers},     {"hidden", m.hidden},     {"heads", m.heads},

@@ -2,6 +2,7 @@
 // skeleton, the config and environment sections, and the atomic writer. The
 // JSON document is the result model; the console tables are rendered from it.
 #pragma once
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,9 @@ inline constexpr std::string_view kSchema = "gpuledger.report/1";
 // "fingerprint"} (fingerprint.h), "checks": []}
 nlohmann::json make_report(std::string_view kind);
 nlohmann::json model_json(const ModelConfig& m);
+// A figure that may be unknown: the number, or null (an unknown figure is
+// never written as a number).
+nlohmann::json optional_json(const std::optional<double>& v);
 nlohmann::json config_json(const ResolvedConfig& r);
 
 // Writes `doc` to `path`, respecting what is there: "-" and /dev/stdout write

@@ -31,8 +31,6 @@ json point_json(const analytic::ServingPoint& p) {
           {"fits", p.fits}};
 }
 
-json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 }  // namespace
 
 json serve_plan_report_json(const run::ServePlanRecord& rec) {
@@ -46,8 +44,8 @@ json serve_plan_report_json(const run::ServePlanRecord& rec) {
                               {"kv_sizing_tokens", rec.demand.kv_sizing_tokens},
                               {"kv_sizing_basis", rec.kv_sizing_basis},
                               {"headroom", q.headroom},
-                              {"ttft_ms", optional_number(q.ttft_ms)},
-                              {"tpot_ms", optional_number(q.tpot_ms)},
+                              {"ttft_ms", optional_json(q.ttft_ms)},
+                              {"tpot_ms", optional_json(q.tpot_ms)},
                               {"mbu", q.mbu},
                               {"mfu", q.mfu},
                               {"memory_utilization", q.memory_utilization},
@@ -62,7 +60,7 @@ json serve_plan_report_json(const run::ServePlanRecord& rec) {
                {"description", d.spec.description},
                {"memory_bytes", d.spec.memory_bytes},
                {"bandwidth_bytes_per_s", d.device.bandwidth_bytes_per_s},
-               {"peak_flops", optional_number(d.device.peak_flops)},
+               {"peak_flops", optional_json(d.device.peak_flops)},
                {"source", d.spec.source},
                {"terms",
                 {{"weights_bytes", rec.model.weight_bytes},
