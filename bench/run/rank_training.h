@@ -18,7 +18,7 @@
 #include "core/resolved_config.h"
 #include "kernels/device.h"
 #include "kernels/profiling_device.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 #include "parallel/train_step.h"
 
 namespace gpuledger::bench {
