@@ -36,7 +36,7 @@
 #include "models/transformer/model.h"
 #include "models/transformer/params.h"
 #include "models/transformer/unit_shard.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 
 namespace gpuledger {
 

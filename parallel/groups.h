@@ -24,7 +24,7 @@
 
 #include "comm/comm.h"
 #include "core/layout.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 
 namespace gpuledger {
 

@@ -10,7 +10,7 @@
 #include "core/model_config.h"
 #include "core/run_config.h"
 #include "kernels/device.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 
 namespace gpuledger {
 

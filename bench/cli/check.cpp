@@ -13,9 +13,9 @@
 #include <memory>
 #include <set>
 
-#include "bench/checks.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
+#include "bench/report/checks.h"
 #include "bench/report/format.h"
 #include "bench/report/report.h"
 #include "bench/report/report_reader.h"

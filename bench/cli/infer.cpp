@@ -10,10 +10,10 @@
 
 #include <algorithm>
 
-#include "bench/checks.h"
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
+#include "bench/report/checks.h"
 #include "bench/report/infer_json.h"
 #include "bench/report/infer_tables.h"
 #include "bench/report/report.h"

@@ -10,15 +10,17 @@
 namespace gpuledger::cli {
 
 namespace {
-const auto kTokenRange = CLI::Range(int64_t{1}, limits::kMaxTokens);
-const auto kBatchRange = CLI::Range(int64_t{1}, limits::kMaxBatch);
+// Named apart from config_options.cpp's ranges: the unity build (bench/CMakeLists.txt)
+// may compile both files as one.
+const auto kKvTokenRange = CLI::Range(int64_t{1}, limits::kMaxTokens);
+const auto kKvBatchRange = CLI::Range(int64_t{1}, limits::kMaxBatch);
 }  // namespace
 
 void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
   const char* g = kKvCacheGroup;
-  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")->check(kTokenRange)->group(g);
+  app.add_option("--context", o.context, "tokens per sequence (default: --seq)")->check(kKvTokenRange)->group(g);
   app.add_option("--max-model-len", o.max_model_len, "contiguous reservation per sequence (default: model max_seq)")
-      ->check(kTokenRange)
+      ->check(kKvTokenRange)
       ->group(g);
   app.add_option("--kv", o.kv_layout, "cache layout")
       ->capture_default_str()
@@ -48,13 +50,16 @@ void add_kv_cache_options(CLI::App& app, KvCacheOptions& o) {
       ->check(CLI::IsMember({"full", "window", "sink", "h2o"}))
       ->group(g);
   app.add_option("--kv-budget", o.kv_budget, "tokens kept per sequence (and per layer) under --kv-policy")
-      ->check(kTokenRange)
+      ->check(kKvTokenRange)
       ->group(g);
   app.add_option("--kv-sink-tokens", o.kv_sink_tokens, "sink: initial tokens always kept (fewer than --kv-budget)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, limits::kMaxTokens))
       ->group(g);
-  app.add_option("--requests", o.requests, "concurrent sequences")->capture_default_str()->check(kBatchRange)->group(g);
+  app.add_option("--requests", o.requests, "concurrent sequences")
+      ->capture_default_str()
+      ->check(kKvBatchRange)
+      ->group(g);
   finite_in(
       app.add_option("--memory-utilization", o.memory_utilization, "fraction of device memory the engine may use"),
       0.01, 1.0)

@@ -5,8 +5,8 @@
 
 #include <iostream>
 
-#include "bench/checks.h"
 #include "bench/exit_codes.h"
+#include "bench/report/checks.h"
 
 namespace gpuledger::cli {
 

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "bench/checks.h"
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
 #include "bench/exit_codes.h"
+#include "bench/report/checks.h"
 #include "bench/report/report.h"
 #include "bench/report/trace_json.h"
 #include "bench/report/train_json.h"

@@ -5,7 +5,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "bench/run/infer_run.h"
+#include "bench/record/infer_record.h"
 
 namespace gpuledger::report {
 

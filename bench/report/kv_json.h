@@ -2,7 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "bench/run/kv_run.h"
+#include "bench/record/kv_record.h"
 
 namespace gpuledger::report {
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/run/ledger_record.h"
+#include "bench/record/ledger_record.h"
 #include "comm/comm.h"
 
 namespace gpuledger::report {

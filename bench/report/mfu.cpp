@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 
 namespace gpuledger::report {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "bench/run/plan_run.h"
+#include "bench/record/plan_record.h"
 
 namespace gpuledger::report {
 

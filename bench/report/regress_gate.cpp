@@ -9,7 +9,7 @@
 #include <cmath>
 #include <set>
 
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 #include "bench/report/fingerprint.h"
 #include "bench/report/gate_stats.h"
 #include "core/account.h"

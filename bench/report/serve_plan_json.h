@@ -8,7 +8,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "bench/run/serve_plan_run.h"
+#include "bench/record/serve_plan_record.h"
 
 namespace gpuledger::report {
 

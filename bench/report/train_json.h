@@ -5,7 +5,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "bench/run/train_run.h"
+#include "bench/record/train_record.h"
 
 namespace gpuledger::report {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 
 namespace gpuledger::report {
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/run/rank_training.h"
+#include "bench/record/train_record.h"
 
 namespace gpuledger::report {
 

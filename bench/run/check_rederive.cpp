@@ -7,7 +7,7 @@
 #include <string>
 
 #include "analytic/params.h"
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 #include "bench/report/plan_json.h"
 #include "bench/run/plan_run.h"
 #include "core/account.h"

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <memory>
 
-#include "bench/checks.h"
 #include "bench/exit_codes.h"
 #include "bench/peak.h"
+#include "bench/report/checks.h"
 #include "bench/report/infer_json.h"
 #include "bench/run/infer_serve.h"
 #include "bench/run/launcher.h"

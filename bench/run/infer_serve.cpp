@@ -6,7 +6,7 @@
 
 #include "analytic/inference.h"
 #include "analytic/params.h"
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 #include "comm/comm.h"
 #include "core/device_spec.h"
 #include "kernels/registry/registry.h"

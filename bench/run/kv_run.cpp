@@ -104,14 +104,6 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
 
 }  // namespace
 
-int64_t effective_prefill_chunk(const KvRequest& q) {
-  if (q.prefill_chunk > 0) return q.prefill_chunk;
-  const auto& d = q.config.device;
-  if (d && q.config.device_memory_bytes)
-    return analytic::vllm_default_max_num_batched_tokens(*q.config.device_memory_bytes, d->name, /*api_server=*/true);
-  return 2048;
-}
-
 KvRecord run_kv(const KvRequest& q) {
   if (q.kv.layout == KvLayout::kContiguous && q.context > q.kv.max_model_len)
     throw LayoutError(

@@ -4,22 +4,19 @@
 // rank's record (measured ledger, comm counters, FLOPs, times, beside the
 // rank's analytic budget) — a failure (out of memory, an error) included in
 // the record rather than thrown. bench/report/train_json.h writes the record.
+// The record types: bench/record/train_record.h.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "bench/run/ledger_record.h"
-#include "bench/run/plan_run.h"
+#include "bench/record/plan_record.h"
+#include "bench/record/train_record.h"
 #include "comm/comm.h"
 #include "core/resolved_config.h"
 #include "core/trace.h"
 #include "kernels/device.h"
-#include "kernels/profiling_device.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 #include "parallel/train_step.h"
 
 namespace gpuledger::bench {
@@ -40,32 +37,6 @@ struct RankRunOptions {
   // step's collectives: returns "" when every rank is ready, else the first
   // failure's message (MPI: agree_status). Unset: this rank alone decides.
   std::function<std::string(bool ok, const std::string& error)> agree_after_setup;
-};
-
-// One rank's record: ranks[i] of the report.
-struct TrainRankRecord {
-  run::PlanRankRecord analytic;           // the rank's exact budget, published rows, analytic comm and FLOPs
-  LedgerRecord measured;                  // the ledger when the run ended (or failed)
-  std::map<std::string, CommCount> comm;  // per collective@group, over every step run
-  std::vector<double> step_ms;            // every step run, warm-up included
-  std::vector<int64_t> step_peak_bytes;   // the ledger's running peak after each step
-  // MoE models: per step, the routing choices this rank dropped past an
-  // expert's capacity (its layers and microbatches; 0 without a capacity factor)
-  std::vector<int64_t> moe_dropped_choices;
-  double median_step_ms = 0, median_compute_ms = 0, median_comm_ms = 0;  // warm-up left out
-  std::optional<int64_t> executed_flops_per_step;                        // none when no step ran
-  bool executed_same_every_step = true;
-  std::optional<std::map<std::string, OpTime>> op_time;  // --profile: per op, the timed steps
-  std::vector<TraceSlice> trace;                         // --trace: every op and collective, every step
-  int64_t trace_dropped = 0;                             // slices past the recorder's cap
-  std::string status = "ok";                             // ok | oom | error
-  std::string error;
-};
-
-struct RankRun {
-  TrainRankRecord record;
-  std::vector<double> losses;
-  bool failed_in_step = false;  // inside a step: peers may be waiting in a collective
 };
 
 // `analytic` is the rank's plan (plan_rank); the measured parts are added beside it.

@@ -11,58 +11,18 @@
 // by rank 0; a failure inside a step (when peers are already waiting in a
 // collective) makes the failing rank write its record (write_before_abort) and
 // abort the job, so that no rank hangs.
+// The request and record types: bench/record/train_record.h.
 #pragma once
-#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
+#include "bench/record/train_record.h"
 #include "bench/run/rank_training.h"
-#include "core/resolved_config.h"
 #include "kernels/device.h"
 
 namespace gpuledger::run {
-
-struct TrainRequest {
-  ResolvedConfig config;
-  std::string backend = "cpu";           // cpu | meta | cuda
-  std::vector<int64_t> simulated_ranks;  // meta, world > 1: the simulated ranks reported (--ranks)
-  int64_t steps = 10;
-  int64_t warmup = 1;  // first steps left out of the medians
-  std::optional<int64_t> memory_limit_bytes;
-  std::optional<double> peak_flops;      // per device; default: datasheet, or measured (cpu)
-  std::optional<double> cpu_peak_flops;  // cpu, per node: measured once by a sweep for all its points
-  std::string cpu_peak_source = "measured once for the sweep: best fp32 sgemm of 1024² and 2048² on the CPU";
-  bool timeline = false;
-  bool profile = false;
-  bool trace = false;        // every op and collective as trace slices in each rank's record (needs profile)
-  std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step
-};
-
-struct TrainPeak {
-  std::optional<double> flops;  // per device
-  std::string source;
-  bool measured_now = false;  // cpu: an sgemm this run measured at its start (refreshed at the end if exceeded)
-};
-
-struct TrainRecord {
-  TrainRequest request;
-  std::vector<bench::RankRun> runs;  // the reported ranks, in rank order
-  TrainPeak peak;
-  // cpu: cores × FMA width × clock (bench/host_cpu.h) for the whole job (an MPI job:
-  // every host's CPUs its ranks may run on), MFU reported against it too
-  std::optional<double> hardware_peak_flops;
-  std::string hardware_peak_source;
-  int64_t peak_devices = 1;  // devices whose peaks add up to the job's
-  std::string device_description;
-  std::string mode;                // "one rank", "meta simulation of …", "MPI, …"
-  std::vector<std::string> hosts;  // MPI: every rank's host
-  // An MPI rank other than 0 reports nothing: its exit status is here.
-  std::optional<int> exit_without_report;
-};
 
 struct TrainProgress {
   std::ostream* os = nullptr;  // the header and one line per step (nullptr: quiet)

@@ -7,7 +7,7 @@
 // runs, every CPU peak and MFU then taken against a crippled BLAS, and nothing
 // said. The library reads OPENBLAS_CORETYPE only when it loads, so the fix is
 // a fresh process with it set: the binary re-executes itself first thing
-// (bench/main.cpp), before MPI or any thread starts.
+// (bench/cli/main.cpp), before MPI or any thread starts.
 //
 // The ISA levels compared: what the CPU offers (GCC's __builtin_cpu_supports,
 // which also checks that the OS saves the wider registers) against the widest

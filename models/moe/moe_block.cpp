@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "models/transformer/layer.h"  // linear_forward / linear_backward_* (the GEMMs of a linear layer)
+#include "models/linear/linear.h"
 
 namespace gpuledger {
 namespace {

@@ -19,6 +19,7 @@
 // backward all-gathers dy and the saved norm output, and reduce-scatters dxn.
 #include <string>
 
+#include "models/linear/linear.h"
 #include "models/transformer/layer.h"
 
 namespace gpuledger {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/linear/linear.h"
+
 namespace gpuledger {
 namespace {
 // The experts a routing sent at least one token to.

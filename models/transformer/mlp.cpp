@@ -6,6 +6,7 @@
 // Sequence parallelism (cfg.sp): xn and y are token shards; all-gather before
 // MLP-in, reduce-scatter after MLP-out; backward all-gathers dy and the saved
 // norm output, reduce-scatters dxn (Korthikanti et al. 2022 §4.2.2).
+#include "models/linear/linear.h"
 #include "models/transformer/layer.h"
 
 namespace gpuledger {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/philox.h"
+#include "models/linear/linear.h"
 
 namespace gpuledger {
 

@@ -36,7 +36,7 @@
 #include "kernels/device.h"
 #include "models/transformer/data.h"
 #include "models/transformer/model.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 
 namespace gpuledger {
 

@@ -30,7 +30,7 @@ struct RankState {
   SimRankTimes times;
 };
 
-struct Meeting {  // the n-th call of a collective on a channel
+struct Meeting {                            // the n-th call of a collective on a channel
   std::map<int64_t, double> ready_seconds;  // per member index
 };
 

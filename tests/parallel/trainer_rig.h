@@ -12,7 +12,7 @@
 #include "kernels/device.h"
 #include "kernels/ledger.h"
 #include "kernels/registry/registry.h"
-#include "parallel/rank_context.h"
+#include "parallel/context/rank_context.h"
 #include "parallel/train_step.h"
 
 namespace gpuledger::testing {

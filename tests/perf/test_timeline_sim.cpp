@@ -99,8 +99,10 @@ TEST(TimelineSim, TwoStagesWithMessagesWorkedByHand) {
 std::vector<SimRank> overlapped(double second_half, double all_reduce) {
   return {{0,
            "r0",
-           {compute("backward", 4.0), collective(SimEventKind::kCollectiveStart, "dp 0", all_reduce, 7),
-            compute("backward", second_half), {SimEventKind::kCollectiveWait, "wait", 0, "", "", 7, 0, 0},
+           {compute("backward", 4.0),
+            collective(SimEventKind::kCollectiveStart, "dp 0", all_reduce, 7),
+            compute("backward", second_half),
+            {SimEventKind::kCollectiveWait, "wait", 0, "", "", 7, 0, 0},
             compute("optimizer", 1.0)}}};
 }
 
@@ -117,8 +119,9 @@ TEST(TimelineSim, AnAllReduceLongerThanTheBackwardAddsTheDifference) {
 }
 
 TEST(TimelineSim, ACollectiveWaitsForItsSlowestMember) {
-  SimResult r = simulate_step({{0, "fast", {compute("forward", 1.0), collective(SimEventKind::kCollective, "tp 0", 1.0)}},
-                                     {1, "slow", {compute("forward", 3.0), collective(SimEventKind::kCollective, "tp 0", 1.0)}}});
+  SimResult r =
+      simulate_step({{0, "fast", {compute("forward", 1.0), collective(SimEventKind::kCollective, "tp 0", 1.0)}},
+                     {1, "slow", {compute("forward", 3.0), collective(SimEventKind::kCollective, "tp 0", 1.0)}}});
   EXPECT_DOUBLE_EQ(r.ranks[0].step_seconds, 4.0);
   EXPECT_DOUBLE_EQ(r.ranks[1].step_seconds, 4.0);
   EXPECT_DOUBLE_EQ(r.ranks[0].wait_seconds, 2.0);  // the fast rank waited for the slow one

@@ -1,4 +1,4 @@
-// CLI test of the BLAS core check (kernels/cpu/blas_core.h, bench/main.cpp):
+// CLI test of the BLAS core check (kernels/cpu/blas_core.h, bench/cli/main.cpp):
 // a user who forces OpenBLAS onto its SSE3 Prescott kernels on a CPU with AVX
 // or wider is told so on stderr, once, and the command still runs; the run
 // without the variable says nothing on this machine when OpenBLAS picked a

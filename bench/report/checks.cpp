@@ -1,5 +1,5 @@
 // Measured-vs-analytic checks (see checks.h).
-#include "bench/checks.h"
+#include "bench/report/checks.h"
 
 #include <cmath>
 #include <set>

@@ -2,6 +2,9 @@
 // groups, passed explicitly to the model and the training step (no globals;
 // Megatron's ProcessGroupCollection idea). For one rank every group is a
 // one-rank Comm.
+// It sits in a folder of its own, below the training step's parts (the root
+// files, pp/, dp/, zero/), so that every part can include it while the root
+// only includes downward (docs/architecture.md "Dependencies between folders").
 #pragma once
 #include <cstdint>
 
