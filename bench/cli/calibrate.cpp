@@ -1,7 +1,7 @@
 // `gpuledger calibrate --out PROFILE.json`: measures this machine into a
-// device profile (bench/calibrate_device.h) and, under an MPI launcher with
+// device profile (bench/run/calibrate_device.h) and, under an MPI launcher with
 // more than one rank, the job's network into a network profile
-// (bench/calibrate_network.h) — the measured counterparts of the published
+// (bench/run/calibrate_network.h) — the measured counterparts of the published
 // profiles (perf/profiles/, docs/perf-model.md). Progress on stderr; the
 // summary on stdout; exit 2 on bad input, before anything is measured.
 #include <fmt/format.h>
@@ -11,10 +11,10 @@
 #include <memory>
 #include <stdexcept>
 
-#include "bench/calibrate_device.h"
-#include "bench/calibrate_network.h"
 #include "bench/cli/commands.h"
 #include "bench/report/report.h"
+#include "bench/run/calibrate_device.h"
+#include "bench/run/calibrate_network.h"
 #include "bench/run/launcher.h"
 #include "perf/profile_json.h"
 

@@ -62,7 +62,7 @@ struct TrainRequest {
   std::string cpu_peak_source = "measured once for the sweep: best fp32 sgemm of 1024² and 2048² on the CPU";
   bool timeline = false;
   bool profile = false;
-  bool trace = false;  // every op and collective as trace slices in each rank's record (needs profile)
+  bool trace = false;        // every op and collective as trace slices in each rank's record (needs profile)
   std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step
 };
 

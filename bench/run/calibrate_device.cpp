@@ -1,5 +1,5 @@
 // This machine's device profile, measured on the CPU backend (see calibrate_device.h).
-#include "bench/calibrate_device.h"
+#include "bench/run/calibrate_device.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The network of an MPI job, measured and fitted (see calibrate_network.h).
-#include "bench/calibrate_network.h"
+#include "bench/run/calibrate_network.h"
 
 #include <stdexcept>
 
