@@ -11,6 +11,7 @@
 #include "bench/checks.h"
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
+#include "bench/cli/input_checks.h"
 #include "bench/exit_codes.h"
 #include "bench/report/report.h"
 #include "bench/report/train_json.h"
@@ -30,6 +31,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
+  void check_inputs() const override;
   void validate() const override;
 
  private:
@@ -114,7 +116,13 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
-void TrainCommand::validate() const { resolve_config(with_world()); }
+void TrainCommand::check_inputs() const {
+  check_config_inputs(config_);
+  if (!memory_limit_.empty()) check_size_input("memory-limit", memory_limit_);
+  check_checkpoint_inputs(checkpoint_);
+}
+
+void TrainCommand::validate() const { resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true); }
 
 // --world N: the layout's world, dp filled in from N when only tp, pp (and cp) are given.
 ConfigOptions TrainCommand::with_world() const {

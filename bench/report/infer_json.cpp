@@ -14,8 +14,6 @@ namespace {
 
 constexpr const char* kPagedWaste = "internal (block rounding)";
 
-json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 json infer_config_json(const run::InferRequest& q) {
   json c = config_json(q.config);
   c["infer"] = {

@@ -78,8 +78,6 @@ run::PlanRankRecord plan_rank_from_json(const json& j) {
 
 namespace {
 
-json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 json plan_summary_json(const run::PlanSummaryRecord& s) {
   json j;
   j["params"] = s.params;

@@ -2,6 +2,7 @@
 // skeleton, the config and environment sections, and the atomic writer. The
 // JSON document is the result model; the console tables are rendered from it.
 #pragma once
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,8 @@ inline constexpr std::string_view kSchema = "gpuledger.report/1";
 nlohmann::json make_report(std::string_view kind);
 nlohmann::json model_json(const ModelConfig& m);
 nlohmann::json config_json(const ResolvedConfig& r);
+// A figure that may be unknown: the number, or null.
+inline nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; }
 
 // Writes `doc` to `path`, respecting what is there: "-" and /dev/stdout write
 // to stdout; a device, FIFO or socket is written through (never replaced); a
