@@ -61,7 +61,8 @@ struct CpuHardwarePeak {
 };
 
 // The clock this thread's core runs at, measured: a chain of dependent integer
-// adds (one cycle each on every x86-64 core since the P6) over thread CPU time,
+// adds of a register (one cycle each on every x86-64 core since the P6; not
+// of an immediate, which newer cores fold in the renamer) over thread CPU time,
 // the best of a few short runs; 0 on other architectures. What a VM's
 // /proc/cpuinfo lacks: its "cpu MHz" is the base clock, and the cores boost
 // above it (the 2-vCPU EPYC of results/ reads 2.445 GHz and runs an sgemm
