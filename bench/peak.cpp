@@ -144,17 +144,28 @@ double process_core_clock_hz() {
   static const double hz = measure_core_clock_hz();
   return hz;
 }
+
+// The FMA throughput of one core, measured once per process against that clock.
+const std::vector<MeasuredFma>& process_fma_throughput() {
+  static const std::vector<MeasuredFma> fma = measure_fma_throughput(process_core_clock_hz());
+  return fma;
+}
+
+// This host's peak for `cpus` CPUs, its FLOPs per cycle measured.
+CpuHardwarePeak host_cpu_peak(int cpus) {
+  return cpu_hardware_peak(cpus, "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+                           process_core_clock_hz(), process_fma_throughput());
+}
 }  // namespace
 
 HardwarePeak host_hardware_peak(DType dtype) {
   HardwarePeak h;
   try {
-    const CpuHardwarePeak p =
-        cpu_hardware_peak(affinity_cpus(), "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
-                          process_core_clock_hz());
+    const CpuHardwarePeak p = host_cpu_peak(affinity_cpus());
     const bool bf16 = dtype == DType::kBF16;
     h.flops_per_s = bf16 ? p.bf16_flops_per_s : p.flops_per_s;
     h.source = "hardware: " + (bf16 ? p.describe_bf16() : p.describe());
+    h.cpu = p;
   } catch (const std::exception& e) {
     h.source = std::string("hardware peak unknown: ") + e.what();
   }
@@ -173,7 +184,7 @@ void raise_to_measured(HardwarePeak& hw, double measured_flops_per_s, const std:
 void raise_to_measured(std::optional<double>& hw_flops_per_s, std::string& hw_source, double measured_flops_per_s,
                        const std::string& measured_what) {
   if (!hw_flops_per_s) return;
-  HardwarePeak hw{*hw_flops_per_s, hw_source};
+  HardwarePeak hw{*hw_flops_per_s, hw_source, std::nullopt};
   raise_to_measured(hw, measured_flops_per_s, measured_what);
   hw_flops_per_s = hw.flops_per_s;
   hw_source = hw.source;
@@ -183,10 +194,9 @@ HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host, DType dtyp
   HardwarePeak h;
   try {
     std::string per_host;
-    const double hz = process_core_clock_hz();
     for (int cpus : cpus_per_host) {
-      const CpuHardwarePeak p =
-          cpu_hardware_peak(cpus, "/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", hz);
+      const CpuHardwarePeak p = host_cpu_peak(cpus);
+      if (!h.cpu) h.cpu = p;
       const bool bf16 = dtype == DType::kBF16;
       h.flops_per_s += bf16 ? p.bf16_flops_per_s : p.flops_per_s;
       if (!per_host.empty()) per_host += "; ";
@@ -199,6 +209,7 @@ HardwarePeak job_hardware_peak(const std::vector<int>& cpus_per_host, DType dtyp
   } catch (const std::exception& e) {
     h.flops_per_s = 0;
     h.source = std::string("hardware peak unknown: ") + e.what();
+    h.cpu.reset();
   }
   return h;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/host_cpu.h"
 #include "kernels/device.h"
 
 namespace gpuledger::bench {
@@ -76,10 +77,15 @@ RefreshedPeak refresh_session_peak(double achieved_flops_per_s, double start_flo
                                    const std::string& start_source, const std::function<double()>& measure = {});
 
 // The CPU's hardware peak for the CPUs this process runs on, with its source;
-// flops 0 and the reason as the source when it cannot be read.
+// flops 0 and the reason as the source when it cannot be read. Its FLOPs per
+// cycle are measured once per process on the calling thread
+// (bench/fma_throughput.h), against the clock measured once per process.
 struct HardwarePeak {
   double flops_per_s = 0;
   std::string source;
+  // One CPU of this host as the peak counted it: the measured FMA throughput,
+  // the table beside it and their cross-check (none when unknown).
+  std::optional<CpuHardwarePeak> cpu;
 };
 // dtype bf16: the bf16 figure (CpuHardwarePeak::bf16_flops_per_s).
 HardwarePeak host_hardware_peak(DType dtype = DType::kFP32);

@@ -32,8 +32,15 @@ class RunCommand {
   virtual void bind(CLI::App& app) = 0;
   virtual OutputOptions& output() = 0;
   virtual int run() const = 0;  // the exit status; usage errors throw (ConfigError, LayoutError)
+  // Throws ConfigError when an input is wrong in itself, whatever the other
+  // options (bench/cli/input_checks.h): an unknown preset, an unreadable or
+  // malformed model file, an unknown device, a bad size, an unreadable trace
+  // or checkpoint. A sweep makes such a point a usage error (exit 2) before
+  // any point runs.
+  virtual void check_inputs() const = 0;
   // Throws what run() would throw for these options before it runs anything
-  // (ConfigError, LayoutError): sweep skips such a point without running it.
+  // (ConfigError, LayoutError): a combination the subcommand refuses. Called
+  // after check_inputs(); sweep skips such a point without running it.
   virtual void validate() const {}
 };
 

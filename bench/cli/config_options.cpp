@@ -280,42 +280,6 @@ std::ostream& table_stream(const OutputOptions& o) {
   return report::is_stdout_path(o.json_path) ? std::cerr : std::cout;
 }
 
-int64_t parse_size(const std::string& text) {
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    throw std::invalid_argument("not a size: '" + text + "' (use e.g. 80G, 80Gi, 4096)");
-  }
-  const std::string suffix = text.substr(pos);
-  double mult = 1;
-  if (suffix.empty() || suffix == "B")
-    mult = 1;
-  else if (suffix == "K" || suffix == "KB")
-    mult = 1e3;
-  else if (suffix == "M" || suffix == "MB")
-    mult = 1e6;
-  else if (suffix == "G" || suffix == "GB")
-    mult = 1e9;
-  else if (suffix == "T" || suffix == "TB")
-    mult = 1e12;
-  else if (suffix == "Ki" || suffix == "KiB")
-    mult = 1024.0;
-  else if (suffix == "Mi" || suffix == "MiB")
-    mult = 1024.0 * 1024;
-  else if (suffix == "Gi" || suffix == "GiB")
-    mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "Ti" || suffix == "TiB")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    throw std::invalid_argument("unknown size suffix in '" + text + "' (K M G T, Ki Mi Gi Ti)");
-  const double bytes = value * mult;
-  if (!(bytes >= 0) || bytes > 9.2e18 || std::floor(bytes) != bytes)
-    throw std::invalid_argument("not a whole, non-negative number of bytes: '" + text + "'");
-  return static_cast<int64_t>(bytes);
-}
-
 ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) {
   ResolvedConfig r;
   r.model = model ? *model : load_model(o.model);
@@ -345,6 +309,11 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
     r.run.microbatches = o.gbs / per_step;
   }
   validate_layout(r.layout, r.model, r.run);
+  resolve_device(o, r);
+  return r;
+}
+
+void resolve_device(const ConfigOptions& o, ResolvedConfig& r) {
   if (!o.device.empty()) {
     r.device = find_device(o.device);
     if (!r.device) {
@@ -354,13 +323,8 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
     }
     r.device_memory_bytes = r.device->memory_bytes;
   } else if (!o.device_memory.empty()) {
-    try {
-      r.device_memory_bytes = parse_size(o.device_memory);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError("device-memory", std::string("--device-memory: ") + e.what());
-    }
+    r.device_memory_bytes = parse_size_option("device-memory", o.device_memory);
   }
-  return r;
 }
 
 std::vector<int64_t> select_ranks(const std::string& spec, const Layout& l, int64_t world) {

@@ -14,6 +14,7 @@
 #include "core/kv_types.h"
 
 #include "analytic/kv_cache.h"
+#include "bench/cli/size_options.h"
 #include "core/resolved_config.h"
 
 namespace CLI {
@@ -142,15 +143,14 @@ void add_output_options(CLI::App& app, OutputOptions& o);
 // Where the human-readable table goes: stdout, or stderr when the JSON report goes to stdout.
 std::ostream& table_stream(const OutputOptions& o);
 
-// "80G" = 80e9, "80Gi" = 80·2^30, "1.5T", "4096"; K/M/G/T decimal, Ki/Mi/Gi/Ti binary.
-// Throws std::invalid_argument naming the text.
-int64_t parse_size(const std::string& text);
-
 // Loads the model (or takes `model`, e.g. a checkpoint's config.json), applies
 // --layers, parses enums, derives microbatches from --gbs (gbs must be a
 // multiple of mbs·dp), validates the layout. Throws ConfigError / LayoutError
 // (exit 2) saying what is wrong.
 ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model = nullptr);
+// --device (a preset, whose memory it sets) or --device-memory into r;
+// ConfigError naming an unknown device or a bad size.
+void resolve_device(const ConfigOptions& o, ResolvedConfig& r);
 analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfig& m);
 // --kv-policy, --kv-budget, --kv-sink-tokens: a budget only with a policy, a
 // policy only with a budget, fewer sinks than the budget, and on a

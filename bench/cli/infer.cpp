@@ -12,6 +12,7 @@
 
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
+#include "bench/cli/input_checks.h"
 #include "bench/exit_codes.h"
 #include "bench/report/checks.h"
 #include "bench/report/infer_json.h"
@@ -31,6 +32,8 @@ class InferCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
+  void check_inputs() const override;
+  void validate() const override { request(); }
 
  private:
   run::InferRequest request() const;
@@ -101,6 +104,13 @@ void InferCommand::bind(CLI::App& app) {
   finite_in(app.add_option("--peak-flops", peak_flops_, "peak FLOP/s for the MFU"), 1.0, 1e21)->group(g);
   add_checkpoint_options(app, checkpoint_, /*training=*/false);
   add_output_options(app, output_);
+}
+
+void InferCommand::check_inputs() const {
+  check_config_inputs(config_);
+  check_size_input("overhead", cache_.overhead);
+  check_trace_input(trace_);
+  check_checkpoint_inputs(checkpoint_);
 }
 
 run::InferRequest InferCommand::request() const {

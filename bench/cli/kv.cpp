@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/cli/commands.h"
+#include "bench/cli/input_checks.h"
 #include "bench/report/kv_json.h"
 #include "bench/report/kv_tables.h"
 #include "bench/report/report.h"
@@ -45,7 +46,24 @@ class KvCommand : public RunCommand {
   }
   OutputOptions& output() override { return output_; }
 
+  void check_inputs() const override {
+    check_config_inputs(config_);
+    check_size_input("overhead", cache_.overhead);
+    check_size_input("non-torch", non_torch_);
+    check_size_input("cuda-graph", cuda_graph_);
+    check_trace_input(trace_);
+  }
+  void validate() const override { request(); }
+
   int run() const override {
+    const auto doc = report::kv_report_json(run::run_kv(request()));
+    if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
+    if (!output_.quiet) report::print_kv(table_stream(output_), doc);
+    return 0;
+  }
+
+ private:
+  run::KvRequest request() const {
     run::KvRequest q;
     q.config = resolve_config(config_);
     q.kv = resolve_kv_options(cache_, q.config.model);
@@ -59,13 +77,9 @@ class KvCommand : public RunCommand {
     q.cuda_graph_bytes = parse_size(cuda_graph_);
     q.ranks = select_ranks(config_.ranks, q.config.layout, q.config.layout.world());
     q.lengths = resolve_lengths();
-    const auto doc = report::kv_report_json(run::run_kv(q));
-    if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
-    if (!output_.quiet) report::print_kv(table_stream(output_), doc);
-    return 0;
+    return q;
   }
 
- private:
   // Capacity at a percentile of the requests' total lengths (docs/serving-plan.md).
   void add_length_options(CLI::App& app) {
     auto* trace = app.add_option("--trace", trace_,
@@ -78,14 +92,24 @@ class KvCommand : public RunCommand {
                      ->check(CLI::Range(int64_t{1}, limits::kMaxTokens))
                      ->group(kKvCacheGroup);
     trace->excludes(dist);
+    // Checked as the values are read (run::run_kv checks them again), so that
+    // a sweep's --grid percentile=0 is a bad value, not a refused point.
     percentile_opt_ =
         app.add_option("--percentile", percentile_, "with --trace/--length-dist: the percentile of the lengths")
             ->capture_default_str()
+            ->check(CLI::Validator(
+                [](std::string& text) -> std::string {
+                  double v = 0;
+                  if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
+                  return v > 0 && v <= 100 ? "" : "'" + text + "' is outside (0, 100]";
+                },
+                "(0, 100]"))
             ->group(kKvCacheGroup);
-    headroom_opt_ =
-        app.add_option("--headroom", headroom_, "with --trace/--length-dist: plan pool / HEADROOM (1.2: keep 20%)")
-            ->capture_default_str()
-            ->group(kKvCacheGroup);
+    headroom_opt_ = finite_in(app.add_option("--headroom", headroom_,
+                                             "with --trace/--length-dist: plan pool / HEADROOM (1.2: keep 20%)"),
+                              1.0, 100.0)
+                        ->capture_default_str()
+                        ->group(kKvCacheGroup);
   }
   std::optional<run::KvLengths> resolve_lengths() const {
     if (trace_.empty() && length_dist_.empty()) {

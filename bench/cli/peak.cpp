@@ -16,6 +16,7 @@
 #include "bench/host_cpu.h"
 #include "bench/peak.h"
 #include "bench/report/format.h"
+#include "bench/report/hardware_fma_json.h"
 #include "bench/report/report.h"
 #include "bench/report/table.h"
 #include "bench/stream_read.h"
@@ -63,6 +64,16 @@ json measure_bandwidth_json(Device& dev, const PeakOptions& o) {
           {"bytes_per_array", bw.bytes_per_array},
           {"median_seconds", bw.median_seconds},
           {"bytes_per_s", bw.bytes_per_s}};
+}
+
+// One line per measured width, then the cross-check when table and measurement disagree.
+void print_hardware_fma(std::ostream& os, const json& fma) {
+  for (const auto& m : fma["measured"])
+    os << fmt::format("# FMA throughput on one core: {} ({}-bit, {} lanes): {:.2f} {}/cycle = {:.1f} FLOPs/cycle\n",
+                      m["isa"].get<std::string>(), m["width_bits"].get<int>(), m["fp32_lanes"].get<int>(),
+                      m["fma_per_cycle"].get<double>(), m["fused"].get<bool>() ? "FMA" : "mul+add",
+                      m["flops_per_cycle"].get<double>());
+  if (!fma["cross_check"].is_null()) os << "# WARNING hardware peak: " << fma["cross_check"].get<std::string>() << "\n";
 }
 
 int run_peak(const PeakOptions& o) {
@@ -121,6 +132,7 @@ int run_peak(const PeakOptions& o) {
     }
     s["hardware_peak_flops"] = hw.flops_per_s > 0 ? json(hw.flops_per_s) : json(nullptr);
     s["hardware_peak_source"] = hw.source;
+    if (hw.cpu) s["hardware_peak_fma"] = report::hardware_fma_json(*hw.cpu);
     if (hw_bf16) {
       s["hardware_peak_flops_bf16"] = hw_bf16->flops_per_s > 0 ? json(hw_bf16->flops_per_s) : json(nullptr);
       s["hardware_peak_source_bf16"] = hw_bf16->source;
@@ -136,6 +148,7 @@ int run_peak(const PeakOptions& o) {
     for (const auto& dt : o.dtypes)
       os << fmt::format("# peak {}: {} (measured)\n", dt,
                         report::format_si(s["peak_flops_" + dt].get<double>(), "FLOP/s"));
+    if (s.contains("hardware_peak_fma")) print_hardware_fma(os, s["hardware_peak_fma"]);
     if (s.contains("hardware_peak_source"))
       os << fmt::format("# hardware peak fp32: {}\n", s["hardware_peak_source"].get<std::string>());
     if (s.contains("hardware_peak_source_bf16"))

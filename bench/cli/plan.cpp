@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/cli/commands.h"
+#include "bench/cli/input_checks.h"
 #include "bench/report/plan_json.h"
 #include "bench/report/plan_tables.h"
 #include "bench/report/report.h"
@@ -31,6 +32,10 @@ class PlanCommand : public RunCommand {
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
+  void check_inputs() const override {
+    check_config_inputs(config_);
+    if (!train_tokens_.empty()) check_size_input("train-tokens", train_tokens_);
+  }
   void validate() const override { resolve_config(config_); }
 
   int run() const override {

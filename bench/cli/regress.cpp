@@ -1,4 +1,5 @@
-// `gpuledger regress REPORT... --baseline BASE...` gates one point's new
+// `gpuledger regress REPORT... --baseline BASE...` (or `regress --baseline
+// BASE [--baseline BASE...] REPORT...`: regress_sides.h) gates one point's new
 // reports against its baseline (bench/report/regress_gate.h; the rules in
 // docs/regress.md): the loss per step, each rank's peak bytes per account and
 // comm bytes per collective, then MFU and tokens/s by the medians of the
@@ -14,6 +15,7 @@
 #include <memory>
 
 #include "bench/cli/commands.h"
+#include "bench/cli/regress_sides.h"
 #include "bench/exit_codes.h"
 #include "bench/report/format.h"
 #include "bench/report/regress_gate.h"
@@ -30,7 +32,7 @@ using nlohmann::json;
 namespace {
 
 struct RegressOptions {
-  std::vector<std::string> reports, baselines;
+  std::vector<std::string> reports, baselines;  // as CLI11 collected them; sorted into sides by sides_as_typed
   report::GateOptions gate;
   std::string history, point;
   OutputOptions out;
@@ -42,7 +44,29 @@ std::vector<report::ReportFile> read_all(const std::vector<std::string>& paths) 
   return files;
 }
 
-int run_regress(const RegressOptions& o) {
+// The files in the order typed: CLI11 records one parse_order entry per
+// positional value and per --baseline occurrence (each takes one file).
+std::vector<TypedFile> files_as_typed(const CLI::App& app, const RegressOptions& o) {
+  const CLI::Option* baseline = app.get_option("--baseline");
+  std::vector<TypedFile> typed;
+  size_t next_report = 0, next_baseline = 0;
+  for (const CLI::Option* opt : app.parse_order()) {
+    if (opt == baseline && next_baseline < o.baselines.size())
+      typed.push_back({true, o.baselines[next_baseline++]});
+    else if (opt->get_positional() && next_report < o.reports.size())
+      typed.push_back({false, o.reports[next_report++]});
+  }
+  return typed;
+}
+
+int run_regress(RegressOptions o, const CLI::App& app) {
+  const RegressSides sides = regress_sides(files_as_typed(app, o));
+  o.reports = sides.reports;
+  o.baselines = sides.baselines;
+  if (o.reports.empty())
+    throw ConfigError("reports",
+                      "no new report to gate: regress NEW.json --baseline BASE.json (or regress --baseline "
+                      "BASE.json NEW.json)");
   const std::vector<report::ReportFile> cur = read_all(o.reports), base = read_all(o.baselines);
   const report::GateResult g = report::run_gate(cur, base, o.gate);
   json result = report::make_report("regress");
@@ -76,10 +100,14 @@ void add_regress_command(CLI::App& root, std::vector<Command>& out) {
   auto* app =
       root.add_subcommand("regress", "gate new reports of a point against its baseline; exit 1 on a regression");
   app->add_option("reports", o->reports, "the new report(s) of one point (several: repetitions)")
-      ->required()
       ->check(CLI::ExistingFile);
-  app->add_option("--baseline", o->baselines, "the baseline report(s) (several: repetitions)")
+  app->add_option("--baseline", o->baselines,
+                  "a baseline report, one per --baseline (repeat it for repetitions); after the new reports, "
+                  "every file that follows is a baseline too: regress NEW... --baseline BASE...")
       ->required()
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false)
       ->check(CLI::ExistingFile);
   app->add_option("--perf-tol,--mfu-tol", o->gate.perf_tol,
                   "MFU and tokens/s may fall by this fraction (or by the baseline's own spread, if larger)")
@@ -96,7 +124,15 @@ void add_regress_command(CLI::App& root, std::vector<Command>& out) {
   app->add_option("--history", o->history, "append one JSON line for this run to FILE (.jsonl)");
   app->add_option("--point", o->point, "the point's name in the history (default: the report's file name)");
   add_output_options(*app, o->out);
-  out.push_back({app, [o]() { return run_regress(*o); }});
+  app->footer(
+      "Orders:\n"
+      "  gpuledger regress new.json --baseline base.json\n"
+      "  gpuledger regress --baseline base.json new.json\n"
+      "  gpuledger regress n1.json n2.json n3.json --baseline b1.json b2.json b3.json   (repetitions)\n"
+      "  gpuledger regress --baseline b1.json --baseline b2.json n1.json n2.json\n"
+      "Once a new report comes first, every file after --baseline is a baseline; when --baseline comes\n"
+      "first, it takes one file each and the files after it are the new reports (docs/regress.md).");
+  out.push_back({app, [o, app]() { return run_regress(*o, *app); }});
 }
 
 }  // namespace gpuledger::cli

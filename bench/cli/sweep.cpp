@@ -25,11 +25,16 @@
 // point's index entry is written last (sweep_store.h), so --resume reruns
 // exactly the points a kill cut short; --point N (or SLURM_ARRAY_TASK_ID) runs
 // one point of a job array into the shared folder, and --merge DIR builds the
-// index from it. Exit 0 when every point is ok or skipped, 1 when one failed
-// (or its checks did) or is missing, 2 on usage errors.
+// index from it. A point's input that is wrong in itself (an unknown preset,
+// a malformed model file, a bad size) is a usage error naming the point, found
+// before any point runs (input_checks.h): only a combination the subcommand
+// refuses is skipped. Exit 0 when every point is ok or skipped and one ran, 1
+// when one failed (or its checks did) or is missing, 2 on usage errors and when
+// no point could run (every one skipped: sweep_store.h index_exit_status).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -58,12 +63,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string describe(const Point& p) {
-  std::string s;
-  for (const auto& [k, v] : p.values) s += (s.empty() ? "" : " ") + k + "=" + v;
-  return s;
-}
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
@@ -159,7 +158,7 @@ void print_progress(SweepRun& r, size_t k, const Point& p, const json& entry, do
   if (status == "skipped") why = ": " + entry["reason"].get<std::string>();
   if (status != "ok" && status != "skipped") why = ": " + entry.value("error", std::string());
   std::cerr << fmt::format("[{}/{}] {} ... {} ({:.1f} s){} | elapsed {}, {} to run, ETA {}\n", k + 1, r.selected.size(),
-                           describe(p), status, seconds, why, format_duration(elapsed), left, eta)
+                           point_text(p), status, seconds, why, format_duration(elapsed), left, eta)
             << std::flush;
 }
 
@@ -223,6 +222,15 @@ void print_list(const SweepRun& r) {
                            r.s.points.size() - static_cast<size_t>(runnable), r.s.points.size() - 1);
 }
 
+// index_exit_status, saying on stderr why when no point ran.
+int exit_status_saying_why(const json& index, const std::string& dir) {
+  const int status = index_exit_status(index);
+  if (status == kExitUsage)
+    std::cerr << "gpuledger sweep: error: no point ran: the subcommand refused every one (the reasons: "
+              << (fs::path(dir) / "sweep.json").string() << ")\n";
+  return status;
+}
+
 int merge_folder(const std::string& dir) {
   const std::string plan_path = (fs::path(dir) / "sweep.plan.json").string();
   if (!fs::exists(plan_path)) {
@@ -233,7 +241,7 @@ int merge_folder(const std::string& dir) {
   const json index = build_index(dir, plan);
   write_index(dir, index);
   report::print_sweep_table(std::cout, plan["kind"].get<std::string>(), index);
-  return index_exit_status(index);
+  return exit_status_saying_why(index, dir);
 }
 
 int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
@@ -256,6 +264,14 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
   if (o.list) {
     print_list(r);
     return kExitOk;
+  }
+  if (std::all_of(r.skip.begin(), r.skip.end(), [](const auto& why) { return why.has_value(); })) {
+    // No point can run. The subcommand alone exits 2 for every one of them,
+    // so the sweep does too, before it writes anything: exit 0 would read as
+    // a sweep that measured something, and 1 is for a point that ran and failed.
+    std::cerr << fmt::format("gpuledger sweep: error: no point can run: {} refuses all {} (first, point {}: {})\n",
+                             o.sub, s.points.size(), s.points.front().name, *r.skip.front());
+    return kExitUsage;
   }
   fs::create_directories(o.out);
   r.plan = plan_document(o, fixed, s);
@@ -286,7 +302,7 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& fixed) {
   }
   std::cout << "\n";
   report::print_sweep_table(std::cout, o.sub, index);
-  return index_exit_status(index);
+  return exit_status_saying_why(index, o.out);
 }
 
 }  // namespace
@@ -326,7 +342,10 @@ void add_sweep_command(CLI::App& root, std::vector<Command>& out) {
       "a flag (sp) takes 1/0. A point's report is DIR/<name>.json, the name made of the grid keys and\n"
       "values (tp2_pp4_zero1, recompute-full); DIR/sweep.json and DIR/sweep.csv index them (docs/sweep.md).\n"
       "Each point runs as its own job (docs/cluster.md): one that fails or runs out of memory ends alone.\n"
-      "Exit 0: every point ok or skipped; 1: a point failed (its report says why) or its checks did; 2: usage.\n\n"
+      "A point the subcommand refuses (a layout that does not divide) is skipped; a point whose input is wrong\n"
+      "(an unknown preset, a malformed model file, a bad value) is a usage error before anything runs.\n"
+      "Exit 0: every point ok or skipped, one ran; 1: a point failed (its report says why) or its checks did;\n"
+      "2: usage, or no point could run (every one skipped).\n\n"
       "Examples:\n"
       "  gpuledger sweep plan --model llama3-70b --seq 8192 --microbatches 32 --device h100-sxm \\\n"
       "      --grid tp=4,8 --grid pp=2,4,8 --grid zero=0,1 --out results/sweep-70b\n"

@@ -26,6 +26,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// "--json", "-q": an option typed where a value goes (the shell split nothing:
+// `--grid model=--json` is one argument). "-1" and "-.5" are numbers, "-" alone
+// is a value; the option's own check judges them.
+bool looks_like_option(const std::string& v) {
+  return v.size() > 1 && v[0] == '-' && !std::isdigit(static_cast<unsigned char>(v[1])) && v[1] != '.';
+}
+
 std::optional<bool> flag_value(const std::string& v) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
@@ -64,6 +71,9 @@ GridAxis parse_axis(const std::string& text, CLI::App& sub) {
   std::set<std::string> seen;
   for (const auto& v : a.values) {
     if (v.empty()) throw SweepUsage("--grid '" + text + "': an empty value");
+    if (looks_like_option(v))
+      throw SweepUsage("--grid " + a.key + ": value '" + v + "' looks like an option, not a value of --" + a.key +
+                       " (the subcommand's own options go beside --grid, not in its values)");
     if (!seen.insert(v).second) throw SweepUsage("--grid " + a.key + ": value '" + v + "' given twice");
     if (a.flag && !flag_value(v))
       throw SweepUsage("--grid " + a.key + ": --" + a.key + " is a flag; its values are 1/0 (true/false)");
@@ -126,6 +136,16 @@ void apply_point(CLI::App& sub, const Point& p) {
     opt->add_result(flag ? opt->get_flag_value(key, *flag_value(value) ? "true" : "false") : value);
     opt->run_callback();
   }
+}
+
+std::string point_text(const Point& p) {
+  std::string s;
+  for (const auto& [k, v] : p.values) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+SweepUsage point_usage(const Point& p, const std::string& what) {
+  return SweepUsage("point " + p.name + " (" + point_text(p) + "): " + what);
 }
 
 std::string point_value(const Point& p, const std::string& key) {

@@ -49,5 +49,9 @@ std::vector<Point> make_points(const std::vector<GridAxis>& axes, const std::vec
 void apply_point(CLI::App& sub, const Point& p);
 // The value of `key` a point sets, or "" when the grid does not set it.
 std::string point_value(const Point& p, const std::string& key);
+// The point's values as typed: "tp=2 model=tiny-llama".
+std::string point_text(const Point& p);
+// A usage error of one point: "point NAME (KEY=V ...): what".
+SweepUsage point_usage(const Point& p, const std::string& what);
 
 }  // namespace gpuledger::cli

@@ -118,7 +118,15 @@ void prepare(SweepPlan& s, const SweepOptions& o, const std::vector<std::string>
     try {
       apply_point(*s.app, p);
     } catch (const CLI::ParseError& e) {
-      throw SweepUsage("point " + p.name + ": " + e.what());
+      throw point_usage(p, e.what());
+    }
+    // An input wrong in itself (an unknown preset, a malformed model file, a
+    // bad size) is the user's mistake, not a point the subcommand refuses:
+    // skipping it would hide it behind the points that run.
+    try {
+      s.command->check_inputs();
+    } catch (const std::exception& e) {
+      throw point_usage(p, e.what());
     }
   }
 }

@@ -139,7 +139,12 @@ void write_index(const std::string& dir, const json& index) {
 
 int index_exit_status(const json& index) {
   const auto& s = index["summary"];
-  return s["failed"].get<int64_t>() > 0 || s["missing"].get<int64_t>() > 0 ? kExitFailed : kExitOk;
+  if (s["failed"].get<int64_t>() > 0 || s["missing"].get<int64_t>() > 0) return kExitFailed;
+  // Every point skipped: the subcommand refused them all (some only when
+  // their job started), as it would exit 2 for each alone. Nothing was
+  // measured, so the sweep is a usage error, never a success.
+  if (s["ok"].get<int64_t>() == 0) return kExitUsage;
+  return kExitOk;
 }
 
 }  // namespace gpuledger::cli

@@ -37,7 +37,8 @@ nlohmann::json skipped_entry(const Point& p, int64_t index, const std::string& r
 // "missing"), with its summary; written as DIR/sweep.json and DIR/sweep.csv.
 nlohmann::json build_index(const std::string& dir, const nlohmann::json& plan);
 void write_index(const std::string& dir, const nlohmann::json& index);
-// 0 when every point is ok or skipped, 1 when one failed or is missing.
+// 0 when every point is ok or skipped and at least one is ok, 1 when one
+// failed or is missing, 2 when every point was skipped (none ran).
 int index_exit_status(const nlohmann::json& index);
 
 }  // namespace gpuledger::cli

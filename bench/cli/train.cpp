@@ -10,6 +10,7 @@
 
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
+#include "bench/cli/input_checks.h"
 #include "bench/exit_codes.h"
 #include "bench/report/checks.h"
 #include "bench/report/report.h"
@@ -31,6 +32,7 @@ class TrainCommand : public RunCommand {
   void bind(CLI::App& app) override;
   OutputOptions& output() override { return output_; }
   int run() const override;
+  void check_inputs() const override;
   void validate() const override;
 
  private:
@@ -122,8 +124,15 @@ void TrainCommand::bind(CLI::App& app) {
   add_output_options(app, output_);
 }
 
+void TrainCommand::check_inputs() const {
+  check_config_inputs(config_);
+  if (!memory_limit_.empty()) check_size_input("memory-limit", memory_limit_);
+  check_checkpoint_inputs(checkpoint_);
+  check_trace();
+}
+
 void TrainCommand::validate() const {
-  resolve_config(with_world());
+  resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
   check_trace();
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analytic/kv_cache.h"
+#include "bench/host_cpu.h"
 #include "core/account.h"
 #include "core/resolved_config.h"
 #include "kernels/torch_caching_allocator.h"
@@ -46,6 +47,7 @@ struct InferRequest {
 struct InferPeaks {
   std::optional<double> flops, bandwidth, hardware_flops;
   std::string flops_source, bandwidth_source, hardware_source;
+  std::optional<bench::CpuHardwarePeak> hardware_cpu;  // one CPU of it: measured FMA, table, cross-check
 };
 
 // One serving rank: its ledger, KV cache and capacity beside the analytic figures.

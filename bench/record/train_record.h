@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/host_cpu.h"
 #include "bench/record/ledger_record.h"
 #include "bench/record/plan_record.h"
 #include "comm/comm.h"
@@ -80,7 +81,8 @@ struct TrainRecord {
   // every host's CPUs its ranks may run on), MFU reported against it too
   std::optional<double> hardware_peak_flops;
   std::string hardware_peak_source;
-  int64_t peak_devices = 1;  // devices whose peaks add up to the job's
+  std::optional<bench::CpuHardwarePeak> hardware_peak_cpu;  // one CPU of it: measured FMA, table, cross-check
+  int64_t peak_devices = 1;                                 // devices whose peaks add up to the job's
   std::string device_description;
   std::string mode;                // "one rank", "meta simulation of …", "MPI, …"
   std::vector<std::string> hosts;  // MPI: every rank's host

@@ -2,6 +2,7 @@
 #include "bench/report/infer_json.h"
 
 #include "analytic/params.h"
+#include "bench/report/hardware_fma_json.h"
 #include "bench/report/ledger_json.h"
 #include "bench/report/mfu.h"
 #include "bench/report/report.h"
@@ -135,6 +136,7 @@ json serving_summary_json(const run::InferServingRecord& v, const run::InferPeak
   j["peak_source"] = peaks.flops_source;
   j["hardware_peak_flops"] = optional_json(peaks.hardware_flops);
   j["hardware_peak_source"] = peaks.hardware_source;
+  if (peaks.hardware_cpu) j["hardware_peak_fma"] = hardware_fma_json(*peaks.hardware_cpu);
   j["mfu"] = j["decode"]["mfu"];
   if (v.moe) {
     const run::MoeDecodeRecord& mo = *v.moe;

@@ -11,6 +11,7 @@
 #include "bench/oom_advice.h"
 #include "bench/report/checks.h"
 #include "bench/report/comm_bandwidth.h"
+#include "bench/report/hardware_fma_json.h"
 #include "bench/report/ledger_json.h"
 #include "bench/report/mfu.h"
 #include "bench/report/plan_json.h"
@@ -168,6 +169,7 @@ json assemble_report(const run::TrainRecord& rec) {
     const auto& hw = rec.hardware_peak_flops;
     sum["hardware_peak_flops"] = hw ? json(*hw) : json(nullptr);
     sum["hardware_peak_source"] = rec.hardware_peak_source;
+    if (rec.hardware_peak_cpu) sum["hardware_peak_fma"] = hardware_fma_json(*rec.hardware_peak_cpu);
     put_mfu(sum, "mfu_hardware", model_rate, hw, "hardware", doc["checks"], "mfu (hardware peak)");
   }
   sum["steps"] = train_steps_json(runs, {tokens, static_cast<double>(job.model), executed_job,

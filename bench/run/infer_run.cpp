@@ -47,6 +47,7 @@ InferPeaks resolve_peaks(const InferRequest& q) {
     const auto hw = bench::host_hardware_peak(q.config.run.dtype);
     if (hw.flops_per_s > 0) p.hardware_flops = hw.flops_per_s;
     p.hardware_source = hw.source;
+    p.hardware_cpu = hw.cpu;
     bench::raise_to_measured(p.hardware_flops, p.hardware_source, peak.flops_per_s, "the GEMM measured now");
   } else if (device) {
     p.bandwidth = device->bandwidth_bytes_per_s;

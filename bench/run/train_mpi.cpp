@@ -90,6 +90,7 @@ void gather_hardware_peak(const TrainRequest& q, MpiRuntime& mpi, int64_t rank, 
   const auto hw = bench::job_hardware_peak(bench::cpus_per_host(affinities), q.config.run.dtype);
   if (hw.flops_per_s > 0) rec.hardware_peak_flops = hw.flops_per_s;
   rec.hardware_peak_source = hw.source;
+  rec.hardware_peak_cpu = hw.cpu;
 }
 
 }  // namespace

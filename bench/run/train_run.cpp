@@ -76,6 +76,7 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
     const auto hw = bench::host_hardware_peak(q.config.run.dtype);
     if (hw.flops_per_s > 0) rec.hardware_peak_flops = hw.flops_per_s;
     rec.hardware_peak_source = hw.source;
+    rec.hardware_peak_cpu = hw.cpu;
   }
   // One process: one CPU node, or the one simulated device's peak × the world.
   rec.peak_devices = simulate ? l.world() : 1;

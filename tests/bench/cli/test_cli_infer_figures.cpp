@@ -57,6 +57,7 @@ TEST(CliInferFigures, MfuIsTakenAgainstTheMeasuredAndTheHardwarePeak) {
   EXPECT_NE(s["bandwidth_source"].get<std::string>().find("STREAM read"), std::string::npos);
   ASSERT_TRUE(s["hardware_peak_flops"].is_number()) << s["hardware_peak_source"];
   EXPECT_GT(s["hardware_peak_flops"].get<double>(), 0);
+  EXPECT_EQ(s["hardware_peak_fma"]["from"], "measured") << s;
   EXPECT_TRUE(s["decode"]["mfu_hardware"].is_number());
   const auto checks = r.json()["checks"];
   EXPECT_TRUE(find_check(checks, "decode.mfu (measured peak) <= 1")["ok"].get<bool>());
@@ -84,6 +85,16 @@ TEST(CliPeak, TheCpuBandwidthIsAReadStreamWithItsMethodAndTheHardwarePeakBesideI
   EXPECT_GT(bw["bytes_per_s"].get<double>(), 0);
   EXPECT_TRUE(doc["summary"]["hardware_peak_flops"].is_number());
   EXPECT_NE(doc["summary"]["hardware_peak_source"].get<std::string>().find("FLOP/s"), std::string::npos);
+  // The FLOPs per cycle the hardware peak took: measured on one core, the table beside them.
+  const auto& fma = doc["summary"]["hardware_peak_fma"];
+  ASSERT_TRUE(fma.is_object()) << doc["summary"];
+  EXPECT_EQ(fma["from"], "measured");
+  ASSERT_FALSE(fma["measured"].empty());
+  EXPECT_GT(fma["flops_per_cycle_per_cpu"].get<double>(), 0);
+  EXPECT_EQ(fma["flops_per_cycle_per_cpu"], fma["measured_flops_per_cycle"]);
+  EXPECT_GT(fma["table"]["flops_per_cycle"].get<double>(), 0);
+  // Never below the sgemm measured on the same CPUs (an MFU above 100 % would follow).
+  EXPECT_GE(doc["summary"]["hardware_peak_flops"].get<double>(), doc["summary"]["peak_flops_fp32"].get<double>());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // CLI tests for `gpuledger sweep`: one report per point plus the sweep.json
 // index; every point's report equals what the subcommand alone writes for that
 // point (to the byte); a failed point is a report too and the sweep goes on
-// (exit 1), a refused one is skipped (exit 0); grid usage errors exit 2
+// (exit 1), a refused one is skipped (exit 0 when another ran); grid usage errors exit 2
 // before anything runs. (Layouts, resume, job arrays, the CSV and failure
 // isolation: test_cli_sweep_cluster.cpp.) The plot script
 // test runs only under the plot_sweep ctest (registered when /usr/bin/python3
@@ -123,7 +123,7 @@ TEST(CliSweep, ARerunDoesNotKeepAnEarlierReport) {
   const std::string out = scratch_dir("sweep-rerun");
   // A stale tp3.json from an "earlier sweep" claiming ok.
   gpuledger::testing::write_file(out + "/tp3.json", R"({"schema": "gpuledger.report/1", "status": "ok"})");
-  auto r = run_cli(cat(cat({"sweep", "plan"}, kPlanFixed), {"--grid", "tp=3", "--out", out}));
+  auto r = run_cli(cat(cat({"sweep", "plan"}, kPlanFixed), {"--grid", "tp=3,1", "--out", out}));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(fs::exists(out + "/tp3.json"));
   EXPECT_EQ(read_json(out + "/sweep.json")["points"][0]["status"], "skipped");

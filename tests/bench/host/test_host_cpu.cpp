@@ -226,7 +226,7 @@ TEST(SessionPeak, MeasuredAgainOnlyWhenTheRunExceededIt) {
 }
 
 TEST(HardwarePeak, NeverBelowAMeasurementOnTheSameCpus) {
-  HardwarePeak hw{156.5e9, "2 CPUs × … × 2.445 GHz"};
+  HardwarePeak hw{156.5e9, "2 CPUs × … × 2.445 GHz", std::nullopt};
   raise_to_measured(hw, 150e9, "sgemm");  // below: unchanged
   EXPECT_EQ(hw.flops_per_s, 156.5e9);
   EXPECT_EQ(hw.source, "2 CPUs × … × 2.445 GHz");
@@ -234,7 +234,7 @@ TEST(HardwarePeak, NeverBelowAMeasurementOnTheSameCpus) {
   EXPECT_EQ(hw.flops_per_s, 157.9e9);
   EXPECT_EQ(hw.source.rfind("1.579e+11 FLOP/s, sgemm — above the clock's product (2 CPUs × … × 2.445 GHz)", 0), 0u)
       << hw.source;
-  HardwarePeak unknown{0, "hardware peak unknown: no clock"};
+  HardwarePeak unknown{0, "hardware peak unknown: no clock", std::nullopt};
   raise_to_measured(unknown, 157.9e9, "sgemm");  // unknown stays unknown
   EXPECT_EQ(unknown.flops_per_s, 0);
   // On a report's optional figure: the same rule; none stays none.
