@@ -12,7 +12,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # uses too (scripts/main_config.sh), so the test command reuses this build.
 . "$ROOT/scripts/main_config.sh"
 if [ ! -x "${BUILD_DIR:-$ROOT/build}/bench/gpuledger" ]; then
-  echo "demo: building gpuledger into ${BUILD_DIR:-build} — the first build takes about 6 minutes on 2 cores" \
+  echo "demo: building gpuledger into ${BUILD_DIR:-build} — the first build takes 3 to 10 minutes on 2 cores, by the CPU" \
        "(ccache makes later ones fast)"
 fi
 t0=$SECONDS
