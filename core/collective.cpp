@@ -1,14 +1,15 @@
 // Collective kinds, groups, group sizes and bus-bandwidth factors (see collective.h).
 #include "core/collective.h"
 
-#include <array>
 #include <stdexcept>
-#include <utility>
+#include <string>
+
+#include "core/name_table.h"
 
 namespace gpuledger {
 namespace {
 
-constexpr std::array<std::pair<CommKind, std::string_view>, 9> kKindNames{{
+constexpr NameTable<CommKind, 9> kKindNames{{
     {CommKind::kAllReduce, "all_reduce"},
     {CommKind::kReduceScatter, "reduce_scatter"},
     {CommKind::kAllGather, "all_gather"},
@@ -20,7 +21,7 @@ constexpr std::array<std::pair<CommKind, std::string_view>, 9> kKindNames{{
     {CommKind::kCopyToDevice, "copy_h2d"},
 }};
 
-constexpr std::array<std::pair<CommGroup, std::string_view>, 8> kGroupNames{{
+constexpr NameTable<CommGroup, 8> kGroupNames{{
     {CommGroup::kTp, "tp"},
     {CommGroup::kDp, "dp"},
     {CommGroup::kCp, "cp"},
@@ -31,26 +32,12 @@ constexpr std::array<std::pair<CommGroup, std::string_view>, 8> kGroupNames{{
     {CommGroup::kHost, "host"},
 }};
 
-template <typename E, size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (const auto& [value, name] : table)
-    if (value == e) return name;
-  throw std::logic_error("collective.cpp: a value missing from its name table");
-}
-
-template <typename E, size_t N>
-std::optional<E> value_of(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view name) {
-  for (const auto& [value, n] : table)
-    if (n == name) return value;
-  return std::nullopt;
-}
-
 }  // namespace
 
-std::string_view comm_kind_name(CommKind k) { return name_of(kKindNames, k); }
-std::string_view comm_group_name(CommGroup g) { return name_of(kGroupNames, g); }
-std::optional<CommKind> parse_comm_kind(std::string_view name) { return value_of(kKindNames, name); }
-std::optional<CommGroup> parse_comm_group(std::string_view name) { return value_of(kGroupNames, name); }
+std::string_view comm_kind_name(CommKind k) { return name_in(kKindNames, k); }
+std::string_view comm_group_name(CommGroup g) { return name_in(kGroupNames, g); }
+std::optional<CommKind> parse_comm_kind(std::string_view name) { return value_in(kKindNames, name); }
+std::optional<CommGroup> parse_comm_group(std::string_view name) { return value_in(kGroupNames, name); }
 
 int64_t comm_group_size(CommGroup g, const Layout& l) {
   switch (g) {

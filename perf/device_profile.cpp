@@ -1,15 +1,15 @@
 // Names of the op classes and attention kinds; the device profile's checks (see device_profile.h).
 #include "perf/device_profile.h"
 
-#include <array>
 #include <cmath>
 #include <stdexcept>
-#include <utility>
+
+#include "core/name_table.h"
 
 namespace gpuledger::perf {
 namespace {
 
-constexpr std::array<std::pair<OpClass, std::string_view>, 5> kOpClassNames{{
+constexpr NameTable<OpClass, 5> kOpClassNames{{
     {OpClass::kNorm, "norm"},
     {OpClass::kActivation, "activation"},
     {OpClass::kSoftmax, "softmax"},
@@ -17,24 +17,10 @@ constexpr std::array<std::pair<OpClass, std::string_view>, 5> kOpClassNames{{
     {OpClass::kCopy, "copy"},
 }};
 
-constexpr std::array<std::pair<AttentionKind, std::string_view>, 2> kAttentionNames{{
+constexpr NameTable<AttentionKind, 2> kAttentionNames{{
     {AttentionKind::kFlash, "flash"},
     {AttentionKind::kMaterialized, "materialized"},
 }};
-
-template <typename E, size_t N>
-std::string_view name_in(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (const auto& [value, name] : table)
-    if (value == e) return name;
-  throw std::logic_error("device_profile.cpp: a value missing from its name table");
-}
-
-template <typename E, size_t N>
-std::optional<E> value_in(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view name) {
-  for (const auto& [value, n] : table)
-    if (n == name) return value;
-  return std::nullopt;
-}
 
 // A figure's check: a source, and a value in (0, max] (or [0, max] when zero is allowed).
 void check_figure(const Sourced& f, const std::string& what, double max = INFINITY, bool zero_ok = false) {
