@@ -50,7 +50,8 @@ class TrainCommand : public RunCommand {
   bool timeline_ = false;
   bool profile_ = false;
   std::string trace_path_;  // --trace FILE.json
-  void check_trace() const;
+  void check_trace_destination() const;
+  void check_trace_backend() const;
   void write_trace(const run::TrainRecord& rec) const;
   int64_t repeat_ = 1;         // --repeat: runs of the point in one report (train_repeats.h)
   int64_t repeat_warmup_ = 0;  // --repeat-warmup: whole runs before them, not reported
@@ -128,25 +129,28 @@ void TrainCommand::check_inputs() const {
   check_config_inputs(config_);
   if (!memory_limit_.empty()) check_size_input("memory-limit", memory_limit_);
   check_checkpoint_inputs(checkpoint_);
-  check_trace();
+  check_trace_destination();
 }
 
 void TrainCommand::validate() const {
   resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
-  check_trace();
+  check_trace_backend();
 }
 
-// --trace: a file, and a backend that runs the ops it would time.
-void TrainCommand::check_trace() const {
-  if (!trace_path_.empty()) {
-    if (backend_ == "meta")
-      throw ConfigError("trace",
-                        "--trace records measured time: the meta backend runs no op (use --backend cpu or cuda)");
-    if (report::is_stdout_path(trace_path_))
-      throw ConfigError("trace", "--trace needs a file (stdout carries the tables or the report)");
-    if (const auto why = report::report_destination_problem(trace_path_); !why.empty())
-      throw ConfigError("trace", "--trace " + trace_path_ + ": " + why);
-  }
+// --trace names a file that can be written: wrong in itself otherwise.
+void TrainCommand::check_trace_destination() const {
+  if (trace_path_.empty()) return;
+  if (report::is_stdout_path(trace_path_))
+    throw ConfigError("trace", "--trace needs a file (stdout carries the tables or the report)");
+  if (const auto why = report::report_destination_problem(trace_path_); !why.empty())
+    throw ConfigError("trace", "--trace " + trace_path_ + ": " + why);
+}
+
+// --trace with a backend that runs the ops it would time: a combination refused.
+void TrainCommand::check_trace_backend() const {
+  if (!trace_path_.empty() && backend_ == "meta")
+    throw ConfigError("trace",
+                      "--trace records measured time: the meta backend runs no op (use --backend cpu or cuda)");
 }
 
 // Every rank's slices in one Chrome trace (on the rank that has the records: rank 0).
@@ -174,7 +178,8 @@ ConfigOptions TrainCommand::with_world() const {
 }
 
 int TrainCommand::run() const {
-  check_trace();
+  check_trace_backend();
+  check_trace_destination();
   run::TrainRequest q;
   q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
   q.save_weights = checkpoint_.save_weights;
@@ -208,7 +213,7 @@ int TrainCommand::run() const {
       if (*quiet_exit != kExitOk) return *quiet_exit;
       continue;
     }
-    if (q.trace && (i + 1 == repeat_warmup_ + repeat_)) write_trace(rec);
+    if (q.trace) write_trace(rec);  // every repetition's, the last run's left
     json doc = report::train_report_json(rec);
     const bool failed = doc["status"] != "ok";
     if (i >= repeat_warmup_ || failed) runs.push_back(std::move(doc));

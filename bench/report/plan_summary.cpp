@@ -12,14 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-// Weights, gradients, master weights and optimizer state (and, with --offload
-// optimizer, what the host holds of them): the model states of one rank.
-double model_states_bytes(const json& rank) {
-  const auto& ex = rank["analytic"]["exact"];
-  return ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() +
-         ex["optim"].get<double>() + ex.value("host", 0.0);
-}
-
 std::string fit_cell(const json& rank) {
   const std::string total = format_bytes(rank["analytic"]["exact"]["total"].get<double>());
   if (!rank.contains("fits")) return total;
@@ -30,6 +22,12 @@ std::string fit_cell(const json& rank) {
 }
 
 }  // namespace
+
+double model_states_bytes(const json& rank) {
+  const auto& ex = rank["analytic"]["exact"];
+  return ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() +
+         ex["optim"].get<double>() + ex.value("host", 0.0);
+}
 
 int tightest_rank_index(const json& doc) {
   const auto& ranks = doc["ranks"];

@@ -13,6 +13,10 @@ namespace gpuledger::report {
 // the report has no ranks.
 int tightest_rank_index(const nlohmann::json& doc);
 
+// A rank's model states: weights, gradients, master weights and optimizer
+// state, and with --offload optimizer what the host holds of them.
+double model_states_bytes(const nlohmann::json& rank);
+
 void print_plan_summary(std::ostream& os, const nlohmann::json& doc);
 
 }  // namespace gpuledger::report

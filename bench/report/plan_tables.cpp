@@ -66,10 +66,8 @@ void print_config_header(std::ostream& os, const json& doc) {
 // (docs/formulas/memory.md, "Bytes per parameter by optimizer").
 namespace {
 std::string model_states_per_param_cell(const json& rank) {
-  const auto& ex = rank["analytic"]["exact"];
   // With --offload optimizer the master and states are in host memory: counted too.
-  const double states = ex["weights"].get<double>() + ex["grads"].get<double>() + ex["master"].get<double>() +
-                        ex["optim"].get<double>() + ex.value("host", 0.0);
+  const double states = model_states_bytes(rank);
   const double held = rank["params"].get<double>();
   return held > 0 ? fmt::format("{:.2f} B", states / held) : "-";
 }

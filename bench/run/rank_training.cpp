@@ -69,7 +69,7 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
                                  std::to_string(step));
       // Op times count the timed steps only, like the medians.
       if (step + 1 == o.warmup && o.warmup < o.steps)
-        if (auto* prof = dynamic_cast<ProfilingDevice*>(&device)) prof->reset_op_times();
+        if (profiled) profiled->reset_op_times();
     }
   } catch (const OutOfMemory& e) {
     fail("oom", e.what());
@@ -106,7 +106,7 @@ RankRun run_rank_training(Device& device, const ResolvedConfig& r, const RankCon
   rec.median_comm_ms = median(timed(comm_ms));
   if (executed_per_step >= 0) rec.executed_flops_per_step = executed_per_step;
   rec.executed_same_every_step = flops_constant;
-  if (auto* prof = dynamic_cast<ProfilingDevice*>(&device)) rec.op_time = prof->op_times();
+  if (profiled) rec.op_time = profiled->op_times();
   return run;
 }
 
