@@ -25,6 +25,7 @@
 #include "core/account.h"
 #include "core/dtype.h"
 #include "core/run_config.h"
+#include "core/step_program.h"
 #include "kernels/attn_block.h"
 #include "kernels/kv_storage.h"
 #include "kernels/ledger.h"
@@ -174,6 +175,14 @@ class Device {
   // attention), counted by the op table's entry points ----
   int64_t executed_flops() const { return executed_flops_; }
   void reset_flops() { executed_flops_ = 0; }
+
+  // ---- the step program (core/step_program.h): with a sink attached, every
+  // op of the table reports its cost after it has run (its FLOPs from
+  // flop_counts.h, its bytes from op_bytes.h, device_ops.cpp); a backend
+  // reports its memory operations itself (the meta backend does: copies,
+  // fills, host copies). nullptr detaches; the sink must outlive the device or
+  // be detached first. ----
+  void set_program_sink(StepProgramSink* sink) { program_sink_ = sink; }
 
   // ---- the op table (one entry per op; each backend implements its <op>_impl) ----
   // a, b, c as GemmArgs says; FLOPs gemm_flops. Nothing runs when m, n or batch is 0.
@@ -428,6 +437,7 @@ class Device {
   static void raw_free_of(Device& d, void* p, int64_t bytes) { d.raw_free(p, bytes); }
   static void* raw_alloc_host_of(Device& d, int64_t bytes) { return d.raw_alloc_host(bytes); }
   static void raw_free_host_of(Device& d, void* p, int64_t bytes) { d.raw_free_host(p, bytes); }
+  StepProgramSink* program_sink() const { return program_sink_; }
 
  private:
   friend class Buffer;
@@ -435,6 +445,7 @@ class Device {
   void count_flops(int64_t flops) { executed_flops_ += flops; }
   Ledger& ledger_;
   int64_t executed_flops_ = 0;
+  StepProgramSink* program_sink_ = nullptr;
 };
 
 }  // namespace gpuledger

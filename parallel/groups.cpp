@@ -90,7 +90,8 @@ std::vector<int64_t> emb_group(const Layout& l, int64_t rank, bool tied_embeddin
   return {l.rank(first), l.rank(last)};
 }
 
-Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, Device& device, bool tied_embeddings) {
+Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, Device& device, bool tied_embeddings,
+                       StepProgramSink* program) {
   Groups g;
   g.layout = l;
   g.rank = rank;
@@ -98,8 +99,13 @@ Groups make_sim_groups(const Layout& l, int64_t rank, CommCounters& counters, De
   for (auto& spec : group_specs(l, rank, tied_embeddings)) {
     if (spec.members.empty()) continue;
     const int64_t n = static_cast<int64_t>(spec.members.size());
-    *slot(g, spec.name) = n == 1 ? make_self_comm(spec.name, counters, device)
-                                 : make_sim_comm(spec.name, counters, n, position(spec.members, rank));
+    if (n == 1)
+      *slot(g, spec.name) = make_self_comm(spec.name, counters, device);
+    else if (program)
+      *slot(g, spec.name) =
+          std::make_unique<SimComm>(spec.name, counters, spec.members, position(spec.members, rank), program);
+    else
+      *slot(g, spec.name) = make_sim_comm(spec.name, counters, n, position(spec.members, rank));
   }
   return g;
 }

@@ -24,6 +24,7 @@
 
 #include "comm/comm.h"
 #include "core/layout.h"
+#include "core/step_program.h"
 #include "parallel/context/rank_context.h"
 
 namespace gpuledger {
@@ -67,8 +68,10 @@ void require_mpi_world(int64_t world_size, const Layout& l);
 Groups make_mpi_groups(const Layout& layout, CommCounters& counters, Device& device, bool tied_embeddings = false,
                        CommBackend backend = CommBackend::kMpi);
 
+// `program`: where the simulated comms report every call (core/step_program.h;
+// nullptr: nowhere), with the group's world ranks.
 Groups make_sim_groups(const Layout& layout, int64_t rank, CommCounters& counters, Device& device,
-                       bool tied_embeddings = false);
+                       bool tied_embeddings = false, StepProgramSink* program = nullptr);
 
 Groups make_single_groups(CommCounters& counters, Device& device);
 

@@ -12,15 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/step_program.h"  // OpClass
 #include "perf/shape_table.h"
 #include "perf/sourced.h"
 
 namespace gpuledger::perf {
 
-// Bandwidth-bound op classes, each of which may have its own achieved
-// bandwidth (a norm reads and writes once, an optimizer update streams four
-// fp32 states, a copy is a copy).
-enum class OpClass { kNorm, kActivation, kSoftmax, kOptimizer, kCopy };
+// Bandwidth-bound op classes (core/step_program.h says which ops each holds),
+// each of which may have its own achieved bandwidth (a norm reads and writes
+// once, an optimizer update streams four fp32 states, a copy is a copy).
+using gpuledger::OpClass;
 std::string_view op_class_name(OpClass c);  // "norm", "activation", "softmax", "optimizer", "copy"
 std::optional<OpClass> parse_op_class(std::string_view name);
 inline constexpr OpClass kAllOpClasses[] = {OpClass::kNorm, OpClass::kActivation, OpClass::kSoftmax,

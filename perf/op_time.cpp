@@ -32,15 +32,16 @@ double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype) {
   return f.peak_flops_per_s.value * f.gemm_efficiency.value;
 }
 
-double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype) {
-  if (m < 1 || n < 1 || k < 1)
+double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) {
+  if (m < 1 || n < 1 || k < 1 || batch < 1)
     throw std::invalid_argument("gemm_seconds: a dimension < 1 (" + std::to_string(m) + ", " + std::to_string(n) +
-                                ", " + std::to_string(k) + ")");
+                                ", " + std::to_string(k) + ", batch " + std::to_string(batch) + ")");
   const DTypeFigures& f = figures(p, dtype);
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double b = static_cast<double>(batch);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * b;
   if (f.gemm && f.gemm->table.covers(m, n, k)) return flops / f.gemm->table.at(m, n, k);
   const double bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
-                       static_cast<double>(dtype_bytes(dtype));
+                       static_cast<double>(dtype_bytes(dtype)) * b;
   return roofline_seconds(flops, bytes, gemm_roof_flops_per_s(p, dtype), p.memory_bandwidth_bytes_per_s.value,
                           p.launch_floor_seconds.value);
 }
@@ -74,6 +75,22 @@ double attention_seconds(const DeviceProfile& p, AttentionKind kind, const Atten
 double host_copy_seconds(const DeviceProfile& p, int64_t bytes) {
   check_bytes(bytes, "host_copy_seconds");
   return static_cast<double>(bytes) / p.host_copy_bytes_per_s.value + p.launch_floor_seconds.value;
+}
+
+double op_seconds(const DeviceProfile& p, const OpCost& op) {
+  switch (op.kind) {
+    case OpCostKind::kGemm:
+      if (op.m == 0 || op.n == 0 || op.batch == 0) return 0;
+      if (op.k == 0) return memory_bound_seconds(p, op.bytes, OpClass::kCopy);
+      return gemm_seconds(p, op.m, op.n, op.k, op.dtype, op.batch);
+    case OpCostKind::kFlashAttention:
+      if (op.flops == 0 && op.bytes == 0) return 0;
+      return attention_seconds(p, AttentionKind::kFlash, {op.seq, op.heads, op.head_dim}, static_cast<double>(op.flops),
+                               op.bytes, op.dtype);
+    case OpCostKind::kMemoryBound: return memory_bound_seconds(p, op.bytes, op.op_class);
+    case OpCostKind::kHostCopy: return host_copy_seconds(p, op.bytes);
+  }
+  throw std::invalid_argument("op_seconds: unknown kind of " + std::string(op.name));
 }
 
 }  // namespace gpuledger::perf

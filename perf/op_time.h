@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/step_program.h"
 #include "perf/device_profile.h"
 
 namespace gpuledger::perf {
@@ -26,7 +27,9 @@ namespace gpuledger::perf {
 // once and C written once, (m·k + k·n + m·n) · dtype bytes — the least
 // traffic, which cuBLAS reaches when the tiles fit. Throws
 // std::invalid_argument for a dimension < 1 or a dtype without figures.
-double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype);
+// `batch` GEMMs of the shape in one call (a batched GEMM: one launch, batch
+// times the FLOPs and bytes).
+double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1);
 
 // A bandwidth-bound op moving `bytes` (read + written): bytes / bandwidth +
 // t_floor, the op class's achieved bandwidth when the profile has one, else
@@ -48,6 +51,13 @@ double attention_seconds(const DeviceProfile& p, AttentionKind kind, const Atten
 // A copy of `bytes` between host and device memory, one direction:
 // bytes / host_copy_bandwidth + t_floor.
 double host_copy_seconds(const DeviceProfile& p, int64_t bytes);
+
+// One op as the step program reports it (core/step_program.h): a GEMM by
+// gemm_seconds (a GEMM with k = 0 only writes C: memory-bound, copy class),
+// flash and cached attention by attention_seconds (kFlash), a memory-bound op
+// by memory_bound_seconds at its class, a host copy by host_copy_seconds. An
+// op with no work (m, n or batch 0) takes no time.
+double op_seconds(const DeviceProfile& p, const OpCost& op);
 
 // The compute roof of a dtype: peak · gemm_efficiency (FLOP/s).
 double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype);

@@ -7,8 +7,10 @@
 
 #include "bench/cli/commands.h"
 #include "bench/cli/input_checks.h"
+#include "bench/cli/profile_options.h"
 #include "bench/report/plan_json.h"
 #include "bench/report/plan_tables.h"
+#include "bench/report/prediction_table.h"
 #include "bench/report/report.h"
 #include "bench/run/plan_run.h"
 
@@ -29,6 +31,7 @@ class PlanCommand : public RunCommand {
     app.add_flag("--brief", brief_,
                  "print the configuration and the summary only (fits per rank class, the tightest rank, step time)")
         ->group("Output");
+    add_profile_options(app, profile_options_, "Estimate");
     add_output_options(app, output_);
   }
   OutputOptions& output() override { return output_; }
@@ -36,7 +39,7 @@ class PlanCommand : public RunCommand {
     check_config_inputs(config_);
     if (!train_tokens_.empty()) check_size_input("train-tokens", train_tokens_);
   }
-  void validate() const override { resolve_config(config_); }
+  void validate() const override { resolve_profile_options(profile_options_, resolve_config(config_), true); }
 
   int run() const override {
     run::PlanRequest q;
@@ -44,16 +47,20 @@ class PlanCommand : public RunCommand {
     q.ranks = select_ranks(config_.ranks, q.config.layout, q.config.layout.world());
     if (!train_tokens_.empty()) q.train_tokens = static_cast<double>(parse_size(train_tokens_));
     q.assumed_mfu = assumed_mfu_;
-    const auto doc = report::plan_report_json(run::run_plan(q));
+    q.profiles = resolve_profile_options(profile_options_, q.config, /*from_device=*/true);
+    const run::PlanRecord rec = run::run_plan(q);
+    const auto doc = report::plan_report_json(rec);
     if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
     if (!output_.quiet)
       report::print_plan(table_stream(output_), doc, brief_ ? report::PlanDetail::kBrief : report::PlanDetail::kFull);
+    if (!output_.quiet && !brief_ && rec.prediction) report::print_prediction(table_stream(output_), *rec.prediction);
     return 0;
   }
 
  private:
   ConfigOptions config_;
-  std::string train_tokens_;  // BYTES-style count (K/M/G…): tokens of the time estimate
+  ProfileOptions profile_options_;  // --device-profile, --network-profile
+  std::string train_tokens_;        // BYTES-style count (K/M/G…): tokens of the time estimate
   double assumed_mfu_ = 0.5;
   bool brief_ = false;
   OutputOptions output_;

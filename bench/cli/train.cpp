@@ -11,8 +11,10 @@
 #include "bench/cli/checkpoint_options.h"
 #include "bench/cli/commands.h"
 #include "bench/cli/input_checks.h"
+#include "bench/cli/profile_options.h"
 #include "bench/exit_codes.h"
 #include "bench/report/checks.h"
+#include "bench/report/prediction_table.h"
 #include "bench/report/report.h"
 #include "bench/report/trace_json.h"
 #include "bench/report/train_json.h"
@@ -49,7 +51,9 @@ class TrainCommand : public RunCommand {
   std::optional<double> cpu_peak_flops_;  // measured by the sweep running this point
   bool timeline_ = false;
   bool profile_ = false;
-  std::string trace_path_;  // --trace FILE.json
+  std::string trace_path_;          // --trace FILE.json
+  ProfileOptions profile_options_;  // --device-profile, --network-profile
+  std::optional<run::PerfProfiles> profiles(const ResolvedConfig& c) const;
   void check_trace_destination() const;
   void check_trace_backend() const;
   void write_trace(const run::TrainRecord& rec) const;
@@ -112,6 +116,7 @@ void TrainCommand::bind(CLI::App& app) {
       ->group(g);
   add_checkpoint_options(app, checkpoint_, /*training=*/true);
   // The regression gate's repetitions (docs/regress.md).
+  add_profile_options(app, profile_options_, g);
   app.add_option("--repeat", repeat_, "run the point N times; the report keeps every run's MFU and tokens/s")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
@@ -133,8 +138,14 @@ void TrainCommand::check_inputs() const {
 }
 
 void TrainCommand::validate() const {
-  resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
-  check_trace_backend();
+  const ResolvedConfig c = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
+  if (!profiles(c)) check_trace_backend();
+}
+
+// The prediction's profiles: named ones on any backend; on meta also the
+// published profiles of the --device preset.
+std::optional<run::PerfProfiles> TrainCommand::profiles(const ResolvedConfig& c) const {
+  return resolve_profile_options(profile_options_, c, /*from_device=*/backend_ == "meta");
 }
 
 // --trace names a file that can be written: wrong in itself otherwise.
@@ -146,16 +157,27 @@ void TrainCommand::check_trace_destination() const {
     throw ConfigError("trace", "--trace " + trace_path_ + ": " + why);
 }
 
-// --trace with a backend that runs the ops it would time: a combination refused.
+// --trace on meta writes the predicted timeline: without profiles there is none.
 void TrainCommand::check_trace_backend() const {
   if (!trace_path_.empty() && backend_ == "meta")
     throw ConfigError("trace",
-                      "--trace records measured time: the meta backend runs no op (use --backend cpu or cuda)");
+                      "--trace on the meta backend writes the predicted timeline, and there is no prediction: pass "
+                      "--device-profile (or a --device with a published profile), or use --backend cpu or cuda "
+                      "for measured time");
 }
 
-// Every rank's slices in one Chrome trace (on the rank that has the records: rank 0).
+// Every rank's slices in one Chrome trace (on the rank that has the records:
+// rank 0) — measured, or on meta the simulated ranks' predicted timeline.
 void TrainCommand::write_trace(const run::TrainRecord& rec) const {
   std::vector<report::RankTrace> ranks;
+  if (backend_ == "meta" && rec.prediction) {
+    for (const auto& r : rec.prediction->ranks) ranks.push_back({r.rank, r.role, &r.slices, 0});
+    report::write_report(
+        report::chrome_trace_json(ranks, "gpuledger train, predicted on " + rec.prediction->device_profile + " and " +
+                                             rec.prediction->network_profile),
+        trace_path_);
+    return;
+  }
   for (const auto& r : rec.runs)
     ranks.push_back({r.record.analytic.budget.rank, r.record.analytic.role, &r.record.trace, r.record.trace_dropped});
   report::write_report(report::chrome_trace_json(ranks, "gpuledger train, " + rec.mode), trace_path_);
@@ -178,10 +200,11 @@ ConfigOptions TrainCommand::with_world() const {
 }
 
 int TrainCommand::run() const {
-  check_trace_backend();
   check_trace_destination();
   run::TrainRequest q;
   q.config = resolve_with_checkpoint(with_world(), checkpoint_, backend_, /*training=*/true);
+  q.profiles = profiles(q.config);
+  if (!q.profiles) check_trace_backend();
   q.save_weights = checkpoint_.save_weights;
   const Layout& l = q.config.layout;
   if (backend_ == "meta" && l.world() > 1) q.simulated_ranks = select_ranks(config_.ranks, l, l.world());
@@ -192,8 +215,10 @@ int TrainCommand::run() const {
   q.peak_flops = peak_flops_;
   q.cpu_peak_flops = cpu_peak_flops_;
   q.timeline = timeline_;
-  q.profile = profile_ || !trace_path_.empty();
-  q.trace = !trace_path_.empty();
+  // --trace: measured slices, or on meta the prediction's simulated timeline.
+  q.trace = !trace_path_.empty() && backend_ != "meta";
+  q.profile = profile_ || q.trace;
+  q.predicted_trace = !trace_path_.empty() && backend_ == "meta";
 
   run::TrainProgress progress;
   if (!output_.quiet) progress.os = &table_stream(output_);
@@ -205,6 +230,7 @@ int TrainCommand::run() const {
   };
   // Every MPI rank runs every repetition; ranks other than 0 write no report.
   std::vector<json> runs;
+  std::optional<run::StepPrediction> prediction;  // the last run's (the same every time)
   std::optional<int> quiet_exit;
   for (int64_t i = 0; i < repeat_warmup_ + repeat_; ++i) {
     const run::TrainRecord rec = run::run_train(q, progress);
@@ -213,7 +239,8 @@ int TrainCommand::run() const {
       if (*quiet_exit != kExitOk) return *quiet_exit;
       continue;
     }
-    if (q.trace) write_trace(rec);  // every repetition's, the last run's left
+    if (!trace_path_.empty()) write_trace(rec);  // every repetition's, the last run's left
+    prediction = rec.prediction;
     json doc = report::train_report_json(rec);
     const bool failed = doc["status"] != "ok";
     if (i >= repeat_warmup_ || failed) runs.push_back(std::move(doc));
@@ -229,6 +256,7 @@ int TrainCommand::run() const {
   const json doc = report::combine_repeats(runs);
   if (!output_.json_path.empty()) report::write_report(doc, output_.json_path);
   if (!output_.quiet) report::print_train_summary(table_stream(output_), doc);
+  if (prediction && !output_.quiet) report::print_prediction(table_stream(output_), *prediction);
   return run_report_exit_status(doc, "train");
 }
 

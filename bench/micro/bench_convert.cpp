@@ -3,7 +3,7 @@
 // Name: convert/<backend>/<src>_to_<dst>/elems:n
 #include "bench/micro/families.h"
 #include "bench/micro/micro_context.h"
-#include "bench/micro/op_bytes.h"
+#include "kernels/op_bytes.h"
 
 namespace gpuledger::micro {
 

@@ -7,7 +7,7 @@
 #include "bench/micro/families.h"
 #include "bench/micro/layer_shapes.h"
 #include "bench/micro/micro_context.h"
-#include "bench/micro/op_bytes.h"
+#include "kernels/op_bytes.h"
 
 namespace gpuledger::micro {
 

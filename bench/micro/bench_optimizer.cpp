@@ -10,8 +10,8 @@
 
 #include "bench/micro/families.h"
 #include "bench/micro/micro_context.h"
-#include "bench/micro/op_bytes.h"
 #include "kernels/flop_counts.h"
+#include "kernels/op_bytes.h"
 
 namespace gpuledger::micro {
 

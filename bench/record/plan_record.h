@@ -12,6 +12,7 @@
 #include "analytic/budget.h"
 #include "analytic/flops.h"
 #include "analytic/published.h"
+#include "bench/record/step_prediction.h"
 #include "core/resolved_config.h"
 
 namespace gpuledger::run {
@@ -21,6 +22,9 @@ struct PlanRequest {
   std::vector<int64_t> ranks;          // the ranks reported
   std::optional<double> train_tokens;  // token budget of the time estimate (default 20 per parameter)
   double assumed_mfu = 0.5;
+  // The profiles the step is predicted on (--device-profile, or the --device
+  // preset's published ones); none: the lower bound alone.
+  std::optional<PerfProfiles> profiles;
 };
 
 // A published figure beside what it compares to in this implementation.
@@ -59,6 +63,8 @@ struct PlanRecord {
   int64_t padded_vocab = 0;
   std::vector<PlanRankRecord> ranks;
   PlanSummaryRecord summary;
+  std::optional<StepPrediction> prediction;
+  std::string prediction_error;  // why the step could not be predicted (the training step refused the layout)
 };
 
 }  // namespace gpuledger::run

@@ -14,6 +14,7 @@
 #include "bench/host_cpu.h"
 #include "bench/record/ledger_record.h"
 #include "bench/record/plan_record.h"
+#include "bench/record/step_prediction.h"
 #include "comm/comm.h"
 #include "core/resolved_config.h"
 #include "core/trace.h"
@@ -65,6 +66,10 @@ struct TrainRequest {
   bool profile = false;
   bool trace = false;        // every op and collective as trace slices in each rank's record (needs profile)
   std::string save_weights;  // a folder: rank 0 writes model.safetensors + config.json after the last step
+  // The profiles the step is predicted on (--device-profile, --network-profile,
+  // or the published ones of the --device preset on meta); none: no prediction.
+  std::optional<PerfProfiles> profiles;
+  bool predicted_trace = false;  // keep the prediction's simulated timeline (train --backend meta --trace)
 };
 
 struct TrainPeak {
@@ -84,8 +89,9 @@ struct TrainRecord {
   std::optional<bench::CpuHardwarePeak> hardware_peak_cpu;  // one CPU of it: measured FMA, table, cross-check
   int64_t peak_devices = 1;                                 // devices whose peaks add up to the job's
   std::string device_description;
-  std::string mode;                // "one rank", "meta simulation of …", "MPI, …"
-  std::vector<std::string> hosts;  // MPI: every rank's host
+  std::string mode;                          // "one rank", "meta simulation of …", "MPI, …"
+  std::vector<std::string> hosts;            // MPI: every rank's host
+  std::optional<StepPrediction> prediction;  // when the request had profiles
   // An MPI rank other than 0 reports nothing: its exit status is here.
   std::optional<int> exit_without_report;
 };

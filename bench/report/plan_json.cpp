@@ -4,6 +4,7 @@
 #include <string>
 
 #include "analytic/params.h"
+#include "bench/report/prediction_json.h"
 #include "bench/report/report.h"
 
 namespace gpuledger::report {
@@ -121,6 +122,15 @@ json plan_report_json(const run::PlanRecord& record) {
   }
   doc["summary"] = plan_summary_json(record.summary);
   if (c.device_memory_bytes) doc["summary"]["fits"] = all_fit;
+  if (const auto& p = record.prediction) {
+    doc["prediction"] = prediction_json(*p);
+    doc["summary"]["predicted"] = predicted_summary_json(*p);
+    // The token budget at the predicted rate, beside the assumed-MFU estimate.
+    if (p->tokens_per_s > 0)
+      doc["summary"]["predicted"]["train_seconds"] = record.summary.train_tokens / p->tokens_per_s;
+  } else if (!record.prediction_error.empty()) {
+    doc["summary"]["predicted"] = {{"error", record.prediction_error}};
+  }
   return doc;
 }
 

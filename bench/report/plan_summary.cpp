@@ -72,10 +72,21 @@ void print_plan_summary(std::ostream& os, const json& doc) {
                                         format_bytes(r["analytic"]["exact"]["activations"].get<double>()),
                                         r["in_flight_microbatches"].get<int64_t>())});
   }
-  t.row({"step time", s["step_time_lower_bound_s"].is_null()
-                          ? std::string("unknown (no peak: give --device)")
-                          : fmt::format("≥ {} (every op at the device's peak, comm hidden)",
-                                        format_seconds(s["step_time_lower_bound_s"].get<double>()))});
+  // The predicted step first (train's simulation on the profiles), the lower bound beside it.
+  if (s.contains("predicted") && s["predicted"].contains("step_ms")) {
+    const json& p = s["predicted"];
+    t.row({"step time", fmt::format("{} predicted ({} / {} profiles)", format_seconds(p["step_ms"].get<double>() / 1e3),
+                                    p["device_profile"].get<std::string>(), p["network_profile"].get<std::string>())});
+    t.row({"  tokens/s, MFU", fmt::format("{}, {}", format_si(p["tokens_per_s"].get<double>(), ""),
+                                          format_percent(p["mfu"].get<double>()))});
+  } else if (s.contains("predicted")) {
+    t.row({"step time", "not predicted: " + s["predicted"]["error"].get<std::string>()});
+  }
+  t.row({s.contains("predicted") ? "  lower bound" : "step time",
+         s["step_time_lower_bound_s"].is_null()
+             ? std::string("unknown (no peak: give --device)")
+             : fmt::format("≥ {} (every op at the device's peak, comm hidden)",
+                           format_seconds(s["step_time_lower_bound_s"].get<double>()))});
   os << t.render() << "\n";
 }
 

@@ -193,6 +193,10 @@ void print_flops_and_time(std::ostream& os, const json& doc) {
       {"training time", s["train_seconds"].is_null() ? "unknown" : format_seconds(s["train_seconds"].get<double>()),
        fmt::format("6·Ψ·{} tokens on {} devices at {} MFU", format_si(s["train_tokens"].get<double>(), ""),
                    doc["config"]["layout"]["world"].get<int64_t>(), format_percent(s["assumed_mfu"].get<double>()))});
+  if (s.contains("predicted") && s["predicted"].contains("train_seconds"))
+    fl.row({"training time (predicted)", format_seconds(s["predicted"]["train_seconds"].get<double>()),
+            fmt::format("the same tokens at the predicted {} tokens/s (below)",
+                        format_si(s["predicted"]["tokens_per_s"].get<double>(), ""))});
   os << fl.render();
 }
 

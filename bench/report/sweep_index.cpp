@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <array>
 #include <map>
 
@@ -64,6 +66,7 @@ std::string cell(const json& v, const std::string& how) {
   if (how == "bytes") return format_bytes(x);
   if (how == "percent") return format_percent(x);
   if (how == "seconds") return format_seconds(x);
+  if (how == "ms") return format_seconds(x / 1e3);
   if (how == "count") return format_count(static_cast<int64_t>(x));
   if (how == "flops") return format_si(x, "FLOP");
   return fmt::format("{:.{}f}", x, how == "loss" ? 4 : 1);
@@ -91,6 +94,12 @@ json headline(const std::string& kind, const json& doc) {
     h["tokens_per_s"] = summary_value(doc, {"tokens_per_s"});
     h["mfu"] = summary_value(doc, {"mfu"});
     if (kind == "train") {
+      // A predicted step (train --backend meta with a profile): what a layout search ranks by.
+      if (doc.contains("prediction")) {
+        h["predicted_step_ms"] = summary_value(doc, {"predicted", "step_ms"});
+        h["predicted_tokens_per_s"] = summary_value(doc, {"predicted", "tokens_per_s"});
+        h["predicted_mfu"] = summary_value(doc, {"predicted", "mfu"});
+      }
       h["hfu"] = summary_value(doc, {"hfu"});
       h["median_step_ms"] = summary_value(doc, {"median_step_ms"});
       const json loss = summary_value(doc, {"loss"});
@@ -106,7 +115,24 @@ json headline(const std::string& kind, const json& doc) {
   return h;
 }
 
+namespace {
+
+double predicted_rate(const json& point) {
+  const json h = point.value("headline", json::object());
+  const json v = h.value("predicted_tokens_per_s", json(nullptr));
+  return point["status"] == "ok" && v.is_number() ? v.get<double>() : -1.0;
+}
+
+}  // namespace
+
 void print_sweep_table(std::ostream& os, const std::string& kind, const json& index) {
+  // Points with a predicted step are a layout search: those that ran (fit) first,
+  // fastest first, then the rest in their order.
+  json pts = index["points"];
+  const bool predicted = std::any_of(pts.begin(), pts.end(), [](const json& p) { return predicted_rate(p) >= 0; });
+  if (predicted)
+    std::stable_sort(pts.begin(), pts.end(),
+                     [](const json& a, const json& b) { return predicted_rate(a) > predicted_rate(b); });
   // (header, headline key, format) per kind.
   std::vector<std::array<std::string, 3>> cols;
   if (kind == "plan")
@@ -119,6 +145,12 @@ void print_sweep_table(std::ostream& os, const std::string& kind, const json& in
             {"reserved", "kv_reserved_bytes", "bytes"},
             {"capacity", "capacity_sequences", "count"},
             {"roofline tok/s", "tokens_per_s", ""}};
+  else if (kind == "train" && predicted)
+    cols = {{"peak", "peak_bytes", "bytes"},
+            {"budget", "budget_peak_bytes", "bytes"},
+            {"step (predicted)", "predicted_step_ms", "ms"},
+            {"tokens/s (predicted)", "predicted_tokens_per_s", ""},
+            {"MFU (predicted)", "predicted_mfu", "percent"}};
   else if (kind == "train")
     cols = {{"peak", "peak_bytes", "bytes"},
             {"budget", "budget_peak_bytes", "bytes"},
@@ -131,7 +163,6 @@ void print_sweep_table(std::ostream& os, const std::string& kind, const json& in
             {"predicted", "capacity_predicted", "count"},
             {"tokens/s", "tokens_per_s", ""},
             {"MFU", "mfu", "percent"}};
-  const auto& pts = index["points"];
   const auto summary = index.value("summary", json::object());
   Table t(fmt::format("sweep: {} points of `{}`, reports in {}", pts.size(), kind, index["out"].get<std::string>()));
   std::vector<std::string> names = {"point", "status"};
@@ -158,6 +189,9 @@ void print_sweep_table(std::ostream& os, const std::string& kind, const json& in
       for (const auto& [w, n] : skipped) why += fmt::format("; {} × {}", n, w);
     t.note(fmt::format("{} points skipped (the subcommand refuses them, nothing ran): {}", n_skipped, why));
   }
+  if (predicted && predicted_rate(pts.front()) > 0)
+    t.note(fmt::format("sorted by predicted tokens/s: the fastest layout that fits is {}",
+                       pts.front()["name"].get<std::string>()));
   t.note(fmt::format("{} of {} points ok, {} skipped, {} failed{}", summary.value("ok", int64_t{0}), pts.size(),
                      n_skipped, summary.value("failed", int64_t{0}),
                      summary.value("missing", int64_t{0}) > 0

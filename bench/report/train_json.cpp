@@ -15,6 +15,7 @@
 #include "bench/report/ledger_json.h"
 #include "bench/report/mfu.h"
 #include "bench/report/plan_json.h"
+#include "bench/report/prediction_json.h"
 #include "bench/report/report.h"
 #include "bench/report/train_steps_json.h"
 
@@ -84,6 +85,20 @@ bench::TrainRankRecord train_rank_from_json(const json& j) {
 }
 
 namespace {
+
+// The predicted step beside the runs: its section, its summary figures, and
+// its checks — MFU at most 1, and each simulated rank that was also reported
+// recording exactly the FLOPs the rank executed (the program holds every op).
+void add_prediction(json& doc, json& sum, const run::StepPrediction& p, const std::vector<bench::RankRun>& runs) {
+  doc["prediction"] = prediction_json(p);
+  sum["predicted"] = predicted_summary_json(p);
+  doc["checks"].push_back(bench::make_bound_check("mfu (predicted) <= 1", 0, p.mfu, 1.0));
+  for (const auto& pr : p.ranks)
+    for (const auto& run : runs)
+      if (run.record.analytic.budget.rank == pr.rank && run.record.executed_flops_per_step)
+        doc["checks"].push_back(bench::make_check("prediction.flops==executed", pr.rank, static_cast<double>(pr.flops),
+                                                  static_cast<double>(*run.record.executed_flops_per_step), 0));
+}
 
 // The whole report from every reported rank's record.
 json assemble_report(const run::TrainRecord& rec) {
@@ -157,14 +172,23 @@ json assemble_report(const run::TrainRecord& rec) {
   sum["peak_flops"] = peak.flops ? json(*peak.flops) : json(nullptr);
   sum["peak_devices"] = peak_devices;
   sum["peak_source"] = peak.source;
-  sum["mfu"] = peak.flops && s > 0 ? json(job.model / s / peak_total) : json(nullptr);
+  // The meta backend runs no op: its step times are bookkeeping, not a measurement,
+  // so it reports no MFU of its own (a prediction, below, is its time).
+  const bool timed = o.backend != "meta";
+  sum["mfu"] = timed && peak.flops && s > 0 ? json(job.model / s / peak_total) : json(nullptr);
   // HFU over the reported ranks' executed FLOPs, scaled to the job when only some were reported.
   const double executed_job = runs.empty() ? 0.0 : static_cast<double>(executed_sum) * l.world() / runs.size();
-  sum["hfu"] = peak.flops && s > 0 ? json(executed_job / s / peak_total) : json(nullptr);
+  sum["hfu"] = timed && peak.flops && s > 0 ? json(executed_job / s / peak_total) : json(nullptr);
   // MFU above 100 % of the measured or the hardware peak is an error, not a result (report/mfu.h).
-  const double model_rate = s > 0 ? static_cast<double>(job.model) / s : 0.0;
+  const double model_rate = timed && s > 0 ? static_cast<double>(job.model) / s : 0.0;
   put_mfu(sum, "mfu", model_rate, peak.flops ? std::optional<double>(peak_total) : std::nullopt, "measured",
           doc["checks"], "mfu (measured peak)");
+  if (!timed)
+    sum["time_note"] =
+        "the meta backend runs no op: step times are bookkeeping, not a measurement; the predicted "
+        "step (summary.predicted, with --device-profile or a --device that has a published profile) "
+        "is its time";
+  if (rec.prediction) add_prediction(doc, sum, *rec.prediction, runs);
   if (!rec.hardware_peak_source.empty()) {
     const auto& hw = rec.hardware_peak_flops;
     sum["hardware_peak_flops"] = hw ? json(*hw) : json(nullptr);

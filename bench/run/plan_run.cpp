@@ -10,10 +10,9 @@
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
 #include "analytic/time_estimate.h"
+#include "bench/run/predict_step.h"
 
 namespace gpuledger::run {
-
-namespace {
 
 std::string role_name(const Layout& l, int64_t rank) {
   const Coords c = l.coords(rank);
@@ -21,6 +20,8 @@ std::string role_name(const Layout& l, int64_t rank) {
   if (l.pp > 1) s += c.pp == 0 ? " first" : (c.pp == l.pp - 1 ? " last" : "");
   return s;
 }
+
+namespace {
 
 // Device model states: weights, grads, master, optim.
 double device_model_state_bytes(const AccountBytes& a) {
@@ -119,6 +120,13 @@ PlanRecord run_plan(const PlanRequest& q) {
   rec.padded_vocab = analytic::padded_vocab(q.config.model, q.config.layout.tp);
   for (int64_t rank : q.ranks) rec.ranks.push_back(plan_rank(q.config, rank, q.config.device_memory_bytes));
   rec.summary = plan_summary(q);
+  if (q.profiles) {
+    try {
+      rec.prediction = predict_step(q.config, *q.profiles);
+    } catch (const std::exception& e) {
+      rec.prediction_error = e.what();
+    }
+  }
   return rec;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "bench/record/plan_record.h"
 #include "core/resolved_config.h"
@@ -13,6 +14,8 @@
 namespace gpuledger::run {
 
 PlanRankRecord plan_rank(const ResolvedConfig& c, int64_t rank, std::optional<int64_t> device_bytes);
+// A rank's role as reports name it: "r<rank> pp<stage>", "first"/"last" when pp > 1.
+std::string role_name(const Layout& l, int64_t rank);
 PlanRecord run_plan(const PlanRequest& request);
 
 }  // namespace gpuledger::run

@@ -12,6 +12,7 @@
 #include "bench/report/train_progress.h"
 #include "bench/run/launcher.h"
 #include "bench/run/plan_run.h"
+#include "bench/run/predict_step.h"
 #include "kernels/profiling_device.h"
 #include "kernels/registry/registry.h"
 #include "parallel/groups.h"
@@ -86,8 +87,8 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
                                {q.backend, rec.device_description, rec.mode, q.steps, q.warmup, q.memory_limit_bytes,
                                 rec.peak.flops, rec.peak.source});
   const auto job = analytic::job_step_flops(c.model, l, c.run);
-  std::optional<double> peak_total;
-  if (rec.peak.flops) peak_total = *rec.peak.flops * rec.peak_devices;
+  std::optional<double> peak_total;  // meta runs no op: its step times are bookkeeping, no MFU is printed
+  if (rec.peak.flops && q.backend != "meta") peak_total = *rec.peak.flops * rec.peak_devices;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int64_t rank = ranks[i];
     Ledger ledger(q.memory_limit_bytes);
@@ -119,7 +120,9 @@ TrainRecord run_train_in_process(const TrainRequest& q, const TrainProgress& pro
 
 }  // namespace detail
 
-TrainRecord run_train(const TrainRequest& q, const TrainProgress& progress) {
+namespace {
+
+TrainRecord run_train_ranks(const TrainRequest& q, const TrainProgress& progress) {
   const Layout& l = q.config.layout;
   if (q.backend == "meta" && l.world() > 1) return detail::run_train_in_process(q, progress, /*simulate=*/true);
   if (l.world() > 1 || launched_by_mpi_launcher()) {
@@ -133,6 +136,19 @@ TrainRecord run_train(const TrainRequest& q, const TrainProgress& progress) {
 #endif
   }
   return detail::run_train_in_process(q, progress, /*simulate=*/false);
+}
+
+}  // namespace
+
+// The runs, then (on the rank that reports) the predicted step on the
+// profiles — of a run that completed: a layout that does not fit has no step to time.
+TrainRecord run_train(const TrainRequest& q, const TrainProgress& progress) {
+  TrainRecord rec = run_train_ranks(q, progress);
+  const bool completed =
+      std::all_of(rec.runs.begin(), rec.runs.end(), [](const bench::RankRun& r) { return r.record.status == "ok"; });
+  if (q.profiles && !rec.exit_without_report && completed)
+    rec.prediction = predict_step(q.config, *q.profiles, q.predicted_trace);
+  return rec;
 }
 
 }  // namespace gpuledger::run

@@ -20,10 +20,12 @@ class MetaDevice : public Device {
   bool touches_memory() const override { return false; }
 
   // copy_to_host zeroes the host buffer, so callers read deterministic values.
+  // The memory operations report their cost to the step program's sink, as
+  // the op table's entry points do for the ops (device.h).
   void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
-  void copy_from_host(void* dst, const void* host_src, int64_t bytes) override {}
-  void copy(void* dst, const void* src, int64_t bytes) override {}
-  void fill_zero(void* dst, int64_t bytes) override {}
+  void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
+  void copy(void* dst, const void* src, int64_t bytes) override;
+  void fill_zero(void* dst, int64_t bytes) override;
 
  protected:
   void gemm_impl(const GemmArgs& g) override {}

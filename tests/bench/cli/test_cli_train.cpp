@@ -124,10 +124,10 @@ TEST(CliTrain, UsageErrors) {
   r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--memory-limit", "lots"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("lots"), std::string::npos);
-  // --trace records measured time: refused on the meta backend and to stdout, naming the option.
+  // --trace on meta writes the predicted timeline: refused without a prediction, and to stdout, naming the option.
   r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--backend", "meta", "--trace", "t.json"});
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("--trace records measured time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--trace on the meta backend writes the predicted timeline"), std::string::npos) << r.err;
   r = run_cli({"train", "--model", "tiny-gpt", "--seq", "32", "--trace", "-"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--trace needs a file"), std::string::npos) << r.err;

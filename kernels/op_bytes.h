@@ -1,4 +1,6 @@
-// Bytes a memory-bound op moves, for bytes_per_s and pct_of_bandwidth: every
+// Bytes each op of the op table moves — the microbenchmarks' bytes_per_s and
+// pct_of_bandwidth, and what the step program prices a memory-bound op by
+// (kernels/device_ops.cpp reports them, core/step_program.h): every
 // tensor operand counted once per direction it flows — read once if the op
 // reads it, written once if it writes it (read and written if updated in
 // place or accumulated into). This is the minimum traffic the op's contract
@@ -12,7 +14,7 @@
 
 #include "kernels/device.h"
 
-namespace gpuledger::micro {
+namespace gpuledger {
 
 constexpr int64_t kFp32Bytes = 4;
 
@@ -111,4 +113,51 @@ constexpr int64_t embedding_backward_bytes(int64_t N, int64_t C, DType t, DType 
   return N * C * dtype_bytes(t) + 2 * N * C * dtype_bytes(grad_t) + N * kFp32Bytes;
 }
 
-}  // namespace gpuledger::micro
+// accumulate: src read (src_t), dst read and written (dst_t).
+constexpr int64_t accumulate_bytes(int64_t n, DType dst_t, DType src_t) {
+  return n * (dtype_bytes(src_t) + 2 * dtype_bytes(dst_t));
+}
+// scale: x read and written in place.
+constexpr int64_t scale_bytes(int64_t n, DType t) { return 2 * n * dtype_bytes(t); }
+// bias_add: out (rows, cols) read and written, bias (cols) read.
+constexpr int64_t bias_add_bytes(int64_t rows, int64_t cols, DType t) {
+  return (2 * rows * cols + cols) * dtype_bytes(t);
+}
+// bias_backward: dout (rows, cols) read; dbias (cols) written, or read and
+// written when accumulated.
+constexpr int64_t bias_backward_bytes(int64_t rows, int64_t cols, DType t, DType grad_t, bool accumulate) {
+  return rows * cols * dtype_bytes(t) + (accumulate ? 2 : 1) * cols * dtype_bytes(grad_t);
+}
+// Dropout forward: x read, out written (t), the uint8 mask written when kept.
+constexpr int64_t dropout_forward_bytes(int64_t n, DType t, bool mask) {
+  return 2 * n * dtype_bytes(t) + (mask ? n : 0);
+}
+// Dropout backward: dout read (dout_t), the mask read, dx written (dx_t).
+constexpr int64_t dropout_backward_bytes(int64_t n, DType dx_t, DType dout_t) {
+  return n * (dtype_bytes(dout_t) + dtype_bytes(dx_t) + 1);
+}
+// Flash attention forward of T queries against Tk keys (Dao et al. 2022: the
+// scores never leave the chip): q read and out written (B·Hq·T·D each), k and
+// v read (B·Hkv·Tk·D each), lse written (B·Hq·T, fp32).
+inline int64_t flash_forward_bytes(const AttnShape& s, int64_t Tk, DType t) {
+  return (2 * s.B * s.Hq * s.T * s.D + 2 * s.B * s.Hkv * Tk * s.D) * dtype_bytes(t) + s.B * s.Hq * s.T * kFp32Bytes;
+}
+// Flash backward: q, out, dout read and dq written (B·Hq·T·D each); k, v read
+// and dk, dv written (B·Hkv·Tk·D each); lse read.
+inline int64_t flash_backward_bytes(const AttnShape& s, int64_t Tk, DType t) {
+  return (4 * s.B * s.Hq * s.T * s.D + 4 * s.B * s.Hkv * Tk * s.D) * dtype_bytes(t) + s.B * s.Hq * s.T * kFp32Bytes;
+}
+// Σ x²: x read once.
+constexpr int64_t sum_squares_bytes(int64_t n, DType t) { return n * dtype_bytes(t); }
+// The vocabulary-parallel cross-entropy's passes over the local logits (N, Vl) fp32:
+// stats reads them (and the targets) and writes two per-row values; exp reads and
+// writes them and writes the row sums; normalize reads and writes them (and reads
+// the sums); backward reads the probabilities and writes the gradient (in place or not).
+constexpr int64_t vocab_ce_stats_bytes(int64_t N, int64_t Vl) { return N * Vl * kFp32Bytes + 3 * N * kFp32Bytes; }
+constexpr int64_t vocab_ce_exp_bytes(int64_t N, int64_t Vl) { return 2 * N * Vl * kFp32Bytes + 2 * N * kFp32Bytes; }
+constexpr int64_t vocab_ce_normalize_bytes(int64_t N, int64_t Vl) { return 2 * N * Vl * kFp32Bytes + N * kFp32Bytes; }
+constexpr int64_t vocab_ce_backward_bytes(int64_t N, int64_t Vl) { return 2 * N * Vl * kFp32Bytes + N * kFp32Bytes; }
+// A device-to-device copy of `bytes`: read once, written once; a fill writes once.
+constexpr int64_t device_copy_bytes(int64_t bytes) { return 2 * bytes; }
+
+}  // namespace gpuledger

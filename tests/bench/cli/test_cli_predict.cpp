@@ -1,0 +1,123 @@
+// CLI tests of the predicted step: `train --backend meta` with a device preset
+// that has a published profile predicts the step (report, summary, checks, the
+// table), its --trace is the simulated timeline of every stage (a Chrome trace
+// holding every FLOP the stages execute), the meta backend's bookkeeping time is
+// no MFU, and bad profile options are exit 2 naming the problem.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "run_cli.h"
+
+using gpuledger::testing::contains;
+using gpuledger::testing::read_json;
+using gpuledger::testing::run_cli;
+using gpuledger::testing::scratch_dir;
+using gpuledger::testing::write_file;
+
+namespace {
+
+const std::vector<std::string> kPipeline = {"train",  "--backend", "meta", "--model",        "tiny-llama",
+                                            "--pp",   "2",         "--dp", "2",              "--seq",
+                                            "32",     "--mbs",     "2",    "--microbatches", "4",
+                                            "--steps", "1",        "--warmup", "0"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+TEST(CliPredict, MetaRunPredictsTheStepOnThePublishedProfile) {
+  const std::string dir = scratch_dir("predict-pp2");
+  const auto r = run_cli(with(kPipeline, {"--device", "h100-sxm", "--trace", dir + "/trace.json", "--json",
+                                          dir + "/report.json"}));
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const auto doc = read_json(dir + "/report.json");
+  const auto& p = doc["prediction"];
+  EXPECT_EQ(p["device_profile"]["name"], "h100-sxm");
+  EXPECT_EQ(p["network_profile"]["provenance"], "published, not measured here");
+  ASSERT_EQ(p["ranks"].size(), 2u);  // one per stage
+  EXPECT_EQ(p["ranks"][0]["rank"], 0);
+  EXPECT_EQ(p["ranks"][1]["rank"], 2);  // stage 1 at dp 0: rank tp + tp·(dp + dp·pp) = 2
+  double slowest = 0;
+  for (const auto& rank : p["ranks"]) {
+    slowest = std::max(slowest, rank["step_ms"].get<double>());
+    EXPECT_GT(rank["compute_ms"].get<double>(), 0.0);
+    EXPECT_GT(rank["bubble_ms"].get<double>(), 0.0);
+  }
+  EXPECT_DOUBLE_EQ(p["step_ms"].get<double>(), slowest);
+  const auto& s = doc["summary"];
+  EXPECT_DOUBLE_EQ(s["predicted"]["step_ms"].get<double>(), slowest);
+  const double tokens = 2.0 * 4 * 2 * 32;  // dp · microbatches · mbs · seq
+  EXPECT_DOUBLE_EQ(s["predicted"]["tokens_per_s"].get<double>(), tokens / (slowest / 1e3));
+  const double mfu = s["predicted"]["mfu"];
+  EXPECT_GT(mfu, 0.0);
+  EXPECT_LE(mfu, 1.0);
+  EXPECT_DOUBLE_EQ(mfu, s["model_flops_per_step"].get<double>() / (slowest / 1e3) / (989.4e12 * 4));
+  // Bookkeeping time is not a measurement: no MFU of its own.
+  EXPECT_TRUE(s["mfu"].is_null());
+  // Every check passes, each reported rank's recorded FLOPs among them.
+  int flop_checks = 0;
+  for (const auto& c : doc["checks"]) {
+    EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    if (c["name"] == "prediction.flops==executed") ++flop_checks;
+  }
+  EXPECT_EQ(flop_checks, 2);
+
+  // The simulated timeline: a process per stage, every slice complete, the FLOPs of a step.
+  const auto trace = read_json(dir + "/trace.json");
+  std::map<int64_t, int64_t> flops;
+  std::map<int64_t, std::map<int64_t, std::string>> threads;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads[e["pid"]][e["tid"]] = e["args"]["name"];
+  ASSERT_EQ(threads.size(), 2u);
+  size_t slices = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++slices;
+    for (auto k : {"ts", "dur"}) ASSERT_TRUE(e.contains(k) && e[k].is_number()) << e.dump();
+    for (auto k : {"pid", "tid"}) ASSERT_TRUE(e.contains(k) && e[k].is_number_integer()) << e.dump();
+    EXPECT_GE(e["ts"].get<double>(), 0.0);
+    flops[e["pid"]] += e["args"].value("flops", int64_t{0});
+  }
+  EXPECT_GT(slices, 100u);
+  for (const auto& rank : doc["ranks"])
+    EXPECT_EQ(flops[rank["rank"]], rank["flops"]["executed_per_step"].get<int64_t>());
+  // The table says it too.
+  const auto t = run_cli(with(kPipeline, {"--device", "h100-sxm"}));
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_TRUE(contains(t.out, "# predicted step: device profile h100-sxm")) << t.out;
+}
+
+TEST(CliPredict, NoProfileNoPrediction) {
+  const auto r = run_cli(with(kPipeline, {"--json", "-"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(r.json().contains("prediction"));
+}
+
+TEST(CliPredict, BadProfileOptionsAreUsageErrors) {
+  auto r = run_cli(with(kPipeline, {"--device-profile", "h100-sxn"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "h100-sxn")) << r.err;
+  EXPECT_TRUE(contains(r.err, "h100-sxm")) << r.err;  // the published names listed
+  r = run_cli(with(kPipeline, {"--device-profile", "/nonexistent/host.json"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "/nonexistent/host.json")) << r.err;
+  // A device profile of one's own for 4 ranks needs a network profile.
+  const std::string dir = scratch_dir("predict-bad");
+  const auto cal = run_cli({"calibrate", "--quick", "--dtypes", "fp32", "--out", dir + "/host.json"});
+  ASSERT_EQ(cal.status, 0) << cal.err;
+  r = run_cli(with(kPipeline, {"--device-profile", dir + "/host.json"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "--network-profile")) << r.err;
+  // --trace on meta without a prediction has nothing to write.
+  r = run_cli(with(kPipeline, {"--trace", dir + "/t.json"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "--device-profile")) << r.err;
+  write_file(dir + "/not-a-profile.json", "{\"schema\": \"something else\"}");
+  r = run_cli(with(kPipeline, {"--device", "h100-sxm", "--network-profile", dir + "/not-a-profile.json"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "not-a-profile.json")) << r.err;
+}
+
+}  // namespace
