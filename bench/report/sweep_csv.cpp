@@ -61,17 +61,25 @@ void write_sweep_csv(std::ostream& os, const json& index) {
       if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) keys.push_back(it.key());
   }
   // (column, headline key)
-  const std::vector<std::array<std::string, 2>> figures = {{"peak_bytes_first_stage", "peak_bytes_first_stage"},
-                                                           {"peak_bytes_middle_stages", "peak_bytes_middle_stages"},
-                                                           {"peak_bytes_last_stage", "peak_bytes_last_stage"},
-                                                           {"peak_bytes", "peak_bytes"},
-                                                           {"budget_peak_bytes", "budget_peak_bytes"},
-                                                           {"tokens_per_s", "tokens_per_s"},
-                                                           {"mfu", "mfu"},
-                                                           {"hfu", "hfu"},
-                                                           {"step_ms", "median_step_ms"},
-                                                           {"checks_failed", "checks_failed"},
-                                                           {"loss", "loss"}};
+  std::vector<std::array<std::string, 2>> figures = {{"peak_bytes_first_stage", "peak_bytes_first_stage"},
+                                                     {"peak_bytes_middle_stages", "peak_bytes_middle_stages"},
+                                                     {"peak_bytes_last_stage", "peak_bytes_last_stage"},
+                                                     {"peak_bytes", "peak_bytes"},
+                                                     {"budget_peak_bytes", "budget_peak_bytes"},
+                                                     {"tokens_per_s", "tokens_per_s"},
+                                                     {"mfu", "mfu"},
+                                                     {"hfu", "hfu"},
+                                                     {"step_ms", "median_step_ms"},
+                                                     {"checks_failed", "checks_failed"},
+                                                     {"loss", "loss"}};
+  // A layout search (train on meta with a profile): the predicted step of each point too.
+  const auto& pts = index["points"];
+  if (std::any_of(pts.begin(), pts.end(), [](const json& p) {
+        return p.contains("headline") && p["headline"].contains("predicted_tokens_per_s");
+      }))
+    figures.insert(figures.end(), {{"predicted_step_ms", "predicted_step_ms"},
+                                   {"predicted_tokens_per_s", "predicted_tokens_per_s"},
+                                   {"predicted_mfu", "predicted_mfu"}});
   std::string head = "index,name";
   for (const auto& k : keys) add(head, csv_cell(k));
   add(head, "status");

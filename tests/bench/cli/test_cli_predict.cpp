@@ -5,7 +5,9 @@
 // no MFU, and bad profile options are exit 2 naming the problem.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "run_cli.h"
 
@@ -17,10 +19,9 @@ using gpuledger::testing::write_file;
 
 namespace {
 
-const std::vector<std::string> kPipeline = {"train",  "--backend", "meta", "--model",        "tiny-llama",
-                                            "--pp",   "2",         "--dp", "2",              "--seq",
-                                            "32",     "--mbs",     "2",    "--microbatches", "4",
-                                            "--steps", "1",        "--warmup", "0"};
+const std::vector<std::string> kPipeline = {
+    "train", "--backend", "meta", "--model",        "tiny-llama", "--pp",    "2", "--dp",     "2", "--seq",
+    "32",    "--mbs",     "2",    "--microbatches", "4",          "--steps", "1", "--warmup", "0"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
   a.insert(a.end(), more.begin(), more.end());
@@ -29,8 +30,8 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 TEST(CliPredict, MetaRunPredictsTheStepOnThePublishedProfile) {
   const std::string dir = scratch_dir("predict-pp2");
-  const auto r = run_cli(with(kPipeline, {"--device", "h100-sxm", "--trace", dir + "/trace.json", "--json",
-                                          dir + "/report.json"}));
+  const auto r = run_cli(
+      with(kPipeline, {"--device", "h100-sxm", "--trace", dir + "/trace.json", "--json", dir + "/report.json"}));
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const auto doc = read_json(dir + "/report.json");
   const auto& p = doc["prediction"];
@@ -118,6 +119,45 @@ TEST(CliPredict, BadProfileOptionsAreUsageErrors) {
   r = run_cli(with(kPipeline, {"--device", "h100-sxm", "--network-profile", dir + "/not-a-profile.json"}));
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "not-a-profile.json")) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+// A layout search: sweep train on meta over layout=auto with a device profile
+// lists the points that ran fastest predicted first, and the CSV carries the
+// predicted figures of every point.
+TEST(CliPredict, MetaSweepRanksLayoutsByPredictedTokensPerSecond) {
+  const std::string dir = scratch_dir("predict-sweep");
+  const auto r = run_cli({"sweep",    "train",    "--backend", "meta",        "--world", "4", "--model",  "tiny-llama",
+                          "--seq",    "32",       "--gbs",     "8",           "--steps", "1", "--warmup", "0",
+                          "--device", "h100-sxm", "--grid",    "layout=auto", "--out",   dir});
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const auto index = read_json(dir + "/sweep.json");
+  std::map<std::string, double> rate;
+  for (const auto& p : index["points"])
+    if (p["status"] == "ok") rate[p["name"]] = p["headline"]["predicted_tokens_per_s"].get<double>();
+  ASSERT_GE(rate.size(), 3u) << r.out;
+  // The table's rows of ok points, in printed order, have non-increasing predicted rates.
+  double last = 1e300;
+  size_t rows = 0;
+  std::istringstream table(r.out);
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    if (!rate.count(name)) continue;
+    EXPECT_LE(rate[name], last) << line;
+    last = rate[name];
+    ++rows;
+  }
+  EXPECT_EQ(rows, rate.size()) << r.out;
+  EXPECT_TRUE(contains(r.out, "the fastest layout that fits is")) << r.out;
+  std::ifstream csv(dir + "/sweep.csv");
+  std::string head;
+  std::getline(csv, head);
+  EXPECT_TRUE(contains(head, ",predicted_step_ms,predicted_tokens_per_s,predicted_mfu,seconds,reason")) << head;
 }
 
 }  // namespace
