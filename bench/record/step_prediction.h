@@ -46,7 +46,9 @@ struct StepPrediction {
   double tokens_per_s = 0;
   double peak_flops_per_device = 0;                 // the device profile's peak for the run's dtype
   int64_t devices = 1;                              // the world
-  int64_t model_flops_per_step = 0, hardware_flops_per_step = 0;  // the job's (analytic/flops.h)
+  // The job's (analytic/flops.h), in double: a large job's step passes int64 (a 462B model on
+  // 6,144 ranks: 3.6e19 FLOPs).
+  double model_flops_per_step = 0, hardware_flops_per_step = 0;
   double mfu = 0, hfu = 0;                          // the job's FLOPs over step · peak · devices
   // The schedule formula beside the simulated bubble: (p − 1)/(v·m + p − 1).
   double bubble_formula_fraction = 0;
