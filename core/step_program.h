@@ -39,11 +39,11 @@ enum class OpCostKind {
 struct OpCost {
   std::string_view name;  // the op table's name: "gemm", "rmsnorm_forward", … (static storage)
   OpCostKind kind = OpCostKind::kMemoryBound;
-  OpClass op_class = OpClass::kCopy;  // kMemoryBound only
-  DType dtype = DType::kFP32;         // the compute dtype of a GEMM or attention
-  int64_t flops = 0;                  // kernels/flop_counts.h's count (0 for element-wise ops)
-  int64_t bytes = 0;                  // the least traffic (kernels/op_bytes.h)
-  int64_t m = 0, n = 0, k = 0, batch = 0;     // kGemm
+  OpClass op_class = OpClass::kCopy;         // kMemoryBound only
+  DType dtype = DType::kFP32;                // the compute dtype of a GEMM or attention
+  int64_t flops = 0;                         // kernels/flop_counts.h's count (0 for element-wise ops)
+  int64_t bytes = 0;                         // the least traffic (kernels/op_bytes.h)
+  int64_t m = 0, n = 0, k = 0, batch = 0;    // kGemm
   int64_t seq = 0, heads = 0, head_dim = 0;  // kFlashAttention (query length, query heads, head dim)
 };
 

@@ -63,12 +63,9 @@ json prediction_json(const run::StepPrediction& p) {
 }
 
 json predicted_summary_json(const run::StepPrediction& p) {
-  return {{"step_ms", p.step_seconds * kMsPerSecond},
-          {"tokens_per_s", p.tokens_per_s},
-          {"mfu", p.mfu},
-          {"hfu", p.hfu},
-          {"device_profile", p.device_profile},
-          {"network_profile", p.network_profile}};
+  return {
+      {"step_ms", p.step_seconds * kMsPerSecond}, {"tokens_per_s", p.tokens_per_s},      {"mfu", p.mfu}, {"hfu", p.hfu},
+      {"device_profile", p.device_profile},       {"network_profile", p.network_profile}};
 }
 
 }  // namespace gpuledger::report

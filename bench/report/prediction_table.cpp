@@ -40,7 +40,8 @@ void print_prediction(std::ostream& os, const run::StepPrediction& p) {
   std::vector<std::string> cols = {"rank", "role", "step", "compute"};
   for (const auto& s : streams) cols.push_back("exposed " + s.substr(s.rfind(' ') + 1));
   cols.insert(cols.end(), {"bubble", "tail"});
-  std::string title = fmt::format("one rank per pipeline stage, simulated together; the slowest is r{}", p.critical_rank);
+  std::string title =
+      fmt::format("one rank per pipeline stage, simulated together; the slowest is r{}", p.critical_rank);
   if (p.ranks.size() > 1)
     title += fmt::format("; the bubble formula (p−1)/(v·m+p−1) gives {}", format_percent(p.bubble_formula_fraction));
   Table t(title);

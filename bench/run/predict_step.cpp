@@ -27,8 +27,8 @@ bool is_published(const std::string& name) {
 
 // A name that is neither published nor a file path (no '/', no .json) is a typo, named as such.
 void check_name_or_file(const std::string& arg, const char* what) {
-  const bool path = arg.find('/') != std::string::npos ||
-                    (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".json") == 0);
+  const bool path =
+      arg.find('/') != std::string::npos || (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".json") == 0);
   if (is_published(arg) || path) return;
   std::string names;
   for (const auto& n : perf::published_profile_names()) names += (names.empty() ? "" : ", ") + n;
@@ -94,7 +94,8 @@ std::optional<PerfProfiles> resolve_perf_profiles(const std::string& device_arg,
   std::string dev = device_arg;
   if (dev.empty() && device && is_published(device->name)) dev = device->name;
   if (dev.empty()) {
-    if (!network_arg.empty()) throw std::invalid_argument("--network-profile needs a device profile (--device-profile)");
+    if (!network_arg.empty())
+      throw std::invalid_argument("--network-profile needs a device profile (--device-profile)");
     return std::nullopt;
   }
   PerfProfiles p{device_profile_named(dev), no_network()};
@@ -153,8 +154,8 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   out.hardware_flops_per_step = job.hardware;
   const auto dt = p.device.dtypes.find(c.run.dtype);
   if (dt == p.device.dtypes.end())
-    throw std::invalid_argument("device profile " + p.device.name + " has no " +
-                                std::string(dtype_name(c.run.dtype)) + " figures");
+    throw std::invalid_argument("device profile " + p.device.name + " has no " + std::string(dtype_name(c.run.dtype)) +
+                                " figures");
   out.peak_flops_per_device = dt->second.peak_flops_per_s.value;
   if (out.step_seconds > 0) {
     out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_seconds;

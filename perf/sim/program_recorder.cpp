@@ -96,8 +96,8 @@ void ProgramRecorder::on_comm(const CommCall& call) {
   }
   // A collective, or a transfer to a rank that is not simulated: its members
   // meet on the group instance's channel; a p2p call meets no one.
-  e.channel = p2p ? group + " p2p of " + std::to_string(call.world_rank)
-                  : group + "#" + std::to_string(call.members->front());
+  e.channel =
+      p2p ? group + " p2p of " + std::to_string(call.world_rank) : group + "#" + std::to_string(call.members->front());
   if (call.mode == CommMode::kStart) {
     e.kind = SimEventKind::kCollectiveStart;
     e.handle = unique_handle(call);

@@ -102,7 +102,7 @@ TEST(ProgramRecorder, PipelineSendMeetsTheSimulatedStagesRecv) {
   ProgramRecorder s0(d, n, {0, 2}, 0, "r0"), s1(d, n, {0, 2}, 2, "r2");
   s0.set_recording(true);
   s1.set_recording(true);
-  s0.on_op(norm(2'000'000));                                                 // 2 ms
+  s0.on_op(norm(2'000'000));  // 2 ms
   s0.on_comm(call(CommMode::kBlocking, CommKind::kSend, "pp", 1'000'000, pp, 0, 2));
   s1.on_comm(call(CommMode::kBlocking, CommKind::kRecv, "pp", 1'000'000, pp, 2, 0));
   s1.on_op(norm(2'000'000));  // 2 ms
@@ -158,8 +158,7 @@ TEST(ProgramRecorder, StartedHandlesAreKeptApartPerGroupAndCollectivesUseTheirPl
   EXPECT_EQ(p[0].channel, "dp#0");
   EXPECT_EQ(p[2].channel, "tp#0");
   EXPECT_EQ(p[2].kind, SimEventKind::kCollective);
-  EXPECT_DOUBLE_EQ(p[0].seconds,
-                   group_collective_seconds(n, CommKind::kAllReduce, 4'000'000, place_members(dp, 2)));
+  EXPECT_DOUBLE_EQ(p[0].seconds, group_collective_seconds(n, CommKind::kAllReduce, 4'000'000, place_members(dp, 2)));
   // The dp ring crosses 4 nodes: 2·3 steps at α_inter, 4 MB · 2·3/4 at one NIC's 100 MB/s.
   EXPECT_DOUBLE_EQ(p[0].seconds, 6 * 2e-3 + 4e6 * 1.5 / 1e8);
   EXPECT_DOUBLE_EQ(p[2].seconds, 2 * 1e-3 + 1e6 * 1.0 / 1e9);

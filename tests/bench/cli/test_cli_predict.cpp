@@ -17,10 +17,9 @@ using gpuledger::testing::write_file;
 
 namespace {
 
-const std::vector<std::string> kPipeline = {"train",  "--backend", "meta", "--model",        "tiny-llama",
-                                            "--pp",   "2",         "--dp", "2",              "--seq",
-                                            "32",     "--mbs",     "2",    "--microbatches", "4",
-                                            "--steps", "1",        "--warmup", "0"};
+const std::vector<std::string> kPipeline = {
+    "train", "--backend", "meta", "--model",        "tiny-llama", "--pp",    "2", "--dp",     "2", "--seq",
+    "32",    "--mbs",     "2",    "--microbatches", "4",          "--steps", "1", "--warmup", "0"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
   a.insert(a.end(), more.begin(), more.end());
@@ -29,8 +28,8 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 TEST(CliPredict, MetaRunPredictsTheStepOnThePublishedProfile) {
   const std::string dir = scratch_dir("predict-pp2");
-  const auto r = run_cli(with(kPipeline, {"--device", "h100-sxm", "--trace", dir + "/trace.json", "--json",
-                                          dir + "/report.json"}));
+  const auto r = run_cli(
+      with(kPipeline, {"--device", "h100-sxm", "--trace", dir + "/trace.json", "--json", dir + "/report.json"}));
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const auto doc = read_json(dir + "/report.json");
   const auto& p = doc["prediction"];
