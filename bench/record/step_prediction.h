@@ -44,10 +44,12 @@ struct StepPrediction {
   int64_t critical_rank = 0;         // which rank that is
   int64_t tokens_per_step = 0;
   double tokens_per_s = 0;
-  double peak_flops_per_device = 0;                               // the device profile's peak for the run's dtype
-  int64_t devices = 1;                                            // the world
-  int64_t model_flops_per_step = 0, hardware_flops_per_step = 0;  // the job's (analytic/flops.h)
-  double mfu = 0, hfu = 0;                                        // the job's FLOPs over step · peak · devices
+  double peak_flops_per_device = 0;  // the device profile's peak for the run's dtype
+  int64_t devices = 1;               // the world
+  // The job's (analytic/flops.h), in double: a large job's step passes int64 (a 462B model on
+  // 6,144 ranks: 3.6e19 FLOPs).
+  double model_flops_per_step = 0, hardware_flops_per_step = 0;
+  double mfu = 0, hfu = 0;  // the job's FLOPs over step · peak · devices
   // The schedule formula beside the simulated bubble: (p − 1)/(v·m + p − 1).
   double bubble_formula_fraction = 0;
   double simulate_seconds = 0;  // wall time this prediction took (recording + simulation)

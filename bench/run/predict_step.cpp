@@ -160,8 +160,8 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   if (out.step_seconds > 0) {
     out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_seconds;
     const double capacity = out.step_seconds * out.peak_flops_per_device * static_cast<double>(out.devices);
-    out.mfu = static_cast<double>(job.model) / capacity;
-    out.hfu = static_cast<double>(job.hardware) / capacity;
+    out.mfu = job.model / capacity;
+    out.hfu = job.hardware / capacity;
   }
   out.bubble_formula_fraction = analytic::bubble_fraction(l.pp, c.run.microbatches, l.vpp);
   out.simulate_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
