@@ -98,20 +98,22 @@ constexpr int64_t swiglu_forward_bytes(int64_t n, DType t) { return 3 * n * dtyp
 constexpr int64_t swiglu_backward_bytes(int64_t n, DType t) { return 5 * n * dtype_bytes(t); }
 constexpr int64_t gelu_forward_bytes(int64_t n, DType t) { return 2 * n * dtype_bytes(t); }
 constexpr int64_t gelu_backward_bytes(int64_t n, DType t) { return 3 * n * dtype_bytes(t); }
-// Dropout forward: x read, out written (n, t), the keep mask written (n, uint8);
-// backward: dout read (dout_t), the mask read, dx written (dx_t).
-constexpr int64_t dropout_forward_bytes(int64_t n, DType t) { return 2 * n * dtype_bytes(t) + n; }
-constexpr int64_t dropout_backward_bytes(int64_t n, DType dx_t, DType dout_t) {
-  return n * (dtype_bytes(dx_t) + dtype_bytes(dout_t)) + n;
-}
-// Bias add: out (rows, cols) read and written, bias (cols) read, all in t.
-// Bias backward: dout (rows, cols) t read, dbias (cols) grad_t written (read
-// and written when accumulating).
+// bias_add: out (rows, cols) read and written, bias (cols) read.
 constexpr int64_t bias_add_bytes(int64_t rows, int64_t cols, DType t) {
-  return 2 * rows * cols * dtype_bytes(t) + cols * dtype_bytes(t);
+  return (2 * rows * cols + cols) * dtype_bytes(t);
 }
+// bias_backward: dout (rows, cols) read; dbias (cols) written, or read and
+// written when accumulated.
 constexpr int64_t bias_backward_bytes(int64_t rows, int64_t cols, DType t, DType grad_t, bool accumulate) {
   return rows * cols * dtype_bytes(t) + (accumulate ? 2 : 1) * cols * dtype_bytes(grad_t);
+}
+// Dropout forward: x read, out written (t), the uint8 mask written when kept.
+constexpr int64_t dropout_forward_bytes(int64_t n, DType t, bool mask) {
+  return 2 * n * dtype_bytes(t) + (mask ? n : 0);
+}
+// Dropout backward: dout read (dout_t), the mask read, dx written (dx_t).
+constexpr int64_t dropout_backward_bytes(int64_t n, DType dx_t, DType dout_t) {
+  return n * (dtype_bytes(dout_t) + dtype_bytes(dx_t) + 1);
 }
 // Layout copies (split_qkv, merge_qkv_grad, merge_heads, split_heads): every
 // element read once and written once.

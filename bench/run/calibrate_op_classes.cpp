@@ -78,7 +78,7 @@ void time_rows(Timer& time, int64_t N, int64_t C, DType t) {
        [&] { dev.swiglu_forward(z.data(), x.data(), y.data(), t, n); });
   time(OpClass::kActivation, "swiglu_backward", t, size, micro::swiglu_backward_bytes(n, t),
        [&] { dev.swiglu_backward(z.data(), w2.data(), y.data(), x.data(), y.data(), t, n); });
-  time(OpClass::kActivation, "dropout_forward", t, size, micro::dropout_forward_bytes(n, t), [&] {
+  time(OpClass::kActivation, "dropout_forward", t, size, micro::dropout_forward_bytes(n, t, true), [&] {
     dev.dropout_forward(y.data(), mask.as<uint8_t>(), x.data(), t, n, kDropout, RngKey{1234, 1});
   });
   time(OpClass::kActivation, "dropout_backward", t, size, micro::dropout_backward_bytes(n, t, t),
