@@ -23,7 +23,7 @@ than its own children used while the run ran (/proc/stat's busy time less the ch
 time): a point measured beside other work says so in the table.
 
 Builds nothing: give it a gpuledger binary. Standard library only.
-Usage: validate_perf.py --gpuledger build/bench/gpuledger [--out results/perf_validation]
+Usage: validate_perf.py --gpuledger build/bench/gpuledger [--predict-with BIN] [--out results/perf_validation]
        [--quick] [--points REGEX] [--steps S] [--warmup W] [--repeat R]
 """
 import argparse
@@ -201,6 +201,7 @@ def fingerprint(device_profile):
 
 def write_report(out, rows, commands, fp, can_predict, args, started, finished):
     lines = ["# Predicted against measured step time on this machine", ""]
+    lines += ["```", "python3 " + shlex.join(sys.argv), "```", ""]
     lines += [
         f"Written by `scripts/validate_perf.py` ({started} to {finished} UTC). Measured: the median over "
         f"{args.repeat} repetitions of each repetition's median step ({args.steps} steps, the first "
@@ -244,6 +245,8 @@ def write_report(out, rows, commands, fp, can_predict, args, started, finished):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpuledger", required=True, help="the gpuledger binary")
+    ap.add_argument("--predict-with", default="",
+                    help="another gpuledger binary to run the meta predictions with (default: --gpuledger)")
     ap.add_argument("--out", default="results/perf_validation", help="where the report goes")
     ap.add_argument("--quick", action="store_true", help="one sequence length")
     ap.add_argument("--points", default="", help="only the points whose name matches this regex")
@@ -253,10 +256,13 @@ def main():
     ap.add_argument("--max-load", type=float, default=1.0, help="wait for a 1-minute load below this")
     ap.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for it at most")
     args = ap.parse_args()
-    gpl = args.gpuledger if "/" in args.gpuledger else "./" + args.gpuledger  # as given: the report names it so
-    if not os.access(gpl, os.X_OK):
-        print(f"validate_perf: --gpuledger {args.gpuledger}: not an executable", file=sys.stderr)
-        return 2
+    # As given, relative to where the script runs: the report names them so.
+    gpl = args.gpuledger if "/" in args.gpuledger else "./" + args.gpuledger
+    predictor = args.predict_with or gpl
+    for option, path in (("--gpuledger", gpl), ("--predict-with", predictor)):
+        if not os.access(path, os.X_OK):
+            print(f"validate_perf: {option} {path}: not an executable", file=sys.stderr)
+            return 2
     if args.steps <= args.warmup or args.repeat < 1:
         print("validate_perf: --steps must exceed --warmup and --repeat be 1 or more", file=sys.stderr)
         return 2
@@ -271,7 +277,7 @@ def main():
     tmp.mkdir(exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     r = Runner(args, lambda m: print(m, file=sys.stderr, flush=True))
-    can_predict = has_prediction(gpl)
+    can_predict = has_prediction(predictor)
     profiles, network = calibrate(r, gpl, out)
     rows = []
     for name, ranks, dtype, flags in points(args.quick):
@@ -279,7 +285,7 @@ def main():
             continue
         ms, reps, load, other = measured(r, gpl, ranks, flags, tmp)
         threads = 2 if ranks == 1 else 1
-        pred = predicted(r, gpl, flags, profiles[(threads, dtype)], network, ranks, tmp) if can_predict else None
+        pred = predicted(r, predictor, flags, profiles[(threads, dtype)], network, ranks, tmp) if can_predict else None
         rows.append({"point": name, "ranks": ranks, "flags": flags, "predicted_ms": pred, "measured_ms": ms,
                      "repetitions_ms": reps, "load": load, "other_cpu": other})
         print(f"validate_perf: {name}: predicted {pred} ms, measured {ms:.1f} ms", file=sys.stderr, flush=True)
