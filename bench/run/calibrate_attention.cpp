@@ -20,8 +20,14 @@ struct Tensors {
 Tensors tensors(Device& dev, const AttnShape& s, DType t) {
   const int64_t n = s.B * s.Hq * s.T * s.D, bytes = n * dtype_bytes(t);
   auto make = [&](const char* what) { return dev.alloc(bytes, Account::kWorkspace, what); };
-  Tensors x{make("calibrate.q"),  make("calibrate.k"),  make("calibrate.v"),  make("calibrate.out"),
-            make("calibrate.dout"), make("calibrate.dq"), make("calibrate.dk"), make("calibrate.dv"),
+  Tensors x{make("calibrate.q"),
+            make("calibrate.k"),
+            make("calibrate.v"),
+            make("calibrate.out"),
+            make("calibrate.dout"),
+            make("calibrate.dq"),
+            make("calibrate.dk"),
+            make("calibrate.dv"),
             dev.alloc(s.B * s.Hq * s.T * 4, Account::kWorkspace, "calibrate.lse")};
   for (Buffer* b : {&x.q, &x.k, &x.v, &x.dout}) fill_values(dev, *b, t, n);
   return x;

@@ -23,8 +23,16 @@ namespace gpuledger::bench {
 
 struct DeviceCalibration {
   std::vector<DType> dtypes = {DType::kFP32, DType::kBF16};
-  // The grid: every (m, n, k) of these axes. --quick: 256 and 1024 on each.
-  std::vector<int64_t> m = {64, 256, 1024, 2048}, n = {256, 768, 2048}, k = {256, 768, 2048};
+  // The grid: every (m, n, k) of these axes, wide enough that every GEMM of
+  // the small models' steps (gpuledger models: hidden 256, FFN 688–1024,
+  // vocabulary 4096, head_dim 32, 64–512 tokens per microbatch, halved by
+  // tp 2 or cp 2) falls inside it: linear layers' forward, dgrad and wgrad
+  // (m, n, k from 128 to 4096) and the materialized attention's per-head
+  // GEMMs (k or n = head_dim 32). Outside the grid the roofline prices a GEMM
+  // at the best GEMM's rate, which a small or skinny GEMM on the CPU is far
+  // from (docs/perf-model.md). Factors of 4, interpolated in log space.
+  // --quick: 256 and 1024 on each axis.
+  std::vector<int64_t> m = {32, 128, 512, 2048, 4096}, n = {32, 128, 512, 2048, 4096}, k = {16, 64, 256, 1024, 4096};
   int warmup = 1, reps = 3;
   // The op classes and attention are measured in the first of `dtypes` (their
   // dtype is replaced by it): put the dtype of the runs to predict first.

@@ -7,8 +7,8 @@
 #include <functional>
 #include <stdexcept>
 
-#include "bench/micro/op_bytes.h"
 #include "bench/median.h"
+#include "bench/micro/op_bytes.h"
 #include "bench/peak.h"
 
 namespace gpuledger::bench {
@@ -208,7 +208,8 @@ std::string class_ops(OpClass cls, const OpClassCalibration& c) {
              "squares over rows x columns elements " +
              rows;
     case OpClass::kCopy:
-      return "convert fp32 to and from the dtype (when 16-bit), Device::copy, merge_heads and split_qkv (heads of 32) over "
+      return "convert fp32 to and from the dtype (when 16-bit), Device::copy, merge_heads and split_qkv (heads of 32) "
+             "over "
              "rows x columns elements " +
              rows;
   }
@@ -254,15 +255,15 @@ double fit_class_bandwidth(const std::vector<OpTiming>& timings, OpClass op_clas
   return median(rates);
 }
 
-std::map<OpClass, perf::Sourced> op_class_bandwidths(const std::vector<OpTiming>& timings,
-                                                     const OpClassCalibration& c, double floor_seconds,
-                                                     const std::string& device_description) {
+std::map<OpClass, perf::Sourced> op_class_bandwidths(const std::vector<OpTiming>& timings, const OpClassCalibration& c,
+                                                     double floor_seconds, const std::string& device_description) {
   std::map<OpClass, perf::Sourced> out;
   for (OpClass cls : perf::kAllOpClasses) {
     const double beta = fit_class_bandwidth(timings, cls, floor_seconds);
     if (!(beta > 0))
-      throw std::runtime_error(fmt::format("calibrate: no positive bandwidth fits the {} ops' times (launch floor {} s)",
-                                           perf::op_class_name(cls), floor_seconds));
+      throw std::runtime_error(
+          fmt::format("calibrate: no positive bandwidth fits the {} ops' times (launch floor {} s)",
+                      perf::op_class_name(cls), floor_seconds));
     int64_t count = 0;
     for (const auto& t : timings) count += t.op_class == cls;
     out[cls] = {beta,
