@@ -73,7 +73,8 @@ def points(quick):
             out.append((f"{tag} pp 2 1f1b m4", 2, "bf16", two + ["--pp", "2", "--microbatches", "4"]))
             out.append((f"{tag} pp 2 gpipe m4", 2, "bf16",
                         two + ["--pp", "2", "--microbatches", "4", "--schedule", "gpipe"]))
-            out.append((f"{tag} cp 2", 2, "bf16", two + ["--cp", "2"]))
+            # Ring attention merges flash blocks: context parallelism runs flash attention.
+            out.append((f"{tag} cp 2 flash", 2, "bf16", two + ["--cp", "2", "--attention", "flash"]))
             out.append((f"{tag} dp 2 fp32", 2, "fp32", base + ["--dtype", "fp32", "--dp", "2"]))
     return out
 
@@ -199,7 +200,7 @@ def fingerprint(device_profile):
     return f
 
 
-def write_report(out, rows, commands, fp, can_predict, args, started, finished):
+def write_report(out, rows, commands, fp, can_predict, args, started, finished, failed):
     lines = ["# Predicted against measured step time on this machine", ""]
     lines += ["```", "python3 " + shlex.join(sys.argv), "```", ""]
     lines += [
@@ -234,6 +235,8 @@ def write_report(out, rows, commands, fp, can_predict, args, started, finished):
         lines += [f"Largest |error| {worst:.1f} %, median |error| {med:.1f} % over {len(errors)} points "
                   f"(target: every point within ±{TARGET_MAX_PCT:.0f} %, median ≤ {TARGET_MEDIAN_PCT:.0f} %): "
                   f"{'met' if met else 'not met'}.", ""]
+    if failed:
+        lines += ["Points that failed:", ""] + [f"- {f}" for f in failed] + [""]
     lines += ["## The machine", "", "```json", json.dumps(fp, indent=2, sort_keys=True), "```", ""]
     lines += ["## The commands", "", "In the order they ran (a 2-rank point's repetitions repeat its first "
               "command; the environment carries " + " ".join(f"{k}={v}" for k, v in MPI_ENV.items()) + "):",
@@ -279,23 +282,29 @@ def main():
     r = Runner(args, lambda m: print(m, file=sys.stderr, flush=True))
     can_predict = has_prediction(predictor)
     profiles, network = calibrate(r, gpl, out)
-    rows = []
+    rows, failed = [], []
     for name, ranks, dtype, flags in points(args.quick):
         if not selected.search(name):
             continue
-        ms, reps, load, other = measured(r, gpl, ranks, flags, tmp)
-        threads = 2 if ranks == 1 else 1
-        pred = predicted(r, predictor, flags, profiles[(threads, dtype)], network, ranks, tmp) if can_predict else None
+        try:
+            ms, reps, load, other = measured(r, gpl, ranks, flags, tmp)
+            threads = 2 if ranks == 1 else 1
+            pred = predicted(r, predictor, flags, profiles[(threads, dtype)], network, ranks, tmp) if can_predict else None
+        except RuntimeError as e:  # a point that fails is reported, and the others still run
+            print(f"validate_perf: {name}: {e}", file=sys.stderr, flush=True)
+            failed.append(f"{name}: {str(e).splitlines()[0]}")
+            continue
         rows.append({"point": name, "ranks": ranks, "flags": flags, "predicted_ms": pred, "measured_ms": ms,
                      "repetitions_ms": reps, "load": load, "other_cpu": other})
         print(f"validate_perf: {name}: predicted {pred} ms, measured {ms:.1f} ms", file=sys.stderr, flush=True)
     finished = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    write_report(out, rows, r.commands, fingerprint(profiles[(2, "bf16")]), can_predict, args, started, finished)
+    write_report(out, rows, r.commands, fingerprint(profiles[(2, "bf16")]), can_predict, args, started, finished,
+                 failed)
     for f in tmp.iterdir():
         f.unlink()
     tmp.rmdir()
     print(f"validate_perf: wrote {out / 'README.md'}", file=sys.stderr)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
