@@ -15,10 +15,7 @@
 
 namespace gpuledger::bench {
 
-namespace {
-
-template <class F>
-double time_median(Device& dev, int warmup, int reps, F&& f) {
+double time_median(Device& dev, int warmup, int reps, const std::function<void()>& f) {
   for (int i = 0; i < warmup; ++i) f();
   dev.synchronize();
   std::vector<double> t;
@@ -31,9 +28,7 @@ double time_median(Device& dev, int warmup, int reps, F&& f) {
   return median(t);
 }
 
-// Fills a buffer with small deterministic values (not zeros: some BLAS paths
-// short-cut on zeros) through a host staging vector.
-void fill(Device& dev, Buffer& b, DType t, int64_t n) {
+void fill_values(Device& dev, Buffer& b, DType t, int64_t n) {
   if (!dev.touches_memory()) return;
   std::vector<float> host(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f;
@@ -45,8 +40,6 @@ void fill(Device& dev, Buffer& b, DType t, int64_t n) {
     dev.copy_from_host(b.data(), h16.data(), n * 2);
   }
 }
-
-}  // namespace
 
 std::vector<GemmShape> default_gemm_shapes() {
   return {{"square 1024", 1024, 1024, 1024},        {"square 2048", 2048, 2048, 2048},
@@ -60,8 +53,8 @@ GemmPeak measure_gemm(Device& dev, const GemmShape& s, DType dtype, int warmup, 
   Buffer a = dev.alloc(s.m * s.k * eb, Account::kWorkspace, "peak.a");
   Buffer b = dev.alloc(s.n * s.k * eb, Account::kWorkspace, "peak.b");
   Buffer c = dev.alloc(s.m * s.n * 4, Account::kWorkspace, "peak.c");
-  fill(dev, a, dtype, s.m * s.k);
-  fill(dev, b, dtype, s.n * s.k);
+  fill_values(dev, a, dtype, s.m * s.k);
+  fill_values(dev, b, dtype, s.n * s.k);
   GemmArgs g;
   g.trans_b = true;
   g.m = s.m;
@@ -88,8 +81,8 @@ BandwidthPeak measure_bandwidth(Device& dev, int64_t bytes_per_array, int warmup
   Buffer a = dev.alloc(n * 4, Account::kWorkspace, "stream.a");
   Buffer b = dev.alloc(n * 4, Account::kWorkspace, "stream.b");
   Buffer c = dev.alloc(n * 4, Account::kWorkspace, "stream.c");
-  fill(dev, a, DType::kFP32, n);
-  fill(dev, b, DType::kFP32, n);
+  fill_values(dev, a, DType::kFP32, n);
+  fill_values(dev, b, DType::kFP32, n);
   BandwidthPeak p;
   p.bytes_per_array = n * 4;
   p.median_seconds = time_median(dev, warmup, reps, [&] { dev.add(c.data(), a.data(), b.data(), DType::kFP32, n); });

@@ -34,6 +34,13 @@ struct BandwidthPeak {
   double bytes_per_s = 0;  // 3 · bytes_per_array / median
 };
 
+// The median over `reps` timed calls of `f` (after `warmup` untimed ones),
+// each call followed by dev.synchronize() inside its time.
+double time_median(Device& dev, int warmup, int reps, const std::function<void()>& f);
+// Fills n elements of `b` in `t` with small deterministic values (not zeros:
+// some BLAS paths short-cut on zeros) through a host staging vector.
+void fill_values(Device& dev, Buffer& b, DType t, int64_t n);
+
 // C (m×n, fp32 accumulate into `dtype` operands' C = fp32) = A (m×k) · Bᵀ (n×k), as a linear layer.
 GemmPeak measure_gemm(Device& dev, const GemmShape& shape, DType dtype, int warmup, int reps);
 BandwidthPeak measure_bandwidth(Device& dev, int64_t bytes_per_array, int warmup, int reps);

@@ -25,6 +25,7 @@ struct CalibrateOptions {
   std::string out, network_out, name;
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   bool quick = false;
+  int threads = 0;      // 0: OpenMP's own choice
   std::string command;  // the command line, for the provenance
 };
 
@@ -50,6 +51,15 @@ void print_summary(const perf::DeviceProfile& d, const std::optional<perf::Netwo
   std::cout << fmt::format("# memory bandwidth {:.4g} GB/s; host copy {:.4g} GB/s; launch floor {:.3g} us\n",
                            d.memory_bandwidth_bytes_per_s.value / 1e9, d.host_copy_bytes_per_s.value / 1e9,
                            d.launch_floor_seconds.value * 1e6);
+  std::string classes;
+  for (const auto& [cls, bw] : d.op_class_bandwidth)
+    classes += fmt::format("{}{} {:.4g}", classes.empty() ? "" : "; ", perf::op_class_name(cls), bw.value / 1e9);
+  std::cout << fmt::format("# op classes (GB/s): {}\n", classes);
+  for (const auto& [kind, f] : d.attention)
+    std::cout << fmt::format("# attention {}: best {:.4g} GFLOP/s of a {}-point grid; efficiency {:.3f}\n",
+                             perf::attention_kind_name(kind), f.table.best_per_s() / 1e9, f.table.points().size(),
+                             f.efficiency.value);
+  std::cout << fmt::format("# threads: {}\n", d.fingerprint.value("calibrate_threads", 0));
   if (!n) return;
   const auto& link = n->intra_node ? *n->intra_node : *n->inter_node;
   std::cout << fmt::format(
@@ -59,6 +69,7 @@ void print_summary(const perf::DeviceProfile& d, const std::optional<perf::Netwo
 
 int run_calibrate(const CalibrateOptions& o) {
   check_destination(o.out, "--out");
+  if (o.threads > 0) bench::use_cpu_threads(o.threads);  // before any CPU device reads the count
   const bool under_mpi = run::launched_by_mpi_launcher();
   const std::string network_out = o.network_out.empty() ? default_network_out(o.out) : o.network_out;
   if (under_mpi) check_destination(network_out, "--network-out");
@@ -96,19 +107,27 @@ void add_calibrate_command(CLI::App& root, std::vector<Command>& out, const std:
   o->command = command_line;
   auto* app = root.add_subcommand(
       "calibrate",
-      "measure this machine into a device profile (GEMM over an (m, n, k) grid, memory and copy bandwidth, launch "
-      "floor) and, under mpirun with more than one rank, a network profile (α and β fitted to all-reduce, "
+      "measure this machine into a device profile (GEMM over an (m, n, k) grid, the bandwidth-bound op classes, "
+      "attention, memory and copy bandwidth, launch floor) and, under mpirun with more than one rank, a network "
+      "profile (α and β fitted to all-reduce, "
       "all-gather, reduce-scatter and send/recv); schemas in docs/perf-model.md");
   app->add_option("--out", o->out, "where to write the device profile (gpuledger.device_profile/1 JSON)")->required();
   app->add_option("--network-out", o->network_out,
                   "where to write the network profile under mpirun (default: --out with .network.json)");
   app->add_option("--name", o->name, "the profiles' name (default: this host's name)");
-  app->add_option("--dtypes", o->dtypes, "GEMM operand dtypes to measure")
+  app->add_option("--dtypes", o->dtypes,
+                  "GEMM operand dtypes to measure; the first is also the dtype of the op classes and attention (the "
+                  "dtype of the runs to predict)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->delimiter(',');
   app->add_flag("--quick", o->quick,
-                "a few seconds: a 2×2×2 GEMM grid (256 and 1024), 3 sizes of collectives, fewer repetitions");
+                "a few seconds: a 2×2×2 GEMM grid (256 and 1024), 2 sizes of op classes, 2 attention points, 3 sizes "
+                "of collectives, fewer repetitions");
+  app->add_option("--threads", o->threads,
+                  "OpenMP threads of the CPU backend while measuring (default: OpenMP's own, the cores this process "
+                  "may run on); calibrate with the threads each rank of the runs to predict will have")
+      ->check(CLI::Range(1, 4096));
   out.push_back({app, [o]() { return run_calibrate(*o); }});
 }
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "bench/host_cpu.h"
@@ -14,7 +16,12 @@
 #include "bench/report/fingerprint.h"
 #include "bench/stream_read.h"
 #include "kernels/cpu/gemm_bf16_dot.h"
+#include "kernels/cpu/thread_policy.h"
 #include "kernels/registry/registry.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace gpuledger::bench {
 namespace {
@@ -81,7 +88,18 @@ DeviceCalibration quick_device_calibration() {
   c.n = {256, 1024};
   c.k = {256, 1024};
   c.reps = 3;
+  c.op_classes = quick_op_class_calibration();
+  c.attention = quick_attention_calibration();
   return c;
+}
+
+void use_cpu_threads(int n) {
+  if (n < 1) throw std::invalid_argument("--threads " + std::to_string(n) + ": expected 1 or more");
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  if (n > 1) throw std::invalid_argument("--threads " + std::to_string(n) + ": this binary was built without OpenMP");
+#endif
 }
 
 perf::DeviceProfile calibrate_device(const DeviceCalibration& c, std::ostream& progress) {
@@ -90,6 +108,9 @@ perf::DeviceProfile calibrate_device(const DeviceCalibration& c, std::ostream& p
   perf::DeviceProfile p;
   p.name = c.name;
   p.fingerprint = report::machine_fingerprint();
+  // The threads every figure below was measured with: the profile fits runs
+  // whose ranks have as many (docs/perf-model.md, "Which profile for which run").
+  p.fingerprint["calibrate_threads"] = apply_cpu_thread_policy().openmp_threads;
   p.provenance = {perf::kMeasured, report::utc_timestamp(), c.command};
   for (DType dtype : c.dtypes) p.dtypes[dtype] = measure_dtype(*dev, c, dtype, progress);
 
@@ -98,9 +119,7 @@ perf::DeviceProfile calibrate_device(const DeviceCalibration& c, std::ostream& p
   progress << fmt::format("calibrate: {}: {:.3g} GB/s\n", bw.kernel(), bw.bytes_per_s / 1e9);
 
   const double copy = measure_memcpy_bytes_per_s(c.warmup, c.reps);
-  const std::string copy_source = "measured by gpuledger calibrate: memcpy of 256 MiB between host buffers";
-  p.host_copy_bytes_per_s = {copy, copy_source};
-  p.op_class_bandwidth[perf::OpClass::kCopy] = {copy, copy_source};
+  p.host_copy_bytes_per_s = {copy, "measured by gpuledger calibrate: memcpy of 256 MiB between host buffers"};
   progress << fmt::format("calibrate: memcpy: {:.3g} GB/s\n", copy / 1e9);
 
   // The floor: a 16×16×16 fp32 GEMM is all overhead (8 KFLOP).
@@ -108,6 +127,18 @@ perf::DeviceProfile calibrate_device(const DeviceCalibration& c, std::ostream& p
   p.launch_floor_seconds = {tiny.median_seconds,
                             "measured by gpuledger calibrate: median time of a 16×16×16 fp32 GEMM on the cpu backend"};
   progress << fmt::format("calibrate: launch floor (16³ GEMM): {:.3g} us\n", tiny.median_seconds * 1e6);
+
+  if (c.dtypes.empty()) throw std::invalid_argument("calibrate: no dtype to measure");
+  OpClassCalibration oc = c.op_classes;
+  oc.dtype = c.dtypes.front();
+  const std::vector<OpTiming> timings = time_op_classes(*dev, oc, progress);
+  p.op_class_bandwidth = op_class_bandwidths(timings, oc, tiny.median_seconds, dev->description());
+  for (const auto& [cls, bw] : p.op_class_bandwidth)
+    progress << fmt::format("calibrate: op class {}: {:.3g} GB/s\n", perf::op_class_name(cls), bw.value / 1e9);
+
+  AttentionCalibration ac = c.attention;
+  ac.dtype = c.dtypes.front();
+  p.attention = calibrate_attention(*dev, ac, p.dtypes.at(ac.dtype).peak_flops_per_s.value, progress);
   perf::validate_device_profile(p);
   return p;
 }

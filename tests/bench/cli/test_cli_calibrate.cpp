@@ -1,11 +1,16 @@
 // `gpuledger calibrate`: --quick writes a device profile that loads
 // (perf/profile_json.h) and whose GEMM at 1024³ is within a factor 3 of what
 // `gpuledger peak --quick` measures for the 1024² sgemm (two processes on a
-// shared machine: the factor is for the load, not the method); bad input is
-// exit 2 naming the problem, before anything is measured; under mpiexec -n 2
-// a network profile is written too, fitted from the measured collectives.
+// shared machine: the factor is for the load, not the method); every op class
+// and both attention kinds are measured, with positive finite figures and
+// calibrate's sources, and a table point survives perf's JSON both ways;
+// --threads is the CPU backend's thread count, recorded in the fingerprint;
+// bad input is exit 2 naming the problem, before anything is measured; under
+// mpiexec -n 2 a network profile is written too, fitted from the measured
+// collectives.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +57,54 @@ TEST(CliCalibrate, QuickProfileLoadsAndAgreesWithPeak) {
   EXPECT_LT(profile_1024, peak_1024 * 3) << "profile " << profile_1024 << " vs peak " << peak_1024;
 }
 
+TEST(CliCalibrate, QuickProfileHasEveryOpClassAndAttentionKind) {
+  const std::string dir = scratch_dir("calibrate-classes");
+  const auto r = run_cli({"calibrate", "--quick", "--threads", "1", "--dtypes", "bf16,fp32", "--out", dir + "/p.json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "calibrate: norm layernorm_forward bf16 64x256")) << r.err;
+  EXPECT_TRUE(contains(r.out, "# threads: 1")) << r.out;
+  const DeviceProfile p = load_device_profile(dir + "/p.json");
+  const std::string measured = "measured by gpuledger calibrate: ";
+  for (OpClass cls : kAllOpClasses) {
+    ASSERT_EQ(p.op_class_bandwidth.count(cls), 1u) << op_class_name(cls);
+    const Sourced& bw = p.op_class_bandwidth.at(cls);
+    EXPECT_TRUE(std::isfinite(bw.value) && bw.value > 0) << op_class_name(cls) << " " << bw.value;
+    EXPECT_TRUE(bw.source.starts_with(measured)) << bw.source;
+    EXPECT_TRUE(contains(bw.source, "in bf16")) << bw.source;  // the first of --dtypes
+    // What the model prices a class's op with is this figure, not the STREAM.
+    EXPECT_EQ(op_class_bandwidth_bytes_per_s(p, cls), bw.value);
+  }
+  for (AttentionKind kind : {AttentionKind::kFlash, AttentionKind::kMaterialized}) {
+    ASSERT_EQ(p.attention.count(kind), 1u) << attention_kind_name(kind);
+    const AttentionFigures& f = p.attention.at(kind);
+    EXPECT_TRUE(f.table_source.starts_with(measured)) << f.table_source;
+    ASSERT_EQ(f.table.points().size(), 2u);  // --quick: seq 128 and 256 at 8 heads of 32
+    for (const ShapePoint& pt : f.table.points()) {
+      EXPECT_EQ(pt.b, 8);
+      EXPECT_EQ(pt.c, 32);
+      EXPECT_TRUE(std::isfinite(pt.per_s) && pt.per_s > 0);
+    }
+    EXPECT_GT(f.efficiency.value, 0);
+    EXPECT_LE(f.efficiency.value, 1);
+    // A table point prices its shape exactly: time = flops / the measured rate.
+    const ShapePoint& pt = f.table.points().front();
+    const double flops = 1e9;
+    EXPECT_NEAR(attention_seconds(p, kind, {pt.a, pt.b, pt.c}, flops, 1, DType::kBF16), flops / pt.per_s,
+                1e-12 * flops / pt.per_s);
+  }
+  EXPECT_EQ(p.fingerprint.at("calibrate_threads"), 1);
+  EXPECT_TRUE(contains(p.fingerprint.at("threads").at("policy").get<std::string>(), "OpenMP owns 1 thread"));
+
+  // Through perf's JSON and back: every figure, table points included, is kept.
+  const DeviceProfile again = device_profile_from_json(device_profile_to_json(p), "round trip");
+  EXPECT_EQ(again, p);
+  const auto doc = read_json(dir + "/p.json");
+  const auto& first = doc.at("attention").at("flash").at("table").at("points").at(0);
+  const ShapePoint& pt = p.attention.at(AttentionKind::kFlash).table.points().front();
+  EXPECT_EQ(first.at(0), pt.a);
+  EXPECT_EQ(first.at(3).get<double>(), pt.per_s);
+}
+
 TEST(CliCalibrate, BadInputIsExitTwo) {
   auto r = run_cli({"calibrate", "--quick"});
   EXPECT_EQ(r.status, 2);
@@ -64,6 +117,9 @@ TEST(CliCalibrate, BadInputIsExitTwo) {
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, dir)) << r.err;
   EXPECT_FALSE(contains(r.err, "calibrate: gemm")) << "measured before refusing: " << r.err;
+  r = run_cli({"calibrate", "--quick", "--threads", "0", "--out", scratch_dir("calibrate-threads") + "/p.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "--threads")) << r.err;
 }
 
 #if GPULEDGER_HAVE_MPI && defined(GPULEDGER_MPIEXEC)
