@@ -65,7 +65,8 @@ std::vector<std::optional<int64_t>> parse_attention_pattern(const json& v, std::
     if (e.is_string() && e.get<std::string>() == "full") {
       out.emplace_back(std::nullopt);
     } else if (e.is_string() && e.get<std::string>() == "sliding") {
-      if (!sliding_window) fail(entry_field(i), origin, "\"sliding\" needs the model's sliding_window (a window in tokens)");
+      if (!sliding_window)
+        fail(entry_field(i), origin, "\"sliding\" needs the model's sliding_window (a window in tokens)");
       out.emplace_back(*sliding_window);
     } else if (e.is_number_integer()) {
       if (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(limits::kMaxTokens))

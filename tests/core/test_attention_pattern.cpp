@@ -105,7 +105,8 @@ TEST(AttentionPattern, ErrorsNameTheField) {
 // --layers N keeps the first N layers' windows; a sliding_window no kept layer
 // uses is dropped (so the config stays valid and reads back the same).
 TEST(AttentionPattern, WithLayersCutsThePattern) {
-  const auto m = parse_model_config(llama_json(4, R"("sliding_window": 8, "attention_pattern": ["full", "sliding"])"), "f");
+  const auto m =
+      parse_model_config(llama_json(4, R"("sliding_window": 8, "attention_pattern": ["full", "sliding"])"), "f");
   const auto two = with_layers(m, 2);
   EXPECT_EQ(two.attention_pattern, (std::vector<W>{W(), W(8)}));
   const auto one = with_layers(m, 1);
@@ -118,7 +119,8 @@ TEST(AttentionPattern, WithLayersCutsThePattern) {
 
 // The report writes the pattern as a file writes it; parsing that gives the same windows.
 TEST(AttentionPattern, WrittenBackReadsTheSame) {
-  const auto m = parse_model_config(llama_json(4, R"("sliding_window": 8, "attention_pattern": ["sliding", 16, "full"])"), "f");
+  const auto m =
+      parse_model_config(llama_json(4, R"("sliding_window": 8, "attention_pattern": ["sliding", 16, "full"])"), "f");
   const nlohmann::json j = attention_pattern_json(m);
   EXPECT_EQ(j, nlohmann::json::parse(R"(["sliding", 16, "full"])"));
   const auto back = parse_model_config(llama_json(4, R"("sliding_window": 8, "attention_pattern": )" + j.dump()), "r");

@@ -78,8 +78,7 @@ TEST(HybridAttention, PipelineMatchesOneRank) {
 // Stage 0 holds the windowed layers 0 and 1, stage 1 the full layers 2 and 3.
 TEST(HybridAttention, TensorAndPipelineMatchOneRank) {
   if (world_size() != 4) GTEST_SKIP() << "np 4 case";
-  check_layout(hybrid(R"(["sliding", "sliding", "full", "full"])"), hybrid_run(), layout(1, 2, 2), 2,
-               tp_tolerance());
+  check_layout(hybrid(R"(["sliding", "sliding", "full", "full"])"), hybrid_run(), layout(1, 2, 2), 2, tp_tolerance());
 }
 
 TEST(HybridAttention, TensorAndDataMatchOneRank) {
