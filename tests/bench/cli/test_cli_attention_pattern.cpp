@@ -59,6 +59,27 @@ TEST(CliHybridModels, Gemma3KvPerLayer) {
   EXPECT_EQ(c.json()["ranks"][0]["per_sequence"]["reserved_bytes"], 3'120'562'176);
 }
 
+// serve-plan reads each sequence's K/V at its mean decode context n = prompt +
+// output / 2 = 8500 tokens: a local layer keeps 1024 of them, so the per-sequence
+// decode time is (10 · 8500 + 52 · 1024) / (62 · 8500) of the same model's with
+// every layer global (analytic/serving_plan.h kv_kept_tokens).
+TEST(CliHybridModels, ServePlanReadsEachLayersWindow) {
+  const std::string dir = scratch_dir("attn_pattern_serve");
+  const std::string full = dir + "/gemma-full.json";
+  write_file(full, R"({"name": "gemma-full", "flavour": "llama", "layers": 62, "hidden": 5376, "heads": 32,
+                       "kv_heads": 16, "head_dim": 128, "ffn": 21504, "vocab": 262208, "max_seq": 131072,
+                       "tied_embeddings": true, "norm_eps": 1e-6, "rope_theta": 1000000.0, "qk_norm": true})");
+  auto decode_per_seq = [](const std::string& model) {
+    auto r = run_cli({"serve-plan", "--model", model, "--qps", "2", "--prompt-tokens", "8000", "--output-tokens",
+                      "1000", "--devices", "h100-sxm", "--json", "-"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    return doc["devices"][0]["single"]["decode_per_seq_s"].get<double>();
+  };
+  const double hybrid = decode_per_seq("gemma-3-27b"), dense = decode_per_seq(full);
+  EXPECT_NEAR(hybrid / dense, (10.0 * 8500 + 52.0 * 1024) / (62.0 * 8500), 1e-12);
+}
+
 // Two pipeline stages of a 4-layer model, one local and one global layer
 // each, hold the same; with the pattern [8, full, full, full] they differ.
 TEST(CliHybridModels, KvPerStageFollowsItsLayers) {
@@ -89,8 +110,8 @@ TEST(CliHybridModels, MetaTrainMatchesTheBudget) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--model", "gemma-3-27b", "--layers", "6", "--seq", "2048", "--attention", "flash"},
            {"--model", "gpt-oss-20b", "--layers", "2", "--seq", "512", "--recompute", "selective"}}) {
-    std::vector<std::string> cmd = {"train", "--backend", "meta", "--mbs", "1", "--microbatches", "2", "--steps", "1",
-                                    "--json", "-"};
+    std::vector<std::string> cmd = {"train", "--backend", "meta", "--mbs",  "1", "--microbatches",
+                                    "2",     "--steps",   "1",    "--json", "-"};
     cmd.insert(cmd.end(), args.begin(), args.end());
     auto r = run_cli(cmd);
     ASSERT_EQ(r.status, 0) << r.err;
