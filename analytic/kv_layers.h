@@ -32,7 +32,11 @@ int64_t kv_layer_slots(const ModelConfig& m, const Layout& l, int64_t stage, con
 // group_size the fewest layers of any cap — or the most, when the most is
 // under 1.5 × the fewest. Every group has its own block table; a block holds
 // `block` tokens of group_size layers, so all groups share one pool of
-// equal blocks. A model of one cap is one group of all its layers.
+// equal blocks. A model of one cap is one group of all its layers. Under
+// pipeline parallelism vLLM forms the groups over the whole model and projects
+// them onto each stage (get_kv_cache_configs); these are formed over the
+// stage's own layers — the same whenever pp = 1 or each stage repeats the
+// model's pattern.
 struct KvGroup {
   std::optional<int64_t> cap;  // the group's layers' cap (none: every token)
   int64_t layers = 0;          // real layers in the group (<= group_size; the rest is padding)
