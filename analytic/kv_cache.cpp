@@ -11,7 +11,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "analytic/kv_layers.h"
 #include "analytic/params.h"
+#include "core/attention_pattern.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
 
@@ -30,6 +32,12 @@ int64_t max_model_len(const ModelConfig& m, const KvOptions& o) {
 // Bytes one token costs on this rank: K and V values plus per-token scales.
 int64_t token_bytes(const ModelConfig& m, const Layout& l, const KvOptions& o) {
   return kv_bytes_per_token(m, l, o.dtype) + kv_scale_bytes_per_token(m, l, o);
+}
+
+// Bytes one token costs in one layer of the rank: every layer holds the same
+// k_t heads of d values, so the stage's per-token bytes split evenly.
+int64_t layer_token_bytes(const ModelConfig& m, const Layout& l, const KvOptions& o) {
+  return token_bytes(m, l, o) / stage_layers(m, l);
 }
 
 void check_block(const KvOptions& o) {
@@ -89,15 +97,28 @@ int64_t kv_tokens_kept(const ModelConfig& m, const KvOptions& o, int64_t context
   // KV budget (window, sink, h2o) caps it the same way: whichever tokens a
   // policy keeps, it keeps `budget` of them (core/kv_types.h).
   if (context < 0) throw std::invalid_argument("context must be >= 0, got " + std::to_string(context));
-  const auto cap = kv_slot_cap(m.sliding_window, o.eviction);
-  return cap ? std::min(context, *cap) : context;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const auto cap = kv_slot_cap(layer_window(m, i), o.eviction);
+    kept = std::max(kept, cap ? std::min(context, *cap) : context);
+  }
+  return kept;
+}
+
+int64_t kv_sequence_bytes(const ModelConfig& m, const Layout& l, const KvOptions& o, int64_t context) {
+  if (context < 0) throw std::invalid_argument("context must be >= 0, got " + std::to_string(context));
+  return checked_mul(kv_layer_slots(m, l, o.stage, o.eviction, context), layer_token_bytes(m, l, o),
+                     "KV bytes per sequence");
 }
 
 // ---- reservations ----
 
 int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o) {
   check_block(o);
-  return checked_mul(o.block, token_bytes(m, l, o), "KV block bytes");
+  // One group's layers (all of the stage's when they share one cap): vLLM's
+  // page of group_size layers (kv_layers.h).
+  return checked_product({o.block, kv_groups(m, l, o.stage, o.eviction).group_size, layer_token_bytes(m, l, o)},
+                         "KV block bytes");
 }
 
 int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests, int64_t context) {
@@ -110,16 +131,17 @@ int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, in
     if (context > len)
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
-    return checked_add(
-        checked_product({requests, kv_tokens_kept(m, o, len), token_bytes(m, l, o)}, "KV reserved bytes"), fixed,
-        "KV reserved bytes");
+    return checked_add(checked_mul(requests, kv_sequence_bytes(m, l, o, len), "KV reserved bytes"), fixed,
+                       "KV reserved bytes");
   }
   // Paged (Kwon et al. 2023, vLLM): ⌈kept / block⌉ blocks per sequence, plus
   // the null block vLLM's BlockPool takes out of the pool at start
-  // (v1/core/block_pool.py: null_block = free_block_queue.popleft()).
+  // (v1/core/block_pool.py: null_block = free_block_queue.popleft()); one
+  // table per KV cache group when the layers' windows differ (kv_layers.h).
   check_block(o);
-  const int64_t blocks =
-      checked_add(checked_mul(requests, ceil_div(kv_tokens_kept(m, o, context), o.block), "KV blocks"), 1, "KV blocks");
+  if (context < 0) throw std::invalid_argument("context must be >= 0, got " + std::to_string(context));
+  const int64_t per_seq = kv_group_blocks(kv_groups(m, l, o.stage, o.eviction), context, o.block);
+  const int64_t blocks = checked_add(checked_mul(requests, per_seq, "KV blocks"), 1, "KV blocks");
   return checked_add(checked_mul(blocks, kv_block_bytes(m, l, o), "KV reserved bytes"), fixed, "KV reserved bytes");
 }
 
@@ -145,15 +167,14 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
     if (context > len)
       throw LayoutError("context " + std::to_string(context) + " exceeds max_model_len " + std::to_string(len) +
                         ": a contiguous cache cannot hold the sequence");
-    const int64_t slots = kv_tokens_kept(m, o, len);
-    cap.sequences = avail / checked_mul(slots, token_bytes(m, l, o), "KV bytes per sequence");
-    cap.tokens = cap.sequences * slots;
+    cap.sequences = avail / kv_sequence_bytes(m, l, o, len);
+    cap.tokens = cap.sequences * kv_tokens_kept(m, o, len);
     return cap;
   }
   // Paged: ⌊avail / block bytes⌋ blocks, one of them the null block; a
-  // sequence needs ⌈kept(context) / block⌉ of the rest.
+  // sequence needs ⌈kept(context) / block⌉ of the rest (per group: kv_layers.h).
   const int64_t blocks = std::max<int64_t>(avail / kv_block_bytes(m, l, o) - 1, 0);
-  cap.sequences = blocks / ceil_div(kv_tokens_kept(m, o, context), o.block);
+  cap.sequences = blocks / kv_group_blocks(kv_groups(m, l, o.stage, o.eviction), context, o.block);
   cap.tokens = checked_mul(blocks, o.block, "KV pool tokens");
   return cap;
 }
@@ -161,7 +182,7 @@ KvCapacity kv_capacity(const ModelConfig& m, const Layout& l, KvOptions o, int64
 // ---- vLLM's own figures ----
 
 VllmKvLog vllm_kv_log(const ModelConfig& m, const Layout& l, KvOptions o, const VllmKvInputs& in) {
-  if (m.sliding_window)
+  if (any_sliding(m))
     throw std::invalid_argument("vLLM's log for a sliding-window model sizes requests by the window: not modelled");
   if (o.eviction.evicts()) throw std::invalid_argument("vLLM keeps every token: its log has no KV budget");
   if (o.layout != KvLayout::kPaged) throw std::invalid_argument("vLLM's cache is paged");

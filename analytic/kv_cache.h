@@ -22,6 +22,7 @@ struct KvOptions {
   int64_t block = 16;               // tokens per block (paged)
   int64_t max_model_len = 0;        // contiguous reservation per sequence (0 = model max_seq)
   KvEviction eviction;              // a KV budget and its policy (core/kv_types.h)
+  int64_t stage = 0;                // the pipeline stage whose layers are sized (their windows may differ)
 };
 
 // K and V bytes per token on one TP rank (layers on the rank's stage), values only
@@ -34,14 +35,22 @@ int64_t kv_scale_bytes_per_token(const ModelConfig& m, const Layout& l, KvOption
 int64_t kv_scale_bytes_fixed(const ModelConfig& m, const Layout& l, KvOptions o);
 
 // Tokens a sequence of `context` tokens keeps: min(context, window) for
-// sliding-window models, min(context, budget) under a KV budget.
+// sliding-window models, min(context, budget) under a KV budget; with layers
+// of different windows, what the layer keeping the most keeps.
 int64_t kv_tokens_kept(const ModelConfig& m, const KvOptions& o, int64_t context);
+// Bytes of the tokens one sequence of `context` tokens keeps on the rank, layer
+// by layer (analytic/kv_layers.h): Σ_l min(context, cap_l) × one layer's bytes
+// per token; kept × kv_bytes_per_token (+ scales) when every layer has one cap.
+int64_t kv_sequence_bytes(const ModelConfig& m, const Layout& l, const KvOptions& o, int64_t context);
 
 // Reserved bytes for `requests` sequences of `context` tokens on one rank:
-// contiguous: requests × max_model_len tokens (window-capped);
-// paged: (Σ ceil(kept / block) + 1 null block) × block bytes (vLLM reserves block 0).
+// contiguous: requests × max_model_len tokens (window-capped, layer by layer);
+// paged: (Σ ceil(kept / block) + 1 null block) × block bytes (vLLM reserves
+// block 0); with layers of different windows, Σ over vLLM's KV cache groups
+// (analytic/kv_layers.h) of ⌈kept_g / block⌉ blocks.
 int64_t kv_reserved_bytes(const ModelConfig& m, const Layout& l, KvOptions o, int64_t requests, int64_t context);
-// Bytes of one block (paged).
+// Bytes of one block (paged): block tokens × the layers of one group (every
+// layer of the stage when they share one window).
 int64_t kv_block_bytes(const ModelConfig& m, const Layout& l, KvOptions o);
 
 // vLLM's rule: pool = utilization × device_bytes − weights − activation_peak − overhead.
@@ -82,8 +91,8 @@ struct VllmKvLog {
   int64_t tokens = 0;           // "GPU KV cache size: N tokens"
   double max_concurrency = 0;   // "Maximum concurrency for L tokens per request: X.XXx"
 };
-// Throws std::invalid_argument for a sliding-window model (vLLM sizes its
-// per-request need by the window there) or a contiguous cache.
+// Throws std::invalid_argument for a model with sliding-window layers (vLLM
+// sizes its per-request need by the window there) or a contiguous cache.
 VllmKvLog vllm_kv_log(const ModelConfig& m, const Layout& l, KvOptions o, const VllmKvInputs& in);
 
 // vLLM's default max_num_batched_tokens (EngineArgs.get_batch_defaults): with

@@ -87,6 +87,15 @@ double fixed_point(double lambda, double intercept_s, double n_out, double slope
 
 }  // namespace
 
+double kv_kept_tokens(const ServingModel& m, double tokens) {
+  // A sliding layer keeps the last `window` tokens (docs/formulas/kv.md
+  // "Layers of different windows"); every layer costs the same per token.
+  if (m.layer_windows.empty()) return tokens;
+  double sum = 0;
+  for (const auto& w : m.layer_windows) sum += w ? std::min(tokens, static_cast<double>(*w)) : tokens;
+  return sum / static_cast<double>(m.layer_windows.size());
+}
+
 ServingPoint serving_point(const ServingDemand& d, const ServingModel& m, const ServingDevice& dev, int64_t tp,
                            int64_t replicas) {
   check_inputs(d, m, dev, tp, replicas);
@@ -102,7 +111,7 @@ ServingPoint serving_point(const ServingDemand& d, const ServingModel& m, const 
                                      static_cast<double>(m.kv_heads);
   const double weights_per_device = static_cast<double>(m.weight_bytes) / t;
   p.decode_fixed_s = weights_per_device / bw;
-  p.decode_per_seq_s = kv_token_per_device * (d.prompt_tokens + d.output_tokens / 2) / bw;
+  p.decode_per_seq_s = kv_token_per_device * kv_kept_tokens(m, d.prompt_tokens + d.output_tokens / 2) / bw;
   if (dev.peak_flops) {
     // 2 FLOPs per active parameter per token (Kaplan et al. 2020 §2.1; a MoE
     // token passes through its k experts only, docs/formulas/moe.md)
@@ -120,8 +129,9 @@ ServingPoint serving_point(const ServingDemand& d, const ServingModel& m, const 
     p.time_in_system_s = p.prefill_s + n * p.tpot_s;
     p.sized_sequences = static_cast<int64_t>(std::ceil(p.concurrency * d.headroom - 1e-9));
   }
-  p.kv_bytes = static_cast<int64_t>(std::llround(static_cast<double>(p.sized_sequences) *
-                                                 static_cast<double>(d.kv_sizing_tokens) * kv_token_per_device));
+  p.kv_bytes = static_cast<int64_t>(
+      std::llround(static_cast<double>(p.sized_sequences) * kv_kept_tokens(m, static_cast<double>(d.kv_sizing_tokens)) *
+                   kv_token_per_device));
   p.need_bytes = ceil_div(m.weight_bytes, tp) + p.kv_bytes + dev.workspace_bytes;
   const auto share = static_cast<int64_t>(std::floor(dev.memory_utilization * static_cast<double>(dev.memory_bytes)));
   p.usable_bytes = std::min(share, dev.memory_bytes - dev.cuda_context_bytes);

@@ -41,7 +41,14 @@ struct ServingModel {
   int64_t kv_heads = 0;            // TP degrees must divide it (or the heads replicate past it)
   int64_t heads = 0;               // TP degrees must divide the attention heads
   int64_t active_params = 0;       // the parameters a token passes through (FLOPs: 2 per token each); 0: params
+  // Each layer's sliding window (none: full attention); empty: every layer
+  // full. A sliding layer keeps at most its window of a sequence's tokens.
+  std::vector<std::optional<int64_t>> layer_windows = {};
 };
+
+// The tokens' worth of whole-model KV (kv_bytes_per_token each) a sequence of
+// `tokens` keeps: (1/L) Σ_l min(tokens, window_l); `tokens` when every layer is full.
+double kv_kept_tokens(const ServingModel& m, double tokens);
 
 // One device and how it is assumed to run.
 struct ServingDevice {

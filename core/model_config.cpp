@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/attention_pattern.h"
 #include "core/input_file.h"
 #include "core/limits.h"
 
@@ -92,6 +93,7 @@ const std::vector<std::string>& known_fields() {
                                              "tied_embeddings",
                                              "qkv_bias",
                                              "sliding_window",
+                                             "attention_pattern",
                                              "norm_eps",
                                              "rope_theta",
                                              "qk_norm",
@@ -198,6 +200,7 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
     if (!m.qkv_bias) fail("qkv_bias", origin, "gpt has every bias: qkv_bias cannot be false");
     if (m.sliding_window) fail("sliding_window", origin, "gpt has no sliding-window attention");
   }
+  validate_attention_pattern(m, origin);
 }
 
 // qk_norm and the mixture-of-experts fields (all optional; a dense model has none).
@@ -297,6 +300,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   m.qkv_bias = j.contains("qkv_bias") ? get_bool(j.at("qkv_bias"), "qkv_bias", origin) : m.is_gpt();
   if (j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = get_int(j.at("sliding_window"), "sliding_window", origin);
+  if (j.contains("attention_pattern"))
+    m.attention_pattern = parse_attention_pattern(j.at("attention_pattern"), m.sliding_window, origin);
   read_moe_fields(j, m, origin);
   for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta},
                               std::pair{"router_aux_loss_coef", &m.router_aux_loss_coef}})
@@ -394,6 +399,13 @@ ModelConfig with_layers(ModelConfig m, int64_t layers) {
     throw ConfigError("layers", (m.name.empty() ? std::string("model") : m.name) + ": --layers must be in [1, " +
                                     std::to_string(limits::kMaxLayers) + "], got " + std::to_string(layers));
   m.layers = layers;
+  // The first N layers keep their windows: a pattern longer than N is cut, and
+  // a sliding_window no kept layer uses is dropped (core/attention_pattern.h).
+  if (static_cast<int64_t>(m.attention_pattern.size()) > layers) {
+    m.attention_pattern.resize(static_cast<size_t>(layers));
+    const auto& p = m.attention_pattern;
+    if (std::find(p.begin(), p.end(), m.sliding_window) == p.end()) m.sliding_window.reset();
+  }
   validate_model_config(m);
   return m;
 }

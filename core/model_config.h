@@ -31,6 +31,10 @@ struct ModelConfig {
   double rope_theta = 10000.0;            // llama: RoPE base θ (Su et al. 2021; Llama 3: 500000)
   bool qk_norm = false;                   // llama: RMSNorm over head_dim on Q and K per head (Qwen3)
 
+  // Per-layer windows, repeating over the layers (none: full attention); empty:
+  // sliding_window for every layer. Read through core/attention_pattern.h.
+  std::vector<std::optional<int64_t>> attention_pattern;
+
   // Mixture of experts (docs/formulas/moe.md): every layer's MLP is a sparse
   // block when num_experts > 0 (llama flavour only): a router (h → E logits),
   // top-k of the softmax, k SwiGLU experts of inner size expert_ffn per token,

@@ -19,6 +19,7 @@
 #include "bench/report/infer_tables.h"
 #include "bench/report/report.h"
 #include "bench/run/infer_run.h"
+#include "core/attention_pattern.h"
 #include "core/checked_math.h"
 #include "core/limits.h"
 #include "models/io/token_file.h"
@@ -119,6 +120,13 @@ run::InferRequest InferCommand::request() const {
   const ModelConfig& m = q.config.model;
   if (!q.config.device_memory_bytes)
     throw ConfigError("device", "infer sizes its KV pool from device memory: give --device or --device-memory");
+  // The engine's caches give every layer one window; a hybrid model's
+  // per-layer caches (`kv` and `serve-plan` size them) are not served yet.
+  if (!uniform_attention(m))
+    throw ConfigError("attention_pattern", "infer: " + m.name +
+                                               " has layers of different attention windows (attention_pattern); the "
+                                               "engine's KV cache gives every layer one window: use `gpuledger kv` "
+                                               "or `serve-plan` to size it");
   q.kv = resolve_kv_options(cache_, m);
   q.backend = backend_;
   if (!trace_.empty())

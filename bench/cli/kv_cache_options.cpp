@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/cli/config_options.h"
+#include "core/attention_pattern.h"
 #include "core/limits.h"
 #include "core/model_config.h"
 
@@ -86,9 +87,10 @@ KvEviction resolve_kv_eviction(const KvCacheOptions& o, const ModelConfig& m) {
   if (e.policy == KvPolicy::kSink && e.sink_tokens >= e.budget)
     throw ConfigError("kv-sink-tokens", "--kv-sink-tokens " + std::to_string(e.sink_tokens) +
                                             " must be fewer than --kv-budget " + std::to_string(e.budget));
-  if (m.sliding_window && e.policy != KvPolicy::kWindow)
-    throw ConfigError("kv-policy", "--kv-policy " + o.kv_policy + " on " + m.name +
-                                       ", a sliding-window model (window " + std::to_string(*m.sliding_window) +
+  if (any_sliding(m) && e.policy != KvPolicy::kWindow)
+    throw ConfigError("kv-policy", "--kv-policy " + o.kv_policy + " on " + m.name + ", a sliding-window model (" +
+                                       (m.attention_pattern.empty() ? "window " + std::to_string(*m.sliding_window)
+                                                                    : std::string("sliding-window layers")) +
                                        "): its window already bounds the cache; use --kv-policy window or full");
   return e;
 }

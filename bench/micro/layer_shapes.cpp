@@ -2,6 +2,7 @@
 #include "bench/micro/layer_shapes.h"
 
 #include "analytic/params.h"
+#include "core/attention_pattern.h"
 #include "core/model_config.h"
 
 namespace gpuledger::micro {
@@ -30,7 +31,7 @@ LayerShapes layer_shapes(const std::string& preset, int64_t tp, int64_t seq, int
   s.attn.Hkv = kv_heads_on_rank(m.kv_heads, tp);
   s.attn.T = seq;
   s.attn.D = m.head_dim;
-  s.attn.window = m.sliding_window;
+  s.attn.window = layer_window(m, 0);  // the first layer's attention
   const int64_t q_dim = s.attn.Hq * s.attn.D;
   const int64_t qkv_dim = (s.attn.Hq + 2 * s.attn.Hkv) * s.attn.D;
   s.linears.push_back({"qkv", m.hidden, qkv_dim});

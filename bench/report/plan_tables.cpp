@@ -3,6 +3,7 @@
 #include "bench/report/plan_tables.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,15 @@ namespace gpuledger::report {
 using nlohmann::json;
 
 namespace {
+
+// " attention=sliding,full (repeating)": the model's per-layer pattern as its file writes it ("" when none).
+std::string attention_pattern_text(const nlohmann::json& m) {
+  if (!m.contains("attention_pattern")) return "";
+  std::vector<std::string> entries;
+  for (const auto& e : m["attention_pattern"]) entries.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+  const bool repeats = m["attention_pattern"].size() < m["layers"].get<size_t>();
+  return fmt::format(" attention={}{}", fmt::join(entries, ","), repeats ? " (repeating)" : "");
+}
 std::string bytes_cell(const json& v) {
   const double b = v.get<double>();
   return b == 0 ? std::string("0") : format_bytes(b);
@@ -32,12 +42,13 @@ void print_config_header(std::ostream& os, const json& doc) {
   os << fmt::format("# gpuledger {} ({})  kind={}  schema={}\n", doc["tool"]["version"].get<std::string>(),
                     doc["tool"]["git"].get<std::string>(), doc["kind"].get<std::string>(),
                     doc["schema"].get<std::string>());
-  os << fmt::format("# model   {} ({}): L={} h={} a={} kv={} d={} ffn={} V={} max_seq={} tied={}{}\n",
+  os << fmt::format("# model   {} ({}): L={} h={} a={} kv={} d={} ffn={} V={} max_seq={} tied={}{}{}\n",
                     m["name"].get<std::string>(), m["flavour"].get<std::string>(), m["layers"].get<int64_t>(),
                     m["hidden"].get<int64_t>(), m["heads"].get<int64_t>(), m["kv_heads"].get<int64_t>(),
                     m["head_dim"].get<int64_t>(), m["ffn"].get<int64_t>(), m["vocab"].get<int64_t>(),
                     m["max_seq"].get<int64_t>(), m["tied_embeddings"].get<bool>(),
-                    m["sliding_window"].is_null() ? "" : fmt::format(" window={}", m["sliding_window"].get<int64_t>()));
+                    m["sliding_window"].is_null() ? "" : fmt::format(" window={}", m["sliding_window"].get<int64_t>()),
+                    attention_pattern_text(m));
   if (doc.contains("params"))
     os << fmt::format("# params  Ψ = {} (padded vocab V' = {})\n", format_count(doc["params"]["total"].get<int64_t>()),
                       doc["params"].value("padded_vocab", m["vocab"].get<int64_t>()));

@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "bench/report/fingerprint.h"
+#include "core/attention_pattern.h"
 #include "core/dtype.h"
 
 #ifndef GPULEDGER_GIT
@@ -55,6 +56,7 @@ json model_json(const ModelConfig& m) {
             {"vocab", m.vocab},       {"max_seq", m.max_seq},   {"tied_embeddings", m.tied_embeddings},
             {"qkv_bias", m.qkv_bias}};
   j["sliding_window"] = m.sliding_window ? json(*m.sliding_window) : json(nullptr);
+  if (!m.attention_pattern.empty()) j["attention_pattern"] = attention_pattern_json(m);
   // Written only when set, so a dense model's report is unchanged.
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.is_moe()) {

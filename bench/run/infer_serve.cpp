@@ -8,6 +8,7 @@
 #include "analytic/params.h"
 #include "bench/report/checks.h"
 #include "comm/comm.h"
+#include "core/attention_pattern.h"
 #include "core/device_spec.h"
 #include "kernels/registry/registry.h"
 #include "models/io/hf_weights.h"
@@ -136,7 +137,7 @@ std::optional<KvPolicyErrorRecord> kv_policy_error_record(const InferRequest& q,
     t.insert(t.end(), results[i].tokens.begin(), results[i].tokens.end());
     seqs.push_back(std::move(t));
   }
-  const auto e = kv_policy_error(model, g, m.sliding_window, q.kv.eviction, seqs);
+  const auto e = kv_policy_error(model, g, layer_window(m, 0), q.kv.eviction, seqs);
   rec.computed = true;
   rec.sequences = e.sequences;
   rec.positions = e.positions;
@@ -172,7 +173,7 @@ Served serve(const InferRequest& q, const ServingRank& s) {
   if (l.world() > 1)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &out.pool, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "agreeing the KV pool");
 #endif
-  const CacheSpec spec{kv_layout_name(q.kv.layout), q.kv.block, q.kv.max_model_len, m.sliding_window, q.kv.eviction};
+  const CacheSpec spec{kv_layout_name(q.kv.layout), q.kv.block, q.kv.max_model_len, layer_window(m, 0), q.kv.eviction};
   // capacity, measured on a bookkeeping twin of the cache
   Ledger twin_ledger;
   auto twin_dev = make_device("meta", twin_ledger);

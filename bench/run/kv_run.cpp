@@ -10,6 +10,7 @@
 #include "analytic/inference.h"
 #include "analytic/params.h"
 #include "analytic/serving_plan.h"
+#include "core/attention_pattern.h"
 #include "core/layout.h"
 
 namespace gpuledger::run {
@@ -25,20 +26,21 @@ namespace {
 // requests' reservation times the headroom, and (with device memory) the
 // sequences that fit when only pool / headroom is planned for — the rest of
 // the pool is passed to kv_capacity as overhead, so its rule is used as is.
-KvLengthBasis length_basis(const KvRequest& q, const KvRankRecord& r, std::string basis, int64_t tokens) {
+KvLengthBasis length_basis(const KvRequest& q, const analytic::KvOptions& kv, const KvRankRecord& r, std::string basis,
+                           int64_t tokens) {
   const auto& m = q.config.model;
   const auto& l = q.config.layout;
   const double h = q.lengths->headroom;
   KvLengthBasis b;
   b.basis = std::move(basis);
   b.tokens = tokens;
-  b.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, q.kv, 1, tokens) -
-                              (q.kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, q.kv) : 0);
-  b.requests_reserved_bytes = analytic::with_headroom(analytic::kv_reserved_bytes(m, l, q.kv, q.requests, tokens), h);
+  b.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, 1, tokens) -
+                              (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
+  b.requests_reserved_bytes = analytic::with_headroom(analytic::kv_reserved_bytes(m, l, kv, q.requests, tokens), h);
   if (r.capacity) {
     const int64_t pool = r.capacity->pool_bytes;
     const int64_t spare = pool > 0 ? pool - static_cast<int64_t>(std::floor(static_cast<double>(pool) / h)) : 0;
-    b.capacity = analytic::kv_capacity(m, l, q.kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
+    b.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
                                        r.activation_bytes, q.overhead_bytes + spare, tokens);
   }
   return b;
@@ -47,10 +49,12 @@ KvLengthBasis length_basis(const KvRequest& q, const KvRankRecord& r, std::strin
 KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   const auto& m = q.config.model;
   const auto& l = q.config.layout;
-  const auto& kv = q.kv;
   KvRankRecord r;
   r.rank = rank;
   r.coords = l.coords(rank);
+  // The rank's stage: its layers' windows size the cache (core/attention_pattern.h).
+  analytic::KvOptions kv = q.kv;
+  kv.stage = r.coords.pp;
   r.kv_heads = kv_heads_on_rank(m.kv_heads, l.tp);
   // A rank's view of the model: its stage's layers (kv_bytes_per_token takes the layout).
   r.kv_bytes_per_token = analytic::kv_bytes_per_token(m, l, kv.dtype);
@@ -61,21 +65,21 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   r.tokens_kept = analytic::kv_tokens_kept(m, kv, q.context);
   r.sequence_reserved_bytes = analytic::kv_reserved_bytes(m, l, kv, 1, q.context) -
                               (kv.layout == KvLayout::kPaged ? analytic::kv_block_bytes(m, l, kv) : 0);
-  r.sequence_token_bytes = r.tokens_kept * (r.kv_bytes_per_token + r.kv_scale_bytes_per_token);
+  r.sequence_token_bytes = analytic::kv_sequence_bytes(m, l, kv, q.context);
   const auto& device = q.config.device;
   if (q.config.device_memory_bytes)
     r.capacity = analytic::kv_capacity(m, l, kv, *q.config.device_memory_bytes, q.memory_utilization, r.weight_bytes,
                                        r.activation_bytes, q.overhead_bytes, q.context);
   if (q.lengths) {
     const auto mean = static_cast<int64_t>(std::ceil(analytic::mean_of(q.lengths->totals)));
-    r.by_length.push_back(length_basis(q, r, "mean", mean));
-    r.by_length.push_back(length_basis(q, r, fmt::format("p{:g}", q.lengths->percentile),
+    r.by_length.push_back(length_basis(q, kv, r, "mean", mean));
+    r.by_length.push_back(length_basis(q, kv, r, fmt::format("p{:g}", q.lengths->percentile),
                                        analytic::percentile_nearest_rank(q.lengths->totals, q.lengths->percentile)));
   }
   if (!q.config.device_memory_bytes) return r;
   // vLLM's own figures: its profiling run covers max_num_batched_tokens tokens
   // (not the context), and what it logs counts max_model_len per request.
-  if (kv.layout == KvLayout::kPaged && !m.sliding_window && !kv.eviction.evicts()) {
+  if (kv.layout == KvLayout::kPaged && !any_sliding(m) && !kv.eviction.evicts()) {
     analytic::VllmKvInputs in;
     in.total_memory_bytes = *q.config.device_memory_bytes;
     in.gpu_memory_utilization = q.memory_utilization;

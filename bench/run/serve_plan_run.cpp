@@ -8,6 +8,7 @@
 #include "analytic/kv_cache.h"
 #include "analytic/params.h"
 #include "bench/run/kv_run.h"
+#include "core/attention_pattern.h"
 #include "core/model_config.h"
 
 namespace gpuledger::run {
@@ -45,6 +46,7 @@ analytic::ServingModel serving_model(const ResolvedConfig& c) {
   // The whole model's KV at the serving dtype's 16 bits (one rank, tp = 1).
   m.kv_bytes_per_token = analytic::kv_bytes_per_token(c.model, Layout{}, KvFormat::kBF16);
   m.kv_heads = c.model.kv_heads;
+  if (any_sliding(c.model)) m.layer_windows = layer_windows(c.model, 0, c.model.layers);
   m.heads = c.model.heads;
   return m;
 }

@@ -203,6 +203,10 @@ std::string hf_config_json(const ModelConfig& m) {
     throw ConfigError(
         m.is_moe() ? "num_experts" : "qk_norm",
         "model '" + m.name + "': writing a Hugging Face config of a MoE or QK-norm model is not implemented");
+  if (!m.attention_pattern.empty())  // Gemma 3 / gpt-oss configs (layer_types) are not written yet
+    throw ConfigError("attention_pattern", "model '" + m.name +
+                                               "': writing a Hugging Face config of a per-layer attention pattern "
+                                               "is not implemented");
   json j;
   if (m.is_gpt()) {
     j = {{"model_type", "gpt2"},

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/attention_pattern.h"
+
 namespace gpuledger {
 
 AttnShape LayerConfig::attn_shape() const {
@@ -31,7 +33,7 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.k_t = tp <= m.kv_heads ? m.kv_heads / tp : 1;  // replicated KV heads when t > k
   c.d = m.head_dim;
   c.f_t = m.ffn / tp;
-  c.window = m.sliding_window;
+  c.window = layer_window(m, 0);  // the first layer's; StageModel gives each layer its own
   c.norm_eps = static_cast<float>(m.norm_eps);
   c.rope_theta = static_cast<float>(m.rope_theta);
   c.e = r.dtype;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/attention_pattern.h"
 #include "kernels/philox.h"
 #include "models/linear/linear.h"
 
@@ -67,7 +68,15 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
   const ParamLayout& pl = params_.layout();
   for (int64_t i = 0; i < pl.layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(
-        dev_, tp_, lcfg_, layer_params(params_, static_cast<size_t>(pl.first_layer_unit + i))));
+        dev_, tp_, local_layer_config(i), layer_params(params_, static_cast<size_t>(pl.first_layer_unit + i))));
+}
+
+LayerConfig StageModel::local_layer_config(int64_t local_layer) const {
+  // Each layer attends under its own window (core/attention_pattern.h): a
+  // hybrid model's sliding and full layers differ only there.
+  LayerConfig c = lcfg_;
+  c.window = layer_window(model_, params_.layout().global_layer(local_layer));
+  return c;
 }
 
 StageModel::~StageModel() = default;
@@ -185,7 +194,8 @@ void StageModel::rebind_layer_unit(size_t unit) {
   const ParamLayout& pl = params_.layout();
   const int64_t i = static_cast<int64_t>(unit) - pl.first_layer_unit;
   if (i < 0 || i >= pl.layers) return;  // the embedding and head units read Params on each use
-  layers_[static_cast<size_t>(i)] = std::make_unique<TransformerLayer>(dev_, tp_, lcfg_, layer_params(params_, unit));
+  layers_[static_cast<size_t>(i)] =
+      std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), layer_params(params_, unit));
 }
 
 void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {

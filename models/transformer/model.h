@@ -115,6 +115,8 @@ class StageModel {
   // copy, are read at their new address). The embedding and head read Params
   // on every use and need none.
   void rebind_layer_unit(size_t unit);
+  // The shared layer config with local layer i's own attention window.
+  LayerConfig local_layer_config(int64_t local_layer) const;
 
   // Sums over tp the partial gradients of every unit (see above): one
   // all_reduce per tensor. A no-op when t = 1 or nothing is partial.
