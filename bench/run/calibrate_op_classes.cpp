@@ -268,7 +268,7 @@ std::map<OpClass, perf::Sourced> op_class_bandwidths(const std::vector<OpTiming>
     for (const auto& t : timings) count += t.op_class == cls;
     out[cls] = {beta,
                 fmt::format("measured by gpuledger calibrate: {} on the cpu backend ({}) in {}; median of {} after {} "
-                            "warm-up; bytes as bench/micro/op_bytes.h counts them; at each size the bandwidth b for "
+                            "warm-up; bytes as kernels/op_bytes.h counts them; at each size the bandwidth b for "
                             "which the ops' bytes / b + the launch floor ({:.3g} us) each sum to their measured "
                             "time, the median over the sizes ({} times)",
                             class_ops(cls, c), device_description, dtype_name(c.dtype), c.reps, c.warmup,

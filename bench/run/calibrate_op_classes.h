@@ -12,7 +12,7 @@
 //   optimizer   the AdamW update (an fp32 master with 16-bit weights), Σx²
 //   copy        convert (fp32 ↔ 16-bit), Device::copy, merge_heads, split_qkv
 //
-// Each op's bytes are its least traffic (bench/micro/op_bytes.h), the same
+// Each op's bytes are its least traffic (kernels/op_bytes.h), the same
 // count a prediction prices an op with. Each point: the median of fixed
 // repetitions after a warm-up.
 //
@@ -67,7 +67,7 @@ struct OpTiming {
   perf::OpClass op_class = perf::OpClass::kCopy;
   std::string op;  // "layernorm_forward", …
   DType dtype = DType::kFP32;
-  int64_t bytes = 0;  // bench/micro/op_bytes.h
+  int64_t bytes = 0;  // kernels/op_bytes.h
   double seconds = 0;
   int size_index = 0;  // which of the calibration's sizes (shapes[i], softmax_seqs[i])
 };
