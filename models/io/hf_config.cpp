@@ -203,6 +203,10 @@ std::string hf_config_json(const ModelConfig& m) {
     throw ConfigError(
         m.is_moe() ? "num_experts" : "qk_norm",
         "model '" + m.name + "': writing a Hugging Face config of a MoE or QK-norm model is not implemented");
+  if (m.is_mla())  // a llama config would describe another attention
+    throw ConfigError("kv_lora_rank", "model '" + m.name +
+                                          "': writing a Hugging Face config of a multi-head latent attention model "
+                                          "is not implemented");
   json j;
   if (m.is_gpt()) {
     j = {{"model_type", "gpt2"},

@@ -18,11 +18,14 @@ TEST(CliMla, ModelsPrintThePublishedCounts) {
   auto r = run_cli({"models", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = r.json();
-  std::map<std::string, int64_t> params, active;
+  std::map<std::string, int64_t> params, active, mtp;
   for (const auto& m : doc["models"]) {
     params[m["name"]] = m["params"];
     active[m["name"]] = m["active_params"];
+    if (m.contains("mtp_params")) mtp[m["name"]] = m["mtp_params"];
   }
+  EXPECT_EQ(mtp.size(), 1u);  // only deepseek-v3 has an MTP module
+  EXPECT_EQ(mtp.at("deepseek-v3"), 11'610'068'224);
   EXPECT_EQ(params.at("deepseek-v3"), 671'026'419'200);
   EXPECT_EQ(active.at("deepseek-v3"), 37'552'297'472);
   EXPECT_EQ(params.at("deepseek-v2-lite"), 15'706'484'224);
@@ -31,7 +34,8 @@ TEST(CliMla, ModelsPrintThePublishedCounts) {
 // 61 layers · (512 + 64) · 2 B = 70,272 B per token, the same on each of 8 TP ranks.
 TEST(CliMla, KvSizesTheLatentWholeUnderTp) {
   for (const char* tp : {"1", "8"}) {
-    auto r = run_cli({"kv", "--model", "deepseek-v3", "--tp", tp, "--context", "4096", "--requests", "4", "--json", "-"});
+    auto r =
+        run_cli({"kv", "--model", "deepseek-v3", "--tp", tp, "--context", "4096", "--requests", "4", "--json", "-"});
     ASSERT_EQ(r.status, 0) << r.err;
     const auto doc = r.json();
     const auto& rank = doc["ranks"][0];
