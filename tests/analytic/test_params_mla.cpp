@@ -23,8 +23,8 @@ namespace {
 struct HandCount {
   int64_t attention, dense_mlp, moe_mlp, embeddings;
 };
-HandCount hand_count(int64_t h, int64_t a, int64_t r_q, int64_t r_kv, int64_t d_n, int64_t d_r, int64_t d_v,
-                     int64_t f, int64_t E, int64_t f_e, int64_t S, bool bias, int64_t V) {
+HandCount hand_count(int64_t h, int64_t a, int64_t r_q, int64_t r_kv, int64_t d_n, int64_t d_r, int64_t d_v, int64_t f,
+                     int64_t E, int64_t f_e, int64_t S, bool bias, int64_t V) {
   const int64_t q = r_q > 0 ? h * r_q + r_q + r_q * a * (d_n + d_r) : h * a * (d_n + d_r);
   const int64_t attention = q + h * (r_kv + d_r) + r_kv + r_kv * a * (d_n + d_v) + a * d_v * h + 2 * h;
   return {attention, 3 * h * f, E * h + (bias ? E : 0) + E * 3 * h * f_e + 3 * h * S * f_e, 2 * V * h + h};

@@ -15,11 +15,21 @@ namespace {
 // A small MLA model: 4 heads of q/k 8 + 4 (nope + rope), v 6, latents 16 (q) and 12 (kv).
 // `over` replaces fields (a value of "" removes the field).
 std::string mla_json(const std::map<std::string, std::string>& over = {}) {
-  std::map<std::string, std::string> f = {
-      {"name", R"("m")"},     {"flavour", R"("llama")"}, {"layers", "3"},        {"hidden", "32"},
-      {"heads", "4"},         {"kv_heads", "4"},         {"head_dim", "12"},     {"ffn", "48"},
-      {"vocab", "97"},        {"max_seq", "64"},         {"q_lora_rank", "16"},  {"kv_lora_rank", "12"},
-      {"qk_nope_head_dim", "8"}, {"qk_rope_head_dim", "4"}, {"v_head_dim", "6"}};
+  std::map<std::string, std::string> f = {{"name", R"("m")"},
+                                          {"flavour", R"("llama")"},
+                                          {"layers", "3"},
+                                          {"hidden", "32"},
+                                          {"heads", "4"},
+                                          {"kv_heads", "4"},
+                                          {"head_dim", "12"},
+                                          {"ffn", "48"},
+                                          {"vocab", "97"},
+                                          {"max_seq", "64"},
+                                          {"q_lora_rank", "16"},
+                                          {"kv_lora_rank", "12"},
+                                          {"qk_nope_head_dim", "8"},
+                                          {"qk_rope_head_dim", "4"},
+                                          {"v_head_dim", "6"}};
   for (const auto& [k, v] : over) {
     if (v.empty())
       f.erase(k);
@@ -66,8 +76,10 @@ TEST(MlaConfig, ParsedFields) {
 }
 
 TEST(MlaConfig, RefusalsNameTheField) {
-  const std::map<std::string, std::string> no_mla = {{"kv_lora_rank", ""}, {"q_lora_rank", ""},
-                                                     {"qk_nope_head_dim", ""}, {"qk_rope_head_dim", ""},
+  const std::map<std::string, std::string> no_mla = {{"kv_lora_rank", ""},
+                                                     {"q_lora_rank", ""},
+                                                     {"qk_nope_head_dim", ""},
+                                                     {"qk_rope_head_dim", ""},
                                                      {"v_head_dim", ""}};
   auto without_mla = [&](const std::string& field, const std::string& value) {
     auto over = no_mla;
