@@ -102,18 +102,40 @@ void mla_forward(Device& dev, const MlaShape& sh, const MlaWeights& w, const voi
   // Scores (fp32): q_nope·k_nopeᵀ per (sample, head), then + q_rope·k_ropeᵀ with the one RoPE key of each sample.
   const int64_t tt = T * T;
   Buffer scores = dev.alloc(4 * B * a * tt, Account::kWorkspace, "mla.scores");
-  product(dev, {.tb = true, .m = T, .n = T, .k = dn, .batch = B * a, .a = s.q_nope.data(), .b = s.k_nope.data(),
-                .c = scores.data(), .ab = sh.e});
+  product(dev, {.tb = true,
+                .m = T,
+                .n = T,
+                .k = dn,
+                .batch = B * a,
+                .a = s.q_nope.data(),
+                .b = s.k_nope.data(),
+                .c = scores.data(),
+                .ab = sh.e});
   for (int64_t i = 0; i < B; ++i)
-    product(dev, {.tb = true, .m = T, .n = T, .k = dr, .batch = a, .a = byte_offset(s.q_rope.data(), eb * i * a * T * dr),
-                  .b = byte_offset(s.k_rope.data(), eb * i * T * dr), .c = byte_offset(scores.data(), 4 * i * a * tt),
-                  .ab = sh.e, .stride_b = 0, .beta = 1.0f});
+    product(dev, {.tb = true,
+                  .m = T,
+                  .n = T,
+                  .k = dr,
+                  .batch = a,
+                  .a = byte_offset(s.q_rope.data(), eb * i * a * T * dr),
+                  .b = byte_offset(s.k_rope.data(), eb * i * T * dr),
+                  .c = byte_offset(scores.data(), 4 * i * a * tt),
+                  .ab = sh.e,
+                  .stride_b = 0,
+                  .beta = 1.0f});
   s.probs = dev.alloc(eb * B * a * tt, acc, "mla.probs");
   dev.softmax_forward(s.probs.data(), scores.as<float>(), sh.e, heads(sh, a, dn + dr));  // scale (d_n + d_r)^(−1/2)
   scores.reset();
   s.ctx = dev.alloc(eb * n * a * dv, acc, "mla.ctx");
-  product(dev, {.m = T, .n = dv, .k = T, .batch = B * a, .a = s.probs.data(), .b = s.v.data(), .c = s.ctx.data(),
-                .ab = sh.e, .ct = sh.e});
+  product(dev, {.m = T,
+                .n = dv,
+                .k = T,
+                .batch = B * a,
+                .a = s.probs.data(),
+                .b = s.v.data(),
+                .c = s.ctx.data(),
+                .ab = sh.e,
+                .ct = sh.e});
 
   // o_proj over the merged heads (B, T, a·d_v).
   Buffer rows = dev.alloc(eb * n * a * dv, Account::kWorkspace, "mla.ctx.rows");
@@ -152,10 +174,25 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
   Buffer ds = ws(eb * B * a * tt, "mla.ds");
   {
     Buffer dprobs = ws(4 * B * a * tt, "mla.dprobs");
-    product(dev, {.tb = true, .m = T, .n = T, .k = dv, .batch = B * a, .a = dctx.data(), .b = s.v.data(),
-                  .c = dprobs.data(), .ab = sh.e});
-    product(dev, {.ta = true, .m = T, .n = dv, .k = T, .batch = B * a, .a = s.probs.data(), .b = dctx.data(),
-                  .c = g.dv.data(), .ab = sh.e, .ct = sh.e});
+    product(dev, {.tb = true,
+                  .m = T,
+                  .n = T,
+                  .k = dv,
+                  .batch = B * a,
+                  .a = dctx.data(),
+                  .b = s.v.data(),
+                  .c = dprobs.data(),
+                  .ab = sh.e});
+    product(dev, {.ta = true,
+                  .m = T,
+                  .n = dv,
+                  .k = T,
+                  .batch = B * a,
+                  .a = s.probs.data(),
+                  .b = dctx.data(),
+                  .c = g.dv.data(),
+                  .ab = sh.e,
+                  .ct = sh.e});
     dctx.reset();
     s.v.reset();
     Buffer dscores = ws(4 * B * a * tt, "mla.dscores");
@@ -168,17 +205,49 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
   g.dk_nope = ws(eb * n * a * dn, "mla.dk_nope");
   g.dq_rope = ws(eb * n * a * dr, "mla.dq_rope");
   g.dk_rope = ws(eb * n * dr, "mla.dk_rope");
-  product(dev, {.m = T, .n = dn, .k = T, .batch = B * a, .a = ds.data(), .b = s.k_nope.data(), .c = g.dq_nope.data(),
-                .ab = sh.e, .ct = sh.e});
-  product(dev, {.ta = true, .m = T, .n = dn, .k = T, .batch = B * a, .a = ds.data(), .b = s.q_nope.data(),
-                .c = g.dk_nope.data(), .ab = sh.e, .ct = sh.e});
+  product(dev, {.m = T,
+                .n = dn,
+                .k = T,
+                .batch = B * a,
+                .a = ds.data(),
+                .b = s.k_nope.data(),
+                .c = g.dq_nope.data(),
+                .ab = sh.e,
+                .ct = sh.e});
+  product(dev, {.ta = true,
+                .m = T,
+                .n = dn,
+                .k = T,
+                .batch = B * a,
+                .a = ds.data(),
+                .b = s.q_nope.data(),
+                .c = g.dk_nope.data(),
+                .ab = sh.e,
+                .ct = sh.e});
   for (int64_t i = 0; i < B; ++i)
-    product(dev, {.m = T, .n = dr, .k = T, .batch = a, .a = byte_offset(ds.data(), eb * i * a * tt),
+    product(dev, {.m = T,
+                  .n = dr,
+                  .k = T,
+                  .batch = a,
+                  .a = byte_offset(ds.data(), eb * i * a * tt),
                   .b = byte_offset(s.k_rope.data(), eb * i * T * dr),
-                  .c = byte_offset(g.dq_rope.data(), eb * i * a * T * dr), .ab = sh.e, .ct = sh.e, .stride_b = 0});
+                  .c = byte_offset(g.dq_rope.data(), eb * i * a * T * dr),
+                  .ab = sh.e,
+                  .ct = sh.e,
+                  .stride_b = 0});
   // dk_rope of sample i: its a score blocks side by side, (a·T × T)ᵀ·(a·T × d_r), summing over the heads.
-  product(dev, {.ta = true, .m = T, .n = dr, .k = a * T, .batch = B, .a = ds.data(), .b = s.q_rope.data(),
-                .c = g.dk_rope.data(), .ab = sh.e, .ct = sh.e, .stride_a = a * tt, .stride_b = a * T * dr,
+  product(dev, {.ta = true,
+                .m = T,
+                .n = dr,
+                .k = a * T,
+                .batch = B,
+                .a = ds.data(),
+                .b = s.q_rope.data(),
+                .c = g.dk_rope.data(),
+                .ab = sh.e,
+                .ct = sh.e,
+                .stride_a = a * tt,
+                .stride_b = a * T * dr,
                 .stride_c = T * dr});
   s.q_nope.reset();
   s.k_nope.reset();
@@ -216,14 +285,14 @@ void mla_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, const vo
     Buffer dckvn = ws(eb * n * sh.r_kv, "mla.dckvn"), dckv = ws(eb * n * sh.r_kv, "mla.dckv");
     linear_backward_data(dev, dckvn.data(), dkn_rows.data(), w.kv_up, sh.e, n, sh.r_kv, a * dn);
     linear_backward_data(dev, dckvn.data(), dv_rows.data(), w_v, sh.e, n, sh.r_kv, a * dv, 1.0f);
-    dev.rmsnorm_backward(dckv.data(), w.d_kv_norm, sh.g, dckvn.data(), s.ckv.data(), w.kv_norm,
-                         s.ckv_rstd.as<float>(), sh.e, n, sh.r_kv, false);
+    dev.rmsnorm_backward(dckv.data(), w.d_kv_norm, sh.g, dckvn.data(), s.ckv.data(), w.kv_norm, s.ckv_rstd.as<float>(),
+                         sh.e, n, sh.r_kv, false);
     s.ckv.reset();
     s.ckv_rstd.reset();
     const void* w_kr = byte_offset(w.kv_down, eb * sh.r_kv * sh.h);
     linear_backward_weight(dev, w.d_kv_down, sh.g, dckv.data(), xn, sh.e, n, sh.h, sh.r_kv);
-    linear_backward_weight(dev, byte_offset(w.d_kv_down, gb * sh.r_kv * sh.h), sh.g, dk_rope.data(), xn, sh.e, n,
-                           sh.h, dr);
+    linear_backward_weight(dev, byte_offset(w.d_kv_down, gb * sh.r_kv * sh.h), sh.g, dk_rope.data(), xn, sh.e, n, sh.h,
+                           dr);
     linear_backward_data(dev, dxn, dckv.data(), w.kv_down, sh.e, n, sh.h, sh.r_kv);
     linear_backward_data(dev, dxn, dk_rope.data(), w_kr, sh.e, n, sh.h, dr, 1.0f);
   }
@@ -247,8 +316,8 @@ void mla_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, const vo
   Buffer dcqn = ws(eb * n * sh.r_q, "mla.dcqn"), dcq = ws(eb * n * sh.r_q, "mla.dcq");
   linear_backward_data(dev, dcqn.data(), dqn_rows.data(), w.q_up, sh.e, n, in, a * dn);
   linear_backward_data(dev, dcqn.data(), dqr_rows.data(), w_qr, sh.e, n, in, a * dr, 1.0f);
-  dev.rmsnorm_backward(dcq.data(), w.d_q_norm, sh.g, dcqn.data(), s.cq.data(), w.q_norm, s.cq_rstd.as<float>(), sh.e,
-                       n, sh.r_q, false);
+  dev.rmsnorm_backward(dcq.data(), w.d_q_norm, sh.g, dcqn.data(), s.cq.data(), w.q_norm, s.cq_rstd.as<float>(), sh.e, n,
+                       sh.r_q, false);
   s.cq.reset();
   s.cq_rstd.reset();
   linear_backward_weight(dev, w.d_q_down, sh.g, dcq.data(), xn, sh.e, n, sh.h, sh.r_q);

@@ -33,9 +33,9 @@
 namespace gpuledger {
 
 struct MlaShape {
-  int64_t b = 1, s = 1, h = 0, a_t = 0;    // microbatch, sequence, hidden, heads on the rank
-  int64_t r_q = 0, r_kv = 0;               // q_lora_rank (0: direct query), kv_lora_rank
-  int64_t d_n = 0, d_r = 0, d_v = 0;       // qk_nope, qk_rope, v head dims
+  int64_t b = 1, s = 1, h = 0, a_t = 0;  // microbatch, sequence, hidden, heads on the rank
+  int64_t r_q = 0, r_kv = 0;             // q_lora_rank (0: direct query), kv_lora_rank
+  int64_t d_n = 0, d_r = 0, d_v = 0;     // qk_nope, qk_rope, v head dims
   float norm_eps = 1e-6f, rope_theta = 10000.0f;
   DType e = DType::kBF16, g = DType::kBF16;  // compute and gradient dtypes
   int64_t tokens() const { return b * s; }
@@ -52,8 +52,8 @@ struct MlaWeights {
 
 // What the forward keeps for the backward (account `acc` of mla_forward).
 struct MlaSaved {
-  Buffer cq, cq_rstd, cqn;                  // query latent, its fp32 rstd, normalised (r_q > 0)
-  Buffer ckv, ckv_rstd, ckvn;               // KV latent, rstd, normalised
+  Buffer cq, cq_rstd, cqn;                   // query latent, its fp32 rstd, normalised (r_q > 0)
+  Buffer ckv, ckv_rstd, ckvn;                // KV latent, rstd, normalised
   Buffer q_nope, q_rope, k_nope, k_rope, v;  // heads (B, a_t, T, ·); k_rope (B, 1, T, d_r); RoPE applied
   Buffer probs, ctx;                         // (B, a_t, T, T) in e; (B, a_t, T, d_v)
 };
