@@ -152,55 +152,12 @@ struct CoreGrads {
   Buffer dq_nope, dk_nope, dq_rope, dk_rope, dv;
 };
 
-CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, const void* dy, MlaSaved& s) {
+// The two score products' operands from dS (e): dq_nope = dS·k_nope, dk_nope = dSᵀ·q_nope, dq_rope = dS·k_rope
+// and the shared key's dk_rope, RoPE undone; frees the saved heads.
+void score_operand_grads(Device& dev, const MlaShape& sh, const Buffer& ds, MlaSaved& s, CoreGrads& g) {
   const int64_t n = sh.tokens(), eb = dtype_bytes(sh.e), a = sh.a_t, B = sh.b, T = sh.s;
-  const int64_t dn = sh.d_n, dr = sh.d_r, dv = sh.d_v, tt = T * T;
+  const int64_t dn = sh.d_n, dr = sh.d_r, tt = T * T;
   const auto ws = [&](int64_t bytes, const char* what) { return dev.alloc(bytes, Account::kWorkspace, what); };
-  // o_proj
-  Buffer dctx;
-  {
-    Buffer ctx_rows = ws(eb * n * a * dv, "mla.ctx.rows");
-    dev.merge_heads(ctx_rows.data(), s.ctx.data(), sh.e, heads(sh, a, dv));
-    s.ctx.reset();
-    linear_backward_weight(dev, w.d_out, sh.g, dy, ctx_rows.data(), sh.e, n, a * dv, sh.h);
-    Buffer dctx_rows = ws(eb * n * a * dv, "mla.dctx.rows");
-    linear_backward_data(dev, dctx_rows.data(), dy, w.out, sh.e, n, a * dv, sh.h);
-    dctx = ws(eb * n * a * dv, "mla.dctx");
-    dev.split_heads(dctx.data(), dctx_rows.data(), sh.e, heads(sh, a, dv));
-  }
-  // dP (fp32) = dctx·vᵀ, dv = Pᵀ·dctx, dS = softmaxᵀ(dP) in e.
-  CoreGrads g;
-  g.dv = ws(eb * n * a * dv, "mla.dv");
-  Buffer ds = ws(eb * B * a * tt, "mla.ds");
-  {
-    Buffer dprobs = ws(4 * B * a * tt, "mla.dprobs");
-    product(dev, {.tb = true,
-                  .m = T,
-                  .n = T,
-                  .k = dv,
-                  .batch = B * a,
-                  .a = dctx.data(),
-                  .b = s.v.data(),
-                  .c = dprobs.data(),
-                  .ab = sh.e});
-    product(dev, {.ta = true,
-                  .m = T,
-                  .n = dv,
-                  .k = T,
-                  .batch = B * a,
-                  .a = s.probs.data(),
-                  .b = dctx.data(),
-                  .c = g.dv.data(),
-                  .ab = sh.e,
-                  .ct = sh.e});
-    dctx.reset();
-    s.v.reset();
-    Buffer dscores = ws(4 * B * a * tt, "mla.dscores");
-    dev.softmax_backward(dscores.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
-    s.probs.reset();
-    dev.convert(ds.data(), sh.e, dscores.data(), DType::kFP32, B * a * tt);
-  }
-  // The two score products' operands.
   g.dq_nope = ws(eb * n * a * dn, "mla.dq_nope");
   g.dk_nope = ws(eb * n * a * dn, "mla.dk_nope");
   g.dq_rope = ws(eb * n * a * dr, "mla.dq_rope");
@@ -255,6 +212,57 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
   s.k_rope.reset();
   dev.rope_backward(g.dq_rope.data(), sh.e, B, a, T, dr, TokenSpans{}, sh.rope_theta);
   dev.rope_backward(g.dk_rope.data(), sh.e, B, 1, T, dr, TokenSpans{}, sh.rope_theta);
+}
+
+CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, const void* dy, MlaSaved& s) {
+  const int64_t n = sh.tokens(), eb = dtype_bytes(sh.e), a = sh.a_t, B = sh.b, T = sh.s;
+  const int64_t dn = sh.d_n, dr = sh.d_r, dv = sh.d_v, tt = T * T;
+  const auto ws = [&](int64_t bytes, const char* what) { return dev.alloc(bytes, Account::kWorkspace, what); };
+  // o_proj
+  Buffer dctx;
+  {
+    Buffer ctx_rows = ws(eb * n * a * dv, "mla.ctx.rows");
+    dev.merge_heads(ctx_rows.data(), s.ctx.data(), sh.e, heads(sh, a, dv));
+    s.ctx.reset();
+    linear_backward_weight(dev, w.d_out, sh.g, dy, ctx_rows.data(), sh.e, n, a * dv, sh.h);
+    Buffer dctx_rows = ws(eb * n * a * dv, "mla.dctx.rows");
+    linear_backward_data(dev, dctx_rows.data(), dy, w.out, sh.e, n, a * dv, sh.h);
+    dctx = ws(eb * n * a * dv, "mla.dctx");
+    dev.split_heads(dctx.data(), dctx_rows.data(), sh.e, heads(sh, a, dv));
+  }
+  // dP (fp32) = dctx·vᵀ, dv = Pᵀ·dctx, dS = softmaxᵀ(dP) in e.
+  CoreGrads g;
+  g.dv = ws(eb * n * a * dv, "mla.dv");
+  Buffer ds = ws(eb * B * a * tt, "mla.ds");
+  {
+    Buffer dprobs = ws(4 * B * a * tt, "mla.dprobs");
+    product(dev, {.tb = true,
+                  .m = T,
+                  .n = T,
+                  .k = dv,
+                  .batch = B * a,
+                  .a = dctx.data(),
+                  .b = s.v.data(),
+                  .c = dprobs.data(),
+                  .ab = sh.e});
+    product(dev, {.ta = true,
+                  .m = T,
+                  .n = dv,
+                  .k = T,
+                  .batch = B * a,
+                  .a = s.probs.data(),
+                  .b = dctx.data(),
+                  .c = g.dv.data(),
+                  .ab = sh.e,
+                  .ct = sh.e});
+    dctx.reset();
+    s.v.reset();
+    Buffer dscores = ws(4 * B * a * tt, "mla.dscores");
+    dev.softmax_backward(dscores.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
+    s.probs.reset();
+    dev.convert(ds.data(), sh.e, dscores.data(), DType::kFP32, B * a * tt);
+  }
+  score_operand_grads(dev, sh, ds, s, g);
   return g;
 }
 
