@@ -12,6 +12,17 @@
 #include "core/checked_math.h"
 
 namespace gpuledger::analytic {
+namespace {
+
+// The MoE layers among the first stage's (DeepSeek's first dense_layers hold a dense MLP).
+int64_t moe_layers_on_first_stage(const ModelConfig& m, const Layout& l) {
+  const int64_t first = first_layer_of_stage(m, l, 0), count = layers_on_stage(m, l, 0);
+  int64_t n = 0;
+  for (int64_t i = first; i < first + count; ++i) n += m.is_moe_layer(i) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
 
 double expected_distinct_experts(int64_t experts, int64_t top_k, int64_t tokens) {
   if (experts < 1 || top_k < 1 || top_k > experts || tokens < 0)
@@ -33,7 +44,7 @@ int64_t moe_expert_weight_bytes(const ModelConfig& m, DType dtype) {
 int64_t decode_weight_bytes_read_routed(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
                                         int64_t experts_routed) {
   if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
-  const int64_t all_experts = checked_mul(layers_on_stage(m, l, 0), m.num_experts, "experts on the rank");
+  const int64_t all_experts = checked_mul(moe_layers_on_first_stage(m, l), m.num_experts, "experts on the rank");
   if (experts_routed < 0 || experts_routed > all_experts)
     throw std::invalid_argument("experts routed to must be in [0, " + std::to_string(all_experts) + "], got " +
                                 std::to_string(experts_routed));
@@ -57,7 +68,7 @@ int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dt
 int64_t decode_weight_bytes_expected(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
   if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
   const double unread =
-      static_cast<double>(layers_on_stage(m, l, 0)) *
+      static_cast<double>(moe_layers_on_first_stage(m, l)) *
       (static_cast<double>(m.num_experts) - expected_distinct_experts(m.num_experts, m.experts_per_token, tokens)) *
       static_cast<double>(moe_expert_weight_bytes(m, dtype));
   return decode_weight_bytes_read(m, l, dtype, tokens) - std::llround(unread);
@@ -79,12 +90,33 @@ namespace {
 // (n × E, e bytes) alone; then what the training forward saves, for all n·k
 // rows (nothing dropped at inference: analytic/moe.h
 // moe_block_activation_bytes), with the shared experts' output (n × h) last.
-int64_t moe_serving_bytes(const ModelConfig& m, int64_t n, int64_t e) {
+int64_t moe_serving_bytes(ModelConfig m, int64_t n, int64_t e, int64_t t) {
+  // Under tp each expert's inner size splits as a dense MLP's does (analytic/params.cpp).
+  m.expert_ffn /= t;
+  m.shared_expert_ffn /= t;
   const int64_t rows = checked_mul(n, m.experts_per_token, "MoE rows");
   const int64_t logits = checked_product({e, n, m.num_experts}, "router logits bytes");
   int64_t block = moe_block_activation_bytes(m, n, rows, e);
   if (m.shared_experts > 0) block = checked_add(block, checked_product({e, n, m.hidden}, "shared out"), "MoE bytes");
   return std::max(logits, block);
+}
+
+// Multi-head latent attention's projections and core in the serving forward
+// of n tokens on one of t ranks (docs/formulas/mla.md "Prefill"): the
+// norm-1 output, the query latent and its norm (q_lora_rank > 0), the
+// queries, the KV latent with the RoPE key and its normalised part, the
+// up-projected k_nope and v, the keys assembled per head, and the context;
+// fp32 statistics of the three RMSNorms; materialized adds the scores and
+// probabilities of a_t · n² each. All counted alive at once at the core.
+int64_t mla_attention_bytes(const ModelConfig& m, int64_t n, int64_t e, int64_t t, AttentionKind attention) {
+  const int64_t a_t = m.heads / t, qk = a_t * (m.qk_nope_head_dim + m.qk_rope_head_dim);
+  const int64_t latent = m.kv_lora_rank + m.qk_rope_head_dim, kv_up = a_t * (m.qk_nope_head_dim + m.v_head_dim);
+  const int64_t values =
+      m.hidden + 2 * m.q_lora_rank + qk + latent + m.kv_lora_rank + kv_up + qk + 2 * a_t * m.v_head_dim;
+  int64_t bytes = checked_add(3 * 4 * n, checked_product({e, n, values}, "MLA bytes"), "MLA bytes");
+  if (attention != AttentionKind::kFlash)
+    bytes = checked_add(bytes, checked_product({4 + e, a_t, n, n}, "materialized scores bytes"), "MLA bytes");
+  return bytes;
 }
 
 }  // namespace
@@ -105,19 +137,30 @@ PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DTyp
   // h, a_t query and k_t KV heads of d, f_t = ffn / t, e bytes per value.
   const int64_t n = tokens, h = m.hidden, d = m.head_dim, e = dtype_bytes(dtype), t = l.tp;
   const int64_t a_t = m.heads / t, k_t = kv_heads_on_rank(m.kv_heads, t), f_t = m.ffn / t;
-  const int64_t q_d = a_t * d, kv_d = k_t * d, vr = padded_vocab(m, t) / t;
+  const int64_t q_d = m.is_mla() ? a_t * m.v_head_dim : a_t * d, kv_d = k_t * d, vr = padded_vocab(m, t) / t;
   const int64_t stats = (m.is_gpt() ? 2 : 1) * 4 * n;  // fp32 norm statistics per token
   const int64_t enh = checked_product({e, n, h}, "prefill hidden bytes");
   PrefillActivation p;
   // embedding: the token ids (int32) and the first hidden buffer
   p.embed_bytes = 4 * n + enh;
-  // a layer, beside the two hidden buffers (input and output):
+  // The MLP: a MoE model's sparse block, and on a stage holding some of its
+  // first dense_layers the dense MLP too, whichever is larger.
+  const int64_t dense_mlp = checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes");
+  const int64_t first = first_layer_of_stage(m, l, 0);
+  const bool stage_has_dense = !m.is_moe() || !m.is_moe_layer(first);
+  const int64_t mlp =
+      std::max(m.is_moe() ? moe_serving_bytes(m, n, e, t) : int64_t{0}, stage_has_dense ? dense_mlp : int64_t{0});
+  // a layer, beside the two hidden buffers (input and output); an MLA layer's
+  // attention is one phase (q_d above: its context is a_t·d_v wide):
   const std::pair<int64_t, const char*> phases[] = {
       // norm-1 output, QKV rows, and Q, K, V split from them
-      {stats + e * n * (h + (q_d + 2 * kv_d) + q_d + 2 * kv_d), "QKV"},
+      {m.is_mla() ? mla_attention_bytes(m, n, e, t, attention)
+                  : stats + e * n * (h + (q_d + 2 * kv_d) + q_d + 2 * kv_d),
+       m.is_mla() ? "attention (MLA)" : "QKV"},
       // the attention core: flash keeps Q and the context; materialized also
       // K and V, the fp32 scores (4 bytes) and probabilities (e) of a_t · n² each
-      {attention == AttentionKind::kFlash
+      {m.is_mla() ? int64_t{0}
+       : attention == AttentionKind::kFlash
            ? stats + e * n * (h + 2 * q_d)
            : checked_add(stats + e * n * (h + 2 * q_d + 2 * kv_d),
                          checked_product({4 + e, a_t, n, n}, "materialized scores bytes"), "attention bytes"),
@@ -126,9 +169,7 @@ PrefillActivation prefill_activation(const ModelConfig& m, const Layout& l, DTyp
       {stats + e * n * (2 * h + q_d), "attention-out"},
       // norm-2 output, the attention-out output, the residual; then the MLP's inner tensors
       {stats + 3 * enh, "residual"},
-      {3 * enh +
-           (m.is_moe() ? moe_serving_bytes(m, n, e) : checked_product({m.is_gpt() ? 2 : 3, e, n, f_t}, "MLP bytes")),
-       "MLP"},
+      {3 * enh + mlp, "MLP"},
   };
   const auto* top = std::max_element(std::begin(phases), std::end(phases),
                                      [](const auto& x, const auto& y) { return x.first < y.first; });

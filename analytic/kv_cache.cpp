@@ -12,6 +12,7 @@
 #include <string>
 
 #include "analytic/kv_layers.h"
+#include "analytic/mla.h"
 #include "analytic/params.h"
 #include "core/attention_pattern.h"
 #include "core/checked_math.h"
@@ -52,6 +53,14 @@ int64_t kv_bytes_per_token(const ModelConfig& m, const Layout& l, KvFormat dtype
   // K and V (2) for each of the stage's layers, k_t heads of d values each
   // (k_t = k/t, or 1 replicated head when t > k); d values are 2d bytes in
   // bf16, d in fp8 and int8, d/2 in int4 (two 4-bit codes per byte).
+  if (m.is_mla()) {
+    // Multi-head latent attention caches the latent instead (analytic/mla.h):
+    // kv_lora_rank + qk_rope_head_dim values per token per layer, whole on
+    // every TP rank. Only the 16-bit cache is sized for it.
+    if (kv_quantized(dtype)) throw std::invalid_argument("a multi-head latent attention cache is sized in bf16 only");
+    return checked_product({stage_layers(m, l), kv_values_bytes(dtype, mla_cache_values_per_token(m))},
+                           "KV bytes per token");
+  }
   if (dtype == KvFormat::kInt4 && m.head_dim % 2 != 0)
     throw std::invalid_argument("int4 KV packs two values per byte: head dim " + std::to_string(m.head_dim) +
                                 " is odd");

@@ -4,6 +4,7 @@
 // total Ψ. Written from the model config alone; never reads kernels/ or
 // models/transformer/.
 #include "analytic/params.h"
+#include "analytic/mla.h"
 #include "core/checked_math.h"
 #include "core/int_math.h"
 
@@ -36,6 +37,7 @@ void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
   const int64_t h = m.hidden, routed = m.num_experts / ep * (m.expert_ffn / tp);
   const int64_t shared = m.shared_experts * (m.shared_expert_ffn / tp);
   add(ts, p + "moe.router.weight", m.num_experts * h);
+  if (m.router_bias) add(ts, p + "moe.router.bias", m.num_experts);  // DeepSeek-V3 e_score_correction_bias
   for (const char* kind : {"gate", "up", "down"}) {
     add(ts, p + "moe.experts." + kind + ".weight", routed * h);
     ts.back().expert_sharded = ep > 1;
@@ -45,34 +47,17 @@ void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
   add(ts, p + "moe.shared.down.weight", shared * h);
 }
 
-// One layer's tensors on one TP rank. Column-parallel QKV and MLP-in split
-// their output dim by t; row-parallel attention-out and MLP-out split their
-// input dim by t; norms and row-parallel biases are replicated (Megatron,
-// Shoeybi et al. 2019 §3, and docs/exact-budget.md's per-layer table).
-std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t ep, const std::string& p) {
-  const int64_t h = m.hidden, d = m.head_dim;
-  const int64_t q_t = (m.heads / tp) * d;                     // a_t·d
-  const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;  // k_t·d
-  const int64_t qkv_out = q_t + 2 * kv_t;
-  const int64_t f_t = m.ffn / tp;
-  const bool gpt = m.is_gpt();
-  std::vector<ParamTensor> ts;
-  add(ts, p + "norm1.weight", h);
-  if (gpt) add(ts, p + "norm1.bias", h);
-  add(ts, p + "qkv.weight", h * qkv_out);
-  if (gpt || m.qkv_bias) add(ts, p + "qkv.bias", qkv_out);
-  if (m.qk_norm) {  // Qwen3: one RMSNorm γ over head_dim each for Q and K, shared by the heads
-    add(ts, p + "q_norm.weight", d);
-    add(ts, p + "k_norm.weight", d);
-  }
-  add(ts, p + "attn_out.weight", q_t * h);
-  if (gpt) add(ts, p + "attn_out.bias", h);
-  add(ts, p + "norm2.weight", h);
-  if (gpt) add(ts, p + "norm2.bias", h);
-  if (m.is_moe()) {
+// The MLP after norm 2: the sparse block on a MoE layer (every layer of a
+// MoE model past its first dense_layers, DeepSeek's first_k_dense_replace),
+// else the dense MLP (gpt: biased GELU in/out; llama: SwiGLU gate, up, down).
+void append_mlp_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, int64_t ep,
+                        const std::string& p, int64_t layer) {
+  if (m.is_moe_layer(layer)) {
     append_moe_tensors(ts, m, tp, ep, p);
-    return ts;
+    return;
   }
+  const int64_t h = m.hidden, f_t = m.ffn / tp;
+  const bool gpt = m.is_gpt();
   if (gpt) {
     add(ts, p + "mlp_in.weight", h * f_t);
     add(ts, p + "mlp_in.bias", f_t);
@@ -82,6 +67,38 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t
   }
   add(ts, p + "mlp_out.weight", f_t * h);
   if (gpt) add(ts, p + "mlp_out.bias", h);
+}
+
+// One layer's tensors on one TP rank, layer `layer` (global index). Column-parallel
+// QKV and MLP-in split their output dim by t; row-parallel attention-out and
+// MLP-out split their input dim by t; norms and row-parallel biases are
+// replicated (Megatron, Shoeybi et al. 2019 §3, and docs/exact-budget.md's
+// per-layer table). Multi-head latent attention's tensors: analytic/mla.h.
+std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t ep, const std::string& p,
+                                       int64_t layer) {
+  const int64_t h = m.hidden, d = m.head_dim;
+  const int64_t q_t = (m.heads / tp) * d;                     // a_t·d
+  const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;  // k_t·d
+  const int64_t qkv_out = q_t + 2 * kv_t;
+  const bool gpt = m.is_gpt();
+  std::vector<ParamTensor> ts;
+  add(ts, p + "norm1.weight", h);
+  if (gpt) add(ts, p + "norm1.bias", h);
+  if (m.is_mla()) {
+    append_mla_attention_tensors(ts, m, tp, p);
+  } else {
+    add(ts, p + "qkv.weight", h * qkv_out);
+    if (gpt || m.qkv_bias) add(ts, p + "qkv.bias", qkv_out);
+    if (m.qk_norm) {  // Qwen3: one RMSNorm γ over head_dim each for Q and K, shared by the heads
+      add(ts, p + "q_norm.weight", d);
+      add(ts, p + "k_norm.weight", d);
+    }
+    add(ts, p + "attn_out.weight", q_t * h);
+    if (gpt) add(ts, p + "attn_out.bias", h);
+  }
+  add(ts, p + "norm2.weight", h);
+  if (gpt) add(ts, p + "norm2.bias", h);
+  append_mlp_tensors(ts, m, tp, ep, p, layer);
   return ts;
 }
 
@@ -123,7 +140,11 @@ int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
   return ceil_div(m.vocab, multiple) * multiple;
 }
 
-int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep) { return sum_elems(layer_tensors(m, tp, ep, "")); }
+int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep) { return layer_params_at(m, m.layers - 1, tp, ep); }
+
+int64_t layer_params_at(const ModelConfig& m, int64_t layer, int64_t tp, int64_t ep) {
+  return sum_elems(layer_tensors(m, tp, ep, "", layer));
+}
 
 int64_t model_params(const ModelConfig& m) {
   // t = 1, unpadded V, the tied matrix counted once: the figure model cards publish.
@@ -132,7 +153,10 @@ int64_t model_params(const ModelConfig& m) {
   constexpr std::string_view what = "model parameters";
   int64_t n = m.vocab * m.hidden;                                  // word embedding
   if (m.is_gpt()) n = checked_add(n, m.max_seq * m.hidden, what);  // learned positions
-  n = checked_add(n, checked_mul(m.layers, layer_params(m, 1), what), what);
+  // The first dense_layers layers of a MoE model (dense MLP), then the rest, alike.
+  const int64_t dense = m.is_moe() ? m.dense_layers : 0;
+  if (dense > 0) n = checked_add(n, checked_mul(dense, layer_params_at(m, 0, 1), what), what);
+  n = checked_add(n, checked_mul(m.layers - dense, layer_params(m, 1), what), what);
   n = checked_add(n, norm_params(m), what);                              // final norm
   if (!m.tied_embeddings) n = checked_add(n, m.vocab * m.hidden, what);  // output projection
   return n;
@@ -140,11 +164,24 @@ int64_t model_params(const ModelConfig& m) {
 
 int64_t active_params(const ModelConfig& m) {
   // A token passes through k of the E routed experts: the other E − k experts'
-  // three matrices (3·h·f_e each) in every layer are not active.
+  // three matrices (3·h·f_e each) in every MoE layer are not active.
   if (!m.is_moe()) return model_params(m);
   constexpr std::string_view what = "active parameters";
   const int64_t idle_per_layer = checked_mul((m.num_experts - m.experts_per_token) * 3 * m.hidden, m.expert_ffn, what);
-  return model_params(m) - checked_mul(m.layers, idle_per_layer, what);
+  return model_params(m) - checked_mul(m.layers - m.dense_layers, idle_per_layer, what);
+}
+
+int64_t mtp_params(const ModelConfig& m) {
+  // DeepSeek-V3 §2.2 (fig. 3) and its checkpoint's model.layers.61: each MTP
+  // module is one more transformer layer (a MoE layer: its index is past
+  // first_k_dense_replace), the RMSNorms enorm and hnorm on the embedding and
+  // on the previous depth's hidden state, eh_proj (2h → h) and
+  // shared_head.norm. Its embedding and output head are the main model's.
+  if (m.mtp_modules == 0) return 0;
+  constexpr std::string_view what = "MTP parameters";
+  const int64_t h = m.hidden;
+  const int64_t module = checked_add(layer_params(m, 1), 3 * h + 2 * h * h, what);
+  return checked_mul(m.mtp_modules, module, what);
 }
 
 int64_t non_embedding_params(const ModelConfig& m) {
@@ -200,7 +237,7 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     const int64_t first = first_layer_of_chunk(m, l, c.pp, chunk);
     for (int64_t i = first; i < first + count; ++i) {
       const std::string idx = std::to_string(i);
-      units.push_back({"layer." + idx, layer_tensors(m, l.tp, l.ep, "layers." + idx + "."), chunk});
+      units.push_back({"layer." + idx, layer_tensors(m, l.tp, l.ep, "layers." + idx + ".", i), chunk});
     }
   }
 

@@ -21,8 +21,16 @@ int64_t model_params(const ModelConfig& m);
 int64_t active_params(const ModelConfig& m);
 // Ψ without the embedding/head matrices and positions (the "non-embedding" N of Kaplan et al.).
 int64_t non_embedding_params(const ModelConfig& m);
-// One layer's parameters on one TP rank (and, with ep > 1, one expert-parallel rank: E/ep experts).
+// One layer's parameters on one TP rank (and, with ep > 1, one expert-parallel rank: E/ep experts):
+// layer_params the last layer (a MoE model's sparse layer), layer_params_at global layer `layer`
+// (the first dense_layers layers of a MoE model hold the dense MLP).
 int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep = 1);
+int64_t layer_params_at(const ModelConfig& m, int64_t layer, int64_t tp, int64_t ep = 1);
+// The multi-token prediction modules (mtp_modules; DeepSeek-V3 §2.2), not in Ψ:
+// per module one MoE layer, the two RMSNorms on its inputs, the 2h → h
+// projection and the shared head's RMSNorm; its embedding and output head are
+// the main model's and not counted again.
+int64_t mtp_params(const ModelConfig& m);
 // The largest single layer's parameters at t = 1 (DeepSpeed's ZeRO-3 estimator).
 int64_t largest_layer_params(const ModelConfig& m);
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -104,7 +105,15 @@ const std::vector<std::string>& known_fields() {
                                              "shared_expert_ffn",
                                              "norm_topk_prob",
                                              "router_aux_loss_coef",
-                                             "capacity_factor"};
+                                             "capacity_factor",
+                                             "dense_layers",
+                                             "router_bias",
+                                             "q_lora_rank",
+                                             "kv_lora_rank",
+                                             "qk_nope_head_dim",
+                                             "qk_rope_head_dim",
+                                             "v_head_dim",
+                                             "mtp_modules"};
   return k;
 }
 
@@ -128,12 +137,19 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
                                                 {"shared_experts", m.shared_experts != 0},
                                                 {"shared_expert_ffn", m.shared_expert_ffn != 0},
                                                 {"router_aux_loss_coef", m.router_aux_loss_coef != 0.0},
-                                                {"capacity_factor", m.capacity_factor.has_value()}};
+                                                {"capacity_factor", m.capacity_factor.has_value()},
+                                                {"dense_layers", m.dense_layers != 0},
+                                                {"router_bias", m.router_bias}};
     for (const auto& [field, given] : set)
       if (given) fail(field, origin, "is a mixture-of-experts field: give num_experts > 0 or leave it out");
     return;
   }
   if (m.is_gpt()) fail("num_experts", origin, "mixture of experts needs the llama flavour (SwiGLU experts)");
+  // DeepSeek's first_k_dense_replace: at least one layer stays a MoE layer.
+  if (m.dense_layers < 0 || m.dense_layers >= m.layers)
+    fail(
+        "dense_layers", origin,
+        "must be in [0, layers " + str(m.layers) + ") (the first layers with a dense MLP), got " + str(m.dense_layers));
   if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
     fail("experts_per_token", origin,
          "must be in [1, num_experts " + str(m.num_experts) + "], got " + str(m.experts_per_token));
@@ -152,6 +168,48 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
   if (m.capacity_factor && !(*m.capacity_factor > 0 && *m.capacity_factor <= static_cast<double>(m.num_experts)))
     fail("capacity_factor", origin,
          "must be null (no drops) or in (0, num_experts " + str(m.num_experts) + "], got " + str(*m.capacity_factor));
+}
+
+// Multi-head latent attention (docs/formulas/mla.md): all zero unless
+// kv_lora_rank > 0; then a llama-flavour model whose heads are the query
+// heads (kv_heads == heads) and whose head_dim is the query/key head,
+// qk_nope_head_dim + qk_rope_head_dim (HF DeepseekV3Config.qk_head_dim).
+void validate_mla(const ModelConfig& m, const std::string& origin) {
+  const auto str = [](auto v) { return std::to_string(v); };
+  const std::pair<const char*, int64_t> dims[] = {{"q_lora_rank", m.q_lora_rank},
+                                                  {"kv_lora_rank", m.kv_lora_rank},
+                                                  {"qk_nope_head_dim", m.qk_nope_head_dim},
+                                                  {"qk_rope_head_dim", m.qk_rope_head_dim},
+                                                  {"v_head_dim", m.v_head_dim}};
+  for (const auto& [field, value] : dims) {
+    const int64_t cap = std::string_view(field).ends_with("rank") ? limits::kMaxHidden : limits::kMaxHeadDim;
+    if (value < 0 || value > cap) fail(field, origin, "must be in [0, " + str(cap) + "], got " + str(value));
+  }
+  if (m.mtp_modules < 0 || m.mtp_modules > limits::kMaxLayers)
+    fail("mtp_modules", origin, "must be in [0, " + str(limits::kMaxLayers) + "], got " + str(m.mtp_modules));
+  if (!m.is_mla()) {
+    for (const auto& [field, value] : dims)
+      if (value != 0)
+        fail(field, origin, "is a multi-head latent attention field: give kv_lora_rank > 0 or leave it out");
+    return;
+  }
+  if (m.is_gpt()) fail("kv_lora_rank", origin, "multi-head latent attention needs the llama flavour (RMSNorm, RoPE)");
+  for (const auto& [field, value] : dims)
+    if (value < 1 && std::string_view(field).ends_with("head_dim"))
+      fail(field, origin, "must be >= 1 with kv_lora_rank, got 0");
+  if (m.qk_rope_head_dim % 2 != 0)
+    fail("qk_rope_head_dim", origin, "RoPE rotates pairs: must be even, got " + str(m.qk_rope_head_dim));
+  if (m.head_dim != m.qk_nope_head_dim + m.qk_rope_head_dim)
+    fail("head_dim", origin,
+         "multi-head latent attention's query/key head is qk_nope_head_dim + qk_rope_head_dim = " +
+             str(m.qk_nope_head_dim + m.qk_rope_head_dim) + ", got " + str(m.head_dim));
+  if (m.kv_heads != m.heads)
+    fail("kv_heads", origin,
+         "multi-head latent attention up-projects keys and values for every head: kv_heads must equal heads " +
+             str(m.heads));
+  if (m.qkv_bias) fail("qkv_bias", origin, "multi-head latent attention's projections have no bias");
+  if (m.qk_norm) fail("qk_norm", origin, "multi-head latent attention normalises its latents, not Q and K per head");
+  if (m.sliding_window) fail("sliding_window", origin, "is not supported with multi-head latent attention");
 }
 
 // The checks shared by parse_model_config and validate_model_config.
@@ -188,6 +246,7 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   if (m.sliding_window && *m.sliding_window <= 0)
     fail("sliding_window", origin, "must be null or a positive integer, got " + std::to_string(*m.sliding_window));
   validate_moe(m, origin);
+  validate_mla(m, origin);
   if (m.is_gpt() && m.qk_norm) fail("qk_norm", origin, "gpt has no QK norm (a llama-flavour option, Qwen3)");
   if (m.is_gpt()) {
     // GPT-2: MHA, every linear has a bias, learned positions, no window.
@@ -209,8 +268,9 @@ void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
   for (auto [field, value] :
        {std::pair{"num_experts", &m.num_experts}, std::pair{"experts_per_token", &m.experts_per_token},
         std::pair{"expert_ffn", &m.expert_ffn}, std::pair{"shared_experts", &m.shared_experts},
-        std::pair{"shared_expert_ffn", &m.shared_expert_ffn}})
+        std::pair{"shared_expert_ffn", &m.shared_expert_ffn}, std::pair{"dense_layers", &m.dense_layers}})
     if (j.contains(field)) *value = get_int(j.at(field), field, origin);
+  if (j.contains("router_bias")) m.router_bias = get_bool(j.at("router_bias"), "router_bias", origin);
   if (j.contains("norm_topk_prob")) m.norm_topk_prob = get_bool(j.at("norm_topk_prob"), "norm_topk_prob", origin);
   if (j.contains("capacity_factor") && !j.at("capacity_factor").is_null()) {
     if (!j.at("capacity_factor").is_number())
@@ -218,6 +278,17 @@ void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
            std::string("expected a number or null, got ") + json_type_name(j.at("capacity_factor")));
     m.capacity_factor = j.at("capacity_factor").get<double>();
   }
+}
+
+// The multi-head latent attention fields and the MTP module count (optional;
+// q_lora_rank null is HF's "no query compression", read as 0).
+void read_mla_fields(const json& j, ModelConfig& m, const std::string& origin) {
+  for (auto [field, value] :
+       {std::pair{"q_lora_rank", &m.q_lora_rank}, std::pair{"kv_lora_rank", &m.kv_lora_rank},
+        std::pair{"qk_nope_head_dim", &m.qk_nope_head_dim}, std::pair{"qk_rope_head_dim", &m.qk_rope_head_dim},
+        std::pair{"v_head_dim", &m.v_head_dim}, std::pair{"mtp_modules", &m.mtp_modules}})
+    if (j.contains(field) && !(field == std::string_view("q_lora_rank") && j.at(field).is_null()))
+      *value = get_int(j.at(field), field, origin);
 }
 
 }  // namespace
@@ -303,6 +374,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (j.contains("attention_pattern"))
     m.attention_pattern = parse_attention_pattern(j.at("attention_pattern"), m.sliding_window, origin);
   read_moe_fields(j, m, origin);
+  read_mla_fields(j, m, origin);
   for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta},
                               std::pair{"router_aux_loss_coef", &m.router_aux_loss_coef}})
     if (j.contains(field)) {

@@ -48,11 +48,34 @@ struct ModelConfig {
   bool norm_topk_prob = true;             // renormalise the k chosen probabilities to sum 1
   double router_aux_loss_coef = 0.0;      // α of the load-balancing loss α·E·Σ_e f_e·P_e
   std::optional<double> capacity_factor;  // c: an expert takes ⌈c·N·k/E⌉ tokens (none: no drops)
+  // DeepSeek-MoE (DeepSeek-V2/V3 config.json): the first `dense_layers` layers
+  // keep a dense SwiGLU MLP of inner size `ffn` (HF first_k_dense_replace);
+  // router_bias: the router's per-expert score-correction bias, E values per MoE
+  // layer (DeepSeek-V3's e_score_correction_bias, aux-loss-free balancing).
+  int64_t dense_layers = 0;
+  bool router_bias = false;
+
+  // Multi-head latent attention (docs/formulas/mla.md; DeepSeek-V2, arXiv
+  // 2405.04434 §2.1) when kv_lora_rank > 0 (llama flavour, kv_heads == heads,
+  // head_dim == qk_nope_head_dim + qk_rope_head_dim): K and V come from a
+  // latent of kv_lora_rank values per token, cached with one shared RoPE key
+  // of qk_rope_head_dim; q_lora_rank 0 is a direct query projection (V2-Lite).
+  int64_t q_lora_rank = 0;       // HF q_lora_rank (null: 0)
+  int64_t kv_lora_rank = 0;      // HF kv_lora_rank (0: not MLA)
+  int64_t qk_nope_head_dim = 0;  // per-head query/key part without RoPE
+  int64_t qk_rope_head_dim = 0;  // per-head query part with RoPE; the one shared key of that size
+  int64_t v_head_dim = 0;        // per-head value size
+  // Multi-token prediction modules (HF num_nextn_predict_layers, DeepSeek-V3
+  // §2.2): counted apart from Ψ (analytic::mtp_params) and not built by the runs.
+  int64_t mtp_modules = 0;
 
   bool is_gpt() const { return flavour == Flavour::kGpt; }
   int64_t q_dim() const { return heads * head_dim; }      // a·d
   int64_t kv_dim() const { return kv_heads * head_dim; }  // k·d
   bool is_moe() const { return num_experts > 0; }
+  // Layer i (0-based, global) holds the sparse MLP: a MoE model past its dense layers.
+  bool is_moe_layer(int64_t i) const { return is_moe() && i >= dense_layers; }
+  bool is_mla() const { return kv_lora_rank > 0; }
 };
 
 // A bad model file or value. `field` names the offending field ("" if none).

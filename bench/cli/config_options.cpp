@@ -300,7 +300,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
     throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
   r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
-  require_runnable_model(r.model, r.layout, r.run);  // MoE: dp and ep only; QK norm: tp 1
+  require_runnable_model(r.model, r.layout, r.run, o.use);  // MoE: dp and ep only; QK norm: tp 1
   if (o.gbs > 0) {
     const int64_t per_step = r.run.mbs * r.layout.dp;
     if (o.gbs % per_step != 0)

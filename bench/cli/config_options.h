@@ -15,6 +15,7 @@
 
 #include "analytic/kv_cache.h"
 #include "bench/cli/size_options.h"
+#include "core/model_support.h"
 #include "core/resolved_config.h"
 
 namespace CLI {
@@ -40,6 +41,7 @@ struct ConfigOptions {
   std::optional<double> capacity_factor;  // MoE: overrides the model file's capacity_factor
   std::string device;                     // preset name
   std::string device_memory;              // BYTES with K/M/G/Ki/Mi/Gi suffix
+  ModelUse use = ModelUse::kRun;          // not an option: kv and serve-plan only size the cache
 };
 
 // One option of ConfigOptions each; a subcommand lists those it uses.

@@ -23,6 +23,7 @@ class KvCommand : public RunCommand {
   void bind(CLI::App& app) override {
     using O = ConfigOption;
     config_.attention = "flash";  // infer's default: the activation estimate is the one infer measures
+    config_.use = ModelUse::kKvSizing;
     add_config_options(app, config_,
                        {O::kModel, O::kLayers, O::kDp, O::kTp, O::kPp, O::kSp, O::kRanks, O::kSeq, O::kAttention,
                         O::kDtype, O::kDevice, O::kDeviceMemory});

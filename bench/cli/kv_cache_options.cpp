@@ -100,6 +100,9 @@ analytic::KvOptions resolve_kv_options(const KvCacheOptions& o, const ModelConfi
   k.layout = *kv_layout_from_name(o.kv_layout);
   k.dtype = *kv_format_from_name(o.kv_dtype);
   const bool int4 = k.dtype == KvFormat::kInt4;
+  if (m.is_mla() && kv_quantized(k.dtype))
+    throw ConfigError("kv-dtype", "--kv-dtype " + o.kv_dtype + ": model '" + m.name +
+                                      "' caches a multi-head latent attention latent, sized in bf16 only");
   k.scales =
       o.kv_scales.empty() ? (int4 ? KvScales::kPerGroup : KvScales::kPerTokenHead) : *kv_scales_from_name(o.kv_scales);
   if (int4 != (k.scales == KvScales::kPerGroup))

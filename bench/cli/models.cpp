@@ -30,6 +30,8 @@ void add_models_command(CLI::App& root, std::vector<Command>& out) {
            j["params"] = params;
            j["non_embedding_params"] = analytic::non_embedding_params(m);
            j["active_params"] = analytic::active_params(m);
+           // DeepSeek-V3's multi-token prediction module, counted apart from Ψ (docs/formulas/mla.md).
+           if (m.mtp_modules > 0) j["mtp_params"] = analytic::mtp_params(m);
            doc["models"].push_back(j);
            t.row({m.name, m.is_gpt() ? "gpt" : "llama", std::to_string(m.layers), std::to_string(m.hidden),
                   std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.head_dim),

@@ -81,6 +81,7 @@ run::ServePlanRequest make_request(const ServePlanOptions& o, const CLI::App& ap
 
 void bind(CLI::App& app, ServePlanOptions& o) {
   using O = ConfigOption;
+  o.config.use = ModelUse::kKvSizing;
   add_config_options(app, o.config, {O::kModel, O::kLayers, O::kAttention, O::kDtype});
   const auto g = kServingGroup;
   app.add_option("--qps", o.qps, "requests per second (λ)")->required()->group(g);

@@ -99,7 +99,11 @@ void print_kv(std::ostream& os, const json& doc) {
         budget, kept, kv["context"].get<int64_t>(),
         doc["ranks"].empty() ? 0 : doc["ranks"][0]["per_sequence"]["tokens_kept"].get<int64_t>());
   }
-  Table t("KV cache per rank (2 · layers · kv_heads · head_dim · dtype bytes per token)");
+  // Multi-head latent attention caches its latent, whole on every TP rank (analytic/mla.h).
+  const bool mla = doc["config"]["model"].contains("kv_lora_rank");
+  Table t(mla ? "KV cache per rank (MLA latent: layers · (kv_lora_rank + qk_rope_head_dim) · dtype bytes per token, "
+                "whole on every TP rank)"
+              : "KV cache per rank (2 · layers · kv_heads · head_dim · dtype bytes per token)");
   t.columns({"rank", "kv heads", "per token", "scales/token", "per sequence", "reserved (all requests)", "weights",
              "activation peak (est.)"});
   for (const auto& rj : doc["ranks"])

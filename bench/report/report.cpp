@@ -68,7 +68,17 @@ json model_json(const ModelConfig& m) {
     j["norm_topk_prob"] = m.norm_topk_prob;
     j["router_aux_loss_coef"] = m.router_aux_loss_coef;
     j["capacity_factor"] = m.capacity_factor ? json(*m.capacity_factor) : json(nullptr);
+    if (m.dense_layers > 0) j["dense_layers"] = m.dense_layers;
+    if (m.router_bias) j["router_bias"] = true;
   }
+  if (m.is_mla()) {
+    j["q_lora_rank"] = m.q_lora_rank;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    j["v_head_dim"] = m.v_head_dim;
+  }
+  if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   return j;
 }
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "bench/median.h"
-#include "kernels/op_bytes.h"
 #include "bench/peak.h"
+#include "kernels/op_bytes.h"
 
 namespace gpuledger::bench {
 namespace {
@@ -83,8 +83,7 @@ void time_rows(Timer& time, int64_t N, int64_t C, DType t) {
   });
   time(OpClass::kActivation, "dropout_backward", t, size, dropout_backward_bytes(n, t, t),
        [&] { dev.dropout_backward(z.data(), t, y.data(), t, mask.as<uint8_t>(), n, kDropout); });
-  time(OpClass::kActivation, "add", t, size, add_bytes(n, t),
-       [&] { dev.add(z.data(), x.data(), y.data(), t, n); });
+  time(OpClass::kActivation, "add", t, size, add_bytes(n, t), [&] { dev.add(z.data(), x.data(), y.data(), t, n); });
   time(OpClass::kActivation, "bias_add", t, size, bias_add_bytes(N, C, t),
        [&] { dev.bias_add(z.data(), w.data(), t, N, C); });
   time(OpClass::kActivation, "bias_backward", t, size, bias_backward_bytes(N, C, t, t, true),

@@ -55,7 +55,8 @@ KvRankRecord kv_rank(const KvRequest& q, int64_t rank) {
   // The rank's stage: its layers' windows size the cache (core/attention_pattern.h).
   analytic::KvOptions kv = q.kv;
   kv.stage = r.coords.pp;
-  r.kv_heads = kv_heads_on_rank(m.kv_heads, l.tp);
+  // MLA: the latent, one "head" whole on every TP rank (analytic/mla.h).
+  r.kv_heads = m.is_mla() ? 1 : kv_heads_on_rank(m.kv_heads, l.tp);
   // A rank's view of the model: its stage's layers (kv_bytes_per_token takes the layout).
   r.kv_bytes_per_token = analytic::kv_bytes_per_token(m, l, kv.dtype);
   r.kv_scale_bytes_per_token = analytic::kv_scale_bytes_per_token(m, l, kv);

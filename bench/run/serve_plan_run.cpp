@@ -45,7 +45,9 @@ analytic::ServingModel serving_model(const ResolvedConfig& c) {
   m.weight_bytes = m.params * dtype_bytes(c.run.dtype);
   // The whole model's KV at the serving dtype's 16 bits (one rank, tp = 1).
   m.kv_bytes_per_token = analytic::kv_bytes_per_token(c.model, Layout{}, KvFormat::kBF16);
-  m.kv_heads = c.model.kv_heads;
+  // The latent of multi-head latent attention is one "head" whole on every TP
+  // rank (vLLM's ModelConfig.get_num_kv_heads returns 1 under MLA).
+  m.kv_heads = c.model.is_mla() ? 1 : c.model.kv_heads;
   if (any_sliding(c.model)) m.layer_windows = layer_windows(c.model, 0, c.model.layers);
   m.heads = c.model.heads;
   return m;

@@ -207,6 +207,10 @@ std::string hf_config_json(const ModelConfig& m) {
     throw ConfigError("attention_pattern", "model '" + m.name +
                                                "': writing a Hugging Face config of a per-layer attention pattern "
                                                "is not implemented");
+  if (m.is_mla())  // a llama config would describe another attention
+    throw ConfigError("kv_lora_rank", "model '" + m.name +
+                                          "': writing a Hugging Face config of a multi-head latent attention model "
+                                          "is not implemented");
   json j;
   if (m.is_gpt()) {
     j = {{"model_type", "gpt2"},
