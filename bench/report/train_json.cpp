@@ -183,12 +183,6 @@ json assemble_report(const run::TrainRecord& rec) {
   const double model_rate = timed && s > 0 ? static_cast<double>(job.model) / s : 0.0;
   put_mfu(sum, "mfu", model_rate, peak.flops ? std::optional<double>(peak_total) : std::nullopt, "measured",
           doc["checks"], "mfu (measured peak)");
-  if (!timed)
-    sum["time_note"] =
-        "the meta backend runs no op: step times are bookkeeping, not a measurement; the predicted "
-        "step (summary.predicted, with --device-profile or a --device that has a published profile) "
-        "is its time";
-  if (rec.prediction) add_prediction(doc, sum, *rec.prediction, runs);
   if (!rec.hardware_peak_source.empty()) {
     const auto& hw = rec.hardware_peak_flops;
     sum["hardware_peak_flops"] = hw ? json(*hw) : json(nullptr);
@@ -227,6 +221,11 @@ json train_report_json(const run::TrainRecord& record) {
   const auto& limit = record.request.memory_limit_bytes;
   doc["config"]["memory_limit_bytes"] = limit ? json(*limit) : json(nullptr);
   if (!record.hosts.empty()) doc["env"]["hosts"] = record.hosts;
+  if (record.request.backend == "meta")
+    doc["summary"]["time_note"] =
+        "the meta backend runs no op: step times are bookkeeping, not a measurement; the predicted step "
+        "(summary.predicted, with --device-profile or a --device that has a published profile) is its time";
+  if (record.prediction) add_prediction(doc, doc["summary"], *record.prediction, record.runs);
   add_oom_advice(doc, record.request.config, limit);
   return doc;
 }
