@@ -47,6 +47,23 @@ struct OpCost {
   int64_t seq = 0, heads = 0, head_dim = 0;  // kFlashAttention (query length, query heads, head dim)
 };
 
+// The cost of a bandwidth-bound op of class `c` moving `bytes`, and of a host
+// copy of `bytes` (one direction): the two forms the op table's element-wise
+// entries and a backend's memory operations report.
+inline OpCost memory_bound_op(std::string_view name, OpClass c, int64_t bytes) {
+  OpCost o;
+  o.name = name;
+  o.kind = OpCostKind::kMemoryBound;
+  o.op_class = c;
+  o.bytes = bytes;
+  return o;
+}
+inline OpCost host_copy_op(std::string_view name, int64_t bytes) {
+  OpCost o = memory_bound_op(name, OpClass::kCopy, bytes);
+  o.kind = OpCostKind::kHostCopy;
+  return o;
+}
+
 // A communication call as the rank issues it.
 //   kBlocking  a collective (or send/recv) the caller waits for;
 //   kStart     a collective started beside the compute (Comm::*_start), `handle` names it;

@@ -11,17 +11,11 @@ namespace {
 
 constexpr double kMsPerSecond = 1e3;
 
-// "comm tp" → "tp": the stream's group.
-std::string group_of(const std::string& stream) {
-  const std::string prefix = "comm ";
-  return stream.rfind(prefix, 0) == 0 ? stream.substr(prefix.size()) : stream;
-}
-
 json rank_json(const run::PredictedRank& r) {
   json exposed = json::object();
   double exposed_total = 0;
   for (const auto& [stream, s] : r.exposed_comm_seconds) {
-    exposed[group_of(stream)] = s * kMsPerSecond;
+    exposed[stream_group(stream)] = s * kMsPerSecond;
     exposed_total += s;
   }
   return {{"rank", r.rank},
@@ -38,6 +32,11 @@ json rank_json(const run::PredictedRank& r) {
 }
 
 }  // namespace
+
+std::string stream_group(const std::string& stream) {
+  const std::string prefix = "comm ";
+  return stream.rfind(prefix, 0) == 0 ? stream.substr(prefix.size()) : stream;
+}
 
 json prediction_json(const run::StepPrediction& p) {
   json ranks = json::array();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/report/format.h"
+#include "bench/report/prediction_json.h"
 #include "bench/report/table.h"
 
 namespace gpuledger::report {
@@ -38,7 +39,7 @@ void print_prediction(std::ostream& os, const run::StepPrediction& p) {
   for (const auto& r : p.ranks)
     for (const auto& [s, t] : r.exposed_comm_seconds) streams.insert(s);
   std::vector<std::string> cols = {"rank", "role", "step", "compute"};
-  for (const auto& s : streams) cols.push_back("exposed " + s.substr(s.rfind(' ') + 1));
+  for (const auto& s : streams) cols.push_back("exposed " + stream_group(s));
   cols.insert(cols.end(), {"bubble", "tail"});
   std::string title =
       fmt::format("one rank per pipeline stage, simulated together; the slowest is r{}", p.critical_rank);

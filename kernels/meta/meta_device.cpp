@@ -8,18 +8,6 @@
 #include "kernels/op_bytes.h"
 
 namespace gpuledger {
-namespace {
-
-OpCost memory_operation(std::string_view name, OpCostKind kind, int64_t bytes) {
-  OpCost o;
-  o.name = name;
-  o.kind = kind;
-  o.op_class = OpClass::kCopy;
-  o.bytes = bytes;
-  return o;
-}
-
-}  // namespace
 
 std::string MetaDevice::description() const {
   return "meta (bookkeeping only: bytes booked, FLOPs counted, no memory touched)";
@@ -28,20 +16,19 @@ std::string MetaDevice::description() const {
 void MetaDevice::copy_to_host(void* host_dst, const void* src, int64_t bytes) {
   // There is no data to read; zeros make every caller deterministic.
   if (bytes > 0) std::memset(host_dst, 0, static_cast<size_t>(bytes));
-  if (auto* sink = program_sink()) sink->on_op(memory_operation("copy_to_host", OpCostKind::kHostCopy, bytes));
+  if (auto* sink = program_sink()) sink->on_op(host_copy_op("copy_to_host", bytes));
 }
 
 void MetaDevice::copy_from_host(void*, const void*, int64_t bytes) {
-  if (auto* sink = program_sink()) sink->on_op(memory_operation("copy_from_host", OpCostKind::kHostCopy, bytes));
+  if (auto* sink = program_sink()) sink->on_op(host_copy_op("copy_from_host", bytes));
 }
 
 void MetaDevice::copy(void*, const void*, int64_t bytes) {
-  if (auto* sink = program_sink())
-    sink->on_op(memory_operation("copy", OpCostKind::kMemoryBound, device_copy_bytes(bytes)));
+  if (auto* sink = program_sink()) sink->on_op(memory_bound_op("copy", OpClass::kCopy, device_copy_bytes(bytes)));
 }
 
 void MetaDevice::fill_zero(void*, int64_t bytes) {
-  if (auto* sink = program_sink()) sink->on_op(memory_operation("fill_zero", OpCostKind::kMemoryBound, bytes));
+  if (auto* sink = program_sink()) sink->on_op(memory_bound_op("fill_zero", OpClass::kCopy, bytes));
 }
 
 }  // namespace gpuledger
