@@ -65,8 +65,9 @@ class CheckedBytes {
 }  // namespace
 
 int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  if (r.recompute == Recompute::kFull) return 0;                              // only the layer input is kept
-  return checked_mul(2, norm_stats(dims(m, l, r)), "norm statistics bytes");  // norm 1 and norm 2
+  if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
+  // norm 1 and norm 2, and with post_norms the two post-block norms
+  return checked_mul(m.post_norms ? 4 : 2, norm_stats(dims(m, l, r)), "norm statistics bytes");
 }
 
 int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
@@ -113,6 +114,10 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
     n.add({x.gpt ? 2 : 3, x.e, x.b, x.s, x.f_t});
   }
   if (x.drop) n.add({x.b, x.s_l, x.h});  // MLP dropout mask (sp)
+  if (m.post_norms) {  // Gemma 2, 3: each block's output before its post norm, and the norm's statistics (sp)
+    n.add({2, hidden_sp});
+    n.add({2, norm_stats(x)});
+  }
   return n.value();
 }
 

@@ -171,7 +171,10 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
   // gradients (b, and one more hidden-sized buffer); so the bound is their sum,
   // not their maximum (measured on the cpu backend over 396 configurations:
   // the largest workspace peak was 0.98 of this sum).
-  return checked_sum(std::initializer_list<int64_t>{layer_buffer, grad_buffers, gemm, hidden_bytes}, what);
+  // post_norms: the gradient of a block's output before its post norm is one more hidden-sized buffer.
+  const int64_t post_norm_grad = m.post_norms ? hidden_bytes : 0;
+  return checked_sum(std::initializer_list<int64_t>{layer_buffer, grad_buffers, gemm, hidden_bytes, post_norm_grad},
+                     what);
 }
 
 RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {

@@ -216,8 +216,10 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     // gradient before its reduce-scatter, under ZeRO 2/3 with n > 1.
     const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const int64_t h_bytes = m.hidden * g;
-    // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ
-    tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers * (m.is_gpt() ? 6 : 2), h_bytes);
+    // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ (and with
+    // post_norms the two post-block norms' γ)
+    const int64_t per_layer = m.is_gpt() ? 6 : (m.post_norms ? 4 : 2);
+    tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers * per_layer, h_bytes);
     if (first && m.is_gpt()) tally.add(CommKind::kAllReduce, CommGroup::kTp, times, m.max_seq * h_bytes);
     if (last) tally.add(CommKind::kAllReduce, CommGroup::kTp, times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm
   }

@@ -99,6 +99,10 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t
   add(ts, p + "norm2.weight", h);
   if (gpt) add(ts, p + "norm2.bias", h);
   append_mlp_tensors(ts, m, tp, ep, p, layer);
+  if (m.post_norms) {  // Gemma 2, 3: the RMSNorm γ on the attention and MLP outputs
+    add(ts, p + "post_attn_norm.weight", h);
+    add(ts, p + "post_mlp_norm.weight", h);
+  }
   return ts;
 }
 

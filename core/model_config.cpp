@@ -98,6 +98,7 @@ const std::vector<std::string>& known_fields() {
                                              "norm_eps",
                                              "rope_theta",
                                              "qk_norm",
+                                             "post_norms",
                                              "num_experts",
                                              "experts_per_token",
                                              "expert_ffn",
@@ -248,6 +249,8 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   validate_moe(m, origin);
   validate_mla(m, origin);
   if (m.is_gpt() && m.qk_norm) fail("qk_norm", origin, "gpt has no QK norm (a llama-flavour option, Qwen3)");
+  if (m.is_gpt() && m.post_norms)
+    fail("post_norms", origin, "gpt has no post-block norms (a llama-flavour option, Gemma 2 and 3)");
   if (m.is_gpt()) {
     // GPT-2: MHA, every linear has a bias, learned positions, no window.
     if (m.head_dim * m.heads != m.hidden)
@@ -262,9 +265,10 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   validate_attention_pattern(m, origin);
 }
 
-// qk_norm and the mixture-of-experts fields (all optional; a dense model has none).
+// qk_norm, post_norms and the mixture-of-experts fields (all optional; a dense model has none).
 void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
   if (j.contains("qk_norm")) m.qk_norm = get_bool(j.at("qk_norm"), "qk_norm", origin);
+  if (j.contains("post_norms")) m.post_norms = get_bool(j.at("post_norms"), "post_norms", origin);
   for (auto [field, value] :
        {std::pair{"num_experts", &m.num_experts}, std::pair{"experts_per_token", &m.experts_per_token},
         std::pair{"expert_ffn", &m.expert_ffn}, std::pair{"shared_experts", &m.shared_experts},

@@ -30,6 +30,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;                 // LayerNorm / RMSNorm ε (GPT-2, Llama 2: 1e-5; HF rms_norm_eps)
   double rope_theta = 10000.0;            // llama: RoPE base θ (Su et al. 2021; Llama 3: 500000)
   bool qk_norm = false;                   // llama: RMSNorm over head_dim on Q and K per head (Qwen3)
+  bool post_norms = false;                // llama: RMSNorm on each block's output before the residual add (Gemma 2, 3)
 
   // Per-layer windows, repeating over the layers (none: full attention); empty:
   // sliding_window for every layer. Read through core/attention_pattern.h.

@@ -59,6 +59,7 @@ json model_json(const ModelConfig& m) {
   if (!m.attention_pattern.empty()) j["attention_pattern"] = attention_pattern_json(m);
   // Written only when set, so a dense model's report is unchanged.
   if (m.qk_norm) j["qk_norm"] = true;
+  if (m.post_norms) j["post_norms"] = true;
   if (m.is_moe()) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;

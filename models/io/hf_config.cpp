@@ -199,10 +199,10 @@ ModelConfig load_hf_config(const std::string& path) {
 }
 
 std::string hf_config_json(const ModelConfig& m) {
-  if (m.is_moe() || m.qk_norm)  // Mixtral / Qwen3-MoE configs and tensor names are not written yet
-    throw ConfigError(
-        m.is_moe() ? "num_experts" : "qk_norm",
-        "model '" + m.name + "': writing a Hugging Face config of a MoE or QK-norm model is not implemented");
+  if (m.is_moe() || m.qk_norm || m.post_norms)  // Mixtral / Qwen3 / Gemma configs and tensor names are not written yet
+    throw ConfigError(m.is_moe() ? "num_experts" : (m.qk_norm ? "qk_norm" : "post_norms"),
+                      "model '" + m.name +
+                          "': writing a Hugging Face config of a MoE, QK-norm or post-norm model is not implemented");
   if (!m.attention_pattern.empty())  // Gemma 3 / gpt-oss configs (layer_types) are not written yet
     throw ConfigError("attention_pattern", "model '" + m.name +
                                                "': writing a Hugging Face config of a per-layer attention pattern "

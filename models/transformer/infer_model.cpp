@@ -74,6 +74,8 @@ LayerParams InferWeights::layer_params(size_t unit) const {
   lp.mlp_out_b = w("mlp_out.bias");
   lp.q_norm_w = w("q_norm.weight");
   lp.k_norm_w = w("k_norm.weight");
+  lp.post_attn_norm_w = w("post_attn_norm.weight");
+  lp.post_mlp_norm_w = w("post_mlp_norm.weight");
   lp.moe.router = w("moe.router.weight");
   lp.moe.gate = w("moe.experts.gate.weight");
   lp.moe.up = w("moe.experts.up.weight");

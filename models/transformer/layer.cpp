@@ -26,6 +26,7 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.gpt = m.is_gpt();
   c.qkv_bias = m.is_gpt() || m.qkv_bias;
   c.qk_norm = m.qk_norm;
+  c.post_norms = m.post_norms;
   c.b = r.mbs;
   c.s = r.seq;
   c.h = m.hidden;
@@ -73,6 +74,8 @@ LayerParams layer_params(const Params& p, size_t unit) {
   lp.mlp_out_b = w("mlp_out.bias");   lp.d_mlp_out_b = g("mlp_out.bias");
   lp.q_norm_w = w("q_norm.weight");   lp.d_q_norm_w = g("q_norm.weight");
   lp.k_norm_w = w("k_norm.weight");   lp.d_k_norm_w = g("k_norm.weight");
+  lp.post_attn_norm_w = w("post_attn_norm.weight"); lp.d_post_attn_norm_w = g("post_attn_norm.weight");
+  lp.post_mlp_norm_w = w("post_mlp_norm.weight");   lp.d_post_mlp_norm_w = g("post_mlp_norm.weight");
   MoeWeights& m = lp.moe;
   m.router = w("moe.router.weight");             m.d_router = g("moe.router.weight");
   m.gate = w("moe.experts.gate.weight");         m.d_gate = g("moe.experts.gate.weight");
@@ -98,6 +101,8 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
                                 ") must be a multiple of KV heads per rank (" + std::to_string(cfg.k_t) + ")");
   if (cfg.moe && (cfg.tp > 1 || cfg.sp))
     throw std::invalid_argument("TransformerLayer: a MoE layer runs on one tensor-parallel rank only");
+  if (cfg.post_norms && cfg.gpt)
+    throw std::invalid_argument("TransformerLayer: post-block norms on the llama flavour only");
   if (!cfg.gpt && cfg.d % 2 != 0)
     throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " + std::to_string(cfg.d));
   // The γ of the QK norm is shared by all heads: under tp each rank's gradient
@@ -137,14 +142,36 @@ void TransformerLayer::norm_forward(void* out, Buffer& stats, const void* x, con
 }
 
 void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w,
-                                     const Buffer& stats) {
+                                     const Buffer& stats, bool accumulate_dx) {
   const int64_t n = cfg_.tokens_local();
   const float* st = stats.as<float>();
   if (cfg_.gpt)
     dev_.layernorm_backward(dx, dw, db, cfg_.g, dout, x, w, st, st ? st + n : nullptr, cfg_.e, n, cfg_.h,
-                            /*accumulate_dx=*/true);
+                            accumulate_dx);
   else
-    dev_.rmsnorm_backward(dx, dw, cfg_.g, dout, x, w, st, cfg_.e, n, cfg_.h, /*accumulate_dx=*/true);
+    dev_.rmsnorm_backward(dx, dw, cfg_.g, dout, x, w, st, cfg_.e, n, cfg_.h, accumulate_dx);
+}
+
+Buffer TransformerLayer::block_output(Account acc, const char* what) {
+  const int64_t bytes = dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h;
+  return cfg_.post_norms ? dev_.alloc(bytes, acc, "post_norm.in") : ws(bytes, what);
+}
+
+Buffer TransformerLayer::post_norm_forward(Buffer& in, Buffer& stats, const void* w, Account acc) {
+  Buffer out = ws(dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h, "post_norm.out");
+  stats = dev_.alloc(cfg_.norm_stats_bytes(), acc, "post_norm.stats");
+  norm_forward(out.data(), stats, in.data(), w, nullptr);
+  done(in);
+  done(stats);
+  return out;
+}
+
+Buffer TransformerLayer::post_norm_backward(const void* dy, void* dw, const void* w, Buffer& in, Buffer& stats) {
+  Buffer dblock = ws(dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h, "post_norm.dx");
+  norm_backward(dblock.data(), dw, nullptr, dy, in.data(), w, stats, /*accumulate_dx=*/false);
+  in.reset();
+  stats.reset();
+  return dblock;
 }
 
 void TransformerLayer::forward(const void* x, void* out, const LayerKeys& keys, LayerSaved& saved) {
@@ -188,9 +215,13 @@ void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& k
   norm_forward(s.norm1_out.data(), s.norm1_stats, x, p_.norm1_w, p_.norm1_b);
   done(s.norm1_stats);
 
-  // attention block -> y (row-parallel output, all-reduced, bias added)
-  Buffer y = ws(e * hid, "attn.y");
+  // attention block -> y (row-parallel output, all-reduced, bias added; then its post norm)
+  Buffer y = block_output(acc, "attn.y");
   attention_forward(s.norm1_out.data(), y.data(), keys, s, acc, keep_core);
+  if (cfg_.post_norms) {
+    s.post_attn_in = std::move(y);
+    y = post_norm_forward(s.post_attn_in, s.post_attn_stats, p_.post_attn_norm_w, acc);
+  }
   if (p > 0) {
     s.out_mask = dev_.alloc(hid, acc, "attn_out.mask");
     dev_.dropout_forward(y.data(), s.out_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, hidden_key(keys.attn_out));
@@ -206,10 +237,14 @@ void TransformerLayer::forward_impl(const void* x, void* out, const LayerKeys& k
   norm_forward(s.norm2_out.data(), s.norm2_stats, s.norm2_in.data(), p_.norm2_w, p_.norm2_b);
   done(s.norm2_stats);
 
-  // MLP -> y
-  y = ws(e * hid, "mlp.y");
+  // MLP -> y (then its post norm)
+  y = block_output(acc, "mlp.y");
   mlp_forward(s.norm2_out.data(), y.data(), s, acc);
   done(s.norm2_out);
+  if (cfg_.post_norms) {
+    s.post_mlp_in = std::move(y);
+    y = post_norm_forward(s.post_mlp_in, s.post_mlp_stats, p_.post_mlp_norm_w, acc);
+  }
   if (p > 0) {
     s.mlp_mask = dev_.alloc(hid, acc, "mlp.mask");
     dev_.dropout_forward(y.data(), s.mlp_mask.as<uint8_t>(), y.data(), cfg_.e, hid, p, hidden_key(keys.mlp_out));
@@ -248,7 +283,13 @@ void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys
     s.mlp_mask.reset();
     dy = tmp.data();
   }
+  Buffer dblock;  // post_norms: the gradient of the block's output, before its post norm
+  if (cfg_.post_norms) {
+    dblock = post_norm_backward(dy, p_.d_post_mlp_norm_w, p_.post_mlp_norm_w, s.post_mlp_in, s.post_mlp_stats);
+    dy = dblock.data();
+  }
   mlp_backward(dy, tmp.data(), s);
+  dblock.reset();
   // dres += norm2ᵀ(dxn): dres becomes dL/d(norm2 input)
   norm_backward(dres, p_.d_norm2_w, p_.d_norm2_b, tmp.data(), s.norm2_in.data(), p_.norm2_w, s.norm2_stats);
   s.norm2_in.reset();
@@ -261,7 +302,12 @@ void TransformerLayer::backward(const void* x, void* dres, const LayerKeys& keys
     s.out_mask.reset();
     dy = tmp.data();
   }
+  if (cfg_.post_norms) {
+    dblock = post_norm_backward(dy, p_.d_post_attn_norm_w, p_.post_attn_norm_w, s.post_attn_in, s.post_attn_stats);
+    dy = dblock.data();
+  }
   attention_backward(dy, tmp.data(), keys, s);
+  dblock.reset();
   // dres += norm1ᵀ(dxn): dres becomes dL/dx
   norm_backward(dres, p_.d_norm1_w, p_.d_norm1_b, tmp.data(), x, p_.norm1_w, s.norm1_stats);
   tmp.reset();

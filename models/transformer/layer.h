@@ -7,6 +7,10 @@
 //
 //   x ─ norm1 ─ QKV ─ (RoPE) ─ core ─ attn-out ─ AR ─ (+b) ─ dropout ─ + ─ norm2 ─ MLP ─ AR ─ (+b) ─ dropout ─ + ─ out
 //   └──────────────────────────────────────────────────────────────────┘  └──────────────────────────────────────┘
+// With post_norms (Gemma 2 and 3: Gemma Team 2024, arXiv:2408.00118 §2; the
+// post_attention_layernorm and post_feedforward_layernorm of transformers'
+// Gemma3DecoderLayer) each block's output passes an RMSNorm of its own before
+// the dropout and the residual add: ... (+b) ─ post norm ─ dropout ─ + ...
 // Tensor parallelism (Megatron, Shoeybi et al. 2019 §3): QKV and MLP-in are
 // column-parallel, attention-out and MLP-out row-parallel; the forward
 // all-reduces (AR) the two row-parallel outputs over ctx.tp, the backward the
@@ -33,7 +37,9 @@
 //              attention-out dropout mask, norm-2 input, stats and output, the
 //              MLP's (gpt: GELU input and output; llama: gate, up, SwiGLU
 //              output), MLP dropout mask; with qk_norm (Qwen3) Q and K before
-//              the QK norm and its rstd (qk_norm.cpp). The layer input is the caller's.
+//              the QK norm and its rstd (qk_norm.cpp); with post_norms (Gemma
+//              2, 3) each block's output before its post norm and the norm's
+//              rstd. The layer input is the caller's.
 //   selective: the same without the core's tensors, which backward recomputes
 //              from Q, K, V (re-running QKᵀ and P·V, as Megatron's
 //              checkpointed core attention does) in workspace.
@@ -65,6 +71,7 @@ struct LayerConfig {
   bool gpt = true;  // gpt flavour (else llama)
   bool qkv_bias = true;
   bool qk_norm = false;                             // llama: RMSNorm over d on each head's Q and K before RoPE (Qwen3)
+  bool post_norms = false;                          // llama: RMSNorm on each block's output before the residual add
   int64_t b = 1, s = 1;                             // microbatch, sequence
   int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
   std::optional<int64_t> window;
@@ -119,12 +126,12 @@ struct LayerParams {
   const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
              *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr, *mlp_in_w = nullptr, *mlp_in_b = nullptr,
              *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr, *q_norm_w = nullptr,
-             *k_norm_w = nullptr;
+             *k_norm_w = nullptr, *post_attn_norm_w = nullptr, *post_mlp_norm_w = nullptr;
   MoeWeights moe;  // the "moe.*" tensors (weights and gradients) of a MoE layer
   void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
        *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
        *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr, *d_q_norm_w = nullptr,
-       *d_k_norm_w = nullptr;
+       *d_k_norm_w = nullptr, *d_post_attn_norm_w = nullptr, *d_post_mlp_norm_w = nullptr;
 };
 LayerParams layer_params(const Params& p, size_t unit);
 
@@ -156,6 +163,11 @@ struct LayerSaved {
   Buffer mlp_b;         // [mbs, seq, f_t] e: llama up (gpt: none)
   Buffer mlp_act;       // [mbs, seq, f_t] e: GELU / SwiGLU output
   Buffer mlp_mask;      // [mbs, s_l, h] uint8 MLP-out dropout
+  // post_norms (Gemma 2, 3): each block's output before its RMSNorm, and the norm's rstd.
+  Buffer post_attn_in;     // [mbs, s_l, h] e
+  Buffer post_attn_stats;  // [mbs, s_l] fp32 rstd
+  Buffer post_mlp_in;      // [mbs, s_l, h] e
+  Buffer post_mlp_stats;   // [mbs, s_l] fp32 rstd
   // A MoE layer's block (moe_block.h): its saved tensors, routing and load-balancing loss.
   MoeSaved moe;
   // Set before backward: d(loss)/d(this layer's load-balancing loss).
@@ -182,7 +194,15 @@ class TransformerLayer {
   // layer.cpp
   void forward_impl(const void* x, void* out, const LayerKeys& keys, LayerSaved& s, Account acc, bool keep_core);
   void norm_forward(void* out, Buffer& stats, const void* x, const void* w, const void* b);
-  void norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w, const Buffer& stats);
+  void norm_backward(void* dx, void* dw, void* db, const void* dout, const void* x, const void* w, const Buffer& stats,
+                     bool accumulate_dx = true);
+  // A block's output (hidden-sized): workspace, or with post_norms the post norm's saved input (account acc).
+  Buffer block_output(Account acc, const char* what);
+  // post_norms: the returned workspace = RMSNorm(in) of a block's output `in` (from block_output), its rstd
+  // saved in `stats` (account acc).
+  Buffer post_norm_forward(Buffer& in, Buffer& stats, const void* w, Account acc);
+  // dy (the gradient of the post norm's output) -> the returned gradient of the block's output; frees in, stats.
+  Buffer post_norm_backward(const void* dy, void* dw, const void* w, Buffer& in, Buffer& stats);
   Buffer ws(int64_t bytes, const char* what);
   // Under `full`'s first forward nothing is kept: a tensor is freed after its last forward use.
   void done(Buffer& b) {

@@ -39,6 +39,8 @@ enum Kind : uint64_t {
   kSharedDownW,
   kQNormW,
   kKNormW,
+  kPostAttnNormW,
+  kPostMlpNormW,
 };
 uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
 
@@ -219,6 +221,10 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
     replicated(ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1));
     row_block(ub.add("mlp_in.bias", f_t, 1, false, ParamInit::kZeros, layer_id(L, kMlpInB), 1), f_t);
     replicated(ub.add("mlp_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kMlpOutB), 1));
+  }
+  if (m.post_norms) {  // Gemma 2, 3: RMSNorm γ on each block's output, replicated as norm 1 and 2
+    replicated(ub.add("post_attn_norm.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kPostAttnNormW), 1));
+    replicated(ub.add("post_mlp_norm.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kPostMlpNormW), 1));
   }
   return ub.done();
 }

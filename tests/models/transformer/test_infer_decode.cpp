@@ -42,7 +42,8 @@ struct Case {
   KvScales scales;
   double tol;
   std::optional<int64_t> window;
-  bool qk_norm = false;  // Qwen3's QK norm switched on in the model
+  bool qk_norm = false;     // Qwen3's QK norm switched on in the model
+  bool post_norms = false;  // Gemma's post-block norms switched on in the model
 };
 
 std::string name(const Case& c) {
@@ -50,6 +51,7 @@ std::string name(const Case& c) {
                   "_kv" + std::string(kv_format_name(c.format)) + "_" + std::string(kv_scales_name(c.scales));
   if (c.window) n += "_w" + std::to_string(*c.window);
   if (c.qk_norm) n += "_qknorm";
+  if (c.post_norms) n += "_postnorms";
   for (auto& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -63,6 +65,7 @@ TEST_P(DecodeVsReference, EveryDecodeStepMatchesTheFullRecompute) {
   ModelConfig m = load_model(c.model);
   m.sliding_window = c.window;
   m.qk_norm = c.qk_norm;
+  m.post_norms = c.post_norms;
   InferenceModel model(*env.dev, *env.tp, m, c.dtype, 7);
   kv::KvGeometry g;
   g.layers = m.layers;
@@ -118,6 +121,31 @@ std::vector<Case> cases() {
   out.push_back({"tiny-moe", AttentionKind::kFlash, DType::kBF16, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-2, {}});
   out.push_back(
       {"tiny-llama", AttentionKind::kFlash, DType::kFP32, KvFormat::kBF16, KvScales::kPerTokenHead, 1e-3, {}, true});
+  // Gemma's post-block norms, with and without the QK norm. In bf16 the cache
+  // holds what the reference computes (exact, as the bf16 cases above); in
+  // fp32 the bf16 cache's rounding (2^-9 relative) reaches the residual stream
+  // at unit RMS through the post norm instead of damped by a small block
+  // output, hence 4e-3 (measured: 1.2e-3, 2.6e-3).
+  for (bool qk : {false, true}) {
+    out.push_back({"tiny-llama",
+                   AttentionKind::kMaterialized,
+                   DType::kFP32,
+                   KvFormat::kBF16,
+                   KvScales::kPerTokenHead,
+                   4e-3,
+                   {},
+                   qk,
+                   true});
+    out.push_back({"tiny-llama",
+                   AttentionKind::kFlash,
+                   DType::kBF16,
+                   KvFormat::kBF16,
+                   KvScales::kPerTokenHead,
+                   1e-6,
+                   {},
+                   qk,
+                   true});
+  }
   return out;
 }
 

@@ -31,12 +31,14 @@ struct Case {
   std::string model;
   AttentionKind attention;
   float dropout;
-  bool qk_norm = false;  // Qwen3's QK norm switched on in the model
+  bool qk_norm = false;     // Qwen3's QK norm switched on in the model
+  bool post_norms = false;  // Gemma's post-block norms switched on in the model
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.model + "_" + std::string(attention_name(info.param.attention)) +
-                  (info.param.dropout > 0 ? "_dropout" : "_nodropout") + (info.param.qk_norm ? "_qknorm" : "");
+                  (info.param.dropout > 0 ? "_dropout" : "_nodropout") + (info.param.qk_norm ? "_qknorm" : "") +
+                  (info.param.post_norms ? "_postnorms" : "");
   for (auto& c : n)
     if (c == '-') c = '_';
   return n;
@@ -82,6 +84,7 @@ struct LayerRig {
 
   LayerRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
     m.qk_norm = c.qk_norm;
+    m.post_norms = c.post_norms;
     params = noisy_params(env, m, DType::kFP32);
     unit = static_cast<size_t>(params->layout().first_layer_unit);
     layer =
@@ -203,6 +206,8 @@ const Case kCases[] = {
     {"tiny-llama", AttentionKind::kFlash, 0.1f},
     {"tiny-llama", AttentionKind::kMaterialized, 0.0f, true},
     {"tiny-llama", AttentionKind::kFlash, 0.1f, true},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.0f, false, true},
+    {"tiny-llama", AttentionKind::kFlash, 0.1f, false, true},
 };
 INSTANTIATE_TEST_SUITE_P(Tiny, LayerGradCheck, ::testing::ValuesIn(kCases), case_name);
 
@@ -229,6 +234,33 @@ TEST(QkNorm, SavedTensorsBookedAndBudgeted) {
   EXPECT_EQ(kept[1] - kept[0], 6144 + 384);
 }
 
+// The post norms' saved tensors, booked and in the exact budget to the byte:
+// tiny-llama (h 64), fp32, b 2, s 8 — the attention and MLP outputs before
+// their norms, 2·4·2·8·64 = 8192 B, and each norm's fp32 rstd, 2·4·2·8 = 128 B.
+TEST(PostNorms, SavedTensorsBookedAndBudgeted) {
+  int64_t kept[2];
+  for (int post = 0; post < 2; ++post) {
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      LayerRig rig({"tiny-llama", AttentionKind::kMaterialized, 0.1f, false, post == 1}, rc);
+      Ledger& led = rig.env.ledger;
+      const int64_t act0 = led.live(Account::kActivations);
+      Buffer out = rig.env.dev->alloc(4 * rig.hid, Account::kWorkspace, "out");
+      LayerSaved s;
+      rig.layer->forward(rig.x.data(), out.data(), rig.keys, s);
+      const int64_t layer_input = 4 * rig.hid;
+      EXPECT_EQ(led.live(Account::kActivations) - act0 + layer_input,
+                analytic::activation_bytes_per_layer(rig.m, Layout{}, rig.r))
+          << "post_norms " << post << ", recompute " << recompute_name(rc);
+      if (rc == Recompute::kNone) kept[post] = led.live(Account::kActivations) - act0;
+      // Backward frees every saved tensor.
+      Buffer dres = rig.env.dev->alloc(4 * rig.hid, Account::kWorkspace, "dres");
+      rig.layer->backward(rig.x.data(), dres.data(), rig.keys, s);
+      EXPECT_EQ(led.live(Account::kActivations), act0) << "post_norms " << post << ", recompute " << recompute_name(rc);
+    }
+  }
+  EXPECT_EQ(kept[1] - kept[0], 8192 + 128);
+}
+
 // ---- the whole tiny model: loss = Σ token cross-entropies ----
 struct ModelRig {
   Env env;
@@ -240,6 +272,7 @@ struct ModelRig {
 
   ModelRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
     m.qk_norm = c.qk_norm;
+    m.post_norms = c.post_norms;
     params = noisy_params(env, m, DType::kFP32);
     model = std::make_unique<StageModel>(*env.dev, *env.tp, m, r, Layout{}, Coords{}, *params);
     const int64_t n = r.mbs * r.seq;

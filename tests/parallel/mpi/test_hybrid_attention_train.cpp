@@ -7,6 +7,9 @@
 // On one rank, the windows are really applied, layer by layer: the loss differs
 // from the same model with full attention and from it with every layer
 // windowed, and equals full attention when every window covers the sequence.
+// Gemma's post-block norms (post_norms) on the same model: tp 2 with sequence
+// parallelism (their γ gradients then partial sums over the token shards) and
+// pp 2 at np 2, against one rank.
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -84,6 +87,32 @@ TEST(HybridAttention, TensorAndPipelineMatchOneRank) {
 TEST(HybridAttention, TensorAndDataMatchOneRank) {
   if (world_size() != 4) GTEST_SKIP() << "np 4 case";
   check_layout(hybrid(R"(["sliding", "full"])"), hybrid_run(), layout(2, 2, 1, 1), 2, tp_tolerance());
+}
+
+ModelConfig post_normed() {
+  ModelConfig m = hybrid(R"(["sliding", "full"])");
+  m.post_norms = true;
+  return m;
+}
+
+TEST(HybridAttention, PostNormsChangeTheLossOnOneRank) {
+  const RunConfig r = hybrid_run();
+  const Trajectory plain = reference_trajectory(hybrid(R"(["sliding", "full"])"), r, 2);
+  const Trajectory post = reference_trajectory(post_normed(), r, 2);
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_GT(std::abs(post.losses[k] - plain.losses[k]), 1e-4 * plain.losses[k]) << "step " << k;
+}
+
+TEST(HybridAttention, PostNormsUnderSequenceParallelMatchOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "np 2 case";
+  Layout l = layout(1, 2, 1);
+  l.sp = true;
+  check_layout(post_normed(), hybrid_run(), l, 2, tp_tolerance());
+}
+
+TEST(HybridAttention, PostNormsUnderPipelineMatchOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "np 2 case";
+  check_layout(post_normed(), hybrid_run(), layout(1, 1, 2), 2, Tolerance{});
 }
 
 // The first step's gradients, every element within 1e-5 + 1e-4·|g| of one rank's.
