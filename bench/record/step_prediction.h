@@ -39,6 +39,7 @@ struct PredictedRank {
 struct StepPrediction {
   std::string device_profile, device_provenance;  // the profiles' names and provenance kinds
   std::string network_profile, network_provenance;
+  bool tp_comm_overlap = false;      // TP collectives overlapped with their GEMMs (--tp-comm-overlap)
   std::vector<PredictedRank> ranks;  // one per pipeline stage, in stage order
   double step_seconds = 0;           // the slowest rank's
   int64_t critical_rank = 0;         // which rank that is
