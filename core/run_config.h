@@ -43,6 +43,9 @@ struct RunConfig {
   // --tp-comm-overlap (Megatron's flag): the predicted step overlaps sequence parallelism's TP
   // all-gathers and reduce-scatters with their GEMMs (perf/sim/tp_overlap.h); no byte or FLOP changes.
   bool tp_comm_overlap = false;
+  // --contiguous-grad-buffer: the predicted step reduces the DP gradient buckets in place, as
+  // Megatron's DistributedDataParallel does: no bucket waits for a staging slot (perf/sim/grad_buffer.h).
+  bool contiguous_grad_buffer = false;
   // --offload optimizer (ZeRO-Offload, Ren et al. 2021; DeepSpeed's offload_optimizer):
   // the fp32 master and optimizer state in host memory, the update on the CPU.
   bool offload_optimizer = false;

@@ -204,6 +204,12 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
                     "predicted step: TP all-gathers and reduce-scatters overlapped with their GEMMs, as Megatron's "
                     "--tp-comm-overlap (needs --sp when --tp > 1)")
           ->group(kRunGroup);
+    case ConfigOption::kContiguousGradBuffer:
+      return app
+          .add_flag("--contiguous-grad-buffer", o.run.contiguous_grad_buffer,
+                    "predicted step: DP gradient buckets reduced in place in one buffer, as Megatron's "
+                    "DistributedDataParallel (no bucket waits for a staging slot)")
+          ->group(kRunGroup);
     case ConfigOption::kPrefetch:
       return app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")
           ->capture_default_str()

@@ -14,6 +14,7 @@
 #include "parallel/train_step.h"
 #include "perf/profile_json.h"
 #include "perf/published_profiles.h"
+#include "perf/sim/grad_buffer.h"
 #include "perf/sim/program_recorder.h"
 #include "perf/sim/timeline.h"
 #include "perf/sim/tp_overlap.h"
@@ -121,6 +122,7 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   for (size_t i = 0; i < ranks.size(); ++i) {
     programs.push_back(record_rank(c, p, simulated, ranks[i], flops[i], ops[i]));
     if (c.run.tp_comm_overlap) perf::overlap_tp_comm(programs.back().program, l.tp);
+    if (c.run.contiguous_grad_buffer) perf::defer_grad_reduce_waits(programs.back().program);
   }
   const perf::SimResult sim = perf::simulate_step(programs);
 
@@ -130,6 +132,7 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   out.network_profile = p.network.name;
   out.network_provenance = p.network.provenance.kind;
   out.tp_comm_overlap = c.run.tp_comm_overlap;
+  out.contiguous_grad_buffer = c.run.contiguous_grad_buffer;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const perf::SimRankTimes& t = sim.ranks[i];
     PredictedRank r;
