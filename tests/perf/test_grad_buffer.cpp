@@ -45,12 +45,15 @@ SimEvent pipe(SimEventKind kind) {
 // to stage 0, the finish (bucket 2). Stage 0: the recv, 1 s of backward, its
 // bucket (1 s), the finish.
 std::vector<SimRank> pipeline(bool in_place) {
-  SimRank last{1, "pp1", {op(0.5), dp(SimEventKind::kCollectiveStart, 1, "dp#1", 1.0), op(0.5),
-                          dp(SimEventKind::kCollectiveWait, 1, "dp#1"),
-                          dp(SimEventKind::kCollectiveStart, 2, "dp#1", 1.0), op(0.5), pipe(SimEventKind::kSend),
-                          dp(SimEventKind::kCollectiveWait, 2, "dp#1")}};
-  SimRank first{0, "pp0", {pipe(SimEventKind::kRecv), op(1.0), dp(SimEventKind::kCollectiveStart, 3, "dp#0", 1.0),
-                           dp(SimEventKind::kCollectiveWait, 3, "dp#0")}};
+  SimRank last{1,
+               "pp1",
+               {op(0.5), dp(SimEventKind::kCollectiveStart, 1, "dp#1", 1.0), op(0.5),
+                dp(SimEventKind::kCollectiveWait, 1, "dp#1"), dp(SimEventKind::kCollectiveStart, 2, "dp#1", 1.0),
+                op(0.5), pipe(SimEventKind::kSend), dp(SimEventKind::kCollectiveWait, 2, "dp#1")}};
+  SimRank first{0,
+                "pp0",
+                {pipe(SimEventKind::kRecv), op(1.0), dp(SimEventKind::kCollectiveStart, 3, "dp#0", 1.0),
+                 dp(SimEventKind::kCollectiveWait, 3, "dp#0")}};
   if (in_place) {
     defer_grad_reduce_waits(last.program);
     defer_grad_reduce_waits(first.program);
@@ -84,8 +87,9 @@ TEST(GradBuffer, OtherWaitsStayAndOneReductionIsLeftAlone) {
   gather.name = "all_gather";
   SimEvent gather_wait = dp(SimEventKind::kCollectiveWait, 4, "dp#0");
   gather_wait.name = "all_gather";
-  std::vector<SimEvent> p = {gather, op(0.5), gather_wait, dp(SimEventKind::kCollectiveStart, 5, "dp#0", 1.0),
-                             op(0.5), dp(SimEventKind::kCollectiveWait, 5, "dp#0")};
+  std::vector<SimEvent> p = {gather,      op(0.5),
+                             gather_wait, dp(SimEventKind::kCollectiveStart, 5, "dp#0", 1.0),
+                             op(0.5),     dp(SimEventKind::kCollectiveWait, 5, "dp#0")};
   const std::vector<SimEvent> before = p;
   defer_grad_reduce_waits(p);
   ASSERT_EQ(p.size(), before.size());
