@@ -40,6 +40,12 @@ struct RunConfig {
   double bucket_mb = 25.0;          // DP gradient bucket size (MiB)
   bool overlap_grad_reduce = true;  // DP buckets all-reduced during the backward (two staging slots)
   int64_t prefetch = 1;             // ZeRO-3 layers gathered ahead
+  // --tp-comm-overlap (Megatron's flag): the predicted step overlaps sequence parallelism's TP
+  // all-gathers and reduce-scatters with their GEMMs (perf/sim/tp_overlap.h); no byte or FLOP changes.
+  bool tp_comm_overlap = false;
+  // --contiguous-grad-buffer: the predicted step reduces the DP gradient buckets in place, as
+  // Megatron's DistributedDataParallel does: no bucket waits for a staging slot (perf/sim/grad_buffer.h).
+  bool contiguous_grad_buffer = false;
   // --offload optimizer (ZeRO-Offload, Ren et al. 2021; DeepSpeed's offload_optimizer):
   // the fp32 master and optimizer state in host memory, the update on the CPU.
   bool offload_optimizer = false;

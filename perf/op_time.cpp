@@ -39,7 +39,13 @@ double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DTy
   const DTypeFigures& f = figures(p, dtype);
   const double b = static_cast<double>(batch);
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * b;
-  if (f.gemm && f.gemm->table.covers(m, n, k)) return flops / f.gemm->table.at(m, n, k);
+  if (f.gemm) {
+    // Past the grid's largest value on an axis a GEMM runs at the grid's edge:
+    // more output tiles or a longer k loop of the same kernel, whose
+    // efficiency does not fall with size (docs/perf-model.md "Op time").
+    const auto [tm, tn, tk] = f.gemm->table.clamp_above(m, n, k);
+    if (f.gemm->table.covers(tm, tn, tk)) return flops / f.gemm->table.at(tm, tn, tk);
+  }
   const double bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
                        static_cast<double>(dtype_bytes(dtype)) * b;
   return roofline_seconds(flops, bytes, gemm_roof_flops_per_s(p, dtype), p.memory_bandwidth_bytes_per_s.value,

@@ -4,7 +4,8 @@
 // their one definition); this file only turns them into seconds.
 //
 // GEMM: the measured table where it covers the shape (interpolated, perf/
-// shape_table.h), else the roofline (Williams, Waterman and Patterson,
+// shape_table.h; a dimension past the grid's largest taken at the grid's
+// edge), else — a dimension below the grid, or no table — the roofline (Williams, Waterman and Patterson,
 // "Roofline: an insightful visual performance model for multicore
 // architectures", CACM 52(4), 2009) plus the launch floor:
 //   t = max(flops / (peak · efficiency), bytes / bandwidth) + t_floor

@@ -71,6 +71,13 @@ bool ShapeTable::covers(int64_t a, int64_t b, int64_t c) const {
   return true;
 }
 
+std::array<int64_t, 3> ShapeTable::clamp_above(int64_t a, int64_t b, int64_t c) const {
+  std::array<int64_t, 3> x = {a, b, c};
+  if (empty()) return x;
+  for (size_t d = 0; d < 3; ++d) x[d] = std::min(x[d], axes_[d].back());
+  return x;
+}
+
 double ShapeTable::at(int64_t a, int64_t b, int64_t c) const {
   if (!covers(a, b, c)) throw std::out_of_range("shape table: the shape is outside the measured grid");
   const Bracket ba = bracket(axes_[0], a), bb = bracket(axes_[1], b), bc = bracket(axes_[2], c);

@@ -41,6 +41,9 @@ class ShapeTable {
   const std::vector<ShapePoint>& points() const { return points_; }  // as given
   // Within [min, max] of the grid on every axis.
   bool covers(int64_t a, int64_t b, int64_t c) const;
+  // (a, b, c) with every dimension above the grid's largest value on its axis
+  // lowered to that value; a dimension below the grid stays below it.
+  std::array<int64_t, 3> clamp_above(int64_t a, int64_t b, int64_t c) const;
   // The interpolated throughput; throws std::out_of_range when !covers.
   double at(int64_t a, int64_t b, int64_t c) const;
   double best_per_s() const;  // the largest measured throughput; 0 when empty

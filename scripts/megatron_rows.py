@@ -50,10 +50,14 @@ ASSUMPTIONS = [
     "4h would not",
     "head_dim = hidden / heads (128 in every row); kv_heads = heads",
     "micro-batch 1 (the table gives the global batch only): microbatches = batch / DP",
-    "flash attention, no activation recompute, bf16 weights and gradients",
+    "flash attention, no activation recompute, bf16 weights; gradients accumulated and reduced in fp32 "
+    "(Megatron r0.8.0 forces it under --bf16: MEGATRON_R080 megatron/training/arguments.py, \"bfloat16 "
+    "requires gradient accumulation and all-reduce to be done in fp32\")",
     "the distributed optimizer (ZeRO 1), which --overlap-param-gather needs; the gradient buckets "
-    "reduced during the backward (--overlap-grad-reduce), 25 MiB buckets",
-    "sequence parallelism wherever TP > 1 (--tp-comm-overlap needs it)",
+    "reduced during the backward (--overlap-grad-reduce), 25 MiB buckets, in place in one contiguous buffer as "
+    "Megatron's DistributedDataParallel does (--contiguous-grad-buffer: no bucket waits for a staging slot)",
+    "sequence parallelism wherever TP > 1, and TP communication overlapped with the GEMMs "
+    "(--tp-comm-overlap, the README's flag, which needs it)",
     "1F1B without interleaving (the table gives no virtual stages)",
 ]
 
@@ -73,10 +77,10 @@ def command(binary, model_path, row, report_path):
     _, _, _, _, tp, pp, dp, _, batch, _, _ = row
     cmd = [binary, "train", "--backend", "meta", "--model", model_path, "--dp", str(dp), "--tp", str(tp),
            "--pp", str(pp), "--seq", str(SEQ), "--mbs", "1", "--gbs", str(batch), "--attention", "flash",
-           "--zero", "1", "--device", "h100-sxm", "--steps", "1", "--warmup", "0", "--quiet",
-           "--json", report_path]
+           "--zero", "1", "--grad-dtype", "fp32", "--contiguous-grad-buffer", "--device", "h100-sxm",
+           "--steps", "1", "--warmup", "0", "--quiet", "--json", report_path]
     if tp > 1:
-        cmd.insert(cmd.index("--seq"), "--sp")
+        cmd[cmd.index("--seq"):cmd.index("--seq")] = ["--sp", "--tp-comm-overlap"]
     return cmd
 
 
@@ -100,11 +104,18 @@ def free_nvlink_profile(binary_dir_profiles, out):
     return path
 
 
-def run_variant(cmd, extra):
-    """The prediction of cmd with extra options (a diagnostic beside the row): its MFU."""
+def run_variant(cmd, extra, drop=()):
+    """The prediction of cmd with extra options (an option already in cmd takes the new value) and without
+    the flags in drop (a diagnostic beside the row): its MFU."""
     rpath = cmd[cmd.index("--json") + 1]
     vpath = rpath.replace(".report.json", ".variant.json")
-    c = cmd[:cmd.index("--json")] + ["--json", vpath] + extra
+    c = [x for x in cmd[:cmd.index("--json")] if x not in drop]
+    extra = list(extra)
+    for i in range(0, len(extra) - 1):
+        if extra[i].startswith("--") and extra[i] in c and not extra[i + 1].startswith("--"):
+            c[c.index(extra[i]) + 1] = extra[i + 1]
+            extra[i] = extra[i + 1] = None
+    c += ["--json", vpath] + [x for x in extra if x is not None]
     subprocess.run(c, check=True, stdout=subprocess.DEVNULL)
     with open(vpath, encoding="utf-8") as f:
         mfu = json.load(f)["summary"]["predicted"]["mfu"]
@@ -173,13 +184,15 @@ def main():
         vpp = max((v for v in range(1, 9) if per_stage % v == 0), default=1) if pp > 1 else 1
         with_vpp = run_variant(cmd, ["--vpp", str(vpp)]) if vpp > 1 else None
         both = run_variant(cmd, ["--network-profile", free, "--vpp", str(vpp)]) if vpp > 1 else no_tp
-        # Megatron r0.8.0 with --bf16 accumulates and reduces gradients in fp32 (MEGATRON_R080
-        # megatron/training/arguments.py, "bfloat16 requires gradient accumulation and all-reduce
-        # to be done in fp32").
-        fp32_grads = run_variant(cmd, ["--grad-dtype", "fp32"])
+        # What each choice of the row moves: bf16 gradients (which Megatron r0.8.0 does not run under
+        # --bf16), and the two prediction options off.
+        bf16_grads = run_variant(cmd, ["--grad-dtype", "bf16"])
+        no_tp_overlap = run_variant(cmd, [], drop=("--tp-comm-overlap",)) if tp > 1 else None
+        staged = run_variant(cmd, [], drop=("--contiguous-grad-buffer",))
         diag.append(f"| {name} | {mfu:.0%} | {pred['mfu']:.1%} | {no_tp:.1%} ({(no_tp - mfu) / mfu:+.0%})"
                     f" | {'—' if with_vpp is None else f'{with_vpp:.1%} (vpp {vpp})'}"
-                    f" | {both:.1%} ({(both - mfu) / mfu:+.0%}) | {fp32_grads:.1%} | {compute_only:.1%} |")
+                    f" | {both:.1%} ({(both - mfu) / mfu:+.0%}) | {bf16_grads:.1%}"
+                    f" | {'—' if no_tp_overlap is None else f'{no_tp_overlap:.1%}'} | {staged:.1%} | {compute_only:.1%} |")
         shown = ["gpuledger" if c == a.gpuledger else c for c in cmd]
         cmds.append(f"{name}: " + " ".join(shown))
         print(lines[-1], flush=True)
@@ -197,11 +210,12 @@ def main():
         f.write(table + "\n\n")
         f.write("Diagnostics (not the figure compared; h100-sxm-free-nvlink.network.json is written here and "
                 "describes no machine): the predicted MFU with TP communication free (what --tp-comm-overlap "
-                "hides at best), with the interleaved schedule, with both, with the gradients accumulated and "
-                "reduced in fp32 (what Megatron r0.8.0 does under --bf16), and the compute-only MFU (model "
+                "hides at best), with the interleaved schedule, with both, with bf16 gradients (which Megatron r0.8.0 "
+                "does not run under --bf16), without --tp-comm-overlap, without --contiguous-grad-buffer (the "
+                "code's two staging slots), and the compute-only MFU (model "
                 "FLOPs over the critical stage's compute time: no communication, no bubble).\n\n")
         f.write("| row | published | predicted | TP comm free (error) | interleaved | both (error) "
-                "| fp32 gradients | compute only |\n" + "|---" * 8 + "|\n" + "\n".join(diag) + "\n\n")
+                "| bf16 gradients | no TP overlap | staged buckets | compute only |\n" + "|---" * 10 + "|\n" + "\n".join(diag) + "\n\n")
         f.write(f"Largest |error|: {worst:.1%}.\n\nAssumptions (the README leaves them unstated):\n\n")
         f.write("".join(f"- {x}\n" for x in ASSUMPTIONS))
         f.write("\nCommands (`gpuledger` is `build/bench/gpuledger`):\n\n```\n" + "\n".join(cmds) + "\n```\n")

@@ -198,6 +198,18 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
                     "DP: reduce gradient buckets during the backward (ZeRO 0 all-reduce, ZeRO 1 reduce-scatter; two "
                     "staging slots; default on)")
           ->group(kRunGroup);
+    case ConfigOption::kTpCommOverlap:
+      return app
+          .add_flag("--tp-comm-overlap", o.run.tp_comm_overlap,
+                    "predicted step: TP all-gathers and reduce-scatters overlapped with their GEMMs, as Megatron's "
+                    "--tp-comm-overlap (needs --sp when --tp > 1)")
+          ->group(kRunGroup);
+    case ConfigOption::kContiguousGradBuffer:
+      return app
+          .add_flag("--contiguous-grad-buffer", o.run.contiguous_grad_buffer,
+                    "predicted step: DP gradient buckets reduced in place in one buffer, as Megatron's "
+                    "DistributedDataParallel (no bucket waits for a staging slot)")
+          ->group(kRunGroup);
     case ConfigOption::kPrefetch:
       return app.add_option("--prefetch", o.run.prefetch, "ZeRO-3: units gathered ahead")
           ->capture_default_str()
@@ -299,6 +311,9 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
     r.run.grad_dtype = r.run.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
   if (r.run.dtype == DType::kFP32 && r.run.grad_dtype != DType::kFP32)
     throw LayoutError("--grad-dtype " + o.grad_dtype + " with --dtype fp32: fp32 training keeps fp32 gradients");
+  // Megatron refuses the flag without sequence parallelism (megatron/training/arguments.py, tag core_r0.8.0).
+  if (r.run.tp_comm_overlap && r.layout.tp > 1 && !r.layout.sp)
+    throw LayoutError("--tp-comm-overlap needs --sp: the overlapped collectives are sequence parallelism's");
   r.run.dropout = o.dropout.value_or(r.model.is_gpt() ? 0.1 : 0.0);
   require_runnable_model(r.model, r.layout, r.run, o.use);  // MoE: dp and ep only; QK norm: tp 1
   if (o.gbs > 0) {

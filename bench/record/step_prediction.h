@@ -39,9 +39,11 @@ struct PredictedRank {
 struct StepPrediction {
   std::string device_profile, device_provenance;  // the profiles' names and provenance kinds
   std::string network_profile, network_provenance;
-  std::vector<PredictedRank> ranks;  // one per pipeline stage, in stage order
-  double step_seconds = 0;           // the slowest rank's
-  int64_t critical_rank = 0;         // which rank that is
+  bool tp_comm_overlap = false;         // TP collectives overlapped with their GEMMs (--tp-comm-overlap)
+  bool contiguous_grad_buffer = false;  // DP buckets reduced in place (--contiguous-grad-buffer)
+  std::vector<PredictedRank> ranks;     // one per pipeline stage, in stage order
+  double step_seconds = 0;              // the slowest rank's
+  int64_t critical_rank = 0;            // which rank that is
   int64_t tokens_per_step = 0;
   double tokens_per_s = 0;
   double peak_flops_per_device = 0;  // the device profile's peak for the run's dtype

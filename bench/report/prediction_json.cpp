@@ -43,6 +43,8 @@ json prediction_json(const run::StepPrediction& p) {
   for (const auto& r : p.ranks) ranks.push_back(rank_json(r));
   return {{"device_profile", {{"name", p.device_profile}, {"provenance", p.device_provenance}}},
           {"network_profile", {{"name", p.network_profile}, {"provenance", p.network_provenance}}},
+          {"tp_comm_overlap", p.tp_comm_overlap},
+          {"contiguous_grad_buffer", p.contiguous_grad_buffer},
           {"step_ms", p.step_seconds * kMsPerSecond},
           {"critical_rank", p.critical_rank},
           {"tokens_per_step", p.tokens_per_step},

@@ -29,8 +29,10 @@ std::vector<std::string> figures(const run::PredictedRank& r, const std::set<std
 }  // namespace
 
 void print_prediction(std::ostream& os, const run::StepPrediction& p) {
-  os << fmt::format("\n# predicted step: device profile {} ({}), network profile {} ({})\n", p.device_profile,
-                    p.device_provenance, p.network_profile, p.network_provenance);
+  os << fmt::format("\n# predicted step: device profile {} ({}), network profile {} ({}){}\n", p.device_profile,
+                    p.device_provenance, p.network_profile, p.network_provenance,
+                    std::string(p.tp_comm_overlap ? "; TP communication overlapped with the GEMMs" : "") +
+                        (p.contiguous_grad_buffer ? "; DP gradient buckets reduced in place" : ""));
   os << fmt::format("#   step {}, {} tokens/s, MFU {}, HFU {} ({} devices at {} each; simulated in {})\n",
                     format_seconds(p.step_seconds), format_si(p.tokens_per_s, ""), format_percent(p.mfu),
                     format_percent(p.hfu), format_count(p.devices), format_si(p.peak_flops_per_device, "FLOP/s"),

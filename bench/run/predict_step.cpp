@@ -14,8 +14,10 @@
 #include "parallel/train_step.h"
 #include "perf/profile_json.h"
 #include "perf/published_profiles.h"
+#include "perf/sim/grad_buffer.h"
 #include "perf/sim/program_recorder.h"
 #include "perf/sim/timeline.h"
+#include "perf/sim/tp_overlap.h"
 
 namespace gpuledger::run {
 namespace {
@@ -117,8 +119,11 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   const std::set<int64_t> simulated(ranks.begin(), ranks.end());
   std::vector<perf::SimRank> programs;
   std::vector<int64_t> flops(ranks.size(), 0), ops(ranks.size(), 0);
-  for (size_t i = 0; i < ranks.size(); ++i)
+  for (size_t i = 0; i < ranks.size(); ++i) {
     programs.push_back(record_rank(c, p, simulated, ranks[i], flops[i], ops[i]));
+    if (c.run.tp_comm_overlap) perf::overlap_tp_comm(programs.back().program, l.tp);
+    if (c.run.contiguous_grad_buffer) perf::defer_grad_reduce_waits(programs.back().program);
+  }
   const perf::SimResult sim = perf::simulate_step(programs);
 
   StepPrediction out;
@@ -126,6 +131,8 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   out.device_provenance = p.device.provenance.kind;
   out.network_profile = p.network.name;
   out.network_provenance = p.network.provenance.kind;
+  out.tp_comm_overlap = c.run.tp_comm_overlap;
+  out.contiguous_grad_buffer = c.run.contiguous_grad_buffer;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const perf::SimRankTimes& t = sim.ranks[i];
     PredictedRank r;

@@ -50,9 +50,27 @@ TEST(GemmSeconds, BetweenPointsTheThroughputIsBetween) {
   EXPECT_DOUBLE_EQ(t, flops / 250e12);  // 512 is halfway between 256 and 1024 in log space
 }
 
-TEST(GemmSeconds, RooflineOutsideTheTable) {
+TEST(GemmSeconds, PastTheGridTheEdgeOfTheTable) {
   const DeviceProfile p = test_device();
-  // Compute-bound: 8192³ · 2 FLOPs at 1000 TFLOP/s · 0.5, plus the 5 µs floor.
+  // 8192³ lies past the grid (largest 1024) on every axis: the 1024³ edge's
+  // 400 TFLOP/s, not the roofline's 1000 · 0.5 = 500 plus the floor.
+  const double big = 2.0 * 8192 * 8192 * 8192;
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 8192, 8192, 8192, DType::kBF16), big / 400e12);
+  // Past the grid on k only: (1024, 256, 1024)'s 100 TFLOP/s; between the
+  // grid's 256 and 1024 on n (512, halfway in log space) and past it on m and
+  // k: halfway between 100 and 400 T.
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 1024, 256, 65536, DType::kBF16), 2.0 * 1024 * 256 * 65536 / 100e12);
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 4096, 512, 4096, DType::kBF16), 2.0 * 4096 * 512 * 4096 / 250e12);
+}
+
+TEST(GemmSeconds, RooflineOutsideTheTable) {
+  DeviceProfile p = test_device();
+  // Below the grid on one axis (m = 128): the roofline, whatever the others — here its bytes
+  // term, (128·8192 + 8192·8192 + 128·8192) · 2 bytes over 2 TB/s.
+  const double small_bytes = (128.0 * 8192 * 2 + 8192.0 * 8192) * 2;
+  EXPECT_DOUBLE_EQ(gemm_seconds(p, 128, 8192, 8192, DType::kBF16), small_bytes / 2e12 + 5e-6);
+  // No table: the roofline. Compute-bound: 8192³ · 2 FLOPs at 1000 TFLOP/s · 0.5, plus the 5 µs floor.
+  p.dtypes[DType::kBF16].gemm.reset();
   const double big = 2.0 * 8192 * 8192 * 8192;
   EXPECT_DOUBLE_EQ(gemm_seconds(p, 8192, 8192, 8192, DType::kBF16), big / 500e12 + 5e-6);
   // Memory-bound: m = 1 (a GEMV): bytes (1·8192 + 8192·8192 + 1·8192)·2 over 2 TB/s.

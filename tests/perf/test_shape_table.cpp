@@ -73,3 +73,14 @@ TEST(ShapeTable, RefusesWhatIsNotAFullGrid) {
   EXPECT_THROW(ShapeTable({{64, 64, 64, 0.0}}), std::invalid_argument);                       // not positive
   EXPECT_THROW(ShapeTable({{0, 64, 64, 1e9}}), std::invalid_argument);                        // dimension < 1
 }
+
+TEST(ShapeTable, ClampAboveLowersOnlyWhatLiesPastTheGrid) {
+  std::vector<ShapePoint> pts;
+  for (int64_t a : {64, 256})
+    for (int64_t b : {64, 1024})
+      for (int64_t c : {128, 512}) pts.push_back({a, b, c, 1e9});
+  const ShapeTable t(pts);
+  EXPECT_EQ(t.clamp_above(4096, 100, 99), (std::array<int64_t, 3>{256, 100, 99}));  // 99 < 128 stays below
+  EXPECT_EQ(t.clamp_above(64, 5000, 10000), (std::array<int64_t, 3>{64, 1024, 512}));
+  EXPECT_EQ(ShapeTable().clamp_above(5, 6, 7), (std::array<int64_t, 3>{5, 6, 7}));
+}

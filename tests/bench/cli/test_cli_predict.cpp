@@ -4,6 +4,7 @@
 // holding every FLOP the stages execute), the meta backend's bookkeeping time is
 // no MFU, and bad profile options are exit 2 naming the problem.
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <fstream>
 #include <map>
@@ -94,6 +95,32 @@ TEST(CliPredict, NoProfileNoPrediction) {
   const auto r = run_cli(with(kPipeline, {"--json", "-"}));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(r.json().contains("prediction"));
+}
+
+TEST(CliPredict, MegatronOptionsHideCommunicationAndAreNamed) {
+  // tiny-llama at tp 2 with sequence parallelism: overlapping its TP collectives with their GEMMs
+  // (and reducing the DP buckets in place) can only shorten the step; the FLOPs stay.
+  const std::vector<std::string> tp2 = {
+      "train",    "--backend", "meta",   "--model", "tiny-llama",     "--tp", "2",       "--dp", "2",        "--sp",
+      "--seq",    "32",        "--mbs",  "2",       "--microbatches", "4",    "--steps", "1",    "--warmup", "0",
+      "--device", "h100-sxm",  "--json", "-"};
+  const auto base = run_cli(tp2);
+  const auto both = run_cli(with(tp2, {"--tp-comm-overlap", "--contiguous-grad-buffer"}));
+  ASSERT_EQ(base.status, 0) << base.err;
+  ASSERT_EQ(both.status, 0) << both.err;
+  const auto b = base.json()["prediction"], o = both.json()["prediction"];
+  EXPECT_FALSE(b["tp_comm_overlap"].get<bool>());
+  EXPECT_TRUE(o["tp_comm_overlap"].get<bool>());
+  EXPECT_TRUE(o["contiguous_grad_buffer"].get<bool>());
+  EXPECT_LT(o["ranks"][0]["exposed_comm_ms"]["tp"].get<double>(), b["ranks"][0]["exposed_comm_ms"]["tp"].get<double>());
+  EXPECT_LT(o["step_ms"].get<double>(), b["step_ms"].get<double>());
+  EXPECT_EQ(o["ranks"][0]["flops"], b["ranks"][0]["flops"]);
+  // Megatron refuses --tp-comm-overlap without sequence parallelism: a usage error.
+  std::vector<std::string> no_sp = tp2;
+  no_sp.erase(std::find(no_sp.begin(), no_sp.end(), "--sp"));
+  const auto refused = run_cli(with(no_sp, {"--tp-comm-overlap"}));
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("--sp"), std::string::npos) << refused.err;
 }
 
 TEST(CliPredict, BadProfileOptionsAreUsageErrors) {
