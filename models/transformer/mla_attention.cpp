@@ -245,7 +245,7 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
   // dP (fp32) = dctx·vᵀ, dv = Pᵀ·dctx, dS = softmaxᵀ(dP) in e.
   CoreGrads g;
   g.dv = ws(eb * n * a * dv, "mla.dv");
-  Buffer ds = ws(eb * B * a * tt, "mla.ds");
+  Buffer ds;
   {
     Buffer dprobs = ws(4 * B * a * tt, "mla.dprobs");
     product(dev, {.tb = true,
@@ -269,10 +269,11 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
                   .ct = sh.e});
     dctx.reset();
     s.v.reset();
-    Buffer dscores = ws(4 * B * a * tt, "mla.dscores");
-    dev.softmax_backward(dscores.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
+    // in place, as the layer's materialized core does: the fewest score-sized buffers alive at once
+    dev.softmax_backward(dprobs.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
     s.probs.reset();
-    dev.convert(ds.data(), sh.e, dscores.data(), DType::kFP32, B * a * tt);
+    ds = ws(eb * B * a * tt, "mla.ds");
+    dev.convert(ds.data(), sh.e, dprobs.data(), DType::kFP32, B * a * tt);
   }
   score_operand_grads(dev, sh, ds, s, g);
   return g;
