@@ -4,16 +4,15 @@
 #include <string>
 #include <utility>
 
-#include "core/attention_pattern.h"
-
 namespace gpuledger {
 
 namespace {
 
 // Multi-head latent attention (docs/formulas/mla.md "Training"): train and
 // plan build its layers (models/transformer/mla_layer.cpp) with the
-// materialized core, without attention dropout, full attention on every
-// layer and no context parallelism; infer's engine has no latent cache.
+// materialized core, without attention dropout and with no context
+// parallelism (a model file of MLA has no sliding window: validate_mla);
+// infer's engine has no latent cache.
 void require_runnable_mla(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use,
                           const std::string& model) {
   if (!m.is_mla() || use == ModelUse::kKvSizing) return;
@@ -31,10 +30,6 @@ void require_runnable_mla(const ModelConfig& m, const Layout& l, const RunConfig
     throw ConfigError("cp",
                       mla + ", which runs on one context-parallel rank: give cp 1, got cp " + std::to_string(l.cp));
   if (r.dropout > 0) throw ConfigError("dropout", mla + ", whose attention block has no dropout: give --dropout 0");
-  for (int64_t i = 0; i < m.layers; ++i)
-    if (layer_window(m, i))
-      throw ConfigError("sliding_window", mla + " and a sliding window on layer " + std::to_string(i) +
-                                              ": its attention block is full causal attention");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // What the run commands build of a model file, said in one place: a model
 // file may describe more. Multi-head latent attention (DeepSeek-V2/V3) is
-// built by train and plan (materialized core, no attention dropout, no
-// sliding window, cp 1), not served by infer. The first dense layers of a
+// built by train and plan (materialized core, no attention dropout, cp 1),
+// not served by infer. The first dense layers of a
 // DeepSeek-MoE model and its router bias are read, counted
 // (analytic/params.h) and sized by kv and serve-plan, not built. Qwen3's QK norm runs at tp = 1 only (its
 // shared γ's gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs

@@ -459,17 +459,18 @@ TEST(CliTrainMpi, MultiHeadLatentAttentionOnTwoRanksTrainsTheLossesOfOne) {
   const std::string direct = std::string(GPULEDGER_SOURCE_DIR) + "/tests/data/tiny_mla_direct_query.json";
   for (const std::string& model : {std::string("tiny-mla"), direct}) {
     SCOPED_TRACE(model);
-    const std::vector<std::string> base = {"train", "--model", model,    "--seq",   "16",     "--gbs", "4",
-                                           "--mbs", "2",       "--dtype", "fp32", "--steps", "3"};
+    const std::vector<std::string> base = {"train", "--model", model,     "--seq", "16",      "--gbs", "4",
+                                           "--mbs", "2",       "--dtype", "fp32",  "--steps", "3"};
     auto one = base;
     one.insert(one.end(), {"--json", "-"});
     const auto r1 = run_cli(one);
     ASSERT_EQ(r1.status, 0) << r1.err;
     const auto ref = r1.json()["summary"]["loss"];
     ASSERT_EQ(ref.size(), 3u);
-    for (const std::vector<std::string>& layout :
-         {std::vector<std::string>{"--dp", "2"}, {"--tp", "2"}, {"--tp", "2", "--sp", "--recompute", "selective"},
-          {"--pp", "2", "--recompute", "full"}}) {
+    for (const std::vector<std::string>& layout : {std::vector<std::string>{"--dp", "2"},
+                                                   {"--tp", "2"},
+                                                   {"--tp", "2", "--sp", "--recompute", "selective"},
+                                                   {"--pp", "2", "--recompute", "full"}}) {
       const std::string path = scratch_dir("mla2") + "/mla.json";
       auto args = base;
       args.insert(args.end(), layout.begin(), layout.end());

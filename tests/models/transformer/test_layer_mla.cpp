@@ -160,8 +160,7 @@ TEST(MlaLayer, EqualsTheStandaloneBlock) {
     sh.e = sh.g = DType::kFP32;
 
     Buffer xn = dev.alloc(4 * n * h, Account::kWorkspace, "xn"), rstd = dev.alloc(4 * n, Account::kWorkspace, "rstd");
-    dev.rmsnorm_forward(xn.data(), rstd.as<float>(), rig.x.data(), wt("norm1.weight"), DType::kFP32, n, h,
-                        sh.norm_eps);
+    dev.rmsnorm_forward(xn.data(), rstd.as<float>(), rig.x.data(), wt("norm1.weight"), DType::kFP32, n, h, sh.norm_eps);
     Buffer y = dev.alloc(4 * n * h, Account::kWorkspace, "y"), dxn = dev.alloc(4 * n * h, Account::kWorkspace, "dxn");
     Buffer dy = dev.alloc(4 * n * h, Account::kWorkspace, "dy");
     from_host(dev, dy.data(), DType::kFP32, rig.R);
