@@ -86,6 +86,23 @@ TEST(MlaTraining, ActivationsByHand) {
   EXPECT_EQ(activation_bytes_per_layer(m, tp2, run()), 3'200 + 1'280 + 128 + 1'024 + 512 + 4'096 + 64 + 8'448);
 }
 
+// DeepSeek-V2-Lite's attention (no query latent; h 2048, a 16, r_kv 512, d_n 128, d_r 64, d_v 128) at s 4096,
+// b 1, t 4, bf16, selective (docs/formulas/mla.md "Training"): 2·4096·512·2 + 4·4096 + 4096·4·(256 + 64)·2 +
+// 4096·64·2 + 2·4096·4·128·2.
+TEST(MlaTraining, V2LiteAttentionActivationsByHand) {
+  ModelConfig m = load_model("tiny-mla");
+  m.hidden = 2048;
+  m.heads = m.kv_heads = 16;
+  m.q_lora_rank = 0;
+  m.kv_lora_rank = 512;
+  m.qk_nope_head_dim = 128;
+  m.qk_rope_head_dim = 64;
+  m.v_head_dim = 128;
+  EXPECT_EQ(mla_attention_activation_bytes(m, 1, 4096, 4, 2, false),
+            8'388'608 + 16'384 + 10'485'760 + 524'288 + 8'388'608);
+  EXPECT_EQ(mla_attention_activation_bytes(m, 1, 4096, 4, 2, false), 27'803'648);
+}
+
 // The gradients each TP rank holds in part: q_down 64·32, q_norm 32, kv_down 64·(16 + 4), kv_norm 16.
 TEST(MlaTraining, TpPartialGradients) {
   ModelConfig m = load_model("tiny-mla");

@@ -57,9 +57,17 @@ TEST(CliTrainMla, TinyOnCpuAndMetaPassesEveryCheckUnderEachRecompute) {
 // 27 layers over 3 stages, one rank per stage simulated: every check passes,
 // and plan gives each account the same figure train measured.
 TEST(CliTrainMla, DenseV2LiteAttentionAtFortyEightRanksOnMetaPassesEveryCheck) {
-  const std::vector<std::string> layout = {
-      "--model", kDataDir + "mla_dense_v2_lite.json", "--dp", "4", "--tp", "4", "--pp", "3", "--sp", "--zero", "1",
-      "--seq", "4096", "--mbs", "1", "--microbatches", "8", "--recompute", "selective", "--device", "h100-sxm"};
+  const std::vector<std::string> layout = {"--model",   kDataDir + "mla_dense_v2_lite.json",
+                                           "--dp",      "4",
+                                           "--tp",      "4",
+                                           "--pp",      "3",
+                                           "--sp",      "--zero",
+                                           "1",         "--seq",
+                                           "4096",      "--mbs",
+                                           "1",         "--microbatches",
+                                           "8",         "--recompute",
+                                           "selective", "--device",
+                                           "h100-sxm"};
   std::vector<std::string> train = {"train", "--backend", "meta", "--world", "48", "--steps", "1", "--json", "-"};
   train.insert(train.end(), layout.begin(), layout.end());
   auto r = run_cli(train);
