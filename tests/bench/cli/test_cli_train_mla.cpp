@@ -6,7 +6,9 @@
 //  - tiny-mla on the cpu and meta backends under each recompute mode, and
 //    without its query latent (q_lora_rank 0);
 //  - a dense model of DeepSeek-V2-Lite's attention (tests/data/mla_dense_v2_lite.json)
-//    on meta at 48 ranks: dp 4 × tp 4 (sp) × pp 3, ZeRO 1, 4,096 tokens.
+//    on meta at 48 ranks: dp 4 × tp 4 (sp) × pp 3, ZeRO 1, 4,096 tokens;
+//  - a dense model of DeepSeek-V3's attention (with its query latent, tests/data/mla_dense_v3.json),
+//    8 of its layers at 64 ranks: dp 2 × tp 8 (sp) × pp 4, under each recompute mode.
 // MPI runs of tiny-mla: test_cli_train_mpi.cpp.
 #include <gtest/gtest.h>
 
@@ -84,6 +86,46 @@ TEST(CliTrainMla, DenseV2LiteAttentionAtFortyEightRanksOnMetaPassesEveryCheck) {
   for (size_t i = 0; i < 3; ++i)
     for (auto a : {"weights", "grads", "master", "optim", "activations", "comm"})
       EXPECT_EQ(pdoc["ranks"][i]["analytic"]["exact"][a], doc["ranks"][i]["measured"]["peak_by_account"][a]) << a;
+}
+
+TEST(CliTrainMla, DenseV3AttentionAtSixtyFourRanksOnMetaPassesEveryCheck) {
+  for (const char* rc : {"none", "selective", "full"}) {
+    SCOPED_TRACE(rc);
+    auto r = run_cli({"train",
+                      "--model",
+                      kDataDir + "mla_dense_v3.json",
+                      "--layers",
+                      "8",
+                      "--backend",
+                      "meta",
+                      "--world",
+                      "64",
+                      "--dp",
+                      "2",
+                      "--tp",
+                      "8",
+                      "--pp",
+                      "4",
+                      "--sp",
+                      "--zero",
+                      "1",
+                      "--seq",
+                      "4096",
+                      "--mbs",
+                      "1",
+                      "--microbatches",
+                      "8",
+                      "--recompute",
+                      rc,
+                      "--steps",
+                      "1",
+                      "--json",
+                      "-"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = r.json();
+    ASSERT_EQ(doc["ranks"].size(), 4u);
+    expect_every_check_passes(doc);
+  }
 }
 
 }  // namespace
