@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "analytic/megatron.h"
+#include "analytic/mla.h"
 #include "analytic/moe.h"
 #include "analytic/params.h"
 #include "analytic/pipeline.h"
@@ -62,24 +63,9 @@ class CheckedBytes {
   int64_t n_ = 0;
 };
 
-}  // namespace
-
-int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
-  // norm 1 and norm 2, and with post_norms the two post-block norms
-  return checked_mul(m.post_norms ? 4 : 2, norm_stats(dims(m, l, r)), "norm statistics bytes");
-}
-
-int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  const Dims x = dims(m, l, r);
-  const int64_t hidden_sp = checked_product({x.e, x.b, x.s_l, x.h}, "activation bytes per layer");  // one (sp) tensor
-  CheckedBytes n("activation bytes per layer");
-  // Layer input (norm-1 input): the only tensor kept under `full`.
-  n.add({hidden_sp});
-  if (r.recompute == Recompute::kFull) return n.value();
-
-  n.add({norm_stats(x)});                                 // norm-1 statistics (sp)
-  n.add({hidden_sp});                                     // norm-1 output (sp)
+// The attention block's saved tensors from Q, K, V to the context (a layer
+// of multi-head attention, not MLA).
+void attention_activation_bytes(CheckedBytes& n, const ModelConfig& m, const RunConfig& r, const Dims& x) {
   n.add({x.e, x.b, x.s, x.a_t * x.d + 2 * x.k_t * x.d});  // Q, K, V (after RoPE)
   if (m.qk_norm) {  // Qwen3: Q and K before the QK norm, and its fp32 rstd per head row
     n.add({x.e, x.b, x.s, (x.a_t + x.k_t) * x.d});
@@ -96,7 +82,33 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
       n.add({4, x.b, x.a_t, x.s});
     }
   }
-  n.add({x.e, x.b, x.s, x.a_t, x.d});    // context (attention-out input)
+  n.add({x.e, x.b, x.s, x.a_t, x.d});  // context (attention-out input)
+}
+
+}  // namespace
+
+int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  if (r.recompute == Recompute::kFull) return 0;  // only the layer input is kept
+  // norm 1 and norm 2, and with post_norms the two post-block norms
+  return checked_mul(m.post_norms ? 4 : 2, norm_stats(dims(m, l, r)), "norm statistics bytes");
+}
+
+int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  const Dims x = dims(m, l, r);
+  const int64_t hidden_sp = checked_product({x.e, x.b, x.s_l, x.h}, "activation bytes per layer");  // one (sp) tensor
+  CheckedBytes n("activation bytes per layer");
+  // Layer input (norm-1 input): the only tensor kept under `full`.
+  n.add({hidden_sp});
+  if (r.recompute == Recompute::kFull) return n.value();
+
+  n.add({norm_stats(x)});  // norm-1 statistics (sp)
+  n.add({hidden_sp});      // norm-1 output (sp)
+  if (m.is_mla()) {
+    // Multi-head latent attention's block, from its latents to the context (analytic/mla.h)
+    n.add({mla_attention_activation_bytes(m, x.b, x.s, x.t, x.e, r.recompute == Recompute::kNone)});
+  } else {
+    attention_activation_bytes(n, m, r, x);
+  }
   if (x.drop) n.add({x.b, x.s_l, x.h});  // attention-out dropout mask (sp)
   n.add({hidden_sp});                    // norm-2 input (sp)
   n.add({norm_stats(x)});                // norm-2 statistics (sp)

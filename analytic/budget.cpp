@@ -135,7 +135,10 @@ int64_t gemm_fp32_bytes(int64_t mm, int64_t k, int64_t nn) {
 //      attention-out (a_t·d → h), MLP-in (h → f/t, llama gate and up taken as
 //      one fused h → 2f/t), MLP-out (f/t → h), the head (h → V'/t, last stage),
 //      and with materialized attention QKᵀ and P·V over all b·a_t heads at once
-//      (|A|, |B|, |C| = b·a_t·s·d, b·a_t·s·d, b·a_t·s²).
+//      (|A|, |B|, |C| = b·a_t·s·d, b·a_t·s·d, b·a_t·s²); a multi-head latent
+//      attention layer's projections too (down h → r_q + r_kv + d_r, q_up,
+//      kv_up, o_proj; docs/formulas/mla.md), its core within the same term
+//      (d = d_n + d_r ≥ the score products' and P·v's head dims).
 // It bounds what a backend holds in `workspace` at one time, not a measured
 // equality; it is deliberately generous (fp32 everywhere, fused shapes) and finite.
 int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
@@ -162,6 +165,13 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, (m.is_gpt() ? 1 : 2) * f_t));
   gemm = std::max(gemm, gemm_fp32_bytes(tokens, f_t, h));
   if (last) gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, vocab_t));
+  if (m.is_mla()) {  // its projections (analytic/mla.h): the down projections, q_up (or q), kv_up, o_proj
+    const int64_t dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+    gemm = std::max(gemm, gemm_fp32_bytes(tokens, h, m.q_lora_rank + m.kv_lora_rank + dr));
+    gemm = std::max(gemm, gemm_fp32_bytes(tokens, m.q_lora_rank > 0 ? m.q_lora_rank : h, a_t * (dn + dr)));
+    gemm = std::max(gemm, gemm_fp32_bytes(tokens, m.kv_lora_rank, a_t * (dn + dv)));
+    gemm = std::max(gemm, gemm_fp32_bytes(tokens, a_t * dv, h));
+  }
   if (r.attention == AttentionKind::kMaterialized) {
     const int64_t heads = b * a_t;
     gemm = std::max(gemm, checked_product({4, heads, checked_add(2 * s * d, checked_mul(s, s, what), what)}, what));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "analytic/dp_staging.h"
+#include "analytic/mla.h"
 #include "analytic/moe.h"
 #include "analytic/offload.h"
 #include "analytic/params.h"
@@ -235,6 +236,16 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     const bool bias = m.is_gpt() || m.qkv_bias;
     const int64_t slot = 2 * m.head_dim * (m.hidden + (bias ? 1 : 0));
     tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers, m.kv_heads * slot * g);
+  }
+  if (m.is_mla()) {
+    // Multi-head latent attention's down projections and latent norms: whole
+    // on every rank, their gradients partial sums over the ranks' heads
+    // (docs/formulas/mla.md "Training"), one all-reduce over tp each per
+    // layer, with or without SP (then in place of the sequence-partial one);
+    // when, as for the sequence-partial gradients.
+    const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
+    for (const int64_t elems : mla_tp_partial_grad_elems(m))
+      tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers, checked_mul(elems, g, "TP message bytes"));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "analytic/megatron.h"
+#include "analytic/mla.h"
 #include "analytic/params.h"
 #include "core/checked_math.h"
 
@@ -41,7 +42,11 @@ struct LayerGemms {
 // (k_t for the hardware count; see model_kv_heads for the model count).
 // executed: the hardware count (under ep the MoE experts' padded slots); else
 // the model count (the N·k routed rows).
-LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads, bool executed) {
+// replicated: whether the tensors whole on every TP rank count here — MLA's
+// down projections (analytic/mla.h): executed on every rank (hardware), in
+// the model count credited once, to TP rank 0, as the replicated KV heads are.
+LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads, bool executed,
+                       bool replicated = true) {
   // Context parallelism: the rank's s/cp tokens pass through every projection;
   // its s/cp queries meet all s keys over the ring's cp blocks.
   const int64_t b = r.mbs, s = r.seq / l.cp, s_keys = r.seq, h = m.hidden, d = m.head_dim;
@@ -62,6 +67,12 @@ LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r
       m.is_moe() && moe_padded_to_capacity(m, l) && executed ? moe_ep_slots(m, b * s) : moe_worst_case_rows(m, b * s);
   const int64_t mlp =
       m.is_moe() ? moe_block_forward_flops(m, b * s, moe_rows) : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
+  if (m.is_mla()) {  // multi-head latent attention (cp = 1): its projections and core (analytic/mla.h)
+    const MlaForwardFlops f = mla_attention_forward_flops(m, b, s, l.tp);
+    g.projections = add(add(f.sharded, replicated ? f.replicated : 0), mlp);
+    g.core = f.core;
+    return g;
+  }
   g.projections = add(add(qkv, out), mlp);
   // QKᵀ: (s, d) × (d, s) per head; P·V: (s, s) × (s, d) per head. The full s²
   // is executed and counted (our kernels do not skip masked blocks).
@@ -116,7 +127,7 @@ StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig
   const int64_t head_hw = mul({3, 2, b, s, h, padded_vocab(m, l.tp) / l.tp});
 
   // ---- model: 3 × forward, unpadded V, no recompute (MFU numerator) ----
-  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp), /*executed=*/false);
+  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp), /*executed=*/false, /*replicated=*/c.tp == 0);
   const int64_t layer_model = mul(3, mo.total());
   const int64_t head_model = mul({3, 2, b, s, h, model_vocab_rows(m, l, c.tp)});
   // Causal convention: the two s² GEMMs at half (the masked upper triangle

@@ -16,6 +16,10 @@
 // the q/kv layernorms act on the whole latents, so they are replicated too.
 #include "analytic/mla.h"
 
+#include <initializer_list>
+
+#include "core/checked_math.h"
+
 namespace gpuledger::analytic {
 namespace {
 
@@ -40,6 +44,51 @@ void append_mla_attention_tensors(std::vector<ParamTensor>& ts, const ModelConfi
   add(ts, p + "mla.kv_norm.weight", m.kv_lora_rank);
   add(ts, p + "mla.kv_up.weight", m.kv_lora_rank * a_t * (m.qk_nope_head_dim + m.v_head_dim));
   add(ts, p + "attn_out.weight", a_t * m.v_head_dim * h);
+}
+
+int64_t mla_attention_activation_bytes(const ModelConfig& m, int64_t b, int64_t s, int64_t tp, int64_t e,
+                                       bool keep_probs) {
+  constexpr std::string_view what = "MLA activation bytes per layer";
+  const int64_t n = checked_mul(b, s, what), a_t = m.heads / tp;
+  const int64_t dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+  int64_t bytes = 0;
+  const auto add_bytes = [&](std::initializer_list<int64_t> f) {
+    bytes = checked_add(bytes, checked_product(f, what), what);
+  };
+  if (m.q_lora_rank > 0) {
+    add_bytes({2, n, m.q_lora_rank, e});  // query latent, normalised
+    add_bytes({4, n});                    // its rstd (fp32)
+  }
+  add_bytes({2, n, m.kv_lora_rank, e});          // KV latent, normalised
+  add_bytes({4, n});                             // its rstd (fp32)
+  add_bytes({n, a_t, 2 * dn + dr, e});           // q_nope, k_nope, q_rope
+  add_bytes({n, dr, e});                         // the shared RoPE key
+  add_bytes({n, a_t, 2 * dv, e});                // v, the context
+  if (keep_probs) add_bytes({b, a_t, s, s, e});  // softmax probabilities
+  return bytes;
+}
+
+MlaForwardFlops mla_attention_forward_flops(const ModelConfig& m, int64_t b, int64_t s, int64_t tp) {
+  constexpr std::string_view what = "MLA FLOP count";
+  const int64_t n = checked_mul(b, s, what), h = m.hidden, a_t = m.heads / tp;
+  const int64_t dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+  const int64_t rq = m.q_lora_rank, rkv = m.kv_lora_rank;
+  MlaForwardFlops f;
+  f.replicated = checked_product({2, n, h, rq + rkv + dr}, what);
+  f.sharded = checked_add(
+      checked_product({2, n, rq > 0 ? rq : h, a_t, dn + dr}, what),
+      checked_add(checked_product({2, n, rkv, a_t, dn + dv}, what), checked_product({2, n, a_t, dv, h}, what), what),
+      what);
+  f.core = checked_product({2, b, a_t, s, s, dn + dr + dv}, what);
+  return f;
+}
+
+std::vector<int64_t> mla_tp_partial_grad_elems(const ModelConfig& m) {
+  std::vector<int64_t> elems;
+  if (m.q_lora_rank > 0) elems = {m.hidden * m.q_lora_rank, m.q_lora_rank};
+  elems.push_back(m.hidden * (m.kv_lora_rank + m.qk_rope_head_dim));
+  elems.push_back(m.kv_lora_rank);
+  return elems;
 }
 
 int64_t mla_cache_values_per_token(const ModelConfig& m) { return m.kv_lora_rank + m.qk_rope_head_dim; }

@@ -6,19 +6,45 @@
 
 namespace gpuledger {
 
+namespace {
+
+// Multi-head latent attention (docs/formulas/mla.md "Training"): train and
+// plan build its layers (models/transformer/mla_layer.cpp) with the
+// materialized core, without attention dropout and with no context
+// parallelism (a model file of MLA has no sliding window: validate_mla);
+// infer's engine has no latent cache.
+void require_runnable_mla(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use,
+                          const std::string& model) {
+  if (!m.is_mla() || use == ModelUse::kKvSizing) return;
+  const std::string mla = model + " has multi-head latent attention (kv_lora_rank)";
+  if (use == ModelUse::kInfer)
+    throw ConfigError("kv_lora_rank", mla +
+                                          ", which infer does not serve yet (no latent KV cache in the engine): kv "
+                                          "and serve-plan size it, train and plan run it");
+  if (r.attention != AttentionKind::kMaterialized)
+    throw ConfigError("attention", mla +
+                                       ": its query/key head (qk_nope_head_dim + qk_rope_head_dim) differs from "
+                                       "the value head, which the flash kernel does not take: use --attention "
+                                       "materialized");
+  if (l.cp > 1)
+    throw ConfigError("cp",
+                      mla + ", which runs on one context-parallel rank: give cp 1, got cp " + std::to_string(l.cp));
+  if (r.dropout > 0) throw ConfigError("dropout", mla + ", whose attention block has no dropout: give --dropout 0");
+}
+
+}  // namespace
+
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use) {
   const std::string model = "model '" + m.name + "'";
+  require_runnable_mla(m, l, r, use, model);
   // The DeepSeek pieces no layer code builds: refused by every command that
   // runs the layers or budgets them, accepted where only the cache and the
   // weights are sized.
-  const std::pair<const char*, bool> unbuilt[] = {
-      {"kv_lora_rank", m.is_mla()}, {"dense_layers", m.dense_layers > 0}, {"router_bias", m.router_bias}};
+  const std::pair<const char*, bool> unbuilt[] = {{"dense_layers", m.dense_layers > 0}, {"router_bias", m.router_bias}};
   for (const auto& [field, set] : unbuilt) {
     if (!set) continue;
     if (use == ModelUse::kKvSizing) return;
-    throw ConfigError(field, model + " has " +
-                                 (m.is_mla() ? std::string("multi-head latent attention (kv_lora_rank)")
-                                             : std::string("DeepSeek-MoE's ") + field) +
+    throw ConfigError(field, model + " has DeepSeek-MoE's " + std::string(field) +
                                  ", which training, plan and infer do not build yet: kv and serve-plan size it");
   }
   if (m.qk_norm && l.tp > 1)

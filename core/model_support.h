@@ -1,7 +1,9 @@
 // What the run commands build of a model file, said in one place: a model
-// file may describe more. Multi-head latent attention (DeepSeek-V2/V3), the
-// first dense layers of a DeepSeek-MoE model and its router bias are read,
-// counted (analytic/params.h) and sized by kv and serve-plan, not built. Qwen3's QK norm runs at tp = 1 only (its
+// file may describe more. Multi-head latent attention (DeepSeek-V2/V3) is
+// built by train and plan (materialized core, no attention dropout, cp 1),
+// not served by infer. The first dense layers of a
+// DeepSeek-MoE model and its router bias are read, counted
+// (analytic/params.h) and sized by kv and serve-plan, not built. Qwen3's QK norm runs at tp = 1 only (its
 // shared γ's gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs
 // with data, expert (--ep, carved out of dp) and pipeline parallelism (interleaved stages too) and ZeRO 0-3 at tp = 1
 // (under ep > 1 the experts' ZeRO shards over the expert-data-parallel group, --offload optimizer too), with every
@@ -15,15 +17,16 @@
 
 namespace gpuledger {
 
-// What a command does with the model: builds it (train, plan, infer, sweep,
-// check: the layers' code or their budgets), or only sizes its KV cache and
-// weights (kv, serve-plan).
-enum class ModelUse { kRun, kKvSizing };
+// What a command does with the model: builds it (train, plan, sweep, check:
+// the layers' code or their budgets), serves it (infer: the layers and the
+// engine's KV cache), or only sizes its KV cache and weights (kv, serve-plan).
+enum class ModelUse { kRun, kInfer, kKvSizing };
 
 // Throws ConfigError naming the field (exit 2) when the runs do not build
 // this model under this layout and run. Multi-head latent attention and the
 // DeepSeek-MoE pieces (dense_layers, router_bias) are sized by kv and
-// serve-plan under any layout; no command builds their layers yet.
+// serve-plan under any layout; train and plan build MLA, no command builds
+// the DeepSeek-MoE pieces yet.
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use = ModelUse::kRun);
 
 // --capacity-factor c: sets m.capacity_factor, checked as the model file's

@@ -59,6 +59,7 @@ ResolvedConfig resolve_with_checkpoint(const ConfigOptions& config, const Checkp
     if (r.layout.tp > 1 || r.layout.pp > 1 || r.layout.ep > 1 || (r.layout.zero >= 3 && r.layout.dp > 1))
       throw ConfigError("save-weights",
                         "--save-weights writes rank 0's parameters: it needs tp = pp = ep = 1 and no ZeRO 3 sharding");
+    hf_config_json(r.model);  // a model whose Hugging Face config is not written (MoE, MLA, …): refused before the run
   }
   return r;
 }

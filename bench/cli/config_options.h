@@ -41,7 +41,7 @@ struct ConfigOptions {
   std::optional<double> capacity_factor;  // MoE: overrides the model file's capacity_factor
   std::string device;                     // preset name
   std::string device_memory;              // BYTES with K/M/G/Ki/Mi/Gi suffix
-  ModelUse use = ModelUse::kRun;          // not an option: kv and serve-plan only size the cache
+  ModelUse use = ModelUse::kRun;          // not an option: infer serves, kv and serve-plan only size the cache
 };
 
 // One option of ConfigOptions each; a subcommand lists those it uses.

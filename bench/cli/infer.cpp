@@ -57,6 +57,7 @@ void InferCommand::bind(CLI::App& app) {
   using O = ConfigOption;
   // A serving engine attends flash-like (vLLM's backends): the default here, unlike train's.
   config_.attention = "flash";
+  config_.use = ModelUse::kInfer;
   add_config_options(app, config_,
                      {O::kModel, O::kLayers, O::kTp, O::kDtype, O::kSeed, O::kDevice, O::kDeviceMemory, O::kAttention});
   add_kv_cache_options(app, cache_);

@@ -26,6 +26,7 @@ namespace gpuledger {
 
 void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKeys& keys, LayerSaved& s, Account acc,
                                          bool keep_core) {
+  if (cfg_.mla) return mla_attention_forward(xn, y, s, acc, keep_core);  // mla_layer.cpp
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();
@@ -272,6 +273,7 @@ void TransformerLayer::qk_grads_from_scores(const void* ds, const void* q, const
 }
 
 void TransformerLayer::attention_backward(const void* dy, void* dxn, const LayerKeys& keys, LayerSaved& s) {
+  if (cfg_.mla) return mla_attention_backward(dy, dxn, s);  // mla_layer.cpp
   const LayerConfig& c = cfg_;
   const int64_t n = c.tokens(), e = dtype_bytes(c.e);
   const AttnShape sh = c.attn_shape();

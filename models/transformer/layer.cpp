@@ -43,6 +43,14 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.attention = r.attention;
   c.recompute = r.recompute;
   c.tp = tp;  // sp is the caller's (a Layout field, not the run's)
+  if (m.is_mla()) {
+    c.mla = true;
+    c.q_lora_rank = m.q_lora_rank;
+    c.kv_lora_rank = m.kv_lora_rank;
+    c.qk_nope = m.qk_nope_head_dim;
+    c.qk_rope = m.qk_rope_head_dim;
+    c.v_head = m.v_head_dim;
+  }
   if (m.is_moe()) {
     c.moe = true;
     c.routing = {m.num_experts, m.experts_per_token, m.norm_topk_prob, m.capacity_factor, m.router_aux_loss_coef};
@@ -84,6 +92,15 @@ LayerParams layer_params(const Params& p, size_t unit) {
   m.shared_gate = w("moe.shared.gate.weight");   m.d_shared_gate = g("moe.shared.gate.weight");
   m.shared_up = w("moe.shared.up.weight");       m.d_shared_up = g("moe.shared.up.weight");
   m.shared_down = w("moe.shared.down.weight");   m.d_shared_down = g("moe.shared.down.weight");
+  MlaWeights& a = lp.mla;
+  a.q_down = w("mla.q_down.weight");    a.d_q_down = g("mla.q_down.weight");
+  a.q_norm = w("mla.q_norm.weight");    a.d_q_norm = g("mla.q_norm.weight");
+  a.q_up = w(p.weight_or_null(unit, "mla.q.weight") ? "mla.q.weight" : "mla.q_up.weight");
+  a.d_q_up = g(p.weight_or_null(unit, "mla.q.weight") ? "mla.q.weight" : "mla.q_up.weight");
+  a.kv_down = w("mla.kv_down.weight");  a.d_kv_down = g("mla.kv_down.weight");
+  a.kv_norm = w("mla.kv_norm.weight");  a.d_kv_norm = g("mla.kv_norm.weight");
+  a.kv_up = w("mla.kv_up.weight");      a.d_kv_up = g("mla.kv_up.weight");
+  a.out = lp.out_w;                     a.d_out = lp.d_out_w;
   // clang-format on
   return lp;
 }
@@ -105,6 +122,12 @@ TransformerLayer::TransformerLayer(Device& device, Comm& tp, const LayerConfig& 
     throw std::invalid_argument("TransformerLayer: post-block norms on the llama flavour only");
   if (!cfg.gpt && cfg.d % 2 != 0)
     throw std::invalid_argument("TransformerLayer: RoPE needs an even head dim, got " + std::to_string(cfg.d));
+  // The MLA block (mla_attention.h) is a materialized core without dropout
+  // over the rank's whole sequence.
+  if (cfg.mla && (cfg.attention != AttentionKind::kMaterialized || cfg.dropout > 0 || cfg.ring))
+    throw std::invalid_argument(
+        "TransformerLayer: multi-head latent attention runs the materialized core, without dropout, on one "
+        "context-parallel rank");
   // The γ of the QK norm is shared by all heads: under tp each rank's gradient
   // is a partial sum over its own heads, which no reduction sums yet.
   if (cfg.qk_norm && (cfg.gpt || cfg.tp > 1))

@@ -49,6 +49,19 @@
 // every temporary are workspace. The residual gradient flows in place through
 // one buffer: on entry dL/d(out), on return dL/d(x).
 //
+// Multi-head latent attention (cfg.mla; DeepSeek-V2 §2.1, docs/formulas/mla.md
+// "Training"): the attention block is mla_attention.h's, between the same
+// mappings — the norm output gathered (sp) into it, o_proj's partial sums
+// reduced (sp: reduce-scattered) out of it, and in backward dxn's partial sums
+// reduced over tp. Its down projections and latent norms are whole on every
+// rank, their gradients partial sums over the ranks' heads, which
+// StageModel::reduce_tp_partial_grads sums (Megatron-LM's MLASelfAttention
+// splits the same way). Saved instead of Q K V, the core's and the context:
+// the block's MlaSaved (the latents, their norms and rstd, the heads, the
+// probabilities unless selective, the context); the materialized core only
+// (the flash kernel has one head dim for Q, K and V), without attention
+// dropout, on one context-parallel rank.
+//
 // Conventions: tensors (B, T, C) row-major; Q (B, a_t, T, d), K and V
 // (B, k_t, T, d) in one buffer; the context (B, a_t, T, d). Weights (out × in),
 // y = x·Wᵀ. Weight gradients accumulate (the caller zeroes them once a step).
@@ -62,6 +75,7 @@
 #include "kernels/device.h"
 #include "models/moe/moe_block.h"
 #include "models/transformer/context_ring.h"
+#include "models/transformer/mla_attention.h"
 #include "models/transformer/params.h"
 #include "models/transformer/tp_mappings.h"
 
@@ -96,6 +110,10 @@ struct LayerConfig {
   // Context parallelism: the ring the flash core runs over (the StageModel's;
   // s is then the rank's seq / cp tokens). Null: the rank holds the whole sequence.
   const ContextRing* ring = nullptr;
+  // Multi-head latent attention (ModelConfig::is_mla()): the attention is the
+  // block of mla_attention.h on the a_t heads; d = d_n + d_r, k_t = a_t.
+  bool mla = false;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
@@ -128,6 +146,7 @@ struct LayerParams {
              *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr, *q_norm_w = nullptr,
              *k_norm_w = nullptr, *post_attn_norm_w = nullptr, *post_mlp_norm_w = nullptr;
   MoeWeights moe;  // the "moe.*" tensors (weights and gradients) of a MoE layer
+  MlaWeights mla;  // the "mla.*" tensors and attn_out of an MLA layer
   void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
        *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
        *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr, *d_q_norm_w = nullptr,
@@ -170,6 +189,8 @@ struct LayerSaved {
   Buffer post_mlp_stats;   // [mbs, s_l] fp32 rstd
   // A MoE layer's block (moe_block.h): its saved tensors, routing and load-balancing loss.
   MoeSaved moe;
+  // An MLA layer's attention block (mla_attention.h): its saved tensors.
+  MlaSaved mla;
   // Set before backward: d(loss)/d(this layer's load-balancing loss).
   double moe_aux_scale = 0;
   void clear() { *this = LayerSaved{}; }
@@ -237,6 +258,10 @@ class TransformerLayer {
   // dq, dk (after RoPE's backward) -> the gradients before the norm, in the
   // returned workspace (dq, dk repointed into it); accumulates the γ gradients.
   Buffer qk_norm_backward(void*& dq, void*& dk, LayerSaved& s);
+  // mla_layer.cpp: the attention of an MLA layer (cfg.mla)
+  MlaShape mla_shape() const;
+  void mla_attention_forward(const void* xn, void* y, LayerSaved& s, Account acc, bool keep_core);
+  void mla_attention_backward(const void* dy, void* dxn, LayerSaved& s);
   // mlp.cpp
   void mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc);
   void mlp_backward(const void* dy, void* dxn, LayerSaved& s);

@@ -66,8 +66,54 @@ Buffer project_heads(Device& dev, const MlaShape& sh, const void* x, int64_t in,
 
 }  // namespace
 
+void mla_core_forward(Device& dev, const MlaShape& sh, MlaSaved& s, void* ctx, Account probs_acc) {
+  const int64_t eb = dtype_bytes(sh.e), a = sh.a_t, B = sh.b, T = sh.s;
+  const int64_t dn = sh.d_n, dr = sh.d_r, dv = sh.d_v;
+  // Scores (fp32): q_nope·k_nopeᵀ per (sample, head), then + q_rope·k_ropeᵀ with the one RoPE key of each sample.
+  const int64_t tt = T * T;
+  Buffer scores = dev.alloc(4 * B * a * tt, Account::kWorkspace, "mla.scores");
+  product(dev, {.tb = true,
+                .m = T,
+                .n = T,
+                .k = dn,
+                .batch = B * a,
+                .a = s.q_nope.data(),
+                .b = s.k_nope.data(),
+                .c = scores.data(),
+                .ab = sh.e});
+  for (int64_t i = 0; i < B; ++i)
+    product(dev, {.tb = true,
+                  .m = T,
+                  .n = T,
+                  .k = dr,
+                  .batch = a,
+                  .a = byte_offset(s.q_rope.data(), eb * i * a * T * dr),
+                  .b = byte_offset(s.k_rope.data(), eb * i * T * dr),
+                  .c = byte_offset(scores.data(), 4 * i * a * tt),
+                  .ab = sh.e,
+                  .stride_b = 0,
+                  .beta = 1.0f});
+  s.probs = dev.alloc(eb * B * a * tt, probs_acc, "mla.probs");
+  dev.softmax_forward(s.probs.data(), scores.as<float>(), sh.e, heads(sh, a, dn + dr));  // scale (d_n + d_r)^(−1/2)
+  scores.reset();
+  product(dev, {.m = T,
+                .n = dv,
+                .k = T,
+                .batch = B * a,
+                .a = s.probs.data(),
+                .b = s.v.data(),
+                .c = ctx,
+                .ab = sh.e,
+                .ct = sh.e});
+}
+
+void mla_recompute_core(Device& dev, const MlaShape& sh, MlaSaved& s) {
+  Buffer ctx = dev.alloc(dtype_bytes(sh.e) * sh.tokens() * sh.a_t * sh.d_v, Account::kWorkspace, "mla.recompute.ctx");
+  mla_core_forward(dev, sh, s, ctx.data(), Account::kWorkspace);
+}
+
 void mla_forward(Device& dev, const MlaShape& sh, const MlaWeights& w, const void* xn, void* y, MlaSaved& s,
-                 Account acc) {
+                 Account acc, bool keep_probs) {
   const int64_t n = sh.tokens(), eb = dtype_bytes(sh.e), a = sh.a_t, B = sh.b, T = sh.s;
   const int64_t dn = sh.d_n, dr = sh.d_r, dv = sh.d_v;
   // The query latent and its norm (DeepSeek-V2 eq. 12), or the hidden state itself.
@@ -99,43 +145,9 @@ void mla_forward(Device& dev, const MlaShape& sh, const MlaWeights& w, const voi
   s.k_nope = project_heads(dev, sh, s.ckvn.data(), sh.r_kv, w.kv_up, 0, a, dn, acc, "mla.k_nope");
   s.v = project_heads(dev, sh, s.ckvn.data(), sh.r_kv, w.kv_up, a * dn, a, dv, acc, "mla.v");
 
-  // Scores (fp32): q_nope·k_nopeᵀ per (sample, head), then + q_rope·k_ropeᵀ with the one RoPE key of each sample.
-  const int64_t tt = T * T;
-  Buffer scores = dev.alloc(4 * B * a * tt, Account::kWorkspace, "mla.scores");
-  product(dev, {.tb = true,
-                .m = T,
-                .n = T,
-                .k = dn,
-                .batch = B * a,
-                .a = s.q_nope.data(),
-                .b = s.k_nope.data(),
-                .c = scores.data(),
-                .ab = sh.e});
-  for (int64_t i = 0; i < B; ++i)
-    product(dev, {.tb = true,
-                  .m = T,
-                  .n = T,
-                  .k = dr,
-                  .batch = a,
-                  .a = byte_offset(s.q_rope.data(), eb * i * a * T * dr),
-                  .b = byte_offset(s.k_rope.data(), eb * i * T * dr),
-                  .c = byte_offset(scores.data(), 4 * i * a * tt),
-                  .ab = sh.e,
-                  .stride_b = 0,
-                  .beta = 1.0f});
-  s.probs = dev.alloc(eb * B * a * tt, acc, "mla.probs");
-  dev.softmax_forward(s.probs.data(), scores.as<float>(), sh.e, heads(sh, a, dn + dr));  // scale (d_n + d_r)^(−1/2)
-  scores.reset();
   s.ctx = dev.alloc(eb * n * a * dv, acc, "mla.ctx");
-  product(dev, {.m = T,
-                .n = dv,
-                .k = T,
-                .batch = B * a,
-                .a = s.probs.data(),
-                .b = s.v.data(),
-                .c = s.ctx.data(),
-                .ab = sh.e,
-                .ct = sh.e});
+  mla_core_forward(dev, sh, s, s.ctx.data(), keep_probs ? acc : Account::kWorkspace);
+  if (!keep_probs) s.probs.reset();
 
   // o_proj over the merged heads (B, T, a·d_v).
   Buffer rows = dev.alloc(eb * n * a * dv, Account::kWorkspace, "mla.ctx.rows");
@@ -233,7 +245,7 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
   // dP (fp32) = dctx·vᵀ, dv = Pᵀ·dctx, dS = softmaxᵀ(dP) in e.
   CoreGrads g;
   g.dv = ws(eb * n * a * dv, "mla.dv");
-  Buffer ds = ws(eb * B * a * tt, "mla.ds");
+  Buffer ds;
   {
     Buffer dprobs = ws(4 * B * a * tt, "mla.dprobs");
     product(dev, {.tb = true,
@@ -257,10 +269,11 @@ CoreGrads core_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, co
                   .ct = sh.e});
     dctx.reset();
     s.v.reset();
-    Buffer dscores = ws(4 * B * a * tt, "mla.dscores");
-    dev.softmax_backward(dscores.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
+    // in place, as the layer's materialized core does: the fewest score-sized buffers alive at once
+    dev.softmax_backward(dprobs.as<float>(), dprobs.as<float>(), s.probs.data(), sh.e, heads(sh, a, dn + dr));
     s.probs.reset();
-    dev.convert(ds.data(), sh.e, dscores.data(), DType::kFP32, B * a * tt);
+    ds = ws(eb * B * a * tt, "mla.ds");
+    dev.convert(ds.data(), sh.e, dprobs.data(), DType::kFP32, B * a * tt);
   }
   score_operand_grads(dev, sh, ds, s, g);
   return g;

@@ -1,9 +1,19 @@
 // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 §2.1;
 // docs/formulas/mla.md) on one rank, forward and backward, on the existing
 // Device ops: GEMMs, RMSNorm, RoPE, the head layout and the materialized
-// softmax. Not yet a TransformerLayer's attention (the runs refuse MLA
-// models): the block the layer will call, checked on its own against a
-// PyTorch reference (tests/models/transformer/test_mla_attention.cpp).
+// softmax. The attention of a TransformerLayer of an MLA model (mla_layer.cpp,
+// which adds the tensor-parallel mappings around it), and checked on its own
+// against a PyTorch reference (tests/models/transformer/test_mla_attention.cpp).
+//
+// On one of t tensor-parallel ranks the block holds a_t = a/t heads of q_up,
+// kv_up (column-parallel) and o_proj (row-parallel), and the whole down
+// projections and latent norms. Its backward is then linear in the rank's
+// heads' part: d(latent) from the rank's up projections is a partial sum over
+// the ranks, and so, through the RMSNorm backward (linear in its output
+// gradient) and the down projections, are dxn and the gradients of the
+// replicated tensors; the caller sums dxn over tp as for any
+// column-parallel input, and the replicated gradients once a step
+// (StageModel::reduce_tp_partial_grads).
 //
 //   xn ─┬─ q_down ─ q_norm ─┬─ q_up[nope] ─────────── q_nope ┐
 //       │   (or xn directly) └─ q_up[rope] ─ RoPE ──── q_rope ┤  S = q_nope·k_nopeᵀ + q_rope·k_ropeᵀ
@@ -59,8 +69,17 @@ struct MlaSaved {
 };
 
 // y (n × h, e) = the attention of xn (n × h, e), n = b·s tokens at positions 0 … s − 1.
+// keep_probs false (selective recompute): the probabilities are workspace,
+// freed once the context is formed; mla_recompute_core rebuilds them.
 void mla_forward(Device& dev, const MlaShape& sh, const MlaWeights& w, const void* xn, void* y, MlaSaved& saved,
-                 Account acc);
+                 Account acc, bool keep_probs = true);
+// The core from the saved heads: the fp32 scores (workspace), the
+// probabilities into saved.probs (booked in probs_acc), ctx (B, a_t, T, d_v) = P·v.
+void mla_core_forward(Device& dev, const MlaShape& sh, MlaSaved& saved, void* ctx, Account probs_acc);
+// Selective recompute: the core's forward again (the probabilities into
+// saved.probs as workspace, the context into a workspace dropped at once), as
+// Megatron's checkpointed core attention re-runs its whole forward.
+void mla_recompute_core(Device& dev, const MlaShape& sh, MlaSaved& saved);
 // dxn (n × h, e) = d(y)/d(xn)ᵀ·dy; the weight gradients accumulated. Frees `saved`.
 void mla_backward(Device& dev, const MlaShape& sh, const MlaWeights& w, const void* xn, const void* dy, void* dxn,
                   MlaSaved& saved);

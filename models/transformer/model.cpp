@@ -460,10 +460,12 @@ void StageModel::reduce_tp_partial_grads(size_t unit, void* unit_grads) {
   // gpt's row-parallel biases and positions) whose gradient each rank computed from its
   // token shard (docs/formulas/comm.md "Sequence-partial gradients"), one
   // all_reduce each, in layout order.
-  if (lcfg_.sp) {
-    for (const TensorSlot& t : ul.tensors)
-      if (t.replicated_over_tp) tp_.all_reduce(byte_offset(unit_grads, g * t.offset), t.elems(), lcfg_.g);
-  }
+  // With or without sp: the tensors whose gradient is partial over the
+  // ranks' heads (TensorSlot::tp_partial_grad: MLA's down projections and
+  // latent norms, mla_attention.h), once each.
+  for (const TensorSlot& t : ul.tensors)
+    if (t.tp_partial_grad || (lcfg_.sp && t.replicated_over_tp))
+      tp_.all_reduce(byte_offset(unit_grads, g * t.offset), t.elems(), lcfg_.g);
   // KV heads replicated over t/k ranks (t > k): each replica's K and V rows
   // (and bias) hold the gradient of its own queries only. A staging buffer
   // with one slot per KV head, [K rows | V rows | K bias | V bias], the rank's

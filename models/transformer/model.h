@@ -56,7 +56,8 @@
 // stage_input / stage_output / output_grad / input_grad are shards too.
 // Gradients that TP ranks hold only in part — under sp the replicated tensors
 // computed on shards (norm γ β, gpt's row-parallel biases and positions), and
-// with t > k the K/V rows of replicated KV heads — are summed over tp by
+// with t > k the K/V rows of replicated KV heads, and with or without sp
+// MLA's down projections and latent norms (TensorSlot::tp_partial_grad) — are summed over tp by
 // reduce_tp_partial_grads, which the training step calls after the last
 // microbatch's backward (docs/formulas/comm.md "Sequence-partial gradients";
 // the tensors are TensorSlot::replicated_over_tp).

@@ -39,6 +39,13 @@ enum Kind : uint64_t {
   kSharedDownW,
   kQNormW,
   kKNormW,
+  kMlaQDownW,
+  kMlaQUpW,
+  kMlaQW,
+  kMlaKvDownW,
+  kMlaKvUpW,
+  kMlaQNormW,
+  kMlaKvNormW,
   kPostAttnNormW,
   kPostMlpNormW,
 };
@@ -91,6 +98,7 @@ std::optional<int64_t> global_row(const TensorSlot& t, int64_t r) {
       return g;
     }
     case RowMap::kQkv:
+    case RowMap::kHeadPair:
       if (r < t.q_rows) return t.q_row_begin + r;
       r -= t.q_rows;
       if (r < t.kv_rows) return t.full_q_rows + t.kv_row_begin + r;
@@ -144,6 +152,42 @@ struct LayerSplit {
   int64_t ep = 1, ep_rank = 0;  // expert parallelism: E/ep experts from expert ep_rank·E/ep
 };
 
+// The matrices of a multi-head latent attention (param_layout.h): the down
+// projections whole on every rank (their gradients TP-partial), the up
+// projections two head blocks each, rank j's a_t heads of each block, and
+// attn_out's a_t·d_v columns.
+void mla_matrices(UnitBuilder& ub, const ModelConfig& m, int64_t L, const LayerSplit& sp) {
+  const int64_t h = m.hidden, a = m.heads, a_t = sp.a_t, j = sp.j;
+  const int64_t dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+  const auto partial = [](TensorSlot& s) {
+    s.replicated_over_tp = true;
+    s.tp_partial_grad = true;
+  };
+  // rows: a_t·first of the block of a·first rows, then a_t·second of the next block
+  const auto head_pair = [&](TensorSlot& s, int64_t first, int64_t second) {
+    s.row_map = RowMap::kHeadPair;
+    s.q_rows = a_t * first;
+    s.kv_rows = a_t * second;
+    s.q_row_begin = j * a_t * first;
+    s.kv_row_begin = j * a_t * second;
+    s.full_q_rows = a * first;
+  };
+  const int64_t q_in = m.q_lora_rank > 0 ? m.q_lora_rank : h;
+  if (m.q_lora_rank > 0) {
+    partial(ub.add("mla.q_down.weight", m.q_lora_rank, h, true, ParamInit::kNormal, layer_id(L, kMlaQDownW), h));
+    head_pair(ub.add("mla.q_up.weight", a_t * (dn + dr), q_in, true, ParamInit::kNormal, layer_id(L, kMlaQUpW), q_in),
+              dn, dr);
+  } else {
+    head_pair(ub.add("mla.q.weight", a_t * (dn + dr), h, true, ParamInit::kNormal, layer_id(L, kMlaQW), h), dn, dr);
+  }
+  partial(ub.add("mla.kv_down.weight", m.kv_lora_rank + dr, h, true, ParamInit::kNormal, layer_id(L, kMlaKvDownW), h));
+  head_pair(ub.add("mla.kv_up.weight", a_t * (dn + dv), m.kv_lora_rank, true, ParamInit::kNormal,
+                   layer_id(L, kMlaKvUpW), m.kv_lora_rank),
+            dn, dv);
+  ub.add("attn_out.weight", h, a_t * dv, true, ParamInit::kResidualNormal, layer_id(L, kOutW), a * dv).col_begin =
+      j * a_t * dv;
+}
+
 // Layer L's unit on the rank: its matrices, then its vectors (replicated
 // over TP unless column-parallel).
 UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
@@ -185,9 +229,13 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
         ub.add("moe.experts.down.weight", local * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f),
         h);
   }
-  qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
-  col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
-            a_t * d);
+  if (m.is_mla()) {
+    mla_matrices(ub, m, L, sp);
+  } else {
+    qkv_map(ub.add("qkv.weight", qkv_rows, h, true, ParamInit::kNormal, layer_id(L, kQkvW), h));
+    col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
+              a_t * d);
+  }
   if (m.is_moe()) {
     // The rest of the sparse MLP (docs/formulas/moe.md): the router (E × h),
     // then the shared experts as one FFN of inner size S·f_s, whole on every
@@ -211,6 +259,15 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));
   if (gpt) replicated(ub.add("norm1.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm1B), 1));
   if (gpt || m.qkv_bias) qkv_map(ub.add("qkv.bias", qkv_rows, 1, false, ParamInit::kZeros, layer_id(L, kQkvB), 1));
+  if (m.is_mla()) {  // the latents' RMSNorm γ, whole on every rank
+    const auto partial = [](TensorSlot& s) {
+      s.replicated_over_tp = true;
+      s.tp_partial_grad = true;
+    };
+    if (m.q_lora_rank > 0)
+      partial(ub.add("mla.q_norm.weight", m.q_lora_rank, 1, false, ParamInit::kOnes, layer_id(L, kMlaQNormW), 1));
+    partial(ub.add("mla.kv_norm.weight", m.kv_lora_rank, 1, false, ParamInit::kOnes, layer_id(L, kMlaKvNormW), 1));
+  }
   if (m.qk_norm) {  // Qwen3: one RMSNorm γ over head_dim each for Q and K, shared by the heads
     replicated(ub.add("q_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kQNormW), 1));
     replicated(ub.add("k_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kKNormW), 1));

@@ -13,6 +13,14 @@
 // experts' matrices (the part ZeRO shards over the expert-data-parallel group
 // under ep > 1, unit_shard.h).
 //
+// Multi-head latent attention (ModelConfig::is_mla(), docs/formulas/mla.md)
+// replaces qkv with mla.q_down, mla.q_up (or mla.q when q_lora_rank = 0),
+// mla.kv_down, mla.kv_up and the vectors mla.q_norm, mla.kv_norm; the up
+// projections are column-parallel by heads (each a [nope | rope] or [k | v]
+// pair of head blocks), attn_out row-parallel over a·v_head_dim columns, the
+// down projections and norms whole on every rank (Megatron-LM's
+// MLASelfAttention, docs/formulas/mla.md "Training").
+//
 // Tensor-parallel shapes (Megatron, Shoeybi et al. 2019): QKV and MLP-in
 // (gate, up) are column-parallel (their output rows split by t), attention-out
 // and MLP-out row-parallel (their input columns split by t); norm weights and
@@ -45,9 +53,10 @@ enum class ParamInit {
 
 // How local rows map to rows of the full tensor.
 enum class RowMap {
-  kBlock,  // global row = row_begin + r (also the replicated case, row_begin = 0)
-  kQkv,    // fused [q heads | k heads | v heads] rows of this rank (see global_row)
-  kVocab,  // global row = row_begin + r; rows >= valid_rows_end are padding (zero)
+  kBlock,     // global row = row_begin + r (also the replicated case, row_begin = 0)
+  kQkv,       // fused [q heads | k heads | v heads] rows of this rank (see global_row)
+  kVocab,     // global row = row_begin + r; rows >= valid_rows_end are padding (zero)
+  kHeadPair,  // two blocks split by heads, [first | second] (MLA's q_up, kv_up): the q_* and kv_* fields below
 };
 
 struct TensorSlot {
@@ -67,7 +76,8 @@ struct TensorSlot {
   int64_t valid_rows_end = 0;  // kVocab: the unpadded V
   // kQkv: local rows [0, q_rows) are q rows q_row_begin + r; the next kv_rows
   // are k rows full_q_rows + kv_row_begin + r; the last kv_rows are v rows
-  // full_q_rows + full_kv_rows + kv_row_begin + r.
+  // full_q_rows + full_kv_rows + kv_row_begin + r. kHeadPair: the first two
+  // of these, the first block then the second (of kv_rows rows).
   int64_t q_rows = 0, kv_rows = 0, q_row_begin = 0, kv_row_begin = 0;
   int64_t full_q_rows = 0, full_kv_rows = 0;
 
@@ -76,6 +86,10 @@ struct TensorSlot {
   // rank"):
   bool replicated_over_tp = false;           // every TP rank holds it whole: norm weights,
                                              // row-parallel biases, learned positions
+  bool tp_partial_grad = false;              // replicated, and each TP rank's gradient is a
+                                             // partial sum over the ranks' heads with or
+                                             // without sp: MLA's down projections and latent
+                                             // norms (mla_attention.h)
   bool word_embedding = false;               // the word embedding (first stage); with tied
                                              // embeddings and p = 1 the head reads it too
   bool tied_copy = false;                    // the last stage's copy of the tied word

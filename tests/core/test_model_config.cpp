@@ -50,7 +50,7 @@ const std::vector<std::string> kPresets = {"gpt2",       "gpt2-large",    "gpt2-
                                            "llama2-70b", "llama2-7b",     "llama3-70b",  "llama3-8b",   "llama3.1-405b",
                                            "mistral-7b", "mixtral-8x7b",  "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
                                            "qwen2.5-7b", "qwen3-30b-a3b", "small-gpt",   "small-llama", "tiny-gpt",
-                                           "tiny-llama", "tiny-moe"};
+                                           "tiny-llama", "tiny-mla",      "tiny-moe"};
 
 TEST(Presets, NamesAreSortedAndComplete) {
   const auto names = preset_names();

@@ -170,20 +170,43 @@ TEST(DeepSeekPresets, FieldsAsPublished) {
   EXPECT_EQ(lite.mtp_modules, 0);
 }
 
-// The runs build neither: every command that runs or budgets the layers refuses, naming the field;
-// kv and serve-plan (ModelUse::kKvSizing) accept them under any tp.
+// Multi-head latent attention: train and plan (ModelUse::kRun) build it with
+// the materialized core and no attention dropout, under tensor parallelism
+// too; infer refuses it, naming kv_lora_rank; kv and serve-plan
+// (ModelUse::kKvSizing) accept it under any run.
+TEST(MlaRuns, TrainAndPlanBuildItInferRefuses) {
+  RunConfig r;
+  Layout l;
+  l.tp = 2;
+  const ModelConfig mla = load_model("tiny-mla");
+  EXPECT_NO_THROW(require_runnable_model(mla, l, r));
+  const auto refused = [&](const RunConfig& run, ModelUse use, const std::string& field) {
+    try {
+      require_runnable_model(mla, l, run, use);
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.field(), field);
+      EXPECT_NE(std::string(e.what()).find("multi-head latent attention"), std::string::npos) << e.what();
+    }
+  };
+  refused(r, ModelUse::kInfer, "kv_lora_rank");
+  RunConfig flash = r;
+  flash.attention = AttentionKind::kFlash;
+  refused(flash, ModelUse::kRun, "attention");
+  RunConfig dropout = r;
+  dropout.dropout = 0.1;
+  refused(dropout, ModelUse::kRun, "dropout");
+  EXPECT_NO_THROW(require_runnable_model(mla, l, flash, ModelUse::kKvSizing));
+}
+
+// The DeepSeek-MoE pieces are not built: every command that runs or budgets
+// the layers refuses, naming the field; kv and serve-plan
+// (ModelUse::kKvSizing) accept them under any tp.
 TEST(DeepSeekPresets, RunsRefuseAndSizingAccepts) {
   RunConfig r;
   Layout l;
-  const ModelConfig v3 = load_model("deepseek-v3");
-  try {
-    require_runnable_model(v3, l, r);
-    ADD_FAILURE() << "accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.field(), "kv_lora_rank");
-    EXPECT_NE(std::string(e.what()).find("multi-head latent attention"), std::string::npos) << e.what();
-  }
   l.tp = 8;
+  const ModelConfig v3 = load_model("deepseek-v3");
   EXPECT_NO_THROW(require_runnable_model(v3, l, r, ModelUse::kKvSizing));
   // The DeepSeek-MoE pieces on their own (no MLA) are refused the same way.
   ModelConfig moe = load_model("tiny-moe");

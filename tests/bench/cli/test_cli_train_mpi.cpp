@@ -15,7 +15,10 @@
 //     step; tiny-llama's last stage holds h more parameters than the first): every
 //     rank ends, rank 0 reports both ranks, the status is the failing rank's "oom";
 //   - a layout that needs more ranks than mpiexec started: exit 2, one message;
-//   - expert parallelism (tiny-moe, ep 2 of dp 2): every check passes.
+//   - expert parallelism (tiny-moe, ep 2 of dp 2): every check passes;
+//   - multi-head latent attention (tiny-mla, and without its query latent) on
+//     2 ranks under dp 2, tp 2 (with and without sp) and pp 2 trains the same
+//     losses as on one rank, every check passing.
 // Every mpiexec run has its own deadline (kRunTimeoutS): a hang fails the test
 // instead of blocking ctest. Skipped when the binary is built without MPI.
 #include <gtest/gtest.h>
@@ -443,6 +446,46 @@ TEST(CliTrainMpi, TraceOfAPipelineRunHoldsEveryOpAndCollective) {
     EXPECT_EQ(threads[pid][0], "compute");
     EXPECT_EQ(flops[pid], steps * rank["flops"]["executed_per_step"].get<int64_t>()) << pid;
     EXPECT_EQ(sends[pid], rank["comm"]["send@pp"]["calls"].get<int64_t>()) << pid;
+  }
+}
+
+// ---- multi-head latent attention: the losses of one rank on two ----
+// fp32, 3 steps of a global batch of 4 sequences; the two-rank runs sum in
+// another order (tp partial sums, dp gradient sums), so the losses agree to
+// 1e-5 relative, not bitwise. Under tp the down projections' and latent norms'
+// gradients are partial sums over the heads (mla_attention.h): a missing sum
+// would train another model and the losses would part after the first step.
+TEST(CliTrainMpi, MultiHeadLatentAttentionOnTwoRanksTrainsTheLossesOfOne) {
+  const std::string direct = std::string(GPULEDGER_SOURCE_DIR) + "/tests/data/tiny_mla_direct_query.json";
+  for (const std::string& model : {std::string("tiny-mla"), direct}) {
+    SCOPED_TRACE(model);
+    const std::vector<std::string> base = {"train", "--model", model,     "--seq", "16",      "--gbs", "4",
+                                           "--mbs", "2",       "--dtype", "fp32",  "--steps", "3"};
+    auto one = base;
+    one.insert(one.end(), {"--json", "-"});
+    const auto r1 = run_cli(one);
+    ASSERT_EQ(r1.status, 0) << r1.err;
+    const auto ref = r1.json()["summary"]["loss"];
+    ASSERT_EQ(ref.size(), 3u);
+    for (const std::vector<std::string>& layout : {std::vector<std::string>{"--dp", "2"},
+                                                   {"--tp", "2"},
+                                                   {"--tp", "2", "--sp", "--recompute", "selective"},
+                                                   {"--pp", "2", "--recompute", "full"}}) {
+      const std::string path = scratch_dir("mla2") + "/mla.json";
+      auto args = base;
+      args.insert(args.end(), layout.begin(), layout.end());
+      args.insert(args.end(), {"--json", path});
+      const auto r = run_mpi(2, args);
+      ASSERT_FALSE(r.timed_out) << r.err;
+      ASSERT_EQ(r.status, 0) << layout[0] << ": " << r.err << r.out;
+      const auto doc = read_json(path);
+      for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << layout[0] << ": " << c.dump();
+      const auto loss = doc["summary"]["loss"];
+      ASSERT_EQ(loss.size(), ref.size());
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_NEAR(loss[i].get<double>(), ref[i].get<double>(), 1e-5 * std::abs(ref[i].get<double>()))
+            << layout[0] << " " << layout[1] << ", step " << i;
+    }
   }
 }
 
