@@ -341,10 +341,11 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // layer's forward, its dispatch and combine included: two more per block
   // and microbatch. The expert gradients' sum over the expert-data-parallel
   // group is in dp_comm above.
-  if (m.is_moe() && l.ep > 1) {
+  // A MoE model's first dense_layers hold the dense MLP and exchange nothing.
+  if (m.is_moe() && l.ep > 1 && moe_layers_on_stage(m, l, c.pp) > 0) {
     const int64_t per_block = kMoeEpAllToAllsPerBlockStep + (r.recompute == Recompute::kFull ? 2 : 0);
     const int64_t calls =
-        checked_product({per_block, r.microbatches, layers_on_stage(m, l, c.pp)}, "communication calls");
+        checked_product({per_block, r.microbatches, moe_layers_on_stage(m, l, c.pp)}, "communication calls");
     tally.add(CommKind::kAllToAll, CommGroup::kEp, calls,
               moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }

@@ -15,7 +15,12 @@
 
 namespace gpuledger::analytic {
 
-int64_t moe_capacity(const ModelConfig& m, int64_t tokens);         // C
+int64_t moe_capacity(const ModelConfig& m, int64_t tokens);  // C
+
+// The MoE layers among those `stage` holds (every chunk under vpp): all of
+// them, less DeepSeek's first dense_layers (HF first_k_dense_replace), which
+// hold the dense MLP of size ffn. 0 for a dense model.
+int64_t moe_layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens);  // A_max
 
 // The bytes one MoE block saves for its backward, N tokens, A kept rows,

@@ -74,8 +74,12 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
 LayerConfig StageModel::local_layer_config(int64_t local_layer) const {
   // Each layer attends under its own window (core/attention_pattern.h): a
   // hybrid model's sliding and full layers differ only there.
+  // A MoE model's first dense_layers layers (DeepSeek's first_k_dense_replace)
+  // hold the dense MLP of size ffn, the others the sparse block.
   LayerConfig c = lcfg_;
-  c.window = layer_window(model_, params_.layout().global_layer(local_layer));
+  const int64_t layer = params_.layout().global_layer(local_layer);
+  c.window = layer_window(model_, layer);
+  c.moe = model_.is_moe_layer(layer);
   return c;
 }
 

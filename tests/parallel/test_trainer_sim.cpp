@@ -43,7 +43,8 @@ struct SimPoint {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0.9;  // SGD's (0: no momentum buffer)
   Recompute recompute = Recompute::kNone;
-  bool offload = false;  // --offload optimizer
+  bool offload = false;      // --offload optimizer
+  int64_t dense_layers = 0;  // a MoE model's first layers with the dense MLP (DeepSeek's first_k_dense_replace)
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -78,6 +79,7 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
   const SimPoint& p = GetParam();
   ModelConfig m = load_model(p.model);
   m.layers = p.layers;
+  m.dense_layers = p.dense_layers;
   if (p.vocab > 0) m.vocab = p.vocab;
   const RunConfig r = sim_run(p);
   for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
@@ -254,6 +256,32 @@ std::vector<SimPoint> sim_points() {
                          "_m" + std::to_string(m) + "_" + std::string(dtype_name(dt))});
     }
   }
+  // DeepSeek's first dense layers (dense_layers): layer units of two sizes,
+  // the dense MLP's saved tensors and FLOPs beside the sparse block's; a
+  // stage of dense layers alone (pp 2 at 2 layers) has no dispatch buffer and
+  // no all-to-all; ZeRO pads each unit to its own size.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (auto [layers, dense, dp, pp, ep, zero] : {std::tuple{3, 1, 1, 1, 1, 0},
+                                                   {3, 2, 2, 1, 2, 0},
+                                                   {2, 1, 2, 2, 2, 0},
+                                                   {4, 1, 2, 2, 2, 1},
+                                                   {3, 1, 4, 1, 2, 2},
+                                                   {4, 3, 2, 2, 2, 3}}) {
+      Layout l = lay(dp, pp, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  layers,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_dense" + std::to_string(dense) + "_of" + std::to_string(layers) + "_dp" + std::to_string(dp) +
+                      "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) + "_zero" + std::to_string(zero) + "_" +
+                      std::string(dtype_name(dt))};
+      sp.dense_layers = dense;
+      if (zero == 2) sp.recompute = Recompute::kFull;
+      pts.push_back(sp);
+    }
   // Context parallelism (ring attention, models/transformer/context_ring.h):
   // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
   // gradient buckets over dp·cp; a recompute runs the ring's forward twice.
