@@ -184,6 +184,9 @@ RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r
   const int64_t stage = rb.coords.pp;
 
   rb.exact = model_state_bytes(m, l, r, rank);
+  // DeepSeek-V3's expert bias: a buffer beside the weights, not a trained parameter (analytic/moe.h).
+  rb.exact[Account::kWeights] =
+      checked_add(rb.exact[Account::kWeights], router_bias_bytes(m, l, stage), "weights bytes");
   rb.exact[Account::kActivations] = activation_peak_bytes(m, l, r, stage);
   rb.exact[Account::kKv] = 0;  // training: no KV cache
   rb.exact[Account::kComm] = comm_staging_bytes(m, l, r, rank);

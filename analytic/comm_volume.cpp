@@ -350,6 +350,13 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
               moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
 
+  // DeepSeek-V3's expert bias: the stage's MoE layers' load counts (E fp32
+  // each, stacked) all-reduced over dp·cp once per step before the bias
+  // update (Megatron-LM finalize_model_grads.py _update_router_expert_bias,
+  // moe_utils.py get_updated_expert_bias, at d98e8a64ddf34856e74b24714e3bedb2f5a39553).
+  if (router_bias_bytes(m, l, c.pp) > 0 && grad_ranks(l) > 1)
+    tally.add(CommKind::kAllReduce, CommGroup::kDp, 1, router_bias_bytes(m, l, c.pp));
+
   // The loss of the global batch on every rank: each last-stage rank's share
   // (its token losses / global tokens, one fp32) summed over dp, then over pp
   // (the other stages add 0). TP ranks compute the same loss (vocab-parallel

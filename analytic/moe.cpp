@@ -28,6 +28,11 @@ int64_t moe_layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage
   return n;
 }
 
+int64_t router_bias_bytes(const ModelConfig& m, const Layout& l, int64_t stage) {
+  if (!m.router_bias) return 0;
+  return checked_product({4, m.num_experts, moe_layers_on_stage(m, l, stage)}, "expert bias bytes");
+}
+
 int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens) {
   return std::min(tokens * m.experts_per_token, m.num_experts * moe_capacity(m, tokens));
 }

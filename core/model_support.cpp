@@ -11,7 +11,7 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
   // The DeepSeek pieces no layer code builds: refused by every command that
   // runs the layers or budgets them, accepted where only the cache and the
   // weights are sized.
-  const std::pair<const char*, bool> unbuilt[] = {{"kv_lora_rank", m.is_mla()}, {"router_bias", m.router_bias}};
+  const std::pair<const char*, bool> unbuilt[] = {{"kv_lora_rank", m.is_mla()}};
   for (const auto& [field, set] : unbuilt) {
     if (!set) continue;
     if (use == ModelUse::kKvSizing) return;

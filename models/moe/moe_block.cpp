@@ -53,7 +53,10 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
     Buffer logits = ws(n * E * eb(), "moe.router.logits");
     linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
-    sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n);
+    std::vector<float> bias;  // the expert bias, read to the host where the routing runs
+    if (w_.expert_bias) bias = to_host(dev_, w_.expert_bias, DType::kFP32, E);
+    sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n,
+                         w_.expert_bias ? bias.data() : nullptr);
   }
   sv.probs = dev_.alloc(n * E * 4, acc, "moe.router.probs");
   dev_.copy_from_host(sv.probs.data(), sv.plan.probs.data(), n * E * 4);

@@ -81,6 +81,7 @@ struct MoeWeights {
   const void *shared_gate = nullptr, *shared_up = nullptr, *shared_down = nullptr;
   void *d_router = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_down = nullptr;
   void *d_shared_gate = nullptr, *d_shared_up = nullptr, *d_shared_down = nullptr;
+  const float* expert_bias = nullptr;  // E fp32 (router_bias: the top k by score + bias, expert_bias.h); null: none
 };
 
 struct MoeSaved {

@@ -66,9 +66,28 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
     lcfg_.ring = ring_.get();
   }
   const ParamLayout& pl = params_.layout();
+  if (model.router_bias) {
+    std::vector<bool> moe_layer;
+    for (int64_t i = 0; i < pl.layers; ++i) moe_layer.push_back(model.is_moe_layer(pl.global_layer(i)));
+    expert_bias_ = std::make_unique<ExpertBias>(dev_, model.num_experts, moe_layer);
+  }
   for (int64_t i = 0; i < pl.layers; ++i)
-    layers_.push_back(std::make_unique<TransformerLayer>(
-        dev_, tp_, local_layer_config(i), layer_params(params_, static_cast<size_t>(pl.first_layer_unit + i))));
+    layers_.push_back(std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), local_layer_params(i)));
+}
+
+LayerParams StageModel::local_layer_params(int64_t local_layer) const {
+  LayerParams p = layer_params(params_, static_cast<size_t>(params_.layout().first_layer_unit + local_layer));
+  if (expert_bias_) p.moe.expert_bias = expert_bias_->layer(local_layer);
+  return p;
+}
+
+void StageModel::update_expert_bias(Comm& group) {
+  if (expert_bias_) expert_bias_->update(group);
+}
+
+std::vector<float> StageModel::expert_bias(int64_t local_layer) const {
+  if (!expert_bias_ || expert_bias_->layer(local_layer) == nullptr) return {};
+  return expert_bias_->values(local_layer);
 }
 
 LayerConfig StageModel::local_layer_config(int64_t local_layer) const {
@@ -172,6 +191,8 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
     unit_hook(unit, false, false);
     aux_loss += s.saved[i].moe.plan.aux_loss;
     moe_dropped_choices_ += s.saved[i].moe.plan.dropped;
+    // the expert bias's load counts: this forward's choices (a recompute's are not counted again)
+    if (expert_bias_ && expert_bias_->layer(i0 + i)) expert_bias_->count(i0 + i, s.saved[i].moe.plan.assigned);
   }
   // MoE: each layer's load-balancing loss joins the microbatch's mean token
   // loss (docs/formulas/moe.md), so it enters the token sum N times — on the
@@ -199,7 +220,7 @@ void StageModel::rebind_layer_unit(size_t unit) {
   const int64_t i = static_cast<int64_t>(unit) - pl.first_layer_unit;
   if (i < 0 || i >= pl.layers) return;  // the embedding and head units read Params on each use
   layers_[static_cast<size_t>(i)] =
-      std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), layer_params(params_, unit));
+      std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), local_layer_params(i));
 }
 
 void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {

@@ -45,6 +45,7 @@ struct SimPoint {
   Recompute recompute = Recompute::kNone;
   bool offload = false;      // --offload optimizer
   int64_t dense_layers = 0;  // a MoE model's first layers with the dense MLP (DeepSeek's first_k_dense_replace)
+  bool router_bias = false;  // DeepSeek-V3's sigmoid router with the expert bias (scaling 2.5)
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -80,6 +81,10 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
   ModelConfig m = load_model(p.model);
   m.layers = p.layers;
   m.dense_layers = p.dense_layers;
+  if (p.router_bias) {
+    m.router_bias = m.router_sigmoid = true;
+    m.routed_scaling_factor = 2.5;
+  }
   if (p.vocab > 0) m.vocab = p.vocab;
   const RunConfig r = sim_run(p);
   for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
@@ -280,6 +285,11 @@ std::vector<SimPoint> sim_points() {
                       std::string(dtype_name(dt))};
       sp.dense_layers = dense;
       if (zero == 2) sp.recompute = Recompute::kFull;
+      pts.push_back(sp);
+      // with DeepSeek-V3's expert bias: E fp32 per MoE layer under weights,
+      // the load counts all-reduced over dp once per step
+      sp.router_bias = true;
+      sp.name += "_bias";
       pts.push_back(sp);
     }
   // Context parallelism (ring attention, models/transformer/context_ring.h):

@@ -241,7 +241,7 @@ TEST(CliTrainMoe, FirstDenseLayersPassEveryCheck) {
 }
 
 // DeepSeek-V3's MoE (61 layers, the first 3 dense of ffn 18432, 256 experts
-// of 2048, top 8, one shared expert; standard attention of 128 heads of 128
+// of 2048, top 8 of sigmoid scores with the expert bias, one shared expert; standard attention of 128 heads of 128
 // in place of its latent attention: tests/data/models/deepseek-v3-mha.json)
 // cut to 60 layers, on meta at world 64 = pp 4 × dp 16, ep 8; one rank per
 // stage simulated. Stage 0 holds the 3 dense layers and 12 MoE layers, with
@@ -253,7 +253,9 @@ TEST(CliTrainMoe, FirstDenseLayersPassEveryCheck) {
 //     32 experts 32·3·7168·2048 = 1,409,286,144; shared 3·7168·2048 =
 //     44,040,192: 1,924,937,728
 //   926,679,040 + 3·866,138,112 + 12·1,924,937,728 = 26,624,346,112 params,
-//   53,248,692,224 B.
+//   53,248,692,224 B; and the 12 MoE layers' expert bias (sigmoid router,
+//   DeepSeek-V3's aux-loss-free balancing), 12·256 fp32 = 12,288 B:
+//   53,248,704,512 B.
 // All-to-alls over ep: 4 per MoE layer and microbatch, 8 microbatches: 384 on
 // stage 0 (12 MoE layers), 480 on the others (15); each E·C·h·e =
 // 256·4096·7168·2 = 15,032,385,536 B (dropless: C = N = 4096).
@@ -271,13 +273,16 @@ TEST(CliTrainMoe, DeepSeekV3MoeAtPipelineAndExpertParallelOnMetaPassesEveryCheck
   ASSERT_EQ(doc["ranks"].size(), 4u);
   ASSERT_GE(doc["checks"].size(), 90u);
   for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
-  EXPECT_EQ(doc["ranks"][0]["measured"]["peak_by_account"]["weights"], int64_t{53'248'692'224});
+  EXPECT_EQ(doc["ranks"][0]["measured"]["peak_by_account"]["weights"], int64_t{53'248'704'512});
   for (const auto& rank : doc["ranks"]) {
     const int64_t calls = rank["rank"] == 0 ? 384 : 480;
     EXPECT_EQ(rank["comm"]["all_to_all@ep"]["calls"], calls);
     EXPECT_EQ(rank["comm"]["all_to_all@ep"]["bytes"], calls * int64_t{15'032'385'536});
     EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
   }
+  // the expert bias's load counts over dp (16 ranks), once per step: 12 or 15 MoE layers × 256 fp32
+  EXPECT_EQ(doc["ranks"][0]["analytic"]["comm"]["all_reduce@dp"]["calls"],
+            doc["ranks"][0]["comm"]["all_reduce@dp"]["calls"]);
 }
 
 }  // namespace
