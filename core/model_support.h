@@ -1,8 +1,8 @@
 // What the run commands build of a model file, said in one place: a model
-// file may describe more. Multi-head latent attention (DeepSeek-V2/V3) and a
-// DeepSeek-MoE model's router bias are read, counted (analytic/params.h) and
-// sized by kv and serve-plan, not built; its first dense layers are built
-// (not with interleaved stages). Qwen3's QK norm runs at tp = 1 only (its
+// file may describe more. Multi-head latent attention (DeepSeek-V2/V3) is
+// read, counted (analytic/params.h) and sized by kv and serve-plan, not built;
+// a DeepSeek-MoE model's first dense layers (not with interleaved stages) and
+// DeepSeek-V3's expert bias are built. Qwen3's QK norm runs at tp = 1 only (its
 // shared γ's gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs
 // with data, expert (--ep, carved out of dp) and pipeline parallelism (interleaved stages too) and ZeRO 0-3 at tp = 1
 // (under ep > 1 the experts' ZeRO shards over the expert-data-parallel group, --offload optimizer too), with every
@@ -22,9 +22,8 @@ namespace gpuledger {
 enum class ModelUse { kRun, kKvSizing };
 
 // Throws ConfigError naming the field (exit 2) when the runs do not build
-// this model under this layout and run. Multi-head latent attention and the
-// router bias are sized by kv and serve-plan under any layout; no command
-// builds their layers yet.
+// this model under this layout and run. Multi-head latent attention is
+// sized by kv and serve-plan under any layout; no command builds its layers yet.
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use = ModelUse::kRun);
 
 // --capacity-factor c: sets m.capacity_factor, checked as the model file's
