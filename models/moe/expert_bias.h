@@ -51,7 +51,7 @@ class ExpertBias {
  private:
   Device& dev_;
   int64_t experts_;
-  std::vector<Buffer> bias_;               // per local layer; empty for a dense layer
+  std::vector<Buffer> bias_;                // per local layer; empty for a dense layer
   std::vector<std::vector<float>> counts_;  // per local layer, E (fp32, as Megatron's buffer)
 };
 
