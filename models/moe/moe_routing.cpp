@@ -128,21 +128,29 @@ RoutingPlan route(const RoutingConfig& c, const float* logits, int64_t tokens, c
   }
   // Load-balancing loss, HF load_balancing_loss_func (modeling_mixtral.py):
   // E · Σ_e (assignments_e / N) · (Σ_t p̂_{t,e} / N), times the coefficient.
-  plan.aux_counts = aux_counts(c, plan, expert_bias);
+  set_aux_over_ranks(c, plan, aux_counts(c, plan, expert_bias), n);
+  return plan;
+}
+
+void set_aux_over_ranks(const RoutingConfig& c, RoutingPlan& plan, const std::vector<int64_t>& counts,
+                        int64_t total_tokens) {
+  const int64_t E = c.experts;
+  plan.aux_counts = counts;
+  plan.aux_tokens = total_tokens;
+  const auto nt = static_cast<double>(total_tokens);
   std::vector<double> p_sum(static_cast<size_t>(E), 0.0), ph(static_cast<size_t>(E));
-  for (int64_t t = 0; t < n; ++t) {
+  for (int64_t t = 0; t < plan.tokens; ++t) {
     aux_scores(c, plan.probs.data() + t * E, E, ph.data());
     for (int64_t e = 0; e < E; ++e) p_sum[e] += ph[e];
   }
   double aux = 0;
-  for (int64_t e = 0; e < E; ++e) aux += (static_cast<double>(plan.aux_counts[e]) / n) * (p_sum[e] / n);
+  for (int64_t e = 0; e < E; ++e) aux += (static_cast<double>(plan.aux_counts[e]) / nt) * (p_sum[e] / nt);
   plan.aux_loss = c.aux_loss_coef * static_cast<double>(E) * aux;
-  return plan;
 }
 
 void routing_backward(const RoutingConfig& c, const RoutingPlan& plan, const float* dweight, double aux_scale,
                       float* dlogits) {
-  const int64_t E = c.experts, k = c.top_k, n = plan.tokens;
+  const int64_t E = c.experts, k = c.top_k, n = plan.tokens, nt = plan.aux_tokens > 0 ? plan.aux_tokens : n;
   std::vector<double> dp(static_cast<size_t>(E)), ph(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     const float* p = plan.probs.data() + t * E;
@@ -150,7 +158,8 @@ void routing_backward(const RoutingConfig& c, const RoutingPlan& plan, const flo
     // constant, as it is a count); for sigmoid scores p̂ = s / S_E, so
     // d/ds_m = (c_m − Σ_e c_e·p̂_e) / S_E
     for (int64_t e = 0; e < E; ++e)
-      dp[e] = aux_scale * c.aux_loss_coef * static_cast<double>(E) * (static_cast<double>(plan.aux_counts[e]) / n) / n;
+      dp[e] =
+          aux_scale * c.aux_loss_coef * static_cast<double>(E) * (static_cast<double>(plan.aux_counts[e]) / nt) / nt;
     if (c.sigmoid) {
       aux_scores(c, p, E, ph.data());
       double s_all = 1e-20, cp = 0;

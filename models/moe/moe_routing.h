@@ -57,6 +57,7 @@ struct RoutingPlan {
   std::vector<int32_t> row_token;   // (A) the token of each kept row, A = rows_begin[E]
   std::vector<int64_t> assigned;    // (E) choices per expert before drops (the expert bias's load counts)
   std::vector<int64_t> aux_counts;  // (E) the f_e counts: the top k of the unbiased scores (= assigned without a bias)
+  int64_t aux_tokens = 0;           // N of the f_e and P_e means: the plan's tokens, or the sequence's over cp
   int64_t dropped = 0;              // choices past capacity
   double aux_loss = 0.0;            // α·E·Σ_e f_e·P_e, f_e = aux_counts_e / N, P_e = mean_t p̂_{t,e}
 
@@ -70,6 +71,18 @@ struct RoutingPlan {
 // moe_utils.py topk_routing_with_score_function, scores_for_routing =
 // scores + expert_bias, at d98e8a64ddf34856e74b24714e3bedb2f5a39553).
 RoutingPlan route(const RoutingConfig& c, const float* logits, int64_t tokens, const float* expert_bias = nullptr);
+
+// Context parallelism: the microbatch's tokens are split over cp ranks and
+// each routes its own (routing is per token), but f_e and P_e are means over
+// the whole microbatch. Given the f_e counts summed over the cp ranks
+// (Megatron-LM get_tokens_per_expert_and_token_count all-reduces them over
+// the tp·cp group, moe_utils.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553)
+// and total_tokens = N·cp, sets plan.aux_counts, plan.aux_tokens and this
+// rank's share α·E·Σ_e (F_e/N_t)·(Σ_local p̂_e/N_t) of the loss: the shares of
+// the cp ranks sum to the one-rank L_aux, and each share's gradient on its
+// tokens is the one-rank gradient's (F held constant).
+void set_aux_over_ranks(const RoutingConfig& c, RoutingPlan& plan, const std::vector<int64_t>& counts,
+                        int64_t total_tokens);
 
 // dlogits (N, E) fp32 = d(loss)/d(logits) given dweight (N, k) = d(loss)/d(w)
 // (zero for dropped choices) and aux_scale = d(loss)/d(aux_loss).

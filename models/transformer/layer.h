@@ -89,6 +89,7 @@ struct LayerConfig {
   // Context parallelism: the ring the flash core runs over (the StageModel's;
   // s is then the rank's seq / cp tokens). Null: the rank holds the whole sequence.
   const ContextRing* ring = nullptr;
+  Comm* cp_comm = nullptr;  // the ring's group (cp > 1): a MoE layer's load-balancing statistics are summed over it
 
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.

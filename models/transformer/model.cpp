@@ -64,6 +64,7 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
     lcfg_.s = run.seq / cp->size();
     ring_ = std::make_unique<ContextRing>(dev_, cp, run.seq, lcfg_.kv_block_bytes());
     lcfg_.ring = ring_.get();
+    lcfg_.cp_comm = cp;
   }
   const ParamLayout& pl = params_.layout();
   if (model.router_bias) {
@@ -197,7 +198,9 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
   // MoE: each layer's load-balancing loss joins the microbatch's mean token
   // loss (docs/formulas/moe.md), so it enters the token sum N times — on the
   // stage that runs the layer (the step sums the stages' shares over pp).
-  const double aux_tokens = dev_.touches_memory() ? aux_loss * static_cast<double>(lcfg_.tokens()) : 0.0;
+  // Under cp each rank holds its share of every layer's L_aux (moe_routing.h
+  // set_aux_over_ranks), which enters the microbatch's b·s tokens, not its own s/cp.
+  const double aux_tokens = dev_.touches_memory() ? aux_loss * static_cast<double>(moe_aux_tokens()) : 0.0;
   if (!last) return aux_tokens;
   dev_.ledger().mark_phase(mb + ".head");
   unit_hook(pl.head_unit, false, true);
@@ -453,7 +456,7 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     const int unit = pl.first_layer_unit + static_cast<int>(i0 + i);
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
     unit_hook(unit, true, true);
-    s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(lcfg_.tokens());
+    s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(moe_aux_tokens());
     layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
     unit_hook(unit, true, false);
     s.hidden[i].reset();

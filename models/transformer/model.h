@@ -170,6 +170,8 @@ class StageModel {
   int64_t moe_dropped_choices_ = 0;
   std::unique_ptr<ExpertBias> expert_bias_;  // router_bias only
   LayerParams local_layer_params(int64_t local_layer) const;
+  // The microbatch's tokens b·s (b·s/cp per rank under cp, times the ring's cp).
+  int64_t moe_aux_tokens() const { return lcfg_.tokens() * (lcfg_.cp_comm ? lcfg_.cp_comm->size() : 1); }
 };
 
 }  // namespace gpuledger

@@ -292,6 +292,35 @@ std::vector<SimPoint> sim_points() {
       sp.name += "_bias";
       pts.push_back(sp);
     }
+  // A MoE model over the cp ring (ep 1): the block's saved tensors and FLOPs
+  // at s/cp tokens, one all-reduce of the E f_e counts over cp per MoE
+  // layer and forward (two under full recompute); with DeepSeek's first
+  // dense layer and expert bias too.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (auto [dp, pp, cp, rc, bias] : {std::tuple{1, 1, 2, Recompute::kNone, false},
+                                        {2, 1, 2, Recompute::kFull, false},
+                                        {1, 2, 2, Recompute::kSelective, true},
+                                        {1, 1, 4, Recompute::kNone, true}}) {
+      Layout l = lay(dp, pp, 0);
+      l.cp = cp;
+      SimPoint sp{"tiny-moe",
+                  4,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_cp" + std::to_string(cp) +
+                      (rc == Recompute::kFull        ? "_full"
+                       : rc == Recompute::kSelective ? "_selective"
+                                                     : "") +
+                      (bias ? "_dense1_bias_" : "_") + std::string(dtype_name(dt))};
+      sp.recompute = rc;
+      if (bias) {
+        sp.dense_layers = 1;
+        sp.router_bias = true;
+      }
+      pts.push_back(sp);
+    }
   // Context parallelism (ring attention, models/transformer/context_ring.h):
   // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
   // gradient buckets over dp·cp; a recompute runs the ring's forward twice.

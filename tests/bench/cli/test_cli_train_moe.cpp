@@ -232,6 +232,16 @@ TEST(CliTrainMoe, FirstDenseLayersPassEveryCheck) {
                "4",     "--ranks", "all", "--seq",     "16",   "--steps", "1", "--json", "-"});
   ASSERT_EQ(meta.status, 0) << meta.err;
   for (const auto& c : meta.json()["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  // context parallelism (cp 2 of world 4, full recompute): every check, and
+  // the f_e counts over cp: 2 MoE layers × 1 microbatch × 2 forwards, 4·4 B each
+  auto cp = run_cli({"train", "--model", model,         "--backend", "meta",        "--world", "4",
+                     "--cp",  "2",       "--attention", "flash",     "--recompute", "full",    "--ranks",
+                     "all",   "--seq",   "16",          "--steps",   "1",           "--json",  "-"});
+  ASSERT_EQ(cp.status, 0) << cp.err;
+  const auto cpdoc = cp.json();
+  for (const auto& c : cpdoc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  EXPECT_EQ(cpdoc["ranks"][0]["comm"]["all_reduce@cp"]["calls"], 4);
+  EXPECT_EQ(cpdoc["ranks"][0]["comm"]["all_reduce@cp"]["bytes"], 64);
   // infer: the decode weight bytes count the experts of the 2 MoE layers only
   auto infer = run_cli({"infer", "--model", model, "--device-memory", "1GiB", "--dtype", "fp32", "--json", "-"});
   ASSERT_EQ(infer.status, 0) << infer.err;
