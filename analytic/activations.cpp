@@ -94,6 +94,19 @@ int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const R
 }
 
 int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r) {
+  return activation_bytes_of_layer(m, l, r, m.layers - 1);
+}
+
+int64_t activation_bytes_of_stage_layers(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
+  // A MoE model's first dense_layers layers save the dense MLP's tensors, the
+  // others the sparse block's (every MoE layer alike, every dense one alike).
+  constexpr std::string_view what = "activation bytes of a stage's layers";
+  const int64_t moe = moe_layers_on_stage(m, l, stage), dense = layers_on_stage(m, l, stage) - moe;
+  return checked_add(checked_mul(moe, activation_bytes_of_layer(m, l, r, m.layers - 1), what),
+                     dense > 0 ? checked_mul(dense, activation_bytes_of_layer(m, l, r, 0), what) : 0, what);
+}
+
+int64_t activation_bytes_of_layer(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t layer) {
   const Dims x = dims(m, l, r);
   const int64_t hidden_sp = checked_product({x.e, x.b, x.s_l, x.h}, "activation bytes per layer");  // one (sp) tensor
   CheckedBytes n("activation bytes per layer");
@@ -113,7 +126,7 @@ int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const 
   n.add({hidden_sp});                    // norm-2 input (sp)
   n.add({norm_stats(x)});                // norm-2 statistics (sp)
   n.add({hidden_sp});                    // norm-2 output (sp)
-  if (m.is_moe()) {
+  if (m.is_moe_layer(layer)) {
     // The sparse MLP's saved tensors (analytic/moe.h): without a capacity
     // factor on one rank all N·k choices kept; under ep > 1, or with a
     // capacity factor, the E·C capacity slots whatever the routing (the
@@ -153,8 +166,8 @@ int64_t activation_stage_extra_bytes(const ModelConfig& m, const Layout& l, cons
 
 int64_t activation_bytes_per_microbatch(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {
   constexpr std::string_view what = "activation bytes per microbatch";
-  return checked_add(checked_mul(layers_on_stage(m, l, stage), activation_bytes_per_layer(m, l, r), what),
-                     activation_stage_extra_bytes(m, l, r, stage), what);
+  return checked_add(activation_bytes_of_stage_layers(m, l, r, stage), activation_stage_extra_bytes(m, l, r, stage),
+                     what);
 }
 
 int64_t activation_peak_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage) {

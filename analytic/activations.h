@@ -11,8 +11,13 @@
 
 namespace gpuledger::analytic {
 
-// Exact bytes one layer saves for one microbatch on one TP rank.
+// Exact bytes one layer saves for one microbatch on one TP rank: global
+// layer `layer` (a MoE model's first dense_layers hold the dense MLP), and
+// per_layer the last layer's (every layer's but those dense ones).
+int64_t activation_bytes_of_layer(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t layer);
 int64_t activation_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r);
+// The sum of activation_bytes_of_layer over the layers `stage` holds.
+int64_t activation_bytes_of_stage_layers(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t stage);
 // Of which the norm statistics (fp32 mean/rstd) — Table 2 ignores them.
 int64_t norm_stat_bytes_per_layer(const ModelConfig& m, const Layout& l, const RunConfig& r);
 // Stage extras per microbatch (token ids, embedding mask; final norm, logits, targets).

@@ -94,10 +94,11 @@ int64_t comm_staging_bytes(const ModelConfig& m, const Layout& l, const RunConfi
     const int64_t buffers = (l.vpp == 1 && (first || last)) ? 2 : 4;
     n = checked_add(n, checked_mul(buffers, msg, "comm staging bytes"), "comm staging bytes");
   }
-  if (m.is_moe() && l.ep > 1) {
+  if (m.is_moe() && l.ep > 1 && moe_layers_on_stage(m, l, l.coords(rank).pp) > 0) {
     // The MoE block's dispatch buffers (models/moe/moe_block.h): the packed
     // send buffer, then the experts' outputs before they return, E·C·h·e
-    // each, one at a time (docs/formulas/moe.md "Expert parallelism").
+    // each, one at a time (docs/formulas/moe.md "Expert parallelism"); a
+    // stage of DeepSeek's first dense_layers alone has none.
     const int64_t tokens = checked_mul(r.mbs, r.seq, "tokens");
     n = checked_add(n, moe_ep_all_to_all_bytes(m, tokens, e), "comm staging bytes");
   }
@@ -152,7 +153,9 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
 
   RunConfig none = r;
   none.recompute = Recompute::kNone;
-  const int64_t layer_buffer = activation_bytes_per_layer(m, l, none);  // (a)
+  // (a), the larger layer: a MoE model's first dense_layers hold the dense MLP
+  const int64_t layer_buffer =
+      std::max(activation_bytes_of_layer(m, l, none, 0), activation_bytes_per_layer(m, l, none));
 
   constexpr std::string_view what = "workspace bytes";
   const int64_t hidden_bytes = checked_product({e, tokens, h}, what);
@@ -194,6 +197,9 @@ RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r
   const int64_t stage = rb.coords.pp;
 
   rb.exact = model_state_bytes(m, l, r, rank);
+  // DeepSeek-V3's expert bias: a buffer beside the weights, not a trained parameter (analytic/moe.h).
+  rb.exact[Account::kWeights] =
+      checked_add(rb.exact[Account::kWeights], router_bias_bytes(m, l, stage), "weights bytes");
   rb.exact[Account::kActivations] = activation_peak_bytes(m, l, r, stage);
   rb.exact[Account::kKv] = 0;  // training: no KV cache
   rb.exact[Account::kComm] = comm_staging_bytes(m, l, r, rank);

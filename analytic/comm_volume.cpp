@@ -354,13 +354,33 @@ std::map<std::string, CommCount> rank_comm_per_step(const ModelConfig& m, const 
   // layer's forward, its dispatch and combine included: two more per block
   // and microbatch. The expert gradients' sum over the expert-data-parallel
   // group is in dp_comm above.
-  if (m.is_moe() && l.ep > 1) {
+  // A MoE model's first dense_layers hold the dense MLP and exchange nothing.
+  if (m.is_moe() && l.ep > 1 && moe_layers_on_stage(m, l, c.pp) > 0) {
     const int64_t per_block = kMoeEpAllToAllsPerBlockStep + (r.recompute == Recompute::kFull ? 2 : 0);
     const int64_t calls =
-        checked_product({per_block, r.microbatches, layers_on_stage(m, l, c.pp)}, "communication calls");
+        checked_product({per_block, r.microbatches, moe_layers_on_stage(m, l, c.pp)}, "communication calls");
     tally.add(CommKind::kAllToAll, CommGroup::kEp, calls,
               moe_ep_all_to_all_bytes(m, checked_mul(r.mbs, r.seq, "tokens"), e));
   }
+
+  // Context parallelism with MoE layers: each block's f_e counts (E fp32)
+  // all-reduced over cp in every forward (models/moe/moe_block.h), the
+  // recompute's re-run forward included, for the load-balancing loss over the
+  // microbatch's b·s tokens (Megatron-LM get_tokens_per_expert_and_token_count
+  // over the tp·cp group, moe_utils.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553).
+  if (m.is_moe() && l.cp > 1 && moe_layers_on_stage(m, l, c.pp) > 0) {
+    const int64_t forwards = r.recompute == Recompute::kFull ? 2 : 1;
+    tally.add(CommKind::kAllReduce, CommGroup::kCp,
+              checked_product({forwards, r.microbatches, moe_layers_on_stage(m, l, c.pp)}, "communication calls"),
+              4 * m.num_experts);
+  }
+
+  // DeepSeek-V3's expert bias: the stage's MoE layers' load counts (E fp32
+  // each, stacked) all-reduced over dp·cp once per step before the bias
+  // update (Megatron-LM finalize_model_grads.py _update_router_expert_bias,
+  // moe_utils.py get_updated_expert_bias, at d98e8a64ddf34856e74b24714e3bedb2f5a39553).
+  if (router_bias_bytes(m, l, c.pp) > 0 && grad_ranks(l) > 1)
+    tally.add(CommKind::kAllReduce, CommGroup::kDp, 1, router_bias_bytes(m, l, c.pp));
 
   // The loss of the global batch on every rank: each last-stage rank's share
   // (its token losses / global tokens, one fp32) summed over dp, then over pp

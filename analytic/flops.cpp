@@ -42,11 +42,13 @@ struct LayerGemms {
 // (k_t for the hardware count; see model_kv_heads for the model count).
 // executed: the hardware count (under ep the MoE experts' padded slots); else
 // the model count (the N·k routed rows).
+// moe_layer: the layer holds the sparse block (else the dense MLP: a dense
+// model, or a MoE model's first dense_layers).
 // replicated: whether the tensors whole on every TP rank count here — MLA's
 // down projections (analytic/mla.h): executed on every rank (hardware), in
 // the model count credited once, to TP rank 0, as the replicated KV heads are.
 LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t kv_heads, bool executed,
-                       bool replicated = true) {
+                       bool moe_layer, bool replicated = true) {
   // Context parallelism: the rank's s/cp tokens pass through every projection;
   // its s/cp queries meet all s keys over the ring's cp blocks.
   const int64_t b = r.mbs, s = r.seq / l.cp, s_keys = r.seq, h = m.hidden, d = m.head_dim;
@@ -64,9 +66,9 @@ LayerGemms layer_gemms(const ModelConfig& m, const Layout& l, const RunConfig& r
   // of the E·C slots, padding included; the model count keeps the rank's own
   // routed rows (N·k, or the capacity-bound worst case).
   const int64_t moe_rows =
-      m.is_moe() && moe_padded_to_capacity(m, l) && executed ? moe_ep_slots(m, b * s) : moe_worst_case_rows(m, b * s);
+      moe_layer && moe_padded_to_capacity(m, l) && executed ? moe_ep_slots(m, b * s) : moe_worst_case_rows(m, b * s);
   const int64_t mlp =
-      m.is_moe() ? moe_block_forward_flops(m, b * s, moe_rows) : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
+      moe_layer ? moe_block_forward_flops(m, b * s, moe_rows) : mul({m.is_gpt() ? 2 : 3, 2, b, s, h, f_t});
   if (m.is_mla()) {  // multi-head latent attention (cp = 1): its projections and core (analytic/mla.h)
     const MlaForwardFlops f = mla_attention_forward_flops(m, b, s, l.tp);
     g.projections = add(add(f.sharded, replicated ? f.replicated : 0), mlp);
@@ -102,43 +104,66 @@ int64_t model_vocab_rows(const ModelConfig& m, const Layout& l, int64_t tp_rank)
 }  // namespace
 
 int64_t layer_forward_flops(const ModelConfig& m, const Layout& l, const RunConfig& r) {
-  return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true).total();
+  return layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true, m.is_moe()).total();
 }
 
-StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
-  const Coords c = l.coords(rank);
-  const int64_t layers = layers_on_stage(m, l, c.pp);  // L_i
-  const bool last = c.pp == l.pp - 1;
-  const int64_t b = r.mbs, s = r.seq / l.cp, h = m.hidden;  // the rank's tokens (cp: s/cp)
+namespace {
 
+// One layer's FLOPs for one microbatch: hardware (forward, backward and
+// recompute), model (3 × forward, no recompute) and the model's causal count.
+struct LayerStepFlops {
+  int64_t hardware = 0, model = 0, model_causal = 0;
+};
+
+LayerStepFlops layer_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t tp_rank,
+                                bool moe_layer) {
   // ---- hardware: everything executed ----
-  const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true);
+  const LayerGemms hw = layer_gemms(m, l, r, kv_heads_on_rank(m.kv_heads, l.tp), /*executed=*/true, moe_layer);
   // forward + backward (2× forward: the input- and weight-gradient GEMMs; for
   // attention dS·K, dSᵀ·Q, dO·Vᵀ, Pᵀ·dO).
-  int64_t layer_hw = mul(3, hw.total());
+  LayerStepFlops f;
+  f.hardware = mul(3, hw.total());
   // Flash backward recomputes S = QKᵀ (Dao et al. 2022, Alg. 4): half the core.
-  if (r.attention == AttentionKind::kFlash) layer_hw = add(layer_hw, hw.core / 2);
+  if (r.attention == AttentionKind::kFlash) f.hardware = add(f.hardware, hw.core / 2);
   // Recompute: selective reruns the attention core's forward (QKᵀ and P·V);
   // full reruns the whole layer's forward. Both compose with flash's own
   // recompute of QKᵀ (docs/exact-budget.md "FLOPs").
-  if (r.recompute == Recompute::kSelective) layer_hw = add(layer_hw, hw.core);
-  if (r.recompute == Recompute::kFull) layer_hw = add(layer_hw, hw.total());
-  // Head: (b·s, h) × (h, V'/t) forward, 2× in backward; never recomputed.
-  const int64_t head_hw = mul({3, 2, b, s, h, padded_vocab(m, l.tp) / l.tp});
-
+  if (r.recompute == Recompute::kSelective) f.hardware = add(f.hardware, hw.core);
+  if (r.recompute == Recompute::kFull) f.hardware = add(f.hardware, hw.total());
   // ---- model: 3 × forward, unpadded V, no recompute (MFU numerator) ----
-  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, c.tp), /*executed=*/false, /*replicated=*/c.tp == 0);
-  const int64_t layer_model = mul(3, mo.total());
-  const int64_t head_model = mul({3, 2, b, s, h, model_vocab_rows(m, l, c.tp)});
+  const LayerGemms mo = layer_gemms(m, l, r, model_kv_heads(m, l, tp_rank), /*executed=*/false, moe_layer,
+                                    /*replicated=*/tp_rank == 0);
+  f.model = mul(3, mo.total());
   // Causal convention: the two s² GEMMs at half (the masked upper triangle
   // skipped): 3 × core / 2 less per layer. core = 4·b·a_t·s²·d is even.
-  const int64_t layer_causal = layer_model - mul(3, mo.core / 2);
+  f.model_causal = f.model - mul(3, mo.core / 2);
+  return f;
+}
+
+}  // namespace
+
+StepFlops rank_step_flops(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {
+  const Coords c = l.coords(rank);
+  // The stage's layers: its MoE layers, and a MoE model's first dense_layers
+  // (or a dense model's layers) with the dense MLP.
+  const int64_t moe_layers = moe_layers_on_stage(m, l, c.pp);
+  const int64_t dense_layers = layers_on_stage(m, l, c.pp) - moe_layers;
+  const bool last = c.pp == l.pp - 1;
+  const int64_t b = r.mbs, s = r.seq / l.cp, h = m.hidden;  // the rank's tokens (cp: s/cp)
+  const LayerStepFlops moe = moe_layers > 0 ? layer_step_flops(m, l, r, c.tp, true) : LayerStepFlops{};
+  const LayerStepFlops dense = dense_layers > 0 ? layer_step_flops(m, l, r, c.tp, false) : LayerStepFlops{};
+  auto layers_sum = [&](int64_t LayerStepFlops::*field) {
+    return add(mul(moe_layers, moe.*field), mul(dense_layers, dense.*field));
+  };
+  // Head: (b·s, h) × (h, V'/t) forward, 2× in backward; never recomputed.
+  const int64_t head_hw = mul({3, 2, b, s, h, padded_vocab(m, l.tp) / l.tp});
+  const int64_t head_model = mul({3, 2, b, s, h, model_vocab_rows(m, l, c.tp)});
 
   StepFlops f;
   const int64_t mb = r.microbatches;
-  f.hardware = mul(mb, add(mul(layers, layer_hw), last ? head_hw : 0));
-  f.model = mul(mb, add(mul(layers, layer_model), last ? head_model : 0));
-  f.model_causal = mul(mb, add(mul(layers, layer_causal), last ? head_model : 0));
+  f.hardware = mul(mb, add(layers_sum(&LayerStepFlops::hardware), last ? head_hw : 0));
+  f.model = mul(mb, add(layers_sum(&LayerStepFlops::model), last ? head_model : 0));
+  f.model_causal = mul(mb, add(layers_sum(&LayerStepFlops::model_causal), last ? head_model : 0));
   return f;
 }
 

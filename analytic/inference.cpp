@@ -12,17 +12,6 @@
 #include "core/checked_math.h"
 
 namespace gpuledger::analytic {
-namespace {
-
-// The MoE layers among the first stage's (DeepSeek's first dense_layers hold a dense MLP).
-int64_t moe_layers_on_first_stage(const ModelConfig& m, const Layout& l) {
-  const int64_t first = first_layer_of_stage(m, l, 0), count = layers_on_stage(m, l, 0);
-  int64_t n = 0;
-  for (int64_t i = first; i < first + count; ++i) n += m.is_moe_layer(i) ? 1 : 0;
-  return n;
-}
-
-}  // namespace
 
 double expected_distinct_experts(int64_t experts, int64_t top_k, int64_t tokens) {
   if (experts < 1 || top_k < 1 || top_k > experts || tokens < 0)
@@ -44,7 +33,7 @@ int64_t moe_expert_weight_bytes(const ModelConfig& m, DType dtype) {
 int64_t decode_weight_bytes_read_routed(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens,
                                         int64_t experts_routed) {
   if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
-  const int64_t all_experts = checked_mul(moe_layers_on_first_stage(m, l), m.num_experts, "experts on the rank");
+  const int64_t all_experts = checked_mul(moe_layers_on_stage(m, l, 0), m.num_experts, "experts on the rank");
   if (experts_routed < 0 || experts_routed > all_experts)
     throw std::invalid_argument("experts routed to must be in [0, " + std::to_string(all_experts) + "], got " +
                                 std::to_string(experts_routed));
@@ -68,7 +57,7 @@ int64_t decode_weight_bytes_read(const ModelConfig& m, const Layout& l, DType dt
 int64_t decode_weight_bytes_expected(const ModelConfig& m, const Layout& l, DType dtype, int64_t tokens) {
   if (!m.is_moe()) return decode_weight_bytes_read(m, l, dtype, tokens);
   const double unread =
-      static_cast<double>(moe_layers_on_first_stage(m, l)) *
+      static_cast<double>(moe_layers_on_stage(m, l, 0)) *
       (static_cast<double>(m.num_experts) - expected_distinct_experts(m.num_experts, m.experts_per_token, tokens)) *
       static_cast<double>(moe_expert_weight_bytes(m, dtype));
   return decode_weight_bytes_read(m, l, dtype, tokens) - std::llround(unread);

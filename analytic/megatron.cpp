@@ -46,10 +46,14 @@ MegatronLayerParams megatron_layer_params(const ModelConfig& m, int64_t tp) {
   p.final_norm = norm_size * h;
   // embedding_size = h * padded_vocab_size
   p.embedding = h * static_cast<double>(megatron_padded_vocab(m.vocab, tp));
-  // moe_layer_freq 1: every layer a MoE layer (our MoE models), else all dense
+  // num_dense_layers = num_layers - sum(moe_layer_pattern), num_moe_layers =
+  // sum(moe_layer_pattern): a MoE model's pattern is --moe-layer-freq
+  // "([0]*dense_layers+[1]*(L-dense_layers))" (DeepSeek's first_k_dense_replace;
+  // 1 for the others, every layer a MoE layer); a dense model's, all 0.
   const double layers = static_cast<double>(m.layers);
-  p.dense_layers = m.is_moe() ? 0.0 : layers;
-  p.moe_layers = m.is_moe() ? layers : 0.0;
+  const double dense = m.is_moe() ? static_cast<double>(m.dense_layers) : layers;
+  p.dense_layers = dense;
+  p.moe_layers = layers - dense;
   if (m.is_moe()) {
     const double experts = static_cast<double>(m.num_experts);
     // shared_expert_params = 2 * h * moe_shared_expert_intermediate_size * gated_linear_multiplier

@@ -18,6 +18,21 @@ int64_t moe_capacity(const ModelConfig& m, int64_t tokens) {
   return std::min<int64_t>(tokens, static_cast<int64_t>(c));
 }
 
+int64_t moe_layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage) {
+  int64_t n = 0;
+  const int64_t count = layers_per_chunk(m, l, stage);
+  for (int64_t chunk = 0; chunk < l.vpp; ++chunk) {
+    const int64_t first = first_layer_of_chunk(m, l, stage, chunk);
+    for (int64_t i = first; i < first + count; ++i) n += m.is_moe_layer(i) ? 1 : 0;
+  }
+  return n;
+}
+
+int64_t router_bias_bytes(const ModelConfig& m, const Layout& l, int64_t stage) {
+  if (!m.router_bias) return 0;
+  return checked_product({4, m.num_experts, moe_layers_on_stage(m, l, stage)}, "expert bias bytes");
+}
+
 int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens) {
   return std::min(tokens * m.experts_per_token, m.num_experts * moe_capacity(m, tokens));
 }

@@ -15,8 +15,22 @@
 
 namespace gpuledger::analytic {
 
-int64_t moe_capacity(const ModelConfig& m, int64_t tokens);         // C
+int64_t moe_capacity(const ModelConfig& m, int64_t tokens);  // C
+
+// The MoE layers among those `stage` holds (every chunk under vpp): all of
+// them, less DeepSeek's first dense_layers (HF first_k_dense_replace), which
+// hold the dense MLP of size ffn. 0 for a dense model.
+int64_t moe_layers_on_stage(const ModelConfig& m, const Layout& l, int64_t stage);
 int64_t moe_worst_case_rows(const ModelConfig& m, int64_t tokens);  // A_max
+
+// DeepSeek-V3's expert bias (router_bias; docs/formulas/moe.md "The expert
+// bias"): per MoE layer of the stage E fp32 values, held on every rank as a
+// buffer beside the weights (Megatron-LM's TopKRouter register_buffer
+// 'expert_bias', fp32), not trained: 4·E·(MoE layers of the stage) bytes,
+// account weights. After each step the load counts of those layers (the same
+// 4·E·layers bytes) are all-reduced over the data-parallel group with cp
+// (Megatron's tp·dp·cp group at tp = 1), one call; 0 without a bias.
+int64_t router_bias_bytes(const ModelConfig& m, const Layout& l, int64_t stage);
 
 // The bytes one MoE block saves for its backward, N tokens, A kept rows,
 // activations of e bytes: probabilities N·E·4, the row → token table A·4, the

@@ -32,12 +32,17 @@ int64_t norm_params(const ModelConfig& m) {
 // expert parallelism (ep > 1) a rank holds E/ep of the experts (Megatron-LM's
 // num_local_experts = E / ep); the router and the shared experts stay whole
 // on every rank.
+// buffers: with the router's expert bias (DeepSeek-V3's e_score_correction_bias,
+// which the checkpoint holds and the published total counts) — a buffer the
+// optimizer never sees (Megatron-LM's TopKRouter registers expert_bias with
+// register_buffer, router.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553), so
+// a rank's trained units leave it out (analytic/moe.h router_bias_bytes books it).
 void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, int64_t ep,
-                        const std::string& p) {
+                        const std::string& p, bool buffers) {
   const int64_t h = m.hidden, routed = m.num_experts / ep * (m.expert_ffn / tp);
   const int64_t shared = m.shared_experts * (m.shared_expert_ffn / tp);
   add(ts, p + "moe.router.weight", m.num_experts * h);
-  if (m.router_bias) add(ts, p + "moe.router.bias", m.num_experts);  // DeepSeek-V3 e_score_correction_bias
+  if (m.router_bias && buffers) add(ts, p + "moe.router.bias", m.num_experts);
   for (const char* kind : {"gate", "up", "down"}) {
     add(ts, p + "moe.experts." + kind + ".weight", routed * h);
     ts.back().expert_sharded = ep > 1;
@@ -51,9 +56,9 @@ void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
 // MoE model past its first dense_layers, DeepSeek's first_k_dense_replace),
 // else the dense MLP (gpt: biased GELU in/out; llama: SwiGLU gate, up, down).
 void append_mlp_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int64_t tp, int64_t ep,
-                        const std::string& p, int64_t layer) {
+                        const std::string& p, int64_t layer, bool buffers) {
   if (m.is_moe_layer(layer)) {
-    append_moe_tensors(ts, m, tp, ep, p);
+    append_moe_tensors(ts, m, tp, ep, p, buffers);
     return;
   }
   const int64_t h = m.hidden, f_t = m.ffn / tp;
@@ -75,7 +80,7 @@ void append_mlp_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
 // replicated (Megatron, Shoeybi et al. 2019 §3, and docs/exact-budget.md's
 // per-layer table). Multi-head latent attention's tensors: analytic/mla.h.
 std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t ep, const std::string& p,
-                                       int64_t layer) {
+                                       int64_t layer, bool buffers) {
   const int64_t h = m.hidden, d = m.head_dim;
   const int64_t q_t = (m.heads / tp) * d;                     // a_t·d
   const int64_t kv_t = kv_heads_on_rank(m.kv_heads, tp) * d;  // k_t·d
@@ -98,7 +103,7 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t
   }
   add(ts, p + "norm2.weight", h);
   if (gpt) add(ts, p + "norm2.bias", h);
-  append_mlp_tensors(ts, m, tp, ep, p, layer);
+  append_mlp_tensors(ts, m, tp, ep, p, layer, buffers);
   if (m.post_norms) {  // Gemma 2, 3: the RMSNorm γ on the attention and MLP outputs
     add(ts, p + "post_attn_norm.weight", h);
     add(ts, p + "post_mlp_norm.weight", h);
@@ -147,7 +152,7 @@ int64_t padded_vocab(const ModelConfig& m, int64_t tp) {
 int64_t layer_params(const ModelConfig& m, int64_t tp, int64_t ep) { return layer_params_at(m, m.layers - 1, tp, ep); }
 
 int64_t layer_params_at(const ModelConfig& m, int64_t layer, int64_t tp, int64_t ep) {
-  return sum_elems(layer_tensors(m, tp, ep, "", layer));
+  return sum_elems(layer_tensors(m, tp, ep, "", layer, /*buffers=*/true));
 }
 
 int64_t model_params(const ModelConfig& m) {
@@ -241,7 +246,8 @@ std::vector<ParamUnit> rank_param_units(const ModelConfig& m, const Layout& l, i
     const int64_t first = first_layer_of_chunk(m, l, c.pp, chunk);
     for (int64_t i = first; i < first + count; ++i) {
       const std::string idx = std::to_string(i);
-      units.push_back({"layer." + idx, layer_tensors(m, l.tp, l.ep, "layers." + idx + ".", i), chunk});
+      units.push_back(
+          {"layer." + idx, layer_tensors(m, l.tp, l.ep, "layers." + idx + ".", i, /*buffers=*/false), chunk});
     }
   }
 

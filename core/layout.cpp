@@ -160,7 +160,7 @@ void check_expert_parallel(const Layout& l, const ModelConfig& m) {
 
 // Context parallelism: the 2·cp load-balanced chunks must divide the sequence
 // (Megatron asserts seq % (2·cp) == 0 in get_batch_on_this_cp_rank). Our own
-// limit: cp > 1 is built for dense models only. Pipeline stages (and virtual
+// limit: a MoE model with cp > 1 runs at ep 1. Pipeline stages (and virtual
 // stages) each run the ring over their own cp group; tensor-parallel ranks
 // each run it on their K/V heads (the cp group holds tp), and sequence
 // parallelism shards the rank's s/cp tokens (checked in validate_layout).
@@ -169,8 +169,10 @@ void check_context_parallel(const Layout& l, const ModelConfig& m, const RunConf
   if (r.seq % (2 * l.cp) != 0)
     throw LayoutError("--cp " + s(l.cp) + ": 2·cp = " + s(2 * l.cp) + " does not divide --seq " + s(r.seq) +
                       " (the sequence is cut into 2·cp equal chunks for causal load balancing)");
-  if (m.num_experts > 0)
-    throw LayoutError("--cp " + s(l.cp) + " is built for dense models only (" + m.name + " is MoE)");
+  // A MoE model routes each cp rank's tokens there (routing is per token);
+  // its expert-parallel groups are carved out of dp without cp (ep_group).
+  if (m.num_experts > 0 && l.ep > 1)
+    throw LayoutError("--cp " + s(l.cp) + " with --ep " + s(l.ep) + ": a MoE model runs context parallelism with ep 1");
   // The ring merges each visiting block's partial output by its log-sum-exp:
   // a flash core (TransformerEngine's context parallelism runs flash or fused
   // attention only). ZeRO shards over the dp·cp ranks (Layout::dp_cp).

@@ -80,7 +80,7 @@ struct RunConfig;
 // heads % tp, kv_heads % tp or tp % kv_heads (replication), ffn % tp,
 // ep: divides dp and the model's experts, tp = 1 and vpp = 1 (not built with them),
 // layers >= pp (>= 1 layer per stage), seq % tp under sp, seq <= max_seq for gpt,
-// seq % (2·cp) under cp > 1 (with flash attention and no MoE: the
+// seq % (2·cp) under cp > 1 (with flash attention and a MoE model at ep 1: the
 // combinations built so far), (seq/cp) % tp under sp with cp > 1.
 void validate_layout(const Layout& l, const ModelConfig& m, const RunConfig& r);
 

@@ -109,6 +109,8 @@ const std::vector<std::string>& known_fields() {
                                              "capacity_factor",
                                              "dense_layers",
                                              "router_bias",
+                                             "score_function",
+                                             "routed_scaling_factor",
                                              "q_lora_rank",
                                              "kv_lora_rank",
                                              "qk_nope_head_dim",
@@ -140,7 +142,9 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
                                                 {"router_aux_loss_coef", m.router_aux_loss_coef != 0.0},
                                                 {"capacity_factor", m.capacity_factor.has_value()},
                                                 {"dense_layers", m.dense_layers != 0},
-                                                {"router_bias", m.router_bias}};
+                                                {"router_bias", m.router_bias},
+                                                {"score_function", m.router_sigmoid},
+                                                {"routed_scaling_factor", m.routed_scaling_factor != 1.0}};
     for (const auto& [field, given] : set)
       if (given) fail(field, origin, "is a mixture-of-experts field: give num_experts > 0 or leave it out");
     return;
@@ -165,6 +169,12 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
     fail("shared_expert_ffn", origin, "given without shared_experts");
   if (!(m.router_aux_loss_coef >= 0 && m.router_aux_loss_coef < 1))
     fail("router_aux_loss_coef", origin, "must be in [0, 1), got " + str(m.router_aux_loss_coef));
+  if (m.router_bias && !m.router_sigmoid)
+    fail("router_bias", origin,
+         "the expert bias (aux-loss-free balancing) needs score_function \"sigmoid\", as Megatron-LM's "
+         "--moe-router-enable-expert-bias does");
+  if (!(m.routed_scaling_factor > 0 && m.routed_scaling_factor <= 1000))
+    fail("routed_scaling_factor", origin, "must be in (0, 1000], got " + str(m.routed_scaling_factor));
   // c·N·k/E tokens per expert: beyond c = E one expert could take every token k times over.
   if (m.capacity_factor && !(*m.capacity_factor > 0 && *m.capacity_factor <= static_cast<double>(m.num_experts)))
     fail("capacity_factor", origin,
@@ -275,6 +285,12 @@ void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
         std::pair{"shared_expert_ffn", &m.shared_expert_ffn}, std::pair{"dense_layers", &m.dense_layers}})
     if (j.contains(field)) *value = get_int(j.at(field), field, origin);
   if (j.contains("router_bias")) m.router_bias = get_bool(j.at("router_bias"), "router_bias", origin);
+  if (j.contains("score_function")) {
+    const std::string f = get_string(j.at("score_function"), "score_function", origin);
+    if (f != "softmax" && f != "sigmoid")
+      fail("score_function", origin, "must be \"softmax\" or \"sigmoid\", got \"" + f + "\"");
+    m.router_sigmoid = f == "sigmoid";
+  }
   if (j.contains("norm_topk_prob")) m.norm_topk_prob = get_bool(j.at("norm_topk_prob"), "norm_topk_prob", origin);
   if (j.contains("capacity_factor") && !j.at("capacity_factor").is_null()) {
     if (!j.at("capacity_factor").is_number())
@@ -380,7 +396,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   read_moe_fields(j, m, origin);
   read_mla_fields(j, m, origin);
   for (auto [field, value] : {std::pair{"norm_eps", &m.norm_eps}, std::pair{"rope_theta", &m.rope_theta},
-                              std::pair{"router_aux_loss_coef", &m.router_aux_loss_coef}})
+                              std::pair{"router_aux_loss_coef", &m.router_aux_loss_coef},
+                              std::pair{"routed_scaling_factor", &m.routed_scaling_factor}})
     if (j.contains(field)) {
       if (!j.at(field).is_number())
         fail(field, origin, std::string("expected a number, got ") + json_type_name(j.at(field)));

@@ -55,6 +55,15 @@ struct ModelConfig {
   // layer (DeepSeek-V3's e_score_correction_bias, aux-loss-free balancing).
   int64_t dense_layers = 0;
   bool router_bias = false;
+  // The router's score function (HF scoring_func; Megatron-LM
+  // --moe-router-score-function): softmax over the E logits (Mixtral, Qwen3,
+  // DeepSeek-V2), or sigmoid per expert (DeepSeek-V3), the chosen k scores then
+  // renormalised with norm_topk_prob. Megatron takes router_bias with sigmoid
+  // only (transformer_config.py, moe_router_enable_expert_bias).
+  bool router_sigmoid = false;
+  // The combine weights' factor (HF routed_scaling_factor; Megatron-LM
+  // --moe-router-topk-scaling-factor): DeepSeek-V3 2.5.
+  double routed_scaling_factor = 1.0;
 
   // Multi-head latent attention (docs/formulas/mla.md; DeepSeek-V2, arXiv
   // 2405.04434 §2.1) when kv_lora_rank > 0 (llama flavour, kv_heads == heads,

@@ -1,9 +1,8 @@
 // What the run commands build of a model file, said in one place: a model
 // file may describe more. Multi-head latent attention (DeepSeek-V2/V3) is
 // built by train and plan (materialized core, no attention dropout, cp 1),
-// not served by infer. The first dense layers of a
-// DeepSeek-MoE model and its router bias are read, counted
-// (analytic/params.h) and sized by kv and serve-plan, not built. Qwen3's QK norm runs at tp = 1 only (its
+// not served by infer; a DeepSeek-MoE model's first dense layers (not with
+// interleaved stages) and DeepSeek-V3's expert bias are built. Qwen3's QK norm runs at tp = 1 only (its
 // shared γ's gradient is not summed over tensor-parallel ranks); a mixture-of-experts model (docs/formulas/moe.md) runs
 // with data, expert (--ep, carved out of dp) and pipeline parallelism (interleaved stages too) and ZeRO 0-3 at tp = 1
 // (under ep > 1 the experts' ZeRO shards over the expert-data-parallel group, --offload optimizer too), with every
@@ -23,10 +22,9 @@ namespace gpuledger {
 enum class ModelUse { kRun, kInfer, kKvSizing };
 
 // Throws ConfigError naming the field (exit 2) when the runs do not build
-// this model under this layout and run. Multi-head latent attention and the
-// DeepSeek-MoE pieces (dense_layers, router_bias) are sized by kv and
-// serve-plan under any layout; train and plan build MLA, no command builds
-// the DeepSeek-MoE pieces yet.
+// this model under this layout and run. Multi-head latent attention is
+// sized by kv and serve-plan under any layout; train and plan build it, infer
+// refuses it.
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use = ModelUse::kRun);
 
 // --capacity-factor c: sets m.capacity_factor, checked as the model file's

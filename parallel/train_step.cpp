@@ -169,6 +169,9 @@ StepResult Trainer::step(int64_t step_index) {
   I.finalize->reduce_model_parallel();
   if (I.grad_shards) I.grad_shards->reduce_deferred();  // after the embedding-group sum
   if (I.dp_sync) I.dp_sync->finish();
+  // router_bias: the expert bias moves by the step's load counts (Megatron-LM
+  // does it in finalize_model_grads, before the optimizer step).
+  I.stage->update_expert_bias(*I.ctx.dp);
   const double norm = I.finalize->grad_norm(/*reduce=*/I.run.grad_clip > 0);
   I.optimizer->step(step_index + 1, FinalizeGrads::clip_coefficient(norm, I.run.grad_clip));
 

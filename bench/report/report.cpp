@@ -71,6 +71,8 @@ json model_json(const ModelConfig& m) {
     j["capacity_factor"] = m.capacity_factor ? json(*m.capacity_factor) : json(nullptr);
     if (m.dense_layers > 0) j["dense_layers"] = m.dense_layers;
     if (m.router_bias) j["router_bias"] = true;
+    if (m.router_sigmoid) j["score_function"] = "sigmoid";
+    if (m.routed_scaling_factor != 1.0) j["routed_scaling_factor"] = m.routed_scaling_factor;
   }
   if (m.is_mla()) {
     j["q_lora_rank"] = m.q_lora_rank;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "analytic/inference.h"
+#include "analytic/moe.h"
 #include "analytic/params.h"
 #include "bench/report/checks.h"
 #include "comm/comm.h"
@@ -277,7 +278,9 @@ json serving_checks(const InferRequest& q, const Served& v, const InferRankRecor
     int64_t routed_model = 0;
     for (const auto& [batch, steps] : v.stats.decode_steps_by_batch)
       routed_model += steps * analytic::decode_weight_bytes_read(m, one, q.config.run.dtype, batch);
-    const int64_t unread = m.layers * m.num_experts * v.stats.decode_steps - v.stats.decode_experts_routed;
+    // Every MoE layer's E experts (DeepSeek's first dense_layers have none).
+    const int64_t unread =
+        analytic::moe_layers_on_stage(m, one, 0) * m.num_experts * v.stats.decode_steps - v.stats.decode_experts_routed;
     routed_model -= unread * analytic::moe_expert_weight_bytes(m, q.config.run.dtype);
     checks.push_back(
         bench::make_check("moe.decode_weight_bytes", r.rank, d(v.stats.decode_weight_bytes_read), d(routed_model), 0));
@@ -298,7 +301,7 @@ std::optional<MoeDecodeRecord> moe_decode_record(const InferRequest& q, const En
   const auto steps = static_cast<double>(st.decode_steps);
   const Layout& l = q.config.layout;
   r.decode_steps = st.decode_steps;
-  r.layers = layers_on_stage(m, l, 0);
+  r.layers = analytic::moe_layers_on_stage(m, l, 0);  // the MoE layers (not DeepSeek's first dense ones)
   r.experts = m.num_experts;
   r.top_k = m.experts_per_token;
   r.expert_weight_bytes = analytic::moe_expert_weight_bytes(m, q.config.run.dtype);

@@ -35,8 +35,8 @@ char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
 }  // namespace
 
-MoeBlock::MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm)
-    : dev_(device), s_(shape), w_(weights), ep_comm_(ep_comm) {
+MoeBlock::MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm, Comm* cp_comm)
+    : dev_(device), s_(shape), w_(weights), ep_comm_(ep_comm), cp_comm_(cp_comm) {
   const auto& r = s_.routing;
   if (s_.tokens < 1 || s_.hidden < 1 || s_.expert_ffn < 1 || r.experts < 1 || r.top_k < 1 || r.top_k > r.experts)
     throw std::invalid_argument("MoeBlock: need tokens, hidden, expert_ffn >= 1 and 1 <= top_k <= experts");
@@ -53,8 +53,12 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
     Buffer logits = ws(n * E * eb(), "moe.router.logits");
     linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
-    sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n);
+    std::vector<float> bias;  // the expert bias, read to the host where the routing runs
+    if (w_.expert_bias) bias = to_host(dev_, w_.expert_bias, DType::kFP32, E);
+    sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n,
+                         w_.expert_bias ? bias.data() : nullptr);
   }
+  if (cp_comm_ && cp_comm_->size() > 1) aux_over_cp(sv.plan);
   sv.probs = dev_.alloc(n * E * 4, acc, "moe.router.probs");
   dev_.copy_from_host(sv.probs.data(), sv.plan.probs.data(), n * E * 4);
   dispatch_forward(xn, sv, acc);
@@ -71,6 +75,19 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   combine(sv, y);
   if (s_.shared_ffn > 0) shared_forward(xn, y, sv, acc);
   return sv.plan.aux_loss;
+}
+
+// The f_e counts of the microbatch: this rank's summed over the cp ranks
+// (fp32, as Megatron's reduce_from_tensor_model_parallel_region sums them).
+void MoeBlock::aux_over_cp(moe::RoutingPlan& plan) {
+  const int64_t E = s_.routing.experts;
+  std::vector<float> counts(plan.aux_counts.begin(), plan.aux_counts.end());
+  Buffer buf = ws(E * 4, "moe.router.aux_counts");
+  if (dev_.touches_memory()) dev_.copy_from_host(buf.data(), counts.data(), E * 4);
+  cp_comm_->all_reduce(buf.data(), E, DType::kFP32);
+  if (dev_.touches_memory()) dev_.copy_to_host(counts.data(), buf.data(), E * 4);
+  moe::set_aux_over_ranks(s_.routing, plan, std::vector<int64_t>(counts.begin(), counts.end()),
+                          s_.tokens * cp_comm_->size());
 }
 
 // sv.x = the rows the local experts process: one rank, the kept rows gathered

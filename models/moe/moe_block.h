@@ -81,6 +81,7 @@ struct MoeWeights {
   const void *shared_gate = nullptr, *shared_up = nullptr, *shared_down = nullptr;
   void *d_router = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_down = nullptr;
   void *d_shared_gate = nullptr, *d_shared_up = nullptr, *d_shared_down = nullptr;
+  const float* expert_bias = nullptr;  // E fp32 (router_bias: the top k by score + bias, expert_bias.h); null: none
 };
 
 struct MoeSaved {
@@ -92,7 +93,12 @@ struct MoeSaved {
 class MoeBlock {
  public:
   // ep_comm: the expert-parallel group (size shape.ep), needed when shape.ep > 1.
-  MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm = nullptr);
+  // cp_comm: the context-parallel ring's group when the microbatch's tokens
+  // are split over cp > 1 ranks: the load-balancing loss's f_e counts are
+  // summed over it, one all-reduce of E fp32 per forward (moe_routing.h
+  // set_aux_over_ranks); null: the block holds the microbatch's every token.
+  MoeBlock(Device& device, const MoeShape& shape, const MoeWeights& weights, Comm* ep_comm = nullptr,
+           Comm* cp_comm = nullptr);
 
   // y (N × h, e) = the block's output for xn (N × h, e); `saved` receives what
   // backward needs, booked under `acc`. Returns the load-balancing loss
@@ -134,6 +140,8 @@ class MoeBlock {
   MoeShape s_;
   MoeWeights w_;
   Comm* ep_comm_ = nullptr;
+  Comm* cp_comm_ = nullptr;
+  void aux_over_cp(moe::RoutingPlan& plan);
 };
 
 }  // namespace gpuledger

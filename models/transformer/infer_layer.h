@@ -46,6 +46,7 @@ class InferenceLayer {
   int64_t layer() const { return layer_; }
   // A MoE layer: the distinct experts the last forward routed a token to (0: dense).
   int64_t experts_routed() const { return experts_routed_; }
+  bool is_moe() const { return cfg_.moe; }  // the sparse block (else the dense MLP)
 
  private:
   // With attention materialized (cfg.attention), whether some sequence of the

@@ -130,9 +130,12 @@ InferenceModel::InferenceModel(Device& device, Comm& tp, const ModelConfig& mode
   else
     weights_.initialise(seed, model.layers);
   const ParamLayout& pl = weights_.layout();
-  for (int64_t i = 0; i < pl.layers; ++i)
+  for (int64_t i = 0; i < pl.layers; ++i) {
+    LayerConfig c = lcfg_;
+    c.moe = model.is_moe_layer(pl.global_layer(i));  // DeepSeek's first dense_layers: the dense MLP
     layers_.push_back(std::make_unique<InferenceLayer>(
-        dev_, tp_, lcfg_, weights_.layer_params(static_cast<size_t>(pl.first_layer_unit + i)), i));
+        dev_, tp_, c, weights_.layer_params(static_cast<size_t>(pl.first_layer_unit + i)), i));
+  }
 }
 
 int32_t argmax(const float* x, int64_t n) {
@@ -158,7 +161,8 @@ int64_t InferenceModel::weight_bytes_read(const std::vector<int32_t>& tokens) co
   if (const TensorSlot* pos = eu.find("position.weight")) bytes += (n - pos->rows) * pos->cols * e;
   if (model_.is_moe()) {  // the routed experts only: E − routed experts' gate, up and down are not read
     const int64_t expert_bytes = 3 * model_.hidden * model_.expert_ffn * e;
-    for (const auto& layer : layers_) bytes -= (model_.num_experts - layer->experts_routed()) * expert_bytes;
+    for (const auto& layer : layers_)
+      if (layer->is_moe()) bytes -= (model_.num_experts - layer->experts_routed()) * expert_bytes;
   }
   return bytes;
 }

@@ -53,7 +53,8 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   }
   if (m.is_moe()) {
     c.moe = true;
-    c.routing = {m.num_experts, m.experts_per_token, m.norm_topk_prob, m.capacity_factor, m.router_aux_loss_coef};
+    c.routing = {m.num_experts,          m.experts_per_token, m.norm_topk_prob,       m.capacity_factor,
+                 m.router_aux_loss_coef, m.router_sigmoid,    m.routed_scaling_factor};
     c.expert_ffn = m.expert_ffn;
     c.shared_ffn = m.shared_experts * m.shared_expert_ffn;
   }

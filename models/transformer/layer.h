@@ -110,6 +110,7 @@ struct LayerConfig {
   // Context parallelism: the ring the flash core runs over (the StageModel's;
   // s is then the rank's seq / cp tokens). Null: the rank holds the whole sequence.
   const ContextRing* ring = nullptr;
+  Comm* cp_comm = nullptr;  // the ring's group (cp > 1): a MoE layer's load-balancing statistics are summed over it
   // Multi-head latent attention (ModelConfig::is_mla()): the attention is the
   // block of mla_attention.h on the a_t heads; d = d_n + d_r, k_t = a_t.
   bool mla = false;

@@ -30,7 +30,7 @@ MoeShape TransformerLayer::moe_shape() const {
 void TransformerLayer::mlp_forward(const void* xn, void* y, LayerSaved& s, Account acc) {
   const LayerConfig& c = cfg_;
   if (c.moe) {  // no tp (the constructor refused it); E/ep experts under expert parallelism
-    MoeBlock(dev_, moe_shape(), p_.moe, c.ep_comm).forward(xn, y, s.moe, acc);
+    MoeBlock(dev_, moe_shape(), p_.moe, c.ep_comm, c.cp_comm).forward(xn, y, s.moe, acc);
     return;
   }
   const int64_t n = c.tokens(), e = dtype_bytes(c.e), inner = n * c.f_t;

@@ -64,18 +64,42 @@ StageModel::StageModel(Device& device, Comm& tp, const ModelConfig& model, const
     lcfg_.s = run.seq / cp->size();
     ring_ = std::make_unique<ContextRing>(dev_, cp, run.seq, lcfg_.kv_block_bytes());
     lcfg_.ring = ring_.get();
+    lcfg_.cp_comm = cp;
   }
   const ParamLayout& pl = params_.layout();
+  if (model.router_bias) {
+    std::vector<bool> moe_layer;
+    for (int64_t i = 0; i < pl.layers; ++i) moe_layer.push_back(model.is_moe_layer(pl.global_layer(i)));
+    expert_bias_ = std::make_unique<ExpertBias>(dev_, model.num_experts, moe_layer);
+  }
   for (int64_t i = 0; i < pl.layers; ++i)
-    layers_.push_back(std::make_unique<TransformerLayer>(
-        dev_, tp_, local_layer_config(i), layer_params(params_, static_cast<size_t>(pl.first_layer_unit + i))));
+    layers_.push_back(std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), local_layer_params(i)));
+}
+
+LayerParams StageModel::local_layer_params(int64_t local_layer) const {
+  LayerParams p = layer_params(params_, static_cast<size_t>(params_.layout().first_layer_unit + local_layer));
+  if (expert_bias_) p.moe.expert_bias = expert_bias_->layer(local_layer);
+  return p;
+}
+
+void StageModel::update_expert_bias(Comm& group) {
+  if (expert_bias_) expert_bias_->update(group);
+}
+
+std::vector<float> StageModel::expert_bias(int64_t local_layer) const {
+  if (!expert_bias_ || expert_bias_->layer(local_layer) == nullptr) return {};
+  return expert_bias_->values(local_layer);
 }
 
 LayerConfig StageModel::local_layer_config(int64_t local_layer) const {
   // Each layer attends under its own window (core/attention_pattern.h): a
   // hybrid model's sliding and full layers differ only there.
+  // A MoE model's first dense_layers layers (DeepSeek's first_k_dense_replace)
+  // hold the dense MLP of size ffn, the others the sparse block.
   LayerConfig c = lcfg_;
-  c.window = layer_window(model_, params_.layout().global_layer(local_layer));
+  const int64_t layer = params_.layout().global_layer(local_layer);
+  c.window = layer_window(model_, layer);
+  c.moe = model_.is_moe_layer(layer);
   return c;
 }
 
@@ -168,11 +192,15 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
     unit_hook(unit, false, false);
     aux_loss += s.saved[i].moe.plan.aux_loss;
     moe_dropped_choices_ += s.saved[i].moe.plan.dropped;
+    // the expert bias's load counts: this forward's choices (a recompute's are not counted again)
+    if (expert_bias_ && expert_bias_->layer(i0 + i)) expert_bias_->count(i0 + i, s.saved[i].moe.plan.assigned);
   }
   // MoE: each layer's load-balancing loss joins the microbatch's mean token
   // loss (docs/formulas/moe.md), so it enters the token sum N times — on the
   // stage that runs the layer (the step sums the stages' shares over pp).
-  const double aux_tokens = dev_.touches_memory() ? aux_loss * static_cast<double>(lcfg_.tokens()) : 0.0;
+  // Under cp each rank holds its share of every layer's L_aux (moe_routing.h
+  // set_aux_over_ranks), which enters the microbatch's b·s tokens, not its own s/cp.
+  const double aux_tokens = dev_.touches_memory() ? aux_loss * static_cast<double>(moe_aux_tokens()) : 0.0;
   if (!last) return aux_tokens;
   dev_.ledger().mark_phase(mb + ".head");
   unit_hook(pl.head_unit, false, true);
@@ -195,7 +223,7 @@ void StageModel::rebind_layer_unit(size_t unit) {
   const int64_t i = static_cast<int64_t>(unit) - pl.first_layer_unit;
   if (i < 0 || i >= pl.layers) return;  // the embedding and head units read Params on each use
   layers_[static_cast<size_t>(i)] =
-      std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), layer_params(params_, unit));
+      std::make_unique<TransformerLayer>(dev_, tp_, local_layer_config(i), local_layer_params(i));
 }
 
 void StageModel::embedding_forward(Slot& s, const int32_t* host_ids) {
@@ -428,7 +456,7 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     const int unit = pl.first_layer_unit + static_cast<int>(i0 + i);
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
     unit_hook(unit, true, true);
-    s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(lcfg_.tokens());
+    s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(moe_aux_tokens());
     layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
     unit_hook(unit, true, false);
     s.hidden[i].reset();

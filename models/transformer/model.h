@@ -72,6 +72,7 @@
 #include "core/model_config.h"
 #include "core/run_config.h"
 #include "kernels/device.h"
+#include "models/moe/expert_bias.h"
 #include "models/transformer/layer.h"
 #include "models/transformer/params.h"
 #include "models/transformer/unit_hooks.h"
@@ -129,6 +130,11 @@ class StageModel {
   // MoE: the routing choices dropped past an expert's capacity by the
   // forwards since the last call (every layer and microbatch of the stage).
   int64_t take_moe_dropped_choices() { return std::exchange(moe_dropped_choices_, 0); }
+  // router_bias (DeepSeek-V3): the step's expert-bias update over `group` (the
+  // data-parallel group with cp, models/moe/expert_bias.h); a no-op without a bias.
+  void update_expert_bias(Comm& group);
+  // Local layer i's expert bias on the host (empty without a bias or for a dense layer).
+  std::vector<float> expert_bias(int64_t local_layer) const;
 
  private:
   struct Slot;
@@ -163,6 +169,10 @@ class StageModel {
   std::vector<std::unique_ptr<Slot>> slots_;
   UnitHooks* hooks_ = nullptr;
   int64_t moe_dropped_choices_ = 0;
+  std::unique_ptr<ExpertBias> expert_bias_;  // router_bias only
+  LayerParams local_layer_params(int64_t local_layer) const;
+  // The microbatch's tokens b·s (b·s/cp per rank under cp, times the ring's cp).
+  int64_t moe_aux_tokens() const { return lcfg_.tokens() * (lcfg_.cp_comm ? lcfg_.cp_comm->size() : 1); }
 };
 
 }  // namespace gpuledger

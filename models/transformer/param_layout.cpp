@@ -193,6 +193,9 @@ void mla_matrices(UnitBuilder& ub, const ModelConfig& m, int64_t L, const LayerS
 UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   const int64_t h = m.hidden, d = m.head_dim, j = sp.j, a_t = sp.a_t, k_t = sp.k_t, f_t = sp.f_t;
   const bool gpt = m.is_gpt();
+  // A MoE model's layers past its first dense_layers hold the sparse block
+  // (DeepSeek's first_k_dense_replace); the first ones the dense MLP of size ffn.
+  const bool moe = m.is_moe_layer(L);
   auto replicated = [](TensorSlot& s) { s.replicated_over_tp = true; };
   const std::string idx = std::to_string(L);
   UnitBuilder ub("layer." + idx, "layers." + idx + ".");
@@ -209,7 +212,7 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
   auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
   // matrices
-  if (m.is_moe()) {
+  if (moe) {
     // The routed experts first: each expert kind stacked over the experts
     // (gate, up: E·f_e × h; down: E·h × f_e, expert e's h × f_e block at row
     // e·h). Under ep > 1 the rank holds the E/ep experts from ep_rank·E/ep on
@@ -236,7 +239,7 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
     col_split(ub.add("attn_out.weight", h, a_t * d, true, ParamInit::kResidualNormal, layer_id(L, kOutW), m.heads * d),
               a_t * d);
   }
-  if (m.is_moe()) {
+  if (moe) {
     // The rest of the sparse MLP (docs/formulas/moe.md): the router (E × h),
     // then the shared experts as one FFN of inner size S·f_s, whole on every
     // rank.
@@ -253,7 +256,7 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
     row_block(ub.add("mlp_gate.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kGateW), h), f_t);
     row_block(ub.add("mlp_up.weight", f_t, h, true, ParamInit::kNormal, layer_id(L, kUpW), h), f_t);
   }
-  if (!m.is_moe())
+  if (!moe)
     col_split(ub.add("mlp_out.weight", h, f_t, true, ParamInit::kResidualNormal, layer_id(L, kMlpOutW), m.ffn), f_t);
   // vectors (replicated unless column-parallel)
   replicated(ub.add("norm1.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm1W), 1));

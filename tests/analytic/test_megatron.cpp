@@ -13,6 +13,7 @@
 #include "analytic/flops.h"
 #include "analytic/megatron.h"
 #include "analytic/model_states.h"
+#include "analytic/params.h"
 #include "core/layout.h"
 #include "core/model_config.h"
 #include "core/run_config.h"
@@ -177,6 +178,27 @@ TEST(Megatron, MixtralMoeTermsAtExpertParallelEight) {
   // (router included) equals ours, 46,702,792,704 (docs/formulas/moe.md).
   Case one = make_case("mixtral-8x7b", 1, 1, 1, 4096, 1, 1);
   EXPECT_EQ(megatron_shard_params(one.m, one.l, 0).total(), 46'702'792'704.0);
+}
+
+// DeepSeek's first dense layers: Megatron's --moe-layer-freq "([0]*1+[1]*2)"
+// gives num_dense_layers 1, num_moe_layers 2. tiny-moe at 3 layers, the first
+// dense (h 32, a 4, g 2, d 8, ffn 48, E 4, f_e 24, one shared of 16, V 97
+// padded to 128), by hand with Megatron's expressions at t = p = 1:
+//   attention 2·32·32·(1 + 2/4) = 3072, dense MLP 2·32·48·3/2 = 4608,
+//   shared 2·32·16·3/2 = 1536, routed 2·32·24·4·3/2 = 9216, router 128,
+//   layernorm 64, final 32, embedding 32·128 = 4096
+//   tp-sharded (3072 + 4608)·1 + (3072 + 1536)·2 + 4096 + 4096 (untied) = 25,088
+//   replicated 64·1 + (64 + 128)·2 + 32 = 480; expert-sharded 9216·2 = 18,432
+// 44,000 in all: our count 42,016 plus the padded rows 2·31·32 = 1,984.
+TEST(Megatron, FirstDenseLayersCountTheDenseMlp) {
+  ModelConfig m = load_model("tiny-moe");
+  m.layers = 3;
+  m.dense_layers = 1;
+  const MegatronShardParams s = megatron_shard_params(m, Layout{}, 0);
+  EXPECT_EQ(s.tp_sharded, 25'088.0);
+  EXPECT_EQ(s.replicated, 480.0);
+  EXPECT_EQ(s.expert_sharded, 18'432.0);
+  EXPECT_EQ(model_params(m), 42'016);
 }
 
 TEST(Megatron, PaddedVocabularyAtEveryTensorParallelSize) {

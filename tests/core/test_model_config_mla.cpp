@@ -208,15 +208,21 @@ TEST(DeepSeekPresets, RunsRefuseAndSizingAccepts) {
   l.tp = 8;
   const ModelConfig v3 = load_model("deepseek-v3");
   EXPECT_NO_THROW(require_runnable_model(v3, l, r, ModelUse::kKvSizing));
-  // The DeepSeek-MoE pieces on their own (no MLA) are refused the same way.
+  // The first dense layers (no MLA) are built, but not with interleaved
+  // stages (model chunks of different sizes).
   ModelConfig moe = load_model("tiny-moe");
+  moe.layers = 4;
   moe.dense_layers = 1;
   l.tp = 1;
+  EXPECT_NO_THROW(require_runnable_model(moe, l, r));
+  l.pp = 2;
+  l.vpp = 2;
   try {
     require_runnable_model(moe, l, r);
     ADD_FAILURE() << "accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "dense_layers");
+    EXPECT_NE(std::string(e.what()).find("interleaved stages (--vpp 2)"), std::string::npos) << e.what();
   }
 }
 

@@ -43,7 +43,9 @@ struct SimPoint {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0.9;  // SGD's (0: no momentum buffer)
   Recompute recompute = Recompute::kNone;
-  bool offload = false;  // --offload optimizer
+  bool offload = false;      // --offload optimizer
+  int64_t dense_layers = 0;  // a MoE model's first layers with the dense MLP (DeepSeek's first_k_dense_replace)
+  bool router_bias = false;  // DeepSeek-V3's sigmoid router with the expert bias (scaling 2.5)
 };
 
 RunConfig sim_run(const SimPoint& p) {
@@ -78,6 +80,11 @@ TEST_P(TrainerSim, EveryRankBooksTheAnalyticBytesAndComm) {
   const SimPoint& p = GetParam();
   ModelConfig m = load_model(p.model);
   m.layers = p.layers;
+  m.dense_layers = p.dense_layers;
+  if (p.router_bias) {
+    m.router_bias = m.router_sigmoid = true;
+    m.routed_scaling_factor = 2.5;
+  }
   if (p.vocab > 0) m.vocab = p.vocab;
   const RunConfig r = sim_run(p);
   for (int64_t rank = 0; rank < p.layout.world(); ++rank) {
@@ -254,6 +261,66 @@ std::vector<SimPoint> sim_points() {
                          "_m" + std::to_string(m) + "_" + std::string(dtype_name(dt))});
     }
   }
+  // DeepSeek's first dense layers (dense_layers): layer units of two sizes,
+  // the dense MLP's saved tensors and FLOPs beside the sparse block's; a
+  // stage of dense layers alone (pp 2 at 2 layers) has no dispatch buffer and
+  // no all-to-all; ZeRO pads each unit to its own size.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (auto [layers, dense, dp, pp, ep, zero] : {std::tuple{3, 1, 1, 1, 1, 0},
+                                                   {3, 2, 2, 1, 2, 0},
+                                                   {2, 1, 2, 2, 2, 0},
+                                                   {4, 1, 2, 2, 2, 1},
+                                                   {3, 1, 4, 1, 2, 2},
+                                                   {4, 3, 2, 2, 2, 3}}) {
+      Layout l = lay(dp, pp, zero);
+      l.ep = ep;
+      SimPoint sp{"tiny-moe",
+                  layers,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_dense" + std::to_string(dense) + "_of" + std::to_string(layers) + "_dp" + std::to_string(dp) +
+                      "_pp" + std::to_string(pp) + "_ep" + std::to_string(ep) + "_zero" + std::to_string(zero) + "_" +
+                      std::string(dtype_name(dt))};
+      sp.dense_layers = dense;
+      if (zero == 2) sp.recompute = Recompute::kFull;
+      pts.push_back(sp);
+      // with DeepSeek-V3's expert bias: E fp32 per MoE layer under weights,
+      // the load counts all-reduced over dp once per step
+      sp.router_bias = true;
+      sp.name += "_bias";
+      pts.push_back(sp);
+    }
+  // A MoE model over the cp ring (ep 1): the block's saved tensors and FLOPs
+  // at s/cp tokens, one all-reduce of the E f_e counts over cp per MoE
+  // layer and forward (two under full recompute); with DeepSeek's first
+  // dense layer and expert bias too.
+  for (DType dt : {DType::kBF16, DType::kFP32})
+    for (auto [dp, pp, cp, rc, bias] : {std::tuple{1, 1, 2, Recompute::kNone, false},
+                                        {2, 1, 2, Recompute::kFull, false},
+                                        {1, 2, 2, Recompute::kSelective, true},
+                                        {1, 1, 4, Recompute::kNone, true}}) {
+      Layout l = lay(dp, pp, 0);
+      l.cp = cp;
+      SimPoint sp{"tiny-moe",
+                  4,
+                  l,
+                  Schedule::k1F1B,
+                  2,
+                  dt,
+                  "moe_dp" + std::to_string(dp) + "_pp" + std::to_string(pp) + "_cp" + std::to_string(cp) +
+                      (rc == Recompute::kFull        ? "_full"
+                       : rc == Recompute::kSelective ? "_selective"
+                                                     : "") +
+                      (bias ? "_dense1_bias_" : "_") + std::string(dtype_name(dt))};
+      sp.recompute = rc;
+      if (bias) {
+        sp.dense_layers = 1;
+        sp.router_bias = true;
+      }
+      pts.push_back(sp);
+    }
   // Context parallelism (ring attention, models/transformer/context_ring.h):
   // the ring's buffers and send/recv@cp, the activations of s/cp tokens, the
   // gradient buckets over dp·cp; a recompute runs the ring's forward twice.

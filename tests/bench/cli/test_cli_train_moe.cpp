@@ -211,4 +211,88 @@ TEST(CliTrainMoe, Qwen3WithQkNormOnMetaPassesEveryCheck) {
   EXPECT_EQ(doc["config"]["model"]["qk_norm"], true);
 }
 
+const std::string kModels = std::string(GPULEDGER_SOURCE_DIR) + "/tests/data/models/";
+
+// DeepSeek-MoE's first dense layers (dense_layers 1 of 3) on the cpu: every
+// check passes (the dense layer's unit, saved tensors and FLOPs beside the
+// MoE layers') and the loss falls; on meta over 4 ranks with ep 2 and pp 2;
+// infer on the cpu.
+TEST(CliTrainMoe, FirstDenseLayersPassEveryCheck) {
+  const std::string model = kModels + "tiny-deepseek-moe.json";
+  auto cpu = run_cli({"train", "--model", model, "--seq", "16", "--mbs", "2", "--microbatches", "2", "--steps", "6",
+                      "--lr", "0.01", "--json", "-"});
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  const auto doc = cpu.json();
+  expect_checks_pass(doc);
+  EXPECT_EQ(doc["config"]["model"]["dense_layers"], 1);
+  const auto& loss = doc["summary"]["loss"];
+  EXPECT_LT(loss[5].get<double>(), loss[0].get<double>());
+  auto meta =
+      run_cli({"train", "--model", model, "--backend", "meta", "--world", "4", "--pp",   "2", "--ep", "2", "--layers",
+               "4",     "--ranks", "all", "--seq",     "16",   "--steps", "1", "--json", "-"});
+  ASSERT_EQ(meta.status, 0) << meta.err;
+  for (const auto& c : meta.json()["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  // context parallelism (cp 2 of world 4, full recompute): every check, and
+  // the f_e counts over cp: 2 MoE layers × 1 microbatch × 2 forwards, 4·4 B each
+  auto cp = run_cli({"train", "--model", model,         "--backend", "meta",        "--world", "4",
+                     "--cp",  "2",       "--attention", "flash",     "--recompute", "full",    "--ranks",
+                     "all",   "--seq",   "16",          "--steps",   "1",           "--json",  "-"});
+  ASSERT_EQ(cp.status, 0) << cp.err;
+  const auto cpdoc = cp.json();
+  for (const auto& c : cpdoc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  EXPECT_EQ(cpdoc["ranks"][0]["comm"]["all_reduce@cp"]["calls"], 4);
+  EXPECT_EQ(cpdoc["ranks"][0]["comm"]["all_reduce@cp"]["bytes"], 64);
+  // infer: the decode weight bytes count the experts of the 2 MoE layers only
+  auto infer = run_cli({"infer", "--model", model, "--device-memory", "1GiB", "--dtype", "fp32", "--json", "-"});
+  ASSERT_EQ(infer.status, 0) << infer.err;
+  const auto inf = infer.json();
+  EXPECT_EQ(inf["summary"]["moe"]["layers"], 2) << inf["summary"]["moe"].dump();
+  for (const auto& c : inf["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+}
+
+// DeepSeek-V3's MoE (61 layers, the first 3 dense of ffn 18432, 256 experts
+// of 2048, top 8 of sigmoid scores with the expert bias, one shared expert; standard attention of 128 heads of 128
+// in place of its latent attention: tests/data/models/deepseek-v3-mha.json)
+// cut to 60 layers, on meta at world 64 = pp 4 × dp 16, ep 8; one rank per
+// stage simulated. Stage 0 holds the 3 dense layers and 12 MoE layers, with
+// 32 of the 256 experts each. Its weights, by hand (h 7168, bf16):
+//   embedding 129280·7168 = 926,679,040
+//   dense layer: norms 2·7168, QKV 7168·3·16384, out 16384·7168, MLP
+//     3·7168·18432 = 14,336 + 352,321,536 + 117,440,512 + 396,361,728 = 866,138,112
+//   MoE layer: norms and attention 469,776,384; router 256·7168 = 1,835,008;
+//     32 experts 32·3·7168·2048 = 1,409,286,144; shared 3·7168·2048 =
+//     44,040,192: 1,924,937,728
+//   926,679,040 + 3·866,138,112 + 12·1,924,937,728 = 26,624,346,112 params,
+//   53,248,692,224 B; and the 12 MoE layers' expert bias (sigmoid router,
+//   DeepSeek-V3's aux-loss-free balancing), 12·256 fp32 = 12,288 B:
+//   53,248,704,512 B.
+// All-to-alls over ep: 4 per MoE layer and microbatch, 8 microbatches: 384 on
+// stage 0 (12 MoE layers), 480 on the others (15); each E·C·h·e =
+// 256·4096·7168·2 = 15,032,385,536 B (dropless: C = N = 4096).
+TEST(CliTrainMoe, DeepSeekV3MoeAtPipelineAndExpertParallelOnMetaPassesEveryCheck) {
+  auto r = run_cli({"train",     "--model",  kModels + "deepseek-v3-mha.json",
+                    "--backend", "meta",     "--world",
+                    "64",        "--layers", "60",
+                    "--pp",      "4",        "--ep",
+                    "8",         "--seq",    "4096",
+                    "--mbs",     "1",        "--microbatches",
+                    "8",         "--steps",  "1",
+                    "--json",    "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  ASSERT_EQ(doc["ranks"].size(), 4u);
+  ASSERT_GE(doc["checks"].size(), 90u);
+  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  EXPECT_EQ(doc["ranks"][0]["measured"]["peak_by_account"]["weights"], int64_t{53'248'704'512});
+  for (const auto& rank : doc["ranks"]) {
+    const int64_t calls = rank["rank"] == 0 ? 384 : 480;
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["calls"], calls);
+    EXPECT_EQ(rank["comm"]["all_to_all@ep"]["bytes"], calls * int64_t{15'032'385'536});
+    EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
+  }
+  // the expert bias's load counts over dp (16 ranks), once per step: 12 or 15 MoE layers × 256 fp32
+  EXPECT_EQ(doc["ranks"][0]["analytic"]["comm"]["all_reduce@dp"]["calls"],
+            doc["ranks"][0]["comm"]["all_reduce@dp"]["calls"]);
+}
+
 }  // namespace

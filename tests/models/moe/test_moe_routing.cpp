@@ -102,5 +102,65 @@ TEST(MoeRouting, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// Sigmoid scores with DeepSeek-V3's expert bias, one token, E 4, k 2,
+// routed_scaling_factor 2.5, α 0.1: logits (0, ln 3, −ln 3, ln 2) give
+// s = σ(l) = (1/2, 3/4, 1/4, 2/3). The bias (0, 0, 0.6, 0) lifts expert 2 to
+// 0.85: the choices are experts 2 then 1 (the largest s + b), weighed by the
+// unbiased s renormalised, times 2.5: 2.5·(1/4)/(1/4 + 3/4) = 0.625 and
+// 2.5·(3/4)/1 = 1.875. The load-balancing loss counts the top 2 of the
+// unbiased scores (experts 1 and 3) against p̂ = s/Σs, Σs = 13/6:
+// 0.1·4·(3/4 + 2/3)/(13/6) = 0.4·17/26.
+TEST(MoeRouting, SigmoidExpertBiasSelectsByBiasedScoreAndWeighsByScore) {
+  RoutingConfig c{4, 2, true, std::nullopt, 0.1};
+  c.sigmoid = true;
+  c.scaling = 2.5;
+  const std::vector<float> logits = {0.0f, std::log(3.0f), -std::log(3.0f), std::log(2.0f)};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.6f, 0.0f};
+  const RoutingPlan p = route(c, logits.data(), 1, bias.data());
+  EXPECT_EQ(p.expert, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(p.weight[0], 0.625, 1e-6);
+  EXPECT_NEAR(p.weight[1], 1.875, 1e-6);
+  EXPECT_EQ(p.assigned, (std::vector<int64_t>{0, 1, 1, 0}));
+  EXPECT_EQ(p.aux_counts, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_NEAR(p.aux_loss, 0.4 * 17.0 / 26.0, 1e-7);
+  // without the bias: experts 1 then 3, the load counts those of the aux loss
+  const RoutingPlan q = route(c, logits.data(), 1);
+  EXPECT_EQ(q.expert, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(q.assigned, q.aux_counts);
+  EXPECT_NEAR(q.weight[0], 2.5 * 0.75 / (0.75 + 2.0 / 3.0), 1e-6);
+}
+
+// The sigmoid routing's backward (the scaled, renormalised weights, the
+// load-balancing loss through p̂ = s/Σs and σ') against central differences,
+// with the bias fixed (it only selects), with and without renormalisation.
+TEST(MoeRouting, SigmoidBackwardMatchesFiniteDifferences) {
+  for (const bool norm : {true, false}) {
+    SCOPED_TRACE(norm);
+    RoutingConfig c{4, 2, norm, std::nullopt, 0.05};
+    c.sigmoid = true;
+    c.scaling = 2.5;
+    const std::vector<float> bias = {0.02f, -0.3f, 0.1f, 0.0f};
+    std::vector<float> logits = {0.3f, -0.2f, 0.9f, 0.1f, 1.1f, 0.4f, -0.5f, 0.2f, -0.1f, 0.6f, 0.0f, 0.35f};
+    const int64_t n = 3;
+    const std::vector<float> g = {0.7f, -0.4f, 0.25f, 0.5f, -0.9f, 0.3f};  // d loss / d w
+    const RoutingPlan p = route(c, logits.data(), n, bias.data());
+    auto loss = [&](const std::vector<float>& l) {
+      const RoutingPlan q = route(c, l.data(), n, bias.data());
+      double s = q.aux_loss;
+      for (size_t a = 0; a < g.size(); ++a) s += g[a] * q.weight[a];
+      return s;
+    };
+    std::vector<float> dl(logits.size());
+    routing_backward(c, p, g.data(), 1.0, dl.data());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      std::vector<float> hi = logits, lo = logits;
+      hi[i] += 1e-3f;
+      lo[i] -= 1e-3f;
+      const double fd = (loss(hi) - loss(lo)) / (hi[i] - lo[i]);
+      EXPECT_NEAR(dl[i], fd, 2e-4) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpuledger::moe

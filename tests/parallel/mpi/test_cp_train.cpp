@@ -50,6 +50,23 @@ TEST(ContextParallel, LlamaRingOverEveryRank) { check_cp("tiny-llama", world_siz
 
 TEST(ContextParallel, GptRingOverEveryRank) { check_cp("tiny-gpt", world_size()); }
 
+// A MoE model over the ring (tiny-moe, ep 1): each cp rank routes its own
+// tokens; the load-balancing loss's f_e counts are summed over cp, each
+// rank's share of L_aux taken over the microbatch's b·s tokens, so losses,
+// gradients and parameters equal one rank's; and DeepSeek-V3's sigmoid
+// router with the expert bias and a first dense layer (3 layers), whose load
+// counts sum over dp·cp. np 2: cp 2; np 4: cp 4 and cp 2 × dp 2.
+TEST(ContextParallel, MoeRingMatchesOneRank) {
+  check_cp("tiny-moe", world_size());
+  ModelConfig m = load_model("tiny-moe");
+  m.layers = 3;
+  m.dense_layers = 1;
+  m.router_bias = m.router_sigmoid = true;
+  m.routed_scaling_factor = 2.5;
+  check_layout(m, cp_run(), cp_layout(2), 3, tp_tolerance());
+  EXPECT_GT(check_step_gradients(m, cp_run(), cp_layout(2), 1e-5, 1e-4), 0);
+}
+
 // np 4: rings of 2 in two data-parallel replicas (the gradient sum over 4 ranks).
 TEST(ContextParallel, RingOfTwoTimesDataParallel) {
   if (world_size() < 4) GTEST_SKIP() << "needs 4 ranks";

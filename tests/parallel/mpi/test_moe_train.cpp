@@ -103,5 +103,39 @@ TEST(MoeInterleaved, Vpp2MatchesOneRank) {
   check_layout(m, small_run(2, Schedule::k1F1B), l, 2, Tolerance{});
 }
 
+// DeepSeek's first dense layers (dense_layers: HF first_k_dense_replace):
+// tiny-moe with 3 layers, the first a dense SwiGLU MLP of ffn 48, under
+// ZeRO 1 with ep = dp (the dense layer's unit has no expert part); then 4
+// layers, the first dense, over 2 pipeline stages (stage 0 holds the dense
+// layer beside a MoE layer), ep = dp in each stage. Against one rank.
+TEST(MoeDenseLayers, FirstDenseLayersMatchOneRank) {
+  ModelConfig m = load_model("tiny-moe");
+  m.layers = 3;
+  m.dense_layers = 1;
+  check_layout(m, small_run(2, Schedule::k1F1B), moe_zero(world_size(), 1), 3, Tolerance{});
+  m.layers = 4;
+  Layout pp;
+  pp.pp = 2;
+  pp.dp = world_size() / 2;
+  pp.ep = pp.dp;
+  check_layout(m, small_run(2, Schedule::k1F1B), pp, 3, Tolerance{});
+}
+
+// DeepSeek-V3's router: sigmoid scores, routed_scaling_factor 2.5 and the
+// expert bias (aux-loss-free balancing), updated after every step from the
+// load counts summed over dp (models/moe/expert_bias.h): over 3 steps the
+// bias of step 1 already moves the routing of steps 2 and 3, so equal losses
+// and parameters mean the ranks' summed counts equal one rank's. ep = dp,
+// ZeRO 1, the first layer dense; then ep 2 of dp 4 at np 4.
+TEST(MoeDenseLayers, SigmoidRouterWithExpertBiasMatchesOneRank) {
+  ModelConfig m = load_model("tiny-moe");
+  m.layers = 3;
+  m.dense_layers = 1;
+  m.router_bias = m.router_sigmoid = true;
+  m.routed_scaling_factor = 2.5;
+  check_layout(m, small_run(2, Schedule::k1F1B), moe_zero(world_size(), 1), 3, Tolerance{});
+  if (world_size() == 4) check_layout(m, small_run(2, Schedule::k1F1B), moe_zero(2, 0), 3, Tolerance{});
+}
+
 }  // namespace
 }  // namespace gpuledger
