@@ -60,6 +60,12 @@ void ProfilingDevice::convert_impl(void* dst, DType dst_t, const void* src, DTyp
   op_timer.done();
 }
 
+void ProfilingDevice::fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) {
+  OpTimer op_timer(*this, "fp8_cast");
+  inner_->fp8_quantize_dequantize(dst, src, t, n, f);
+  op_timer.done();
+}
+
 void ProfilingDevice::add_impl(void* out, const void* a, const void* b, DType t, int64_t n) {
   OpTimer op_timer(*this, "add");
   inner_->add(out, a, b, t, n);

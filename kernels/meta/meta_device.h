@@ -30,6 +30,7 @@ class MetaDevice : public Device {
  protected:
   void gemm_impl(const GemmArgs& g) override {}
   void convert_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override {}
+  void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override {}
   void add_impl(void* out, const void* a, const void* b, DType t, int64_t n) override {}
   void accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override {}
   void scale_impl(void* x, DType t, float alpha, int64_t n) override {}

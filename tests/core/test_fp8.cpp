@@ -18,26 +18,26 @@ constexpr Fp8Format kE4 = Fp8Format::kE4M3;
 constexpr Fp8Format kE5 = Fp8Format::kE5M2;
 
 TEST(Fp8E4M3, KnownBitPatterns) {
-  EXPECT_EQ(fp32_to_fp8(1.0f, kE4), 0x38);           // 0.0111.000
-  EXPECT_EQ(fp32_to_fp8(448.0f, kE4), 0x7E);         // max normal 0.1111.110 = 2^8·1.75
-  EXPECT_EQ(fp32_to_fp8(-448.0f, kE4), 0xFE);        //
-  EXPECT_EQ(fp32_to_fp8(0.015625f, kE4), 0x08);      // min normal 2^-6
-  EXPECT_EQ(fp32_to_fp8(0.001953125f, kE4), 0x01);   // min subnormal 2^-9
-  EXPECT_EQ(fp32_to_fp8(0.013671875f, kE4), 0x07);   // largest subnormal 7·2^-9
-  EXPECT_EQ(fp32_to_fp8(240.0f, kE4), 0x77);         // 2^7·1.875
+  EXPECT_EQ(fp32_to_fp8(1.0f, kE4), 0x38);          // 0.0111.000
+  EXPECT_EQ(fp32_to_fp8(448.0f, kE4), 0x7E);        // max normal 0.1111.110 = 2^8·1.75
+  EXPECT_EQ(fp32_to_fp8(-448.0f, kE4), 0xFE);       //
+  EXPECT_EQ(fp32_to_fp8(0.015625f, kE4), 0x08);     // min normal 2^-6
+  EXPECT_EQ(fp32_to_fp8(0.001953125f, kE4), 0x01);  // min subnormal 2^-9
+  EXPECT_EQ(fp32_to_fp8(0.013671875f, kE4), 0x07);  // largest subnormal 7·2^-9
+  EXPECT_EQ(fp32_to_fp8(240.0f, kE4), 0x77);        // 2^7·1.875
   EXPECT_EQ(fp32_to_fp8(0.0f, kE4), 0x00);
   EXPECT_EQ(fp32_to_fp8(-0.0f, kE4), 0x80);
 }
 
 TEST(Fp8E4M3, TiesRoundToEven) {
-  EXPECT_EQ(fp32_to_fp8(1.0625f, kE4), 0x38);  // 1 + 1/16: between 1.0 (000) and 1.125 (001) -> 1.0
-  EXPECT_EQ(fp32_to_fp8(1.1875f, kE4), 0x3A);  // 1 + 3/16: between 1.125 (001) and 1.25 (010) -> 1.25
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -10), kE4), 0x00);         // half the min subnormal -> 0
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(3.0f, -10), kE4), 0x02);         // 1.5 quanta -> 2
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.5f, -10), kE4), 0x01);         // 0.75 quantum -> 1
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(15.0f, -10), kE4), 0x08);        // 7.5 quanta -> 8: the min normal
-  EXPECT_EQ(fp32_to_fp8(1.0624999f, kE4), 0x38);                     // just below the tie
-  EXPECT_EQ(fp32_to_fp8(1.0625001f, kE4), 0x39);                     // just above it
+  EXPECT_EQ(fp32_to_fp8(1.0625f, kE4), 0x38);                 // 1 + 1/16: between 1.0 (000) and 1.125 (001) -> 1.0
+  EXPECT_EQ(fp32_to_fp8(1.1875f, kE4), 0x3A);                 // 1 + 3/16: between 1.125 (001) and 1.25 (010) -> 1.25
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -10), kE4), 0x00);   // half the min subnormal -> 0
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(3.0f, -10), kE4), 0x02);   // 1.5 quanta -> 2
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.5f, -10), kE4), 0x01);   // 0.75 quantum -> 1
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(15.0f, -10), kE4), 0x08);  // 7.5 quanta -> 8: the min normal
+  EXPECT_EQ(fp32_to_fp8(1.0624999f, kE4), 0x38);              // just below the tie
+  EXPECT_EQ(fp32_to_fp8(1.0625001f, kE4), 0x39);              // just above it
 }
 
 TEST(Fp8E4M3, SaturatesAndKeepsNaN) {
@@ -55,14 +55,14 @@ TEST(Fp8E4M3, SaturatesAndKeepsNaN) {
 }
 
 TEST(Fp8E5M2, KnownBitPatterns) {
-  EXPECT_EQ(fp32_to_fp8(1.0f, kE5), 0x3C);                          // 0.01111.00
-  EXPECT_EQ(fp32_to_fp8(57344.0f, kE5), 0x7B);                      // max normal 2^15·1.75
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -14), kE5), 0x04);         // min normal
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -16), kE5), 0x01);         // min subnormal
-  EXPECT_EQ(fp32_to_fp8(std::ldexp(3.0f, -16), kE5), 0x03);         // largest subnormal
+  EXPECT_EQ(fp32_to_fp8(1.0f, kE5), 0x3C);                   // 0.01111.00
+  EXPECT_EQ(fp32_to_fp8(57344.0f, kE5), 0x7B);               // max normal 2^15·1.75
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -14), kE5), 0x04);  // min normal
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -16), kE5), 0x01);  // min subnormal
+  EXPECT_EQ(fp32_to_fp8(std::ldexp(3.0f, -16), kE5), 0x03);  // largest subnormal
   EXPECT_EQ(fp32_to_fp8(-2.0f, kE5), 0xC0);
-  EXPECT_EQ(fp32_to_fp8(1.125f, kE5), 0x3C);  // tie between 1.0 (00) and 1.25 (01) -> 1.0
-  EXPECT_EQ(fp32_to_fp8(1.375f, kE5), 0x3E);  // tie between 1.25 (01) and 1.5 (10) -> 1.5
+  EXPECT_EQ(fp32_to_fp8(1.125f, kE5), 0x3C);                 // tie between 1.0 (00) and 1.25 (01) -> 1.0
+  EXPECT_EQ(fp32_to_fp8(1.375f, kE5), 0x3E);                 // tie between 1.25 (01) and 1.5 (10) -> 1.5
   EXPECT_EQ(fp32_to_fp8(std::ldexp(1.0f, -17), kE5), 0x00);  // half the min subnormal -> 0
 }
 
@@ -77,9 +77,7 @@ TEST(Fp8E5M2, SaturatesAndDecodesSpecials) {
   EXPECT_EQ(fp8_max(kE5), 57344.0f);
 }
 
-bool is_special(uint8_t c, Fp8Format f) {
-  return f == kE4 ? (c & 0x7F) == 0x7F : (c & 0x7F) >= 0x7C;
-}
+bool is_special(uint8_t c, Fp8Format f) { return f == kE4 ? (c & 0x7F) == 0x7F : (c & 0x7F) >= 0x7C; }
 
 TEST(Fp8, EveryFiniteCodeRoundTrips) {
   for (Fp8Format f : {kE4, kE5})
