@@ -37,9 +37,9 @@ void check_layout(const std::string& model, const Layout& l, Recompute rc) {
   const ModelConfig m = load_model(model);
   const RunConfig r = fp8_run(rc);
   for (int64_t rank = 0; rank < l.world(); ++rank) {
-    SCOPED_TRACE(model + " dp " + std::to_string(l.dp) + " tp " + std::to_string(l.tp) + " pp " +
-                 std::to_string(l.pp) + " zero " + std::to_string(l.zero) + " " + std::string(recompute_name(rc)) +
-                 " rank " + std::to_string(rank));
+    SCOPED_TRACE(model + " dp " + std::to_string(l.dp) + " tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) +
+                 " zero " + std::to_string(l.zero) + " " + std::string(recompute_name(rc)) + " rank " +
+                 std::to_string(rank));
     Ledger ledger;
     MetaDevice dev(ledger);
     CommCounters counters;
@@ -93,8 +93,8 @@ TEST(Fp8Trainer, LossTracksBf16OnTinyLlama) {
     if (k == 0) first = lf;
     last = lf;
   }
-  EXPECT_LT(last, first - 0.1);    // it trains
-  EXPECT_GT(largest_rel, 1e-6);    // and the FP8 casts changed something
+  EXPECT_LT(last, first - 0.1);  // it trains
+  EXPECT_GT(largest_rel, 1e-6);  // and the FP8 casts changed something
   std::printf("fp8 vs bf16 loss: largest relative difference %.3g over 6 steps\n", largest_rel);
 }
 

@@ -21,8 +21,8 @@ using gpuledger::testing::run_cli;
 namespace {
 
 std::vector<std::string> meta_8b(const char* dtype) {
-  return {"train", "--backend", "meta", "--model", "llama3-8b", "--layers", "2",      "--seq", "1024",
-          "--mbs", "1",         "--microbatches", "2", "--steps", "1",    "--dtype", dtype, "--json", "-"};
+  return {"train", "--backend",      "meta", "--model", "llama3-8b", "--layers", "2",   "--seq",  "1024", "--mbs",
+          "1",     "--microbatches", "2",    "--steps", "1",         "--dtype",  dtype, "--json", "-"};
 }
 
 TEST(CliFp8, MetaTrainBooksTheFp8StateByHandAndPassesItsChecks) {

@@ -81,7 +81,8 @@ TEST(Fp8Linear, ForwardIsTheE4M3ProductAccumulatedInFp32) {
   for (int64_t i = 0; i < kN; ++i)
     for (int64_t o = 0; o < kOut; ++o) {
       double s = 0;
-      for (int64_t k = 0; k < kIn; ++k) s += qx[static_cast<size_t>(i * kIn + k)] * qw[static_cast<size_t>(o * kIn + k)];
+      for (int64_t k = 0; k < kIn; ++k)
+        s += qx[static_cast<size_t>(i * kIn + k)] * qw[static_cast<size_t>(o * kIn + k)];
       want.push_back(bf16_to_fp32(fp32_to_bf16(static_cast<float>(s))));
     }
   const auto got = rig.download(y, kN * kOut);
@@ -131,7 +132,8 @@ TEST(Fp8Linear, BackwardWeightAccumulatesTheE5M2ByE4M3Product) {
   for (int64_t o = 0; o < kOut; ++o)
     for (int64_t k = 0; k < kIn; ++k) {
       double s = 0;
-      for (int64_t i = 0; i < kN; ++i) s += qdy[static_cast<size_t>(i * kOut + o)] * qx[static_cast<size_t>(i * kIn + k)];
+      for (int64_t i = 0; i < kN; ++i)
+        s += qdy[static_cast<size_t>(i * kOut + o)] * qx[static_cast<size_t>(i * kIn + k)];
       want.push_back(bf16_to_fp32(fp32_to_bf16(0.25f + static_cast<float>(s))));
     }
   expect_near_bf16(rig.download(dw, kOut * kIn), want);
