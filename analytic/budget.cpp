@@ -10,6 +10,7 @@
 
 #include "analytic/activations.h"
 #include "analytic/dp_staging.h"
+#include "analytic/fp8.h"
 #include "analytic/model_states.h"
 #include "analytic/moe.h"
 #include "analytic/params.h"
@@ -200,6 +201,9 @@ RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r
   // DeepSeek-V3's expert bias: a buffer beside the weights, not a trained parameter (analytic/moe.h).
   rb.exact[Account::kWeights] =
       checked_add(rb.exact[Account::kWeights], router_bias_bytes(m, l, stage), "weights bytes");
+  // --dtype fp8: the FP8 weight copies and scaling state, booked with the weights (analytic/fp8.h)
+  rb.exact[Account::kWeights] =
+      checked_add(rb.exact[Account::kWeights], fp8_weight_state_bytes(m, l, r, rank), "weights bytes");
   rb.exact[Account::kActivations] = activation_peak_bytes(m, l, r, stage);
   rb.exact[Account::kKv] = 0;  // training: no KV cache
   rb.exact[Account::kComm] = comm_staging_bytes(m, l, r, rank);

@@ -17,12 +17,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <utility>
 
 namespace gpuledger {
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr double kT = 1e12;  // tera
+
+void with_fp8(DeviceSpec& d, double peak_fp8_flops, std::string source) {
+  d.peak_fp8_flops = peak_fp8_flops;
+  d.fp8_source = std::move(source);
+}
 
 std::vector<DeviceSpec> make_presets() {
   // One preset per block, its fields in the order of DeviceSpec.
@@ -63,6 +70,8 @@ std::vector<DeviceSpec> make_presets() {
                "NVIDIA H100 whitepaper (SXM5): 989.4 TFLOPS bf16/fp16, 494.7 tf32, 66.9 fp32 (dense); "
                "H100 datasheet: 80GB HBM3, 3.35 TB/s",
                {"NVIDIA H100 80GB HBM3"}});
+  // FP8 (E4M3/E5M2) 1,978.9 TFLOPS dense (3,957.8 sparse): the same whitepaper's table.
+  with_fp8(v.back(), 1978.9 * kT, "NVIDIA H100 whitepaper (SXM5): FP8 1,978.9 TFLOPS dense (3,957.8 sparse)");
   // NVIDIA H100 datasheet, PCIe column: BF16/FP16 1,513 TFLOPS sparse, TF32 756
   // sparse, FP32 51 TFLOPS; 80GB HBM2e, 2 TB/s.
   v.push_back({"h100-pcie", "NVIDIA H100 PCIe 80GB", 80 * kGiB, 756.5 * kT, 756.5 * kT, 378 * kT, 51 * kT,
@@ -70,6 +79,7 @@ std::vector<DeviceSpec> make_presets() {
                "NVIDIA H100 datasheet (PCIe): 1,513 TFLOPS bf16/fp16 and 756 tf32 with sparsity, halved; "
                "51 fp32; 80GB HBM2e, 2 TB/s",
                {"NVIDIA H100 PCIe"}});
+  with_fp8(v.back(), 1513 * kT, "NVIDIA H100 datasheet (PCIe): FP8 3,026 TFLOPS with sparsity, halved");
   // NVIDIA H200 datasheet (SXM): the H100 SXM5's compute (BF16 1,979 TFLOPS
   // sparse) with 141GB HBM3e at 4.8 TB/s.
   v.push_back({"h200", "NVIDIA H200 SXM 141GB", 141 * kGiB, 989.4 * kT, 989.4 * kT, 494.7 * kT, 66.9 * kT,
@@ -77,12 +87,14 @@ std::vector<DeviceSpec> make_presets() {
                "NVIDIA H200 datasheet (SXM): 1,979 TFLOPS bf16/fp16 sparse = H100 SXM5's 989.4 dense, "
                "494.7 tf32, 66.9 fp32; 141GB HBM3e, 4.8 TB/s",
                {"NVIDIA H200"}});
+  with_fp8(v.back(), 1979 * kT, "NVIDIA H200 datasheet (SXM): FP8 3,958 TFLOPS with sparsity, halved");
   // NVIDIA L40S datasheet: BF16/FP16 362.05 TFLOPS (733 sparse), TF32 183 (366
   // sparse), FP32 91.6; 48GB GDDR6, 864 GB/s.
   v.push_back({"l40s", "NVIDIA L40S 48GB", 48 * kGiB, 362.05 * kT, 362.05 * kT, 183 * kT, 91.6 * kT,
                864e9,
                "NVIDIA L40S datasheet: 362.05 TFLOPS bf16/fp16, 183 tf32, 91.6 fp32 (dense); 48GB GDDR6, 864 GB/s",
                {"NVIDIA L40S"}});
+  with_fp8(v.back(), 733 * kT, "NVIDIA L40S datasheet: FP8 1,466 TFLOPS with sparsity, halved");
   // NVIDIA Ada GPU Architecture whitepaper, Appendix A (GeForce RTX 4090):
   // FP16/BF16 Tensor with FP32 accumulate 165.2 TFLOPS (330.4 sparse; 330.3
   // dense with FP16 accumulate), TF32 82.6, FP32 82.6; 24GB GDDR6X, 1,008 GB/s.
@@ -91,6 +103,8 @@ std::vector<DeviceSpec> make_presets() {
                "NVIDIA Ada whitepaper, App. A: 165.2 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 tf32, "
                "82.6 fp32; 24GB GDDR6X, 1,008 GB/s",
                {"NVIDIA GeForce RTX 4090"}});
+  with_fp8(v.back(), 330.3 * kT,
+           "NVIDIA Ada whitepaper, App. A: FP8 with fp32 accumulate 330.3 TFLOPS dense (660.6 sparse)");
   // NVIDIA HGX B200 (per GPU, 1,000 W): FP16/BF16 Tensor 4.5 PFLOPS sparse ->
   // 2.25 dense; 180GB HBM3e; 8 TB/s (DGX B200: 64 TB/s over 8 GPUs). TF32 is
   // printed as 2.2 and as 2.25 PFLOPS sparse, FP32 as 75 and 80 TFLOPS in
@@ -100,6 +114,7 @@ std::vector<DeviceSpec> make_presets() {
                "NVIDIA HGX/DGX B200 datasheet: 4.5 PFLOPS bf16/fp16 with sparsity, halved; 180GB HBM3e, "
                "8 TB/s; tf32/fp32 peaks published inconsistently (unknown)",
                {"NVIDIA B200"}});
+  with_fp8(v.back(), 4500 * kT, "NVIDIA HGX/DGX B200 datasheet: FP8 9 PFLOPS with sparsity, halved");
   return v;
   // clang-format on
 }
@@ -138,6 +153,14 @@ int device_sm_major(const DeviceSpec& d) {
 int64_t torch_cublas_workspace_bytes(int sm_major) {
   if (sm_major == 9 || sm_major == 10 || sm_major == 12) return int64_t{4096} * 1024 * 8;
   return int64_t{4096} * 1024 * 2 + int64_t{16} * 1024 * 8;
+}
+
+std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype, Fp8Recipe fp8) {
+  return fp8 != Fp8Recipe::kNone ? d.peak_fp8_flops : device_peak_flops(d, dtype);
+}
+
+std::string device_peak_source(const DeviceSpec& d, Fp8Recipe fp8) {
+  return fp8 != Fp8Recipe::kNone ? d.fp8_source + "; " + d.source : d.source;
 }
 
 std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype) {

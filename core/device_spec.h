@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 
 namespace gpuledger {
 
@@ -22,6 +23,10 @@ struct DeviceSpec {
   std::optional<double> bandwidth_bytes_per_s;
   std::string source;
   std::vector<std::string> aliases;  // names cudaGetDeviceProperties may report
+  // Dense FP8 tensor-core peak (fp32 accumulate); nullopt: no FP8 tensor cores
+  // (Ampere), so --dtype fp8 is refused there (docs/formulas/fp8.md "Peak").
+  std::optional<double> peak_fp8_flops = std::nullopt;
+  std::string fp8_source = {};
 };
 
 const std::vector<DeviceSpec>& device_presets();
@@ -38,5 +43,10 @@ int device_sm_major(const DeviceSpec& d);
 int64_t torch_cublas_workspace_bytes(int sm_major);
 // The dense peak for a compute dtype (fp32 maps to tf32 on GPUs with tensor cores).
 std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype);
+// The peak a run's GEMMs are taken against: the FP8 dense peak when the run
+// trains in FP8 (fp8 != kNone), else the dtype's (docs/formulas/fp8.md "MFU").
+std::optional<double> device_peak_flops(const DeviceSpec& d, DType dtype, Fp8Recipe fp8);
+// Where that peak comes from: the preset's source, with the FP8 figure's source for an fp8 run.
+std::string device_peak_source(const DeviceSpec& d, Fp8Recipe fp8);
 
 }  // namespace gpuledger

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 
 namespace gpuledger {
 
@@ -35,7 +36,12 @@ struct RunConfig {
   AttentionKind attention = AttentionKind::kMaterialized;
   DType dtype = DType::kBF16;       // weights and activations
   DType grad_dtype = DType::kBF16;  // gradients (fp32 as Megatron's main_grad)
-  double dropout = 0.0;             // p; > 0 adds masks (1 byte each) to the activations
+  // --dtype fp8: the layers' Linear GEMMs in FP8 under this recipe (core/fp8.h), with
+  // dtype bf16 for weights and activations as TransformerEngine keeps them
+  // (docs/formulas/fp8.md); kNone: no FP8.
+  Fp8Recipe fp8 = Fp8Recipe::kNone;
+  int64_t fp8_amax_history_len = kTeAmaxHistoryLen;
+  double dropout = 0.0;  // p; > 0 adds masks (1 byte each) to the activations
   uint64_t seed = 1234;
   double bucket_mb = 25.0;          // DP gradient bucket size (MiB)
   bool overlap_grad_reduce = true;  // DP buckets all-reduced during the backward (two staging slots)
@@ -62,6 +68,7 @@ struct RunConfig {
 
   // Mixed precision: fp32 master weights exist only when dtype is 16-bit.
   bool has_master() const { return dtype != DType::kFP32; }
+  bool fp8_training() const { return fp8 != Fp8Recipe::kNone; }
   int64_t global_batch(int64_t dp) const { return microbatches * mbs * dp; }
   int64_t tokens_per_step(int64_t dp) const { return global_batch(dp) * seq; }
 };

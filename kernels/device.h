@@ -24,6 +24,7 @@
 
 #include "core/account.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/run_config.h"
 #include "core/step_program.h"
 #include "kernels/attn_block.h"
@@ -194,6 +195,11 @@ class Device {
   void add(void* out, const void* a, const void* b, DType t, int64_t n);             // out (n) = a (n) + b (n)
   void accumulate(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);  // dst (n) += src (n)
   void scale(void* x, DType t, float alpha, int64_t n);                              // x (n) *= alpha
+  // FP8 emulation (docs/formulas/fp8.md "CPU emulation"): dst (n, fp32) =
+  // fp8(src·s)/s, s = FP8_MAX(f)/amax(src) over the n elements (1 when amax is
+  // 0), the cast rounding to nearest even and saturating (core/fp8.h). The cpu
+  // backend implements it, meta does nothing; others refuse (std::logic_error).
+  void fp8_quantize_dequantize(float* dst, const void* src, DType t, int64_t n, Fp8Format f);
 
   // Bias: out (rows, cols) += bias (cols); dbias (cols) (+)= Σ_rows dout.
   void bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols);
@@ -367,6 +373,7 @@ class Device {
   virtual void add_impl(void* out, const void* a, const void* b, DType t, int64_t n) = 0;
   virtual void accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
   virtual void scale_impl(void* x, DType t, float alpha, int64_t n) = 0;
+  virtual void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f);
   virtual void bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) = 0;
   virtual void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
                                   bool accumulate) = 0;

@@ -61,6 +61,18 @@ void Device::convert(void* dst, DType dst_t, const void* src, DType src_t, int64
     sink->on_op(memory_bound_op("convert", OpClass::kCopy, convert_bytes(n, src_t, dst_t)));
 }
 
+void Device::fp8_quantize_dequantize(float* dst, const void* src, DType t, int64_t n, Fp8Format f) {
+  if (n <= 0) return;
+  fp8_quantize_dequantize_impl(dst, src, t, n, f);
+  // the amax pass, then the cast: read twice, written once in fp32
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("fp8_cast", OpClass::kCopy, convert_bytes(n, t, DType::kFP32) + n * dtype_bytes(t)));
+}
+
+void Device::fp8_quantize_dequantize_impl(float*, const void*, DType, int64_t, Fp8Format) {
+  throw std::logic_error("fp8_quantize_dequantize: no FP8 cast on this backend (FP8 GEMMs are emulated on cpu only)");
+}
+
 void Device::add(void* out, const void* a, const void* b, DType t, int64_t n) {
   add_impl(out, a, b, t, n);
   if (auto* sink = program_sink()) sink->on_op(memory_bound_op("add", OpClass::kActivation, add_bytes(n, t)));

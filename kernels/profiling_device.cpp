@@ -78,6 +78,12 @@ void ProfilingDevice::scale_impl(void* x, DType t, float alpha, int64_t n) {
   op_timer.done();
 }
 
+void ProfilingDevice::fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) {
+  OpTimer op_timer(*this, "fp8_quantize_dequantize");
+  inner_->fp8_quantize_dequantize(dst, src, t, n, f);
+  op_timer.done();
+}
+
 void ProfilingDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
   OpTimer op_timer(*this, "bias_add");
   inner_->bias_add(out, bias, t, rows, cols);

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "models/io/hf_weights.h"
+#include "models/transformer/fp8_weights.h"
 #include "models/transformer/model.h"
 #include "models/transformer/params.h"
 #include "parallel/dp/grad_sync.h"
@@ -83,6 +84,7 @@ struct Trainer::Impl {
   RunConfig run;
   RankContext ctx;
   std::unique_ptr<Params> params;
+  std::unique_ptr<Fp8WeightState> fp8_weights;  // --dtype fp8 only
   std::unique_ptr<StageModel> stage;
   std::unique_ptr<ShardedOptimizer> optimizer;
   std::unique_ptr<DpGradSync> dp_sync;  // ZeRO 0/1, n > 1
@@ -102,6 +104,7 @@ struct Trainer::Impl {
     Comm& expert_dp = c.expert_dp != nullptr ? *c.expert_dp : *c.dp;
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, groups});
+    if (r.fp8_training()) fp8_weights = std::make_unique<Fp8WeightState>(d, params->layout(), r.fp8_amax_history_len);
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep, c.cp);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, groups, make_update_rule(d, r),
                                                    c.counters, &expert_dp);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "analytic/budget.h"
+#include "bench/cli/fp8_options.h"
 #include "bench/report/report.h"
 #include "core/limits.h"
 #include "core/model_support.h"
@@ -162,11 +163,17 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
     case ConfigOption::kDtype:
       return app.add_option("--dtype", o.dtype, "weights and activations dtype")
           ->capture_default_str()
-          ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+          ->check(CLI::IsMember({"bf16", "fp16", "fp32", "fp8"}))
           ->group(kRunGroup);
     case ConfigOption::kGradDtype:
       return app.add_option("--grad-dtype", o.grad_dtype, "gradient dtype (default: bf16; fp32 when --dtype fp32)")
           ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+          ->group(kRunGroup);
+    case ConfigOption::kFp8Recipe:
+      return app
+          .add_option("--fp8-recipe", o.fp8_recipe, "with --dtype fp8: delayed (TransformerEngine's DelayedScaling)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"delayed"}))
           ->group(kRunGroup);
     case ConfigOption::kDropout:
       return finite_in(app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)"),
@@ -302,7 +309,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   r.run.schedule = *schedule_from_name(o.schedule);
   r.run.recompute = *recompute_from_name(o.recompute);
   r.run.attention = *attention_from_name(o.attention);
-  r.run.dtype = *dtype_from_name(o.dtype);
+  resolve_dtype(o, r);
   r.run.optimizer = *optimizer_from_name(o.optimizer);
   r.run.offload_optimizer = o.offload == "optimizer";
   if (!o.grad_dtype.empty())
@@ -325,6 +332,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   }
   validate_layout(r.layout, r.model, r.run);
   resolve_device(o, r);
+  require_fp8_supported(r, o.use);
   return r;
 }
 

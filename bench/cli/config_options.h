@@ -35,6 +35,7 @@ struct ConfigOptions {
   int64_t gbs = 0;  // global batch in sequences (0: use --microbatches)
   std::string schedule = "1f1b", recompute = "none", attention = "materialized";
   std::string dtype = "bf16", grad_dtype = "";
+  std::string fp8_recipe = "delayed";  // with --dtype fp8 (core/fp8.h)
   std::string optimizer = "adamw";
   std::string offload = "none";           // none | optimizer
   std::optional<double> dropout;          // default: 0.1 for gpt, 0 for llama (their reference setups)
@@ -66,6 +67,7 @@ enum class ConfigOption {
   kAttention,
   kDtype,
   kGradDtype,
+  kFp8Recipe,
   kDropout,
   kCapacityFactor,
   kSeed,
@@ -102,6 +104,7 @@ inline constexpr std::initializer_list<ConfigOption> kTrainingConfigOptions = {C
                                                                                ConfigOption::kAttention,
                                                                                ConfigOption::kDtype,
                                                                                ConfigOption::kGradDtype,
+                                                                               ConfigOption::kFp8Recipe,
                                                                                ConfigOption::kDropout,
                                                                                ConfigOption::kCapacityFactor,
                                                                                ConfigOption::kSeed,

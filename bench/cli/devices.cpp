@@ -20,7 +20,7 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
   out.push_back({app, [opts]() {
                    nlohmann::json doc = {{"devices", nlohmann::json::array()}};
                    report::Table t("device presets (dense peaks, no sparsity; unknown = not published)");
-                   t.columns({"name", "memory", "bf16", "fp16", "tf32", "fp32", "bandwidth", "description"});
+                   t.columns({"name", "memory", "bf16", "fp16", "tf32", "fp32", "fp8", "bandwidth", "description"});
                    for (const auto& d : device_presets()) {
                      doc["devices"].push_back(
                          {{"name", d.name},
@@ -30,6 +30,7 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
                           {"peak_fp16_flops", report::optional_json(d.peak_fp16_flops)},
                           {"peak_tf32_flops", report::optional_json(d.peak_tf32_flops)},
                           {"peak_fp32_flops", report::optional_json(d.peak_fp32_flops)},
+                          {"peak_fp8_flops", report::optional_json(d.peak_fp8_flops)},
                           {"bandwidth_bytes_per_s", report::optional_json(d.bandwidth_bytes_per_s)},
                           {"source", d.source},
                           {"aliases", d.aliases}});
@@ -38,9 +39,11 @@ void add_devices_command(CLI::App& root, std::vector<Command>& out) {
                             report::format_optional_si(d.peak_fp16_flops, "FLOP/s"),
                             report::format_optional_si(d.peak_tf32_flops, "FLOP/s"),
                             report::format_optional_si(d.peak_fp32_flops, "FLOP/s"),
+                            report::format_optional_si(d.peak_fp8_flops, "FLOP/s"),
                             report::format_optional_si(d.bandwidth_bytes_per_s, "B/s"), d.description});
                    }
-                   for (const auto& d : device_presets()) t.note(d.name + ": " + d.source);
+                   for (const auto& d : device_presets())
+                     t.note(d.name + ": " + d.source + (d.fp8_source.empty() ? "" : "; " + d.fp8_source));
                    if (!opts->json_path.empty()) report::write_report(doc, opts->json_path);
                    if (!opts->quiet) table_stream(*opts) << t.render();
                    return 0;

@@ -113,6 +113,9 @@ json config_json(const ResolvedConfig& r) {
   if (run.optimizer == OptimizerKind::kSGD) c["run"]["momentum"] = run.momentum;
   // Written only when on, so that reports without offload keep their form.
   if (run.offload_optimizer) c["run"]["offload"] = "optimizer";
+  // Written only for an fp8 run (dtype then names the bf16 weights and activations).
+  if (run.fp8_training())
+    c["run"]["fp8"] = {{"recipe", fp8_recipe_name(run.fp8)}, {"amax_history_len", run.fp8_amax_history_len}};
   if (r.device) c["device"] = r.device->name;
   if (r.device_memory_bytes) c["device_memory_bytes"] = *r.device_memory_bytes;
   return c;

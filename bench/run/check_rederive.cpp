@@ -166,6 +166,11 @@ ResolvedConfig config_from_report(const JsonView& config) {
     if (r.at("offload").string() != "optimizer") r.at("offload").fail("expected \"optimizer\"");
     c.run.offload_optimizer = true;
   }
+  if (r.has("fp8")) {  // absent: no FP8
+    const JsonView fp8 = r.at("fp8");
+    c.run.fp8 = named(fp8_recipe_from_name(fp8.at("recipe").string()), fp8.at("recipe"));
+    c.run.fp8_amax_history_len = fp8.at("amax_history_len").integer();
+  }
   validate_layout(c.layout, c.model, c.run);
   return c;
 }

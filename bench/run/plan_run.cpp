@@ -87,8 +87,8 @@ PlanSummaryRecord plan_summary(const PlanRequest& q) {
   s.job_flops = analytic::job_step_flops(m, l, c.run);
   s.bubble_fraction = analytic::bubble_fraction(l.pp, c.run.microbatches, l.vpp);
   s.published_flops = analytic::published_step_flops(m, l, c.run);
-  if (c.device) s.peak_flops = device_peak_flops(*c.device, c.run.dtype);
-  s.peak_source = c.device ? (s.peak_flops ? c.device->name + " datasheet: " + c.device->source
+  if (c.device) s.peak_flops = device_peak_flops(*c.device, c.run.dtype, c.run.fp8);
+  s.peak_source = c.device ? (s.peak_flops ? c.device->name + " datasheet: " + device_peak_source(*c.device, c.run.fp8)
                                            : c.device->name + ": no published dense peak for this dtype")
                            : "no --device: peak unknown";
   // Step-time lower bound: the busiest rank's hardware FLOPs at peak, stretched by

@@ -34,8 +34,8 @@ std::unique_ptr<Device> make_train_device(const TrainRequest& q, Ledger& ledger,
 TrainPeak resolve_train_peak(const TrainRequest& q) {
   if (q.peak_flops) return {*q.peak_flops, "--peak-flops"};
   if (const auto& d = q.config.device) {
-    auto p = device_peak_flops(*d, q.config.run.dtype);
-    if (p) return {p, d->name + " datasheet (" + d->source + ")"};
+    auto p = device_peak_flops(*d, q.config.run.dtype, q.config.run.fp8);
+    if (p) return {p, d->name + " datasheet (" + device_peak_source(*d, q.config.run.fp8) + ")"};
   }
   if (q.backend == "cpu" && q.cpu_peak_flops) return {*q.cpu_peak_flops, q.cpu_peak_source};
   if (q.backend == "cpu") {

@@ -28,6 +28,8 @@ class CpuDevice : public Device {
   void gemm_impl(const GemmArgs& g) override;
   // Every other op of the table (generated: scripts/gen_profiling_device.py).
 #include "kernels/device_op_overrides.inc"
+  // FP8 emulation (--dtype fp8): not a table op every backend runs (the default throws).
+  void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override;
   void* raw_alloc(int64_t bytes) override;
   void raw_free(void* p, int64_t bytes) override;
 };

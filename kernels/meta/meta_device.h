@@ -30,6 +30,8 @@ class MetaDevice : public Device {
  protected:
   // Every op of the table, each doing nothing (generated: scripts/gen_profiling_device.py).
 #include "kernels/meta/meta_op_overrides.inc"
+  // FP8 emulation (--dtype fp8): not a table op every backend runs (the default throws).
+  void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override {}
 
   // Never called: Device::alloc skips raw_alloc when touches_memory() is false.
   void* raw_alloc(int64_t bytes) override { return nullptr; }

@@ -10,6 +10,7 @@
 
 #include "core/attention_pattern.h"
 #include "kernels/philox.h"
+#include "models/linear/fp8_scope.h"
 #include "models/linear/linear.h"
 
 namespace gpuledger {
@@ -188,7 +189,10 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
       out = s.hidden[i + 1].data();
     }
     unit_hook(unit, false, true);
-    layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
+    {
+      const Fp8GemmScope fp8(run_.fp8_training());  // the layer's Linear GEMMs in FP8 (--dtype fp8)
+      layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
+    }
     unit_hook(unit, false, false);
     aux_loss += s.saved[i].moe.plan.aux_loss;
     moe_dropped_choices_ += s.saved[i].moe.plan.dropped;
@@ -457,7 +461,10 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     dev_.ledger().mark_phase(mb + ".layer" + std::to_string(layer));
     unit_hook(unit, true, true);
     s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(moe_aux_tokens());
-    layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
+    {
+      const Fp8GemmScope fp8(run_.fp8_training());
+      layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
+    }
     unit_hook(unit, true, false);
     s.hidden[i].reset();
   }

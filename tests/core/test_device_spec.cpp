@@ -92,5 +92,23 @@ TEST(Devices, EveryPresetIsComplete) {
     EXPECT_TRUE(names.count(n)) << n;
 }
 
+// FP8 dense peaks (datasheets, halved from "with sparsity"; docs/formulas/fp8.md
+// §4): an fp8 run is taken against them; Ampere has none.
+TEST(DeviceSpec, Fp8PeaksAndTheRunPeak) {
+  const double T = 1e12;
+  EXPECT_DOUBLE_EQ(*find_device("h100-sxm")->peak_fp8_flops, 1978.9 * T);
+  EXPECT_DOUBLE_EQ(*find_device("h200")->peak_fp8_flops, 1979 * T);
+  EXPECT_DOUBLE_EQ(*find_device("b200")->peak_fp8_flops, 4500 * T);
+  EXPECT_DOUBLE_EQ(*find_device("h100-pcie")->peak_fp8_flops, 1513 * T);
+  for (const char* ampere : {"a10", "a10g", "a100-40gb", "a100-80gb"})
+    EXPECT_FALSE(find_device(ampere)->peak_fp8_flops.has_value()) << ampere;
+  for (const auto& d : device_presets()) EXPECT_EQ(d.fp8_source.empty(), !d.peak_fp8_flops.has_value()) << d.name;
+  const DeviceSpec h100 = *find_device("h100-sxm");
+  EXPECT_DOUBLE_EQ(*device_peak_flops(h100, DType::kBF16, Fp8Recipe::kDelayed), 1978.9 * T);
+  EXPECT_DOUBLE_EQ(*device_peak_flops(h100, DType::kBF16, Fp8Recipe::kNone), 989.4 * T);
+  EXPECT_EQ(device_peak_source(h100, Fp8Recipe::kNone), h100.source);
+  EXPECT_EQ(device_peak_source(h100, Fp8Recipe::kDelayed).rfind(h100.fp8_source, 0), 0u);
+}
+
 }  // namespace
 }  // namespace gpuledger

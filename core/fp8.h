@@ -1,0 +1,41 @@
+// FP8 training's vocabulary: the two 8-bit formats, their conversions from and
+// to fp32, the recipe a run uses, and the delayed-scaling scale update.
+//
+// Formats (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", §3, Table 1;
+// NVIDIA's __nv_fp8_e4m3 / __nv_fp8_e5m2):
+//   E4M3: 1 sign, 4 exponent (bias 7), 3 mantissa; no infinities, NaN = S.1111.111;
+//         max normal 448 (0x7E), min normal 2^-6 (0x08), min subnormal 2^-9 (0x01).
+//   E5M2: 1 sign, 5 exponent (bias 15), 2 mantissa; IEEE-like (inf 0x7C, NaN 0x7D..0x7F);
+//         max normal 57344 (0x7B), min normal 2^-14 (0x04), min subnormal 2^-16 (0x01).
+// The conversion from fp32 rounds to nearest even and saturates: a finite value
+// (or an infinity) beyond the max normal becomes the max normal with its sign,
+// as TransformerEngine's casts do (cvt.rn.satfinite; __NV_SATFINITE). NaN stays NaN.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace gpuledger {
+
+enum class Fp8Format : int { kE4M3 = 0, kE5M2 };
+
+uint8_t fp32_to_fp8(float x, Fp8Format f);
+float fp8_to_fp32(uint8_t x, Fp8Format f);
+float fp8_max(Fp8Format f);  // 448 | 57344
+
+// The recipe of an fp8 run (--fp8-recipe). kNone: no FP8 GEMMs.
+// kDelayed: TransformerEngine's DelayedScaling (common/recipe/__init__.py at
+// d0067d0da6cb01811b8072a7d304f0e00344ce2b): per-tensor scales, the HYBRID
+// format (E4M3 in the forward, E5M2 for gradients), margin 0, an amax history
+// of 1024 entries reduced by "max".
+enum class Fp8Recipe : int { kNone = 0, kDelayed };
+std::string_view fp8_recipe_name(Fp8Recipe r);  // "none" | "delayed"
+std::optional<Fp8Recipe> fp8_recipe_from_name(std::string_view name);
+inline constexpr int64_t kTeAmaxHistoryLen = 1024;  // DelayedScaling.amax_history_len's default
+
+// The delayed-scaling update (DelayedScaling's docstring, ibid.):
+//   scale = (FP8_MAX / amax) / 2^margin,
+// the previous scale kept when amax is 0 or not finite (TE's _default_sf_compute).
+float fp8_scale_from_amax(float amax, Fp8Format f, int margin, float previous_scale);
+
+}  // namespace gpuledger

@@ -1,0 +1,42 @@
+// The FP8 state an fp8 run holds beside the bf16 parameters, per Linear GEMM
+// of the rank's layers (the tensors with a role in kFp8LinearRoles), booked in
+// `weights` (docs/exact-budget.md "FP8 weight copies and scaling state"):
+//   "fp8.weight"    the weight's FP8 copy, 1 byte per element, and
+//   "fp8.weight_t"  its transpose — TransformerEngine's Linear keeps the rowwise
+//                   and columnwise data of the cached weight for the backward
+//                   on Hopper (module/linear.py, weight_quantizer.set_usage
+//                   (rowwise=True, columnwise=...), cached across microbatches
+//                   by is_first_microbatch, at d0067d0da6cb01811b8072a7d304f0e00344ce2b);
+//   "fp8.scaling"   the copy's fp32 scale_inv and, for each of the GEMM's five
+//                   quantizers (forward input, weight, output; backward
+//                   grad_output, grad_input: module/base.py), an fp32 scale and
+//                   an amax history of H fp32 entries (DelayedScalingRecipeState,
+//                   quantization.py): 4 + 5·4·(1 + H) bytes.
+// The CPU emulation casts each operand afresh (models/linear/linear.cpp): these
+// buffers are held, as on a GPU, and not read.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kernels/device.h"
+#include "models/transformer/param_layout.h"
+
+namespace gpuledger {
+
+inline constexpr std::array<std::string_view, 6> kFp8LinearRoles = {
+    "qkv.weight", "attn_out.weight", "mlp_in.weight", "mlp_gate.weight", "mlp_up.weight", "mlp_out.weight"};
+
+class Fp8WeightState {
+ public:
+  // Allocates the state of every FP8 GEMM of `layout`'s layer units. Throws OutOfMemory.
+  Fp8WeightState(Device& device, const ParamLayout& layout, int64_t amax_history_len);
+  int64_t gemms() const { return gemms_; }
+
+ private:
+  std::vector<Buffer> buffers_;
+  int64_t gemms_ = 0;
+};
+
+}  // namespace gpuledger

@@ -1,0 +1,93 @@
+// CLI tests of --dtype fp8 (docs/formulas/fp8.md):
+//   - train on meta, llama3-8b cut to 2 layers: every check passes (each
+//     account equals its exact budget to the byte, FLOPs equal the analytic
+//     count) and the weights account holds, beyond the bf16 run's, the FP8
+//     state by hand: per layer Σ P_g = 6144·4096 + 4096·4096 + 3·14336·4096 =
+//     218,103,808, 2·Σ P_g + 5·(4 + 5·4·1025) = 436,310,136 bytes, 2 layers;
+//   - the report names the recipe, and `check` re-derives its budget;
+//   - plan on h100-sxm takes MFU's peak from the FP8 dense figure (1,978.9 T);
+//   - refusals (exit 2, naming the problem): an Ampere device, the cuda
+//     backend, kv, infer, a MoE model, --zero 3.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "run_cli.h"
+
+using gpuledger::testing::contains;
+using gpuledger::testing::run_cli;
+
+namespace {
+
+std::vector<std::string> meta_8b(const char* dtype) {
+  return {"train", "--backend",      "meta", "--model", "llama3-8b", "--layers", "2",   "--seq",  "1024", "--mbs",
+          "1",     "--microbatches", "2",    "--steps", "1",         "--dtype",  dtype, "--json", "-"};
+}
+
+TEST(CliFp8, MetaTrainBooksTheFp8StateByHandAndPassesItsChecks) {
+  const auto fp8 = run_cli(meta_8b("fp8")), bf16 = run_cli(meta_8b("bf16"));
+  ASSERT_EQ(fp8.status, 0) << fp8.err;
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  const auto a = fp8.json(), b = bf16.json();
+  EXPECT_EQ(a["config"]["run"]["dtype"], "bf16");
+  EXPECT_EQ(a["config"]["run"]["fp8"]["recipe"], "delayed");
+  EXPECT_EQ(a["config"]["run"]["fp8"]["amax_history_len"], 1024);
+  EXPECT_FALSE(b["config"]["run"].contains("fp8"));
+  for (const auto& c : a["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  const auto& ra = a["ranks"][0];
+  const auto& rb = b["ranks"][0];
+  const int64_t per_layer = 2 * int64_t{218103808} + 5 * (4 + 5 * 4 * 1025);
+  EXPECT_EQ(per_layer, 436310136);
+  EXPECT_EQ(ra["measured"]["peak_by_account"]["weights"].get<int64_t>() -
+                rb["measured"]["peak_by_account"]["weights"].get<int64_t>(),
+            2 * per_layer);
+  EXPECT_EQ(ra["analytic"]["exact"]["weights"], ra["measured"]["peak_by_account"]["weights"]);
+  for (auto acc : {"grads", "master", "optim", "activations", "comm"})
+    EXPECT_EQ(ra["measured"]["peak_by_account"][acc], rb["measured"]["peak_by_account"][acc]) << acc;
+  EXPECT_EQ(ra["flops"]["executed_per_step"], rb["flops"]["executed_per_step"]);
+}
+
+TEST(CliFp8, CheckRederivesTheFp8Report) {
+  const std::string dir = gpuledger::testing::scratch_dir("cli_fp8");
+  auto args = meta_8b("fp8");
+  args.back() = dir + "/train.json";
+  const auto t = run_cli(args);
+  ASSERT_EQ(t.status, 0) << t.err;
+  const auto c = run_cli({"check", dir + "/train.json"});
+  EXPECT_EQ(c.status, 0) << c.out << c.err;
+}
+
+TEST(CliFp8, PlanTakesMfuAgainstTheFp8Peak) {
+  const auto r = run_cli({"plan", "--model", "llama3-8b", "--dtype", "fp8", "--device", "h100-sxm", "--json", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  const std::string dump = doc.dump();
+  EXPECT_TRUE(contains(dump, "\"peak_flops\":1.9789e+15")) << dump.substr(0, 2000);
+  EXPECT_TRUE(contains(dump, "FP8 1,978.9 TFLOPS dense"));
+}
+
+TEST(CliFp8, Refusals) {
+  auto a100 = run_cli({"plan", "--model", "llama3-8b", "--dtype", "fp8", "--device", "a100-80gb"});
+  EXPECT_EQ(a100.status, 2);
+  EXPECT_TRUE(contains(a100.err, "no FP8 tensor cores")) << a100.err;
+  auto cuda = run_cli({"train", "--backend", "cuda", "--model", "tiny-llama", "--dtype", "fp8", "--steps", "1"});
+  EXPECT_EQ(cuda.status, 2);
+  EXPECT_TRUE(contains(cuda.err, "--backend cuda")) << cuda.err;
+  auto kv = run_cli({"kv", "--model", "llama3-8b", "--dtype", "fp8", "--device", "h100-sxm"});
+  EXPECT_EQ(kv.status, 2);
+  EXPECT_TRUE(contains(kv.err, "training precision")) << kv.err;
+  auto infer = run_cli({"infer", "--model", "tiny-llama", "--dtype", "fp8"});
+  EXPECT_EQ(infer.status, 2);
+  EXPECT_TRUE(contains(infer.err, "training precision")) << infer.err;
+  auto moe = run_cli({"plan", "--model", "tiny-moe", "--dtype", "fp8"});
+  EXPECT_EQ(moe.status, 2);
+  EXPECT_TRUE(contains(moe.err, "mixture-of-experts")) << moe.err;
+  auto zero3 = run_cli({"plan", "--model", "tiny-llama", "--dtype", "fp8", "--dp", "2", "--zero", "3"});
+  EXPECT_EQ(zero3.status, 2);
+  EXPECT_TRUE(contains(zero3.err, "--zero 3")) << zero3.err;
+  auto recipe = run_cli({"plan", "--model", "tiny-llama", "--dtype", "fp8", "--fp8-recipe", "blockwise"});
+  EXPECT_EQ(recipe.status, 2);
+}
+
+}  // namespace
