@@ -36,6 +36,8 @@ void require_runnable_mla(const ModelConfig& m, const Layout& l, const RunConfig
 void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConfig& r, ModelUse use) {
   const std::string model = "model '" + m.name + "'";
   require_runnable_mla(m, l, r, use, model);
+  // kv and serve-plan size the cache and the weights only: no layer is built, so no layout is refused here.
+  if (use == ModelUse::kKvSizing) return;
   if (m.qk_norm && l.tp > 1)
     throw ConfigError("qk_norm", model + " has QK norm (Qwen3), whose γ gradient the runs do not sum over " +
                                      "tensor-parallel ranks yet: give tp 1, got tp " + std::to_string(l.tp));

@@ -195,6 +195,13 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
               },
               "UINT"))
           ->group(kRunGroup);
+    default: return nullptr;
+  }
+}
+
+// The communication and overlap options (measured runs and the predicted step).
+CLI::Option* add_comm_overlap(CLI::App& app, ConfigOptions& o, ConfigOption which) {
+  switch (which) {
     case ConfigOption::kBucketMb:
       return finite_in(app.add_option("--bucket-mb", o.run.bucket_mb, "DP gradient bucket size (MiB)"), 0.001, 1e6)
           ->capture_default_str()
@@ -261,6 +268,7 @@ CLI::Option* add_optimizer_or_device(CLI::App& app, ConfigOptions& o, ConfigOpti
 CLI::Option* add_one(CLI::App& app, ConfigOptions& o, ConfigOption which) {
   if (CLI::Option* opt = add_model_or_layout(app, o, which)) return opt;
   if (CLI::Option* opt = add_run(app, o, which)) return opt;
+  if (CLI::Option* opt = add_comm_overlap(app, o, which)) return opt;
   return add_optimizer_or_device(app, o, which);
 }
 

@@ -115,12 +115,7 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   reduce_from_tensor_model_parallel_region(tp_, y.data(), hid, c.e);
   if (c.gpt) dev_.bias_add(y.data(), p_.out_b, c.e, n, c.h);
   Buffer resid = ws(e * hid, "infer.resid");
-  if (c.post_norms) {  // Gemma 2, 3 (layer.h): the block output's own RMSNorm, into xn (free since QKV)
-    tl.norm_forward(xn.data(), stats, y.data(), p_.post_attn_norm_w, nullptr);
-    dev_.add(resid.data(), x, xn.data(), c.e, hid);
-  } else {
-    dev_.add(resid.data(), x, y.data(), c.e, hid);
-  }
+  add_block_output(tl, resid.data(), x, y.data(), xn.data(), p_.post_attn_norm_w, &stats);  // xn: free since QKV
 
   // norm 2, MLP (TransformerLayer's, all workspace), residual
   tl.norm_forward(xn.data(), stats, resid.data(), p_.norm2_w, p_.norm2_b);
@@ -129,14 +124,26 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   tl.mlp_forward(xn.data(), y.data(), scratch, Account::kWorkspace);
   experts_routed_ = c.moe ? experts_with_rows(scratch.moe.plan, c.routing.experts) : 0;
   scratch.clear();
-  if (c.post_norms) {  // the MLP output's RMSNorm into xn, the MLP's input no longer read
-    Buffer post_stats = ws(c.norm_stats_bytes(), "infer.post_norm.stats");
-    tl.norm_forward(xn.data(), post_stats, y.data(), p_.post_mlp_norm_w, nullptr);
-    dev_.add(out, resid.data(), xn.data(), c.e, hid);
-  } else {
-    dev_.add(out, resid.data(), y.data(), c.e, hid);
-  }
+  // xn: the MLP's input, no longer read; the statistics allocated after the MLP's temporaries are gone
+  add_block_output(tl, out, resid.data(), y.data(), xn.data(), p_.post_mlp_norm_w, nullptr);
   xn.reset();
+}
+
+void InferenceLayer::add_block_output(TransformerLayer& tl, void* out, const void* resid, const void* y, void* normed,
+                                      const void* post_norm_w, Buffer* stats) {
+  const LayerConfig& c = tl.config();
+  const int64_t hid = c.tokens() * c.h;
+  if (!c.post_norms) {
+    dev_.add(out, resid, y, c.e, hid);
+    return;
+  }
+  Buffer own;
+  if (stats == nullptr) {
+    own = dev_.alloc(c.norm_stats_bytes(), Account::kWorkspace, "infer.post_norm.stats");
+    stats = &own;
+  }
+  tl.norm_forward(normed, *stats, y, post_norm_w, nullptr);
+  dev_.add(out, resid, normed, c.e, hid);
 }
 
 bool InferenceLayer::materialized_chunks(const std::vector<kv::SeqStep>& batch, const kv::KvCache& cache) const {

@@ -55,6 +55,11 @@ class InferenceLayer {
   bool materialized_chunks(const std::vector<kv::SeqStep>& batch, const kv::KvCache& cache) const;
   void attend_materialized(const std::vector<kv::SeqStep>& batch, kv::KvCache& cache, const void* q, const void* k,
                            const void* v, void* ctx);
+  // out (n, h) = resid + y, or with post_norms (Gemma 2, 3: layer.h) resid +
+  // RMSNorm(y), the normed rows written through `normed` (a free (n, h)
+  // buffer) and the norm's statistics into `stats` (allocated here when null).
+  void add_block_output(TransformerLayer& tl, void* out, const void* resid, const void* y, void* normed,
+                        const void* post_norm_w, Buffer* stats);
 
   Device& dev_;
   Comm& tp_;

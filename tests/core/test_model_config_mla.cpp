@@ -199,15 +199,22 @@ TEST(MlaRuns, TrainAndPlanBuildItInferRefuses) {
   EXPECT_NO_THROW(require_runnable_model(mla, l, flash, ModelUse::kKvSizing));
 }
 
-// The DeepSeek-MoE pieces are not built: every command that runs or budgets
-// the layers refuses, naming the field; kv and serve-plan
-// (ModelUse::kKvSizing) accept them under any tp.
+// kv and serve-plan (ModelUse::kKvSizing) size DeepSeek-V3 under any tp,
+// though no run builds its MoE layers at tp > 1.
 TEST(DeepSeekPresets, RunsRefuseAndSizingAccepts) {
   RunConfig r;
   Layout l;
   l.tp = 8;
   const ModelConfig v3 = load_model("deepseek-v3");
   EXPECT_NO_THROW(require_runnable_model(v3, l, r, ModelUse::kKvSizing));
+  RunConfig materialized = r;
+  materialized.attention = AttentionKind::kMaterialized;
+  try {
+    require_runnable_model(v3, l, materialized, ModelUse::kRun);
+    ADD_FAILURE() << "deepseek-v3 at tp 8 accepted by a run";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "num_experts") << e.what();
+  }
   // The first dense layers (no MLA) are built, but not with interleaved
   // stages (model chunks of different sizes).
   ModelConfig moe = load_model("tiny-moe");
