@@ -187,8 +187,17 @@ int64_t workspace_bound_bytes(const ModelConfig& m, const Layout& l, const RunCo
   // the largest workspace peak was 0.98 of this sum).
   // post_norms: the gradient of a block's output before its post norm is one more hidden-sized buffer.
   const int64_t post_norm_grad = m.post_norms ? hidden_bytes : 0;
-  return checked_sum(std::initializer_list<int64_t>{layer_buffer, grad_buffers, gemm, hidden_bytes, post_norm_grad},
-                     what);
+  // (e) A MoE block's backward (models/moe/moe_block.cpp) holds the gradients of its rows' outputs and
+  // inputs and of the experts' SwiGLU (e·A·(2h + 2f_e), A its rows: the E·C slots when padded, else the
+  // N·k worst case) while only the combine's output and the SwiGLU output (e·A·(h + f_e)) of (a) are freed:
+  // e·A·(h + f_e) beyond (a).
+  int64_t moe_grads = 0;
+  if (m.is_moe()) {
+    const int64_t rows = moe_padded_to_capacity(m, l) ? moe_ep_slots(m, tokens) : moe_worst_case_rows(m, tokens);
+    moe_grads = checked_product({e, rows, checked_add(h, m.expert_ffn, what)}, what);
+  }
+  return checked_sum(
+      std::initializer_list<int64_t>{layer_buffer, grad_buffers, gemm, hidden_bytes, post_norm_grad, moe_grads}, what);
 }
 
 RankBudget rank_budget(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank) {

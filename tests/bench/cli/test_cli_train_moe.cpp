@@ -295,4 +295,48 @@ TEST(CliTrainMoe, DeepSeekV3MoeAtPipelineAndExpertParallelOnMetaPassesEveryCheck
             doc["ranks"][0]["comm"]["all_reduce@dp"]["calls"]);
 }
 
+// The workspace bound's term (e) of docs/exact-budget.md: under ep a MoE
+// block's backward holds its rows' gradients. wide-moe (h 32, 64 experts of
+// f_e 24, top-2), dp 2 × ep 2, b·s = 2·64 = 128 tokens, bf16: dropless under
+// ep pads every expert to C = N = 128 slots, A = 64·128 = 8192 rows, and the
+// term is 2·8192·(32 + 24) = 917,504 B. The measured peak needs it: it lies
+// above the bound without the term, and within the bound with it.
+TEST(CliTrainMoe, ExpertParallelBackwardWorkspaceIsBounded) {
+  auto r = run_cli({"train",
+                    "--model",
+                    kModels + "wide-moe.json",
+                    "--backend",
+                    "meta",
+                    "--world",
+                    "2",
+                    "--dp",
+                    "2",
+                    "--ep",
+                    "2",
+                    "--seq",
+                    "64",
+                    "--mbs",
+                    "2",
+                    "--microbatches",
+                    "1",
+                    "--attention",
+                    "materialized",
+                    "--recompute",
+                    "full",
+                    "--steps",
+                    "1",
+                    "--json",
+                    "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = r.json();
+  expect_checks_pass(doc);
+  const auto& rank = doc["ranks"][0];
+  const int64_t measured = rank["measured"]["peak_by_account"]["workspace"];
+  const int64_t bound = rank["analytic"]["exact"]["workspace"];
+  const int64_t term = 2LL * 64 * 128 * (32 + 24);
+  EXPECT_EQ(term, 917'504);
+  EXPECT_LE(measured, bound);
+  EXPECT_GT(measured, bound - term);
+}
+
 }  // namespace
