@@ -94,10 +94,10 @@ LayerParams layer_params(const Params& p, size_t unit) {
   m.shared_up = w("moe.shared.up.weight");       m.d_shared_up = g("moe.shared.up.weight");
   m.shared_down = w("moe.shared.down.weight");   m.d_shared_down = g("moe.shared.down.weight");
   MlaWeights& a = lp.mla;
+  const char* q_up = p.weight_or_null(unit, "mla.q.weight") ? "mla.q.weight" : "mla.q_up.weight";  // r_q = 0: q
   a.q_down = w("mla.q_down.weight");    a.d_q_down = g("mla.q_down.weight");
   a.q_norm = w("mla.q_norm.weight");    a.d_q_norm = g("mla.q_norm.weight");
-  a.q_up = w(p.weight_or_null(unit, "mla.q.weight") ? "mla.q.weight" : "mla.q_up.weight");
-  a.d_q_up = g(p.weight_or_null(unit, "mla.q.weight") ? "mla.q.weight" : "mla.q_up.weight");
+  a.q_up = w(q_up);                     a.d_q_up = g(q_up);
   a.kv_down = w("mla.kv_down.weight");  a.d_kv_down = g("mla.kv_down.weight");
   a.kv_norm = w("mla.kv_norm.weight");  a.d_kv_norm = g("mla.kv_norm.weight");
   a.kv_up = w("mla.kv_up.weight");      a.d_kv_up = g("mla.kv_up.weight");

@@ -15,27 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "report_checks.h"
 #include "run_cli.h"
 
+using gpuledger::testing::expect_every_check_passes;
 using gpuledger::testing::run_cli;
 
 namespace {
 
 const std::string kDataDir = std::string(GPULEDGER_SOURCE_DIR) + "/tests/data/";
-
-void expect_every_check_passes(const nlohmann::json& doc) {
-  ASSERT_GE(doc["checks"].size(), 9u);
-  for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
-  for (const auto& rank : doc["ranks"]) {
-    for (auto a : {"weights", "grads", "master", "optim", "activations", "comm"})
-      EXPECT_EQ(rank["measured"]["peak_by_account"][a], rank["analytic"]["exact"][a]) << a;
-    EXPECT_EQ(rank["flops"]["executed_per_step"], rank["flops"]["analytic_hardware"]);
-    for (const auto& [key, v] : rank["analytic"]["comm"].items()) {
-      EXPECT_EQ(rank["comm"][key]["calls"], v["calls"]) << key;
-      EXPECT_EQ(rank["comm"][key]["bytes"], v["bytes"]) << key;
-    }
-  }
-}
 
 TEST(CliTrainMla, TinyOnCpuAndMetaPassesEveryCheckUnderEachRecompute) {
   for (const std::string& model : {std::string("tiny-mla"), kDataDir + "tiny_mla_direct_query.json"}) {
