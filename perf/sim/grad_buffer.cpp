@@ -5,12 +5,16 @@
 #include <set>
 #include <string_view>
 
+#include "core/collective.h"
+
 namespace gpuledger::perf {
 namespace {
 
 bool is_grad_reduction(const SimEvent& start) {
-  return start.kind == SimEventKind::kCollectiveStart && (start.stream == "comm dp" || start.stream == "comm edp") &&
-         (start.name == "reduce_scatter" || start.name == "all_reduce");
+  const bool dp = start.stream == comm_stream(comm_group_name(CommGroup::kDp)) ||
+                  start.stream == comm_stream(comm_group_name(CommGroup::kEdp));
+  return start.kind == SimEventKind::kCollectiveStart && dp &&
+         (start.name == comm_kind_name(CommKind::kReduceScatter) || start.name == comm_kind_name(CommKind::kAllReduce));
 }
 
 }  // namespace

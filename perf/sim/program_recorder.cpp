@@ -73,7 +73,7 @@ void ProgramRecorder::on_comm(const CommCall& call) {
   const std::string group(call.group);
   SimEvent e;
   e.name = std::string(comm_kind_name(call.kind));
-  e.stream = "comm " + group;
+  e.stream = comm_stream(group);
   e.bytes = call.bytes;
   const bool p2p = call.kind == CommKind::kSend || call.kind == CommKind::kRecv;
   const bool peer_simulated = p2p && simulated_.count(call.peer_world_rank) > 0;

@@ -25,11 +25,17 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/trace.h"
 
 namespace gpuledger::perf {
+
+// The stream a group's collectives run on: "comm tp", "comm dp", … (the group
+// as core/collective.h comm_group_name writes it; the report reads it back:
+// bench/report/prediction_json.h stream_group).
+inline std::string comm_stream(std::string_view group) { return "comm " + std::string(group); }
 
 enum class SimEventKind {
   kCompute,          // an op on the compute stream

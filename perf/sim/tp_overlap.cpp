@@ -3,17 +3,20 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
+
+#include "core/collective.h"
 
 namespace gpuledger::perf {
 namespace {
 
-constexpr std::string_view kTpStream = "comm tp";
+bool on_tp_stream(const SimEvent& e) { return e.stream == comm_stream(comm_group_name(CommGroup::kTp)); }
 
 bool is_gemm(const SimEvent& e) { return e.kind == SimEventKind::kCompute && e.name == "gemm"; }
 
 bool is_tp_blocking(const SimEvent& e, std::string_view kind) {
-  return e.kind == SimEventKind::kCollective && e.stream == kTpStream && e.name == kind;
+  return e.kind == SimEventKind::kCollective && on_tp_stream(e) && e.name == kind;
 }
 
 // The part of collective `c` that runs on the compute stream (one chunk of tp)
@@ -41,7 +44,7 @@ Split split(const SimEvent& c, int64_t tp, int64_t handle) {
 int64_t trailing_gemm(const std::vector<SimEvent>& out) {
   int64_t i = static_cast<int64_t>(out.size()) - 1;
   while (i >= 0 && out[static_cast<size_t>(i)].kind == SimEventKind::kCollectiveWait &&
-         out[static_cast<size_t>(i)].stream == kTpStream)
+         on_tp_stream(out[static_cast<size_t>(i)]))
     --i;
   return i >= 0 && is_gemm(out[static_cast<size_t>(i)]) ? i : -1;
 }
@@ -57,7 +60,7 @@ void overlap_tp_comm(std::vector<SimEvent>& program, int64_t tp) {
   size_t i = 0;
   while (i < program.size()) {
     const SimEvent& e = program[i];
-    if (is_tp_blocking(e, "all_gather")) {
+    if (is_tp_blocking(e, comm_kind_name(CommKind::kAllGather))) {
       size_t j = i + 1;
       while (j < program.size() && program[j].kind == SimEventKind::kCompute && !is_gemm(program[j])) ++j;
       if (j < program.size() && is_gemm(program[j])) {
@@ -72,7 +75,7 @@ void overlap_tp_comm(std::vector<SimEvent>& program, int64_t tp) {
         continue;
       }
     }
-    if (is_tp_blocking(e, "reduce_scatter")) {
+    if (is_tp_blocking(e, comm_kind_name(CommKind::kReduceScatter))) {
       const int64_t g = trailing_gemm(out);
       if (g >= 0) {
         const Split s = split(e, tp, handle++);
