@@ -64,9 +64,7 @@ void Device::convert(void* dst, DType dst_t, const void* src, DType src_t, int64
 void Device::fp8_quantize_dequantize(float* dst, const void* src, DType t, int64_t n, Fp8Format f) {
   if (n <= 0) return;
   fp8_quantize_dequantize_impl(dst, src, t, n, f);
-  // the amax pass, then the cast: read twice, written once in fp32
-  if (auto* sink = program_sink())
-    sink->on_op(memory_bound_op("fp8_cast", OpClass::kCopy, convert_bytes(n, t, DType::kFP32) + n * dtype_bytes(t)));
+  if (auto* sink = program_sink()) sink->on_op(memory_bound_op("fp8_cast", OpClass::kCopy, fp8_cast_bytes(n, t)));
 }
 
 void Device::fp8_quantize_dequantize_impl(float*, const void*, DType, int64_t, Fp8Format) {

@@ -75,6 +75,9 @@ constexpr int64_t adamw_bytes(int64_t n, DType w_t, DType grad_t, bool master) {
 constexpr int64_t convert_bytes(int64_t n, DType src_t, DType dst_t) {
   return n * (dtype_bytes(src_t) + dtype_bytes(dst_t));
 }
+// fp8_quantize_dequantize: the amax pass, then the cast: n elements read twice
+// in t, written once in fp32.
+constexpr int64_t fp8_cast_bytes(int64_t n, DType t) { return convert_bytes(n, t, DType::kFP32) + n * dtype_bytes(t); }
 // kv_cache_write: the new tokens' K and V read in t (2·Hkv·n_new·D values),
 // and written to the cache in its format with their per-token-head scales
 // (layer_token_bytes per token).
