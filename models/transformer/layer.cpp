@@ -177,12 +177,12 @@ void TransformerLayer::norm_backward(void* dx, void* dw, void* db, const void* d
 }
 
 Buffer TransformerLayer::block_output(Account acc, const char* what) {
-  const int64_t bytes = dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h;
+  const int64_t bytes = cfg_.hidden_local_bytes();
   return cfg_.post_norms ? dev_.alloc(bytes, acc, "post_norm.in") : ws(bytes, what);
 }
 
 Buffer TransformerLayer::post_norm_forward(Buffer& in, Buffer& stats, const void* w, Account acc) {
-  Buffer out = ws(dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h, "post_norm.out");
+  Buffer out = ws(cfg_.hidden_local_bytes(), "post_norm.out");
   stats = dev_.alloc(cfg_.norm_stats_bytes(), acc, "post_norm.stats");
   norm_forward(out.data(), stats, in.data(), w, nullptr);
   done(in);
@@ -191,7 +191,7 @@ Buffer TransformerLayer::post_norm_forward(Buffer& in, Buffer& stats, const void
 }
 
 Buffer TransformerLayer::post_norm_backward(const void* dy, void* dw, const void* w, Buffer& in, Buffer& stats) {
-  Buffer dblock = ws(dtype_bytes(cfg_.e) * cfg_.tokens_local() * cfg_.h, "post_norm.dx");
+  Buffer dblock = ws(cfg_.hidden_local_bytes(), "post_norm.dx");
   norm_backward(dblock.data(), dw, nullptr, dy, in.data(), w, stats, /*accumulate_dx=*/false);
   in.reset();
   stats.reset();

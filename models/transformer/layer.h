@@ -119,6 +119,8 @@ struct LayerConfig {
   int64_t tokens() const { return b * s; }
   // Tokens of the rank's shard of the residual stream: N/t under sp, else N.
   int64_t tokens_local() const { return sp ? tokens() / tp : tokens(); }
+  // One hidden-sized tensor of the rank's residual stream (tokens_local × h, in e).
+  int64_t hidden_local_bytes() const { return dtype_bytes(e) * tokens_local() * h; }
   int64_t q_dim() const { return a_t * d; }
   int64_t kv_dim() const { return k_t * d; }
   int64_t qkv_dim() const { return (a_t + 2 * k_t) * d; }
