@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,21 @@ double time_median(Device& dev, int warmup, int reps, const std::function<void()
     dev.synchronize();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  return median(t);
+}
+
+double time_median_cold(Device& dev, int warmup, int reps, const std::function<void()>& f, int64_t evict_bytes) {
+  std::vector<char> evict(static_cast<size_t>(std::max<int64_t>(evict_bytes, 1)));
+  std::vector<double> t;
+  for (int i = 0; i < warmup + reps; ++i) {
+    std::memset(evict.data(), i, evict.size());
+    dev.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    dev.synchronize();
+    if (i >= warmup) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (evict[evict.size() / 2] != static_cast<char>(warmup + reps - 1)) throw std::logic_error("evict: lost writes");
   return median(t);
 }
 

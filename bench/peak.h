@@ -37,6 +37,14 @@ struct BandwidthPeak {
 // The median over `reps` timed calls of `f` (after `warmup` untimed ones),
 // each call followed by dev.synchronize() inside its time.
 double time_median(Device& dev, int warmup, int reps, const std::function<void()>& f);
+// time_median with kCacheEvictBytes written before every call, outside the
+// timed part: in a training step the ops between two calls of an op evict its
+// operands from the cores' private caches, and back-to-back calls would find
+// them there and run faster than the step does. 8 MiB is twice the 2-core
+// machine's L2 (docs/perf-model.md).
+inline constexpr int64_t kCacheEvictBytes = int64_t{8} << 20;
+double time_median_cold(Device& dev, int warmup, int reps, const std::function<void()>& f,
+                        int64_t evict_bytes = kCacheEvictBytes);
 // Fills n elements of `b` in `t` with small deterministic values (not zeros:
 // some BLAS paths short-cut on zeros) through a host staging vector.
 void fill_values(Device& dev, Buffer& b, DType t, int64_t n);

@@ -44,6 +44,9 @@ struct OpCost {
   int64_t flops = 0;                         // kernels/flop_counts.h's count (0 for element-wise ops)
   int64_t bytes = 0;                         // the least traffic (kernels/op_bytes.h)
   int64_t m = 0, n = 0, k = 0, batch = 0;    // kGemm
+  bool trans_a = false, trans_b = false;     // kGemm: C = op(A) · op(B)
+  DType c_dtype = DType::kFP32;              // kGemm: C's dtype
+  bool accumulate = false;                   // kGemm: C read and added to (beta ≠ 0)
   int64_t seq = 0, heads = 0, head_dim = 0;  // kFlashAttention (query length, query heads, head dim)
 };
 

@@ -23,6 +23,10 @@ OpCost gemm_op(const GemmArgs& g) {
   o.n = g.n;
   o.k = g.k;
   o.batch = g.batch;
+  o.trans_a = g.trans_a;
+  o.trans_b = g.trans_b;
+  o.c_dtype = g.c_type;
+  o.accumulate = g.beta != 0.0f;
   o.flops = gemm_flops(g);
   const int64_t c_passes = g.beta != 0.0f ? 2 : 1;
   o.bytes = g.batch * ((g.m * g.k + g.k * g.n) * dtype_bytes(g.ab_type) + c_passes * g.m * g.n * dtype_bytes(g.c_type));

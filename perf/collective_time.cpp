@@ -6,6 +6,8 @@
 #include <bit>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpuledger::perf {
 namespace {
@@ -24,6 +26,27 @@ int64_t inter_node_steps(CommKind kind, int64_t nodes) {
     case CommKind::kRecv: return 1;
     default: return nodes - 1;
   }
+}
+
+// The measured samples of `kind` over `size` ranks, ascending in bytes.
+std::vector<std::pair<double, double>> samples_of(const NetworkProfile& net, CommKind kind, int64_t size) {
+  std::vector<std::pair<double, double>> v;
+  for (const auto& s : net.samples)
+    if (s.kind == kind && s.group_size == size) v.emplace_back(static_cast<double>(s.bytes), s.seconds);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Linear in bytes between the neighbouring samples (a collective's time is
+// affine in its bytes), the smallest sample's time below them, the last two
+// samples' slope beyond them.
+double from_samples(const std::vector<std::pair<double, double>>& v, double bytes) {
+  if (bytes <= v.front().first || v.size() == 1) return v.front().second;
+  size_t i = 1;
+  while (i + 1 < v.size() && v[i].first < bytes) ++i;
+  const auto& [b0, t0] = v[i - 1];
+  const auto& [b1, t1] = v[i];
+  return std::max(t0 + (bytes - b0) * (t1 - t0) / (b1 - b0), 0.0);
 }
 
 }  // namespace
@@ -72,6 +95,13 @@ double group_collective_seconds(const NetworkProfile& net, CommKind kind, int64_
                                 std::string(comm_kind_name(kind)) + "'s");
   const int64_t steps = ring_steps(kind, g.size);
   if (steps == 0) return 0.0;
+  // A measured profile's own samples of this collective over a group of this
+  // size within one node price it as measured: a CPU's MPI collectives are far
+  // from one α and β (their reductions compute; large messages leave the caches).
+  if (g.nodes == 1 && net.intra_node && !net.inter_node) {
+    const auto v = samples_of(net, kind == CommKind::kRecv ? CommKind::kSend : kind, g.size);
+    if (v.size() >= 2) return from_samples(v, static_cast<double>(bytes_as_booked));
+  }
   const double bandwidth_s =
       static_cast<double>(bytes_as_booked) * busbw_factor(kind, g.size) / group_busbw_bytes_per_s(net, g);
   const bool spans = g.link == LinkClass::kInterNode;

@@ -47,6 +47,11 @@ enum class AllReduceAlgo { kRing, kTree };
 //     bandwidth is min(β_intra, k · β_inter) — the slower class governs.
 //     This is the ring's bound; NCCL's hierarchical algorithms (tree, NVLS,
 //     CollNet) can beat it for k > 1, so it errs slow there.
+// A measured profile whose samples (network_profile.h) hold the kind (a recv
+// as its send) over a group of g.size within one node, on a profile of one
+// node (intra-node link only), prices by them instead: linear in bytes between
+// neighbouring samples, the smallest's time below them, the last two's slope
+// beyond (docs/perf-model.md "Collective time").
 // algo kTree with a kind other than all-reduce throws std::invalid_argument.
 double group_collective_seconds(const NetworkProfile& net, CommKind kind, int64_t bytes_as_booked,
                                 const GroupPlacement& g, AllReduceAlgo algo = AllReduceAlgo::kRing);

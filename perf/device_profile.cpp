@@ -50,10 +50,25 @@ void validate_device_profile(const DeviceProfile& p) {
     check_figure(f.peak_flops_per_s, d + "peak_flops_per_s");
     check_figure(f.gemm_efficiency, d + "gemm_efficiency", 1.0);
     if (f.gemm && f.gemm->source.empty()) throw std::invalid_argument(d + "gemm_table: no source");
+    if (!f.gemm_points.seconds.empty() && f.gemm_points.source.empty())
+      throw std::invalid_argument(d + "gemm_points: no source");
+    for (const auto& [call, seconds] : f.gemm_points.seconds)
+      if (call.m < 1 || call.n < 1 || call.k < 1 || call.batch < 1 || !std::isfinite(seconds) || !(seconds > 0))
+        throw std::invalid_argument(d + "gemm_points: a call with a dimension < 1 or a time that is not positive");
   }
   check_figure(p.memory_bandwidth_bytes_per_s, at + "memory_bandwidth_bytes_per_s");
   for (const auto& [c, f] : p.op_class_bandwidth)
     check_figure(f, at + "op_class_bandwidth_bytes_per_s." + std::string(op_class_name(c)));
+  for (const auto& [name, b] : p.op_bandwidth) {
+    const std::string o = at + "op_bandwidth_bytes_per_s." + name;
+    if (b.source.empty()) throw std::invalid_argument(o + ": no source");
+    if (b.points.empty()) throw std::invalid_argument(o + ": no points");
+    for (size_t i = 0; i < b.points.size(); ++i) {
+      const auto& [bytes, rate] = b.points[i];
+      if (bytes < 1 || !std::isfinite(rate) || !(rate > 0) || (i > 0 && bytes <= b.points[i - 1].first))
+        throw std::invalid_argument(o + ": points must have ascending bytes ≥ 1 and positive rates");
+    }
+  }
   for (const auto& [k, f] : p.attention) {
     check_figure(f.efficiency, at + "attention." + std::string(attention_kind_name(k)) + ".efficiency", 1.0);
     if (!f.table.empty() && f.table_source.empty())

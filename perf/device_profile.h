@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,12 +38,44 @@ struct GemmTable {
   bool operator==(const GemmTable&) const = default;
 };
 
+// One GEMM call as a step issues it: `batch` products C (m×n) = op(A) (m×k) ·
+// op(B) (k×n) in one call, C in c_dtype, added to C's contents when `accumulate`.
+struct GemmCall {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool trans_a = false, trans_b = false;
+  DType c_dtype = DType::kFP32;
+  bool accumulate = false;
+  auto operator<=>(const GemmCall&) const = default;
+};
+
+// GEMMs measured at exactly the calls a run issues (`gpuledger calibrate
+// --for`): the seconds of one call. Where a call is here it is priced by its
+// own measurement; the grid interpolates between shapes and cannot see what
+// a shape's transposes, batch or a dimension that tiles badly cost.
+struct GemmPoints {
+  std::map<GemmCall, double> seconds;
+  std::string source;
+  bool operator==(const GemmPoints&) const = default;
+};
+
 // What one operand dtype achieves in GEMMs.
 struct DTypeFigures {
   Sourced peak_flops_per_s;  // dense peak (a datasheet, or the CPU's cores × FMA × clock)
   Sourced gemm_efficiency;   // fraction of the peak a large GEMM reaches (the roofline's compute roof)
   std::optional<GemmTable> gemm;
+  GemmPoints gemm_points;  // may be empty
   bool operator==(const DTypeFigures&) const = default;
+};
+
+// One bandwidth-bound op's achieved bandwidth by the bytes it moves, measured
+// on the op itself: (bytes, bytes/s) points in ascending bytes. Ops of one
+// class differ several-fold (a tanh GELU against an add) and one op's rate
+// changes with size (cache-resident or streaming), which one class figure
+// cannot follow.
+struct OpBandwidth {
+  std::vector<std::pair<int64_t, double>> points;
+  std::string source;
+  bool operator==(const OpBandwidth&) const = default;
 };
 
 enum class AttentionKind { kFlash, kMaterialized };
@@ -62,15 +96,16 @@ struct DeviceProfile {
   nlohmann::json fingerprint = nlohmann::json::object();  // free-form: CPU/GPU, BLAS, threads, driver
   Provenance provenance;
   std::map<DType, DTypeFigures> dtypes;
-  Sourced memory_bandwidth_bytes_per_s;           // achieved, for any bandwidth-bound op
-  std::map<OpClass, Sourced> op_class_bandwidth;  // (optional) per class, overriding the one figure
+  Sourced memory_bandwidth_bytes_per_s;                          // achieved, for any bandwidth-bound op
+  std::map<OpClass, Sourced> op_class_bandwidth;                 // (optional) per class, overriding the one figure
+  std::map<std::string, OpBandwidth, std::less<>> op_bandwidth;  // (optional) per op name, overriding its class
   std::map<AttentionKind, AttentionFigures> attention;
   Sourced launch_floor_seconds;   // the least time any op takes
   Sourced host_copy_bytes_per_s;  // host ↔ device, per direction
   bool operator==(const DeviceProfile& o) const {
     return name == o.name && fingerprint == o.fingerprint && provenance == o.provenance && dtypes == o.dtypes &&
            memory_bandwidth_bytes_per_s == o.memory_bandwidth_bytes_per_s &&
-           op_class_bandwidth == o.op_class_bandwidth && attention == o.attention &&
+           op_class_bandwidth == o.op_class_bandwidth && op_bandwidth == o.op_bandwidth && attention == o.attention &&
            launch_floor_seconds == o.launch_floor_seconds && host_copy_bytes_per_s == o.host_copy_bytes_per_s;
   }
 };

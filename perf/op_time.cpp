@@ -2,6 +2,7 @@
 #include "perf/op_time.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,19 @@ double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DTy
                           p.launch_floor_seconds.value);
 }
 
+double op_bandwidth_bytes_per_s(const OpBandwidth& b, int64_t bytes) {
+  const auto& pts = b.points;
+  if (bytes <= pts.front().first) return pts.front().second;
+  if (bytes >= pts.back().first) return pts.back().second;
+  size_t i = 1;
+  while (pts[i].first < bytes) ++i;
+  const auto& [b0, r0] = pts[i - 1];
+  const auto& [b1, r1] = pts[i];
+  const double w = std::log(static_cast<double>(bytes) / static_cast<double>(b0)) /
+                   std::log(static_cast<double>(b1) / static_cast<double>(b0));
+  return r0 + w * (r1 - r0);
+}
+
 double op_class_bandwidth_bytes_per_s(const DeviceProfile& p, OpClass op_class) {
   const auto it = p.op_class_bandwidth.find(op_class);
   return it != p.op_class_bandwidth.end() ? it->second.value : p.memory_bandwidth_bytes_per_s.value;
@@ -60,6 +74,13 @@ double op_class_bandwidth_bytes_per_s(const DeviceProfile& p, OpClass op_class) 
 double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, OpClass op_class) {
   check_bytes(bytes, "memory_bound_seconds");
   return static_cast<double>(bytes) / op_class_bandwidth_bytes_per_s(p, op_class) + p.launch_floor_seconds.value;
+}
+
+double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, std::string_view op, OpClass op_class) {
+  check_bytes(bytes, "memory_bound_seconds");
+  const auto it = p.op_bandwidth.find(op);
+  if (it == p.op_bandwidth.end() || bytes == 0) return memory_bound_seconds(p, bytes, op_class);
+  return static_cast<double>(bytes) / op_bandwidth_bytes_per_s(it->second, bytes) + p.launch_floor_seconds.value;
 }
 
 double attention_seconds(const DeviceProfile& p, AttentionKind kind, const AttentionShape& shape, double flops,
@@ -88,12 +109,18 @@ double op_seconds(const DeviceProfile& p, const OpCost& op) {
     case OpCostKind::kGemm:
       if (op.m == 0 || op.n == 0 || op.batch == 0) return 0;
       if (op.k == 0) return memory_bound_seconds(p, op.bytes, OpClass::kCopy);
+      if (const auto f = p.dtypes.find(op.dtype); f != p.dtypes.end()) {
+        const auto& measured = f->second.gemm_points.seconds;
+        const auto it =
+            measured.find(GemmCall{op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.c_dtype, op.accumulate});
+        if (it != measured.end()) return it->second;
+      }
       return gemm_seconds(p, op.m, op.n, op.k, op.dtype, op.batch);
     case OpCostKind::kFlashAttention:
       if (op.flops == 0 && op.bytes == 0) return 0;
       return attention_seconds(p, AttentionKind::kFlash, {op.seq, op.heads, op.head_dim}, static_cast<double>(op.flops),
                                op.bytes, op.dtype);
-    case OpCostKind::kMemoryBound: return memory_bound_seconds(p, op.bytes, op.op_class);
+    case OpCostKind::kMemoryBound: return memory_bound_seconds(p, op.bytes, op.name, op.op_class);
     case OpCostKind::kHostCopy: return host_copy_seconds(p, op.bytes);
   }
   throw std::invalid_argument("op_seconds: unknown kind of " + std::string(op.name));

@@ -16,6 +16,7 @@
 // and already holds the launch, so it gets no floor.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/step_program.h"
@@ -37,6 +38,12 @@ double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DTy
 // the one memory figure.
 double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, OpClass op_class);
 double op_class_bandwidth_bytes_per_s(const DeviceProfile& p, OpClass op_class);
+// The op `op` ("add", "rmsnorm_forward", …) moving `bytes`: at the op's own
+// measured bandwidth when the profile has it (op_bandwidth: interpolated
+// linearly in log bytes between its points, its first or last point's rate
+// outside them), else at its class's (above); plus t_floor.
+double memory_bound_seconds(const DeviceProfile& p, int64_t bytes, std::string_view op, OpClass op_class);
+double op_bandwidth_bytes_per_s(const OpBandwidth& b, int64_t bytes);
 
 struct AttentionShape {
   int64_t seq = 0, heads = 0, head_dim = 0;
@@ -53,10 +60,12 @@ double attention_seconds(const DeviceProfile& p, AttentionKind kind, const Atten
 // bytes / host_copy_bandwidth + t_floor.
 double host_copy_seconds(const DeviceProfile& p, int64_t bytes);
 
-// One op as the step program reports it (core/step_program.h): a GEMM by
-// gemm_seconds (a GEMM with k = 0 only writes C: memory-bound, copy class),
+// One op as the step program reports it (core/step_program.h): a GEMM by its
+// own measurement when the dtype's gemm_points hold the call (shape, batch
+// and transposes), else by gemm_seconds (a GEMM with k = 0 only writes C:
+// memory-bound, copy class),
 // flash and cached attention by attention_seconds (kFlash), a memory-bound op
-// by memory_bound_seconds at its class, a host copy by host_copy_seconds. An
+// by memory_bound_seconds at its own figure or its class's, a host copy by host_copy_seconds. An
 // op with no work (m, n or batch 0) takes no time.
 double op_seconds(const DeviceProfile& p, const OpCost& op);
 

@@ -66,6 +66,59 @@ ShapeTable read_table_points(JsonFields& f, const std::string& key) {
   }
 }
 
+// [[m, n, k, batch, trans_a, trans_b, c_dtype, accumulate, seconds], …] → the measured calls.
+GemmPoints read_gemm_points(JsonFields f) {
+  GemmPoints g;
+  g.source = f.string("source");
+  const json& arr = f.raw("points");
+  const char* form = "expected [m, n, k, batch (integers), trans_a, trans_b (booleans), c_dtype, accumulate, seconds]";
+  if (!arr.is_array()) f.fail("points", form);
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& p = arr[i];
+    const std::string at = "points[" + std::to_string(i) + "]";
+    bool ok = p.is_array() && p.size() == 9 && p[4].is_boolean() && p[5].is_boolean() && p[6].is_string() &&
+              p[7].is_boolean() && p[8].is_number();
+    for (size_t d = 0; ok && d < 4; ++d) ok = p[d].is_number_integer();
+    if (!ok) f.fail(at, form);
+    const auto c_dtype = dtype_from_name(p[6].get<std::string>());
+    if (!c_dtype) f.fail(at, "unknown c_dtype (bf16, fp16 or fp32)");
+    const GemmCall call{p[0].get<int64_t>(),
+                        p[1].get<int64_t>(),
+                        p[2].get<int64_t>(),
+                        p[3].get<int64_t>(),
+                        p[4].get<bool>(),
+                        p[5].get<bool>(),
+                        *c_dtype,
+                        p[7].get<bool>()};
+    g.seconds[call] = p[8].get<double>();
+  }
+  f.finish();
+  return g;
+}
+
+json gemm_points_json(const GemmPoints& g) {
+  json points = json::array();
+  for (const auto& [c, seconds] : g.seconds)
+    points.push_back({c.m, c.n, c.k, c.batch, c.trans_a, c.trans_b, dtype_name(c.c_dtype), c.accumulate, seconds});
+  return {{"source", g.source}, {"points", points}};
+}
+
+// [[bytes, bytes_per_s], …] of one op.
+OpBandwidth read_op_bandwidth(JsonFields f) {
+  OpBandwidth b;
+  b.source = f.string("source");
+  const json& arr = f.raw("points");
+  if (!arr.is_array()) f.fail("points", "expected an array of [bytes, bytes_per_s]");
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& p = arr[i];
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number())
+      f.fail("points[" + std::to_string(i) + "]", "expected [integer bytes, number bytes_per_s]");
+    b.points.emplace_back(p[0].get<int64_t>(), p[1].get<double>());
+  }
+  f.finish();
+  return b;
+}
+
 void read_optional_notes(JsonFields& f) {
   if (!f.has("notes")) return;
   const json& n = f.raw("notes");
@@ -86,6 +139,7 @@ DTypeFigures read_dtype(JsonFields f) {
     t.finish();
     d.gemm = std::move(g);
   }
+  if (f.has("gemm_points")) d.gemm_points = read_gemm_points(f.object("gemm_points"));
   f.finish();
   return d;
 }
@@ -179,6 +233,7 @@ json device_profile_to_json(const DeviceProfile& p) {
                          {"trans_b", f.gemm->trans_b},
                          {"source", f.gemm->source},
                          {"points", table_points_json(f.gemm->table)}};
+    if (!f.gemm_points.seconds.empty()) d["gemm_points"] = gemm_points_json(f.gemm_points);
     dtypes[std::string(dtype_name(dtype))] = d;
   }
   j["dtypes"] = dtypes;
@@ -187,6 +242,15 @@ json device_profile_to_json(const DeviceProfile& p) {
     json c = json::object();
     for (const auto& [cls, s] : p.op_class_bandwidth) c[std::string(op_class_name(cls))] = sourced_json(s);
     j["op_class_bandwidth_bytes_per_s"] = c;
+  }
+  if (!p.op_bandwidth.empty()) {
+    json o = json::object();
+    for (const auto& [name, b] : p.op_bandwidth) {
+      json points = json::array();
+      for (const auto& [bytes, rate] : b.points) points.push_back({bytes, rate});
+      o[name] = {{"source", b.source}, {"points", points}};
+    }
+    j["op_bandwidth_bytes_per_s"] = o;
   }
   if (!p.attention.empty()) {
     json a = json::object();
@@ -223,6 +287,10 @@ DeviceProfile device_profile_from_json(const json& j, const std::string& origin)
       if (!cls) c.fail(name, "unknown op class (norm, activation, softmax, optimizer, copy)");
       p.op_class_bandwidth[*cls] = c.sourced(name);
     }
+  }
+  if (f.has("op_bandwidth_bytes_per_s")) {
+    JsonFields o = f.object("op_bandwidth_bytes_per_s");
+    for (const auto& [name, value] : o.node().items()) p.op_bandwidth[name] = read_op_bandwidth(o.object(name));
   }
   if (f.has("attention")) {
     JsonFields a = f.object("attention");

@@ -133,30 +133,39 @@ def has_prediction(gpl):
     return "--device-profile" in text
 
 
-def calibrate(r, gpl, out):
-    """The four device profiles and the network profile: {(threads, dtype): path}, network path."""
+def calibrate(r, gpl, out, chosen):
+    """The four device profiles and the two network profiles: {(threads, dtype): path}, {dtype: path}.
+
+    Each device profile also measures every GEMM call of the chosen points it will predict
+    (`calibrate --for`, one per point: 1 rank → the 2-thread profile, 2 ranks → the 1-thread one).
+    """
     prof = out / "profiles"
     prof.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    network = prof / "network.json"
+    paths, networks = {}, {}
+
+    def runs_of(threads, dtype):
+        fors = []
+        for _, ranks, d, flags in chosen:
+            if d == dtype and (2 if ranks == 1 else 1) == threads:
+                fors += ["--for", " ".join(flags)]
+        return fors
+
     for dtype, other in (("bf16", "fp32"), ("fp32", "bf16")):
         r.wait_quiet()
         dev2 = prof / f"device-2threads-{dtype}.json"
-        r.run([gpl, "calibrate", "--threads", "2", "--dtypes", f"{dtype},{other}", "--out", str(dev2)])
+        r.run([gpl, "calibrate", "--threads", "2", "--dtypes", f"{dtype},{other}", "--out", str(dev2)] +
+              runs_of(2, dtype))
         paths[(2, dtype)] = dev2
         r.wait_quiet()
-        # Under the 2-rank launch: rank 0 measures the device with the one core its binding gives
-        # it (--threads 1 says so explicitly), after both ranks measured the network.
+        # Under the 2-rank launch: both ranks measure the network in the dtype, then the device at
+        # once with the one core each binding gives (--threads 1 says so explicitly); rank 0 writes.
         dev1 = prof / f"device-1thread-{dtype}.json"
         net = prof / f"network-{dtype}.json"
         r.run(MPIRUN + [gpl, "calibrate", "--threads", "1", "--dtypes", f"{dtype},{other}",
-                        "--out", str(dev1), "--network-out", str(net)])
+                        "--out", str(dev1), "--network-out", str(net)] + runs_of(1, dtype))
         paths[(1, dtype)] = dev1
-        if dtype == "bf16":
-            net.replace(network)
-        else:
-            net.unlink()
-    return paths, network
+        networks[dtype] = net
+    return paths, networks
 
 
 def measured(r, gpl, ranks, flags, tmp):
@@ -281,11 +290,11 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     r = Runner(args, lambda m: print(m, file=sys.stderr, flush=True))
     can_predict = has_prediction(predictor)
-    profiles, network = calibrate(r, gpl, out)
+    chosen = [p for p in points(args.quick) if selected.search(p[0])]
+    profiles, networks = calibrate(r, gpl, out, chosen)
     rows, failed = [], []
-    for name, ranks, dtype, flags in points(args.quick):
-        if not selected.search(name):
-            continue
+    for name, ranks, dtype, flags in chosen:
+        network = networks[dtype]
         try:
             ms, reps, load, other = measured(r, gpl, ranks, flags, tmp)
             threads = 2 if ranks == 1 else 1

@@ -7,13 +7,16 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
 
 #include "bench/cli/commands.h"
+#include "bench/cli/config_options.h"
 #include "bench/report/report.h"
 #include "bench/run/calibrate_device.h"
+#include "bench/run/calibrate_gemm_calls.h"
 #include "bench/run/calibrate_network.h"
 #include "bench/run/launcher.h"
 #include "perf/profile_json.h"
@@ -25,8 +28,9 @@ struct CalibrateOptions {
   std::string out, network_out, name;
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   bool quick = false;
-  int threads = 0;      // 0: OpenMP's own choice
-  std::string command;  // the command line, for the provenance
+  std::vector<std::string> for_runs;  // --for: train options whose GEMM calls to measure
+  int threads = 0;                    // 0: OpenMP's own choice
+  std::string command;                // the command line, for the provenance
 };
 
 std::string default_network_out(const std::string& out) {
@@ -40,6 +44,25 @@ void check_destination(const std::string& path, const char* option) {
   if (!problem.empty()) throw std::invalid_argument(std::string(option) + " " + path + ": " + problem);
 }
 
+// One --for value: a train run's configuration options (model, layout, dtype,
+// …), space-separated as on a command line.
+ResolvedConfig parse_run(const std::string& flags) {
+  CLI::App app{"calibrate --for"};
+  ConfigOptions o;
+  add_config_options(app, o, kTrainingConfigOptions);
+  try {
+    app.parse(flags, false);
+  } catch (const CLI::ParseError& e) {
+    throw std::invalid_argument("--for '" + flags + "': " + e.what() +
+                                " (give the options of a train run that set its model, layout and dtype)");
+  }
+  try {
+    return resolve_config(o);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--for '" + flags + "': " + e.what());
+  }
+}
+
 void print_summary(const perf::DeviceProfile& d, const std::optional<perf::NetworkProfile>& n,
                    const CalibrateOptions& o, const std::string& network_out) {
   std::cout << fmt::format("# gpuledger calibrate: device profile {} -> {}\n", d.name, o.out);
@@ -48,6 +71,10 @@ void print_summary(const perf::DeviceProfile& d, const std::optional<perf::Netwo
         "# gemm {}: best {:.4g} GFLOP/s of a {}-point grid; peak {:.4g} GFLOP/s; efficiency {:.3f}\n",
         dtype_name(dtype), f.gemm->table.best_per_s() / 1e9, f.gemm->table.points().size(),
         f.peak_flops_per_s.value / 1e9, f.gemm_efficiency.value);
+  for (const auto& [dtype, f] : d.dtypes)
+    if (!f.gemm_points.seconds.empty())
+      std::cout << fmt::format("# gemm {}: {} calls of the --for runs measured\n", dtype_name(dtype),
+                               f.gemm_points.seconds.size());
   std::cout << fmt::format("# memory bandwidth {:.4g} GB/s; host copy {:.4g} GB/s; launch floor {:.3g} us\n",
                            d.memory_bandwidth_bytes_per_s.value / 1e9, d.host_copy_bytes_per_s.value / 1e9,
                            d.launch_floor_seconds.value * 1e6);
@@ -81,10 +108,21 @@ int run_calibrate(const CalibrateOptions& o) {
   dc.command = o.command;
   bench::NetworkCalibration nc = o.quick ? bench::quick_network_calibration() : bench::NetworkCalibration{};
   nc.name = dc.name;
+  if (dc.dtypes.empty()) throw std::invalid_argument("--dtypes: give at least one dtype (fp32, bf16, fp16)");
+  nc.dtype = dc.dtypes.front();  // the runs' dtype, as the op classes'
   nc.command = o.command;
 
+  std::vector<ResolvedConfig> runs;
+  for (const auto& f : o.for_runs) runs.push_back(parse_run(f));  // bad input before anything is measured
+
   perf::DeviceProfile device;
-  auto measure_device = [&] { device = bench::calibrate_device(dc, std::cerr); };
+  // Every rank measures (calibrate_under_mpi says why); rank 0 reports progress.
+  auto measure_device = [&](bool report) {
+    std::ostream quiet(nullptr);
+    std::ostream& progress = report ? std::cerr : quiet;
+    device = bench::calibrate_device(dc, progress);
+    bench::calibrate_gemm_calls(device, runs, dc.warmup + 1, std::max(dc.reps, 5), progress);
+  };
   std::optional<perf::NetworkProfile> network;
   if (under_mpi) {
     const bench::MpiCalibration m = bench::calibrate_under_mpi(nc, measure_device, std::cerr);
@@ -92,7 +130,7 @@ int run_calibrate(const CalibrateOptions& o) {
     network = m.network;
     if (m.world_size == 1) std::cerr << "calibrate: one rank: no network to measure (run under mpirun -n 2 or more)\n";
   } else {
-    measure_device();
+    measure_device(true);
   }
   report::write_report(perf::device_profile_to_json(device), o.out);
   if (network) report::write_report(perf::network_profile_to_json(*network), network_out);
@@ -117,10 +155,14 @@ void add_calibrate_command(CLI::App& root, std::vector<Command>& out, const std:
   app->add_option("--name", o->name, "the profiles' name (default: this host's name)");
   app->add_option("--dtypes", o->dtypes,
                   "GEMM operand dtypes to measure; the first is also the dtype of the op classes and attention (the "
-                  "dtype of the runs to predict)")
+                  "dtype of the runs to predict, and of the collectives under mpirun)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->delimiter(',');
+  app->add_option("--for", o->for_runs,
+                  "also measure every GEMM call of this train run (its options, space-separated and quoted: "
+                  "\"--model small-llama --seq 256 --tp 2 --dtype bf16\"), so that a prediction of it prices each "
+                  "GEMM by its own time; repeatable");
   app->add_flag("--quick", o->quick,
                 "a few seconds: a 2×2×2 GEMM grid (256 and 1024), 2 sizes of op classes, 2 attention points, 3 sizes "
                 "of collectives, fewer repetitions");

@@ -133,6 +133,7 @@ perf::DeviceProfile calibrate_device(const DeviceCalibration& c, std::ostream& p
   oc.dtype = c.dtypes.front();
   const std::vector<OpTiming> timings = time_op_classes(*dev, oc, progress);
   p.op_class_bandwidth = op_class_bandwidths(timings, oc, tiny.median_seconds, dev->description());
+  p.op_bandwidth = op_bandwidths(timings, oc, tiny.median_seconds, dev->description());
   for (const auto& [cls, bw] : p.op_class_bandwidth)
     progress << fmt::format("calibrate: op class {}: {:.3g} GB/s\n", perf::op_class_name(cls), bw.value / 1e9);
 

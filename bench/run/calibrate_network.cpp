@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <thread>
 
 #include "bench/median.h"
+#include "bench/peak.h"
 #include "bench/report/fingerprint.h"
 #include "comm/comm_bytes.h"
 #include "comm/mpi_check.h"
@@ -40,7 +42,11 @@ template <class F>
 double time_point(const NetworkCalibration& c, F&& op) {
   for (int i = 0; i < c.warmup; ++i) op();
   std::vector<double> t;
+  // As bench/peak.h time_median_cold: a step's collective finds its buffers
+  // out of the cores' caches, after the compute that wrote them.
+  std::vector<char> evict(static_cast<size_t>(kCacheEvictBytes));
   for (int i = 0; i < c.reps; ++i) {
+    std::memset(evict.data(), i, evict.size());
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), "lining up a timed collective");
     const auto t0 = std::chrono::steady_clock::now();
     op();
@@ -48,6 +54,7 @@ double time_point(const NetworkCalibration& c, F&& op) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "the slowest rank's time");
     t.push_back(s);
   }
+  if (evict[evict.size() / 2] != static_cast<char>(c.reps - 1)) throw std::logic_error("evict: lost writes");
   return median(t);
 }
 
@@ -61,25 +68,30 @@ std::vector<perf::CollectiveSample> measure_collectives(const NetworkCalibration
       progress << fmt::format("calibrate: {} over {} ranks, {} bytes: {:.3g} us, busbw {:.3g} GB/s\n",
                               comm_kind_name(kind), group, bytes, s * 1e6, bytes * busbw_factor(kind, group) / s / 1e9);
   };
+  const DType t = c.dtype;
+  const int64_t eb = dtype_bytes(t);
   for (int64_t size : c.sizes) {
-    const int64_t whole = std::max<int64_t>(1, size / 4);        // all-reduce, send: elements of the buffer
-    const int64_t slice = std::max<int64_t>(1, size / (4 * n));  // all-gather, reduce-scatter: per rank
-    std::vector<float> buf(static_cast<size_t>(std::max(whole, slice * n)), 1.0f), out(buf.size(), 0.0f);
-    record(CommKind::kAllReduce, n, comm_call_bytes(CommKind::kAllReduce, whole, DType::kFP32, n),
-           time_point(c, [&] { world.all_reduce(buf.data(), whole, DType::kFP32); }));
-    record(CommKind::kAllGather, n, comm_call_bytes(CommKind::kAllGather, slice, DType::kFP32, n),
-           time_point(c, [&] { world.all_gather(out.data(), buf.data(), slice, DType::kFP32); }));
-    record(CommKind::kReduceScatter, n, comm_call_bytes(CommKind::kReduceScatter, slice, DType::kFP32, n),
-           time_point(c, [&] { world.reduce_scatter(out.data(), buf.data(), slice, DType::kFP32); }));
+    const int64_t whole = std::max<int64_t>(1, size / eb);        // all-reduce, send: elements of the buffer
+    const int64_t slice = std::max<int64_t>(1, size / (eb * n));  // all-gather, reduce-scatter: per rank
+    const size_t elems = static_cast<size_t>(std::max(whole, slice * n));
+    // Raw bytes: a 16-bit buffer is moved and reduced as the runs' are; the
+    // values (zero bits: 0.0 in every format) do not change the time.
+    std::vector<char> buf(elems * static_cast<size_t>(eb), 0), out(buf.size(), 0);
+    record(CommKind::kAllReduce, n, comm_call_bytes(CommKind::kAllReduce, whole, t, n),
+           time_point(c, [&] { world.all_reduce_start(buf.data(), whole, t)->wait(); }));
+    record(CommKind::kAllGather, n, comm_call_bytes(CommKind::kAllGather, slice, t, n),
+           time_point(c, [&] { world.all_gather_start(out.data(), buf.data(), slice, t)->wait(); }));
+    record(CommKind::kReduceScatter, n, comm_call_bytes(CommKind::kReduceScatter, slice, t, n),
+           time_point(c, [&] { world.reduce_scatter_start(out.data(), buf.data(), slice, t)->wait(); }));
     // Pairs (0↔1, 2↔3, …); with an odd world the last rank only takes part in the timing.
     const int64_t peer = rank ^ 1;
     const bool paired = peer < n;
-    record(CommKind::kSend, 2, comm_call_bytes(CommKind::kSend, whole, DType::kFP32, 2), time_point(c, [&] {
+    record(CommKind::kSend, 2, comm_call_bytes(CommKind::kSend, whole, t, 2), time_point(c, [&] {
              if (!paired) return;
              if (rank % 2 == 0)
-               world.send(buf.data(), whole, DType::kFP32, peer);
+               world.send(buf.data(), whole, t, peer);
              else
-               world.recv(out.data(), whole, DType::kFP32, peer);
+               world.recv(out.data(), whole, t, peer);
            }));
   }
   return samples;
@@ -94,8 +106,8 @@ perf::NetworkProfile fit_profile(const NetworkCalibration& c, std::vector<perf::
   const perf::AlphaBetaFit fit = perf::fit_alpha_beta(samples);
   const std::string how = fmt::format(
       "measured by gpuledger calibrate: least squares over {} samples of all_reduce, all_gather, reduce_scatter and "
-      "send over MPI (weights 1/t², rms relative error {:.1f} %)",
-      fit.samples, 100 * fit.rms_relative_error);
+      "send over MPI in {} (weights 1/t², rms relative error {:.1f} %)",
+      fit.samples, dtype_name(c.dtype), 100 * fit.rms_relative_error);
   perf::NetworkProfile p;
   p.name = c.name;
   p.fingerprint = {{"hosts", hosts}, {"machine", report::machine_fingerprint()}};
@@ -116,8 +128,9 @@ perf::NetworkProfile fit_profile(const NetworkCalibration& c, std::vector<perf::
   return p;
 }
 
-// Every rank but 0 waits here while rank 0 works: a nonblocking barrier polled
-// every 10 ms, so that no rank spins on a core rank 0 is measuring.
+// The ranks meet here after the device measurement: a nonblocking barrier
+// polled every 10 ms, so that a rank that finished first does not spin on a
+// core another rank is still measuring.
 void polled_barrier() {
   MPI_Request req;
   MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req), "waiting for rank 0's device measurement");
@@ -130,7 +143,7 @@ void polled_barrier() {
 
 }  // namespace
 
-MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::function<void()>& rank0_work,
+MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::function<void(bool)>& device_work,
                                    std::ostream& progress) {
   MpiRuntime mpi;
   MpiCalibration out;
@@ -143,13 +156,12 @@ MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::funct
     auto samples = measure_collectives(c, world, progress);
     if (out.is_rank0) out.network = fit_profile(c, std::move(samples), hosts);
   }
-  if (out.is_rank0) {
-    try {
-      rank0_work();
-    } catch (...) {
-      polled_barrier();  // release the others before the error ends this rank
-      throw;
-    }
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), "starting the device measurement together");
+  try {
+    device_work(out.is_rank0);
+  } catch (...) {
+    polled_barrier();  // release the others before the error ends this rank
+    throw;
   }
   polled_barrier();
   return out;
@@ -157,7 +169,7 @@ MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::funct
 
 #else
 
-MpiCalibration calibrate_under_mpi(const NetworkCalibration&, const std::function<void()>&, std::ostream&) {
+MpiCalibration calibrate_under_mpi(const NetworkCalibration&, const std::function<void(bool)>&, std::ostream&) {
   throw std::runtime_error("calibrate under an MPI launcher: this binary was built without MPI");
 }
 

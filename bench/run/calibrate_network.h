@@ -18,15 +18,20 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "perf/network_profile.h"
 
 namespace gpuledger::bench {
 
 struct NetworkCalibration {
   // Bytes as booked (comm/comm_bytes.h) at each point; rounded down to whole
-  // fp32 elements per rank.
-  std::vector<int64_t> sizes = {8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20};
+  // elements per rank.
+  std::vector<int64_t> sizes = {8 << 10, 64 << 10, 512 << 10, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20};
   int warmup = 2, reps = 5;
+  // The elements' dtype, the runs': MpiComm reduces 16-bit values through fp32
+  // staging (comm/mpi_comm.h), so a bf16 all-reduce of b booked bytes moves 2b
+  // and converts twice — not the time of an fp32 one of b bytes.
+  DType dtype = DType::kFP32;
   std::string name, command;
 };
 NetworkCalibration quick_network_calibration();
@@ -39,10 +44,13 @@ struct MpiCalibration {
 
 // Collective over MPI_COMM_WORLD (every rank calls it; MPI is started and
 // finished inside). With more than one rank the network is measured first;
-// then `rank0_work` (the device measurement) runs on rank 0 while the other
-// ranks wait in a polled barrier that sleeps between polls, so that they do
-// not spin on the cores rank 0 is measuring. Built without MPI it throws.
-MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::function<void()>& rank0_work,
+// then `device_work(is_rank0)` (the device measurement) runs on every rank at
+// once, as the ranks of a run compute at once: ranks that share a host share
+// its memory system, caches and clock, and a device measured alone beside idle
+// cores runs faster than each rank of the run does. Rank 0's figures are the
+// profile's. The ranks then meet in a polled barrier that sleeps between
+// polls. Built without MPI it throws.
+MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::function<void(bool)>& device_work,
                                    std::ostream& progress);
 
 }  // namespace gpuledger::bench

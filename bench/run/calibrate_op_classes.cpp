@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
+#include <tuple>
 
+#include "bench/host_cpu.h"
 #include "bench/median.h"
 #include "bench/peak.h"
 #include "kernels/op_bytes.h"
@@ -21,6 +23,18 @@ constexpr float kDropout = 0.1f;
 constexpr int64_t kSoftmaxHeadDim = 32;  // sets only the scale the scores are multiplied by
 constexpr int64_t kHeadDim = 32;         // the small models' head width (gpuledger models)
 
+// What is written between two timed calls of an op. The optimizer update
+// streams the master weights and the moments, which nothing else touches, once
+// per step: none of them is in any cache, so the last-level cache is written
+// over too (at most 1 GiB). Every other op reads what the step wrote recently
+// (an activation, the backward's gradients) from L3 at least: bench/peak.h's
+// eviction of the cores' L2.
+int64_t evict_bytes(std::string_view op) {
+  if (op != "adamw") return kCacheEvictBytes;
+  static const int64_t llc = last_level_cache_bytes();
+  return std::clamp<int64_t>(llc + kCacheEvictBytes, kCacheEvictBytes, int64_t{1} << 30);
+}
+
 // Times one op and records it.
 struct Timer {
   Device& dev;
@@ -30,12 +44,40 @@ struct Timer {
   int size_index = 0;  // the size being timed: its index in the calibration's lists
   void operator()(OpClass cls, const char* op, DType t, const std::string& size, int64_t bytes,
                   const std::function<void()>& f) {
-    const double s = time_median(dev, c.warmup, c.reps, f);
+    const double s = time_median_cold(dev, c.warmup, c.reps, f, evict_bytes(op));
     out.push_back({cls, op, t, bytes, s, size_index});
     progress << fmt::format("calibrate: {} {} {} {}: {:.3g} us, {:.3g} GB/s\n", perf::op_class_name(cls), op,
                             dtype_name(t), size, s * 1e6, s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0);
   }
 };
+
+// Device::copy and the attention's layout copies over N rows × C columns of
+// t, the rows as (1, N tokens, heads of 32): x the source, z a destination.
+void time_layout_copies(Timer& time, int64_t N, int64_t C, DType t, Buffer& x, Buffer& z) {
+  Device& dev = time.dev;
+  const int64_t n = N * C, e = dtype_bytes(t);
+  const int64_t heads = std::max<int64_t>(1, C / kHeadDim);
+  const std::string size = fmt::format("{}x{}", N, C);
+  time(OpClass::kCopy, "copy", t, size, layout_copy_bytes(n, t), [&] { dev.copy(z.data(), x.data(), n * e); });
+  // The attention's layout copies, the rows as (1, N tokens, heads × 32).
+  AttnShape a;
+  a.B = 1;
+  a.Hq = a.Hkv = heads;
+  a.T = N;
+  a.D = C / heads;
+  time(OpClass::kCopy, "merge_heads", t, size, layout_copy_bytes(n, t),
+       [&] { dev.merge_heads(z.data(), x.data(), t, a); });
+  time(OpClass::kCopy, "split_heads", t, size, layout_copy_bytes(n, t),
+       [&] { dev.split_heads(z.data(), x.data(), t, a); });
+  Buffer qkv = dev.alloc(3 * n * e, Account::kWorkspace, "calibrate.qkv");
+  Buffer split = dev.alloc(3 * n * e, Account::kWorkspace, "calibrate.split");
+  fill_values(dev, qkv, t, 3 * n);
+  char* q = static_cast<char*>(split.data());
+  time(OpClass::kCopy, "split_qkv", t, size, layout_copy_bytes(3 * n, t),
+       [&] { dev.split_qkv(q, q + n * e, q + 2 * n * e, qkv.data(), t, a); });
+  time(OpClass::kCopy, "merge_qkv_grad", t, size, layout_copy_bytes(3 * n, t),
+       [&] { dev.merge_qkv_grad(qkv.data(), q, q + n * e, q + 2 * n * e, t, a); });
+}
 
 // The ops over rows × columns in dtype t: norms, activations, the optimizer
 // and the copies (cross-entropy, fp32 only, is timed once per size by the caller).
@@ -92,6 +134,11 @@ void time_rows(Timer& time, int64_t N, int64_t C, DType t) {
   const int64_t heads = std::max<int64_t>(1, C / kHeadDim);
   time(OpClass::kActivation, "rope_forward", t, size, rope_bytes(1, heads, N, C / heads, t),
        [&] { dev.rope_forward(z.data(), t, 1, heads, N, C / heads, 0, 10000.0f); });
+  time(OpClass::kActivation, "rope_backward", t, size, rope_bytes(1, heads, N, C / heads, t),
+       [&] { dev.rope_backward(z.data(), t, 1, heads, N, C / heads, 0, 10000.0f); });
+  time(OpClass::kActivation, "accumulate", t, size, accumulate_bytes(n, t, t),
+       [&] { dev.accumulate(z.data(), t, x.data(), t, n); });
+  time(OpClass::kActivation, "scale", t, size, scale_bytes(n, t), [&] { dev.scale(z.data(), t, 1.0f, n); });
 
   // AdamW as training runs it: fp32 weights updated in place, or 16-bit
   // weights written from an fp32 master; m and v fp32.
@@ -122,20 +169,7 @@ void time_rows(Timer& time, int64_t N, int64_t C, DType t) {
     time(OpClass::kCopy, "convert_to_fp32", t, size, convert_bytes(n, t, DType::kFP32),
          [&] { dev.convert(wide.data(), DType::kFP32, x.data(), t, n); });
   }
-  time(OpClass::kCopy, "copy", t, size, layout_copy_bytes(n, t), [&] { dev.copy(z.data(), x.data(), n * e); });
-  // The attention's layout copies, the rows as (1, N tokens, heads × 32).
-  AttnShape a;
-  a.B = 1;
-  a.Hq = a.Hkv = heads;
-  a.T = N;
-  a.D = C / heads;
-  time(OpClass::kCopy, "merge_heads", t, size, layout_copy_bytes(n, t),
-       [&] { dev.merge_heads(z.data(), x.data(), t, a); });
-  Buffer qkv = buffer(3 * n * e, "calibrate.qkv"), split = buffer(3 * n * e, "calibrate.split");
-  fill_values(dev, qkv, t, 3 * n);
-  char* q = static_cast<char*>(split.data());
-  time(OpClass::kCopy, "split_qkv", t, size, layout_copy_bytes(3 * n, t),
-       [&] { dev.split_qkv(q, q + n * e, q + 2 * n * e, qkv.data(), t, a); });
+  time_layout_copies(time, N, C, t, x, z);
 }
 
 // Cross-entropy over N rows of C fp32 logits (every column a real class).
@@ -192,7 +226,7 @@ std::string class_ops(OpClass cls, const OpClassCalibration& c) {
     case OpClass::kNorm: return "layernorm and rmsnorm forward and backward " + rows;
     case OpClass::kActivation:
       return "gelu and swiglu forward and backward, dropout (p 0.1) forward and backward, add, bias add and "
-             "backward, and rope forward (heads of 32) over rows x columns elements " +
+             "backward, rope forward and backward (heads of 32), accumulate and scale over rows x columns elements " +
              rows;
     case OpClass::kSoftmax: {
       std::string seqs;
@@ -207,7 +241,8 @@ std::string class_ops(OpClass cls, const OpClassCalibration& c) {
              "squares over rows x columns elements " +
              rows;
     case OpClass::kCopy:
-      return "convert fp32 to and from the dtype (when 16-bit), Device::copy, merge_heads and split_qkv (heads of 32) "
+      return "convert fp32 to and from the dtype (when 16-bit), Device::copy, merge_heads, split_heads, split_qkv and "
+             "merge_qkv_grad (heads of 32) "
              "over "
              "rows x columns elements " +
              rows;
@@ -272,6 +307,42 @@ std::map<OpClass, perf::Sourced> op_class_bandwidths(const std::vector<OpTiming>
                             "time, the median over the sizes ({} times)",
                             class_ops(cls, c), device_description, dtype_name(c.dtype), c.reps, c.warmup,
                             floor_seconds * 1e6, count)};
+  }
+  return out;
+}
+
+std::string_view op_cost_name(std::string_view timed) {
+  if (timed == "adamw") return "optimizer_update";
+  if (timed == "convert_from_fp32" || timed == "convert_to_fp32") return "convert";
+  return timed;
+}
+
+std::map<std::string, perf::OpBandwidth, std::less<>> op_bandwidths(const std::vector<OpTiming>& timings,
+                                                                    const OpClassCalibration& c, double floor_seconds,
+                                                                    const std::string& device_description) {
+  // (op, size index) → (Σ bytes, Σ (t − floor), timings)
+  std::map<std::pair<std::string, int>, std::tuple<double, double, int>> sums;
+  for (const auto& t : timings) {
+    auto& [bytes, seconds, count] = sums[{std::string(op_cost_name(t.op)), t.size_index}];
+    bytes += static_cast<double>(t.bytes);
+    seconds += std::max(t.seconds - floor_seconds, t.seconds * 1e-3);  // a time at the floor still moves its bytes
+    count += 1;
+  }
+  std::map<std::string, perf::OpBandwidth, std::less<>> out;
+  for (const auto& [key, s] : sums) {
+    const auto& [bytes, seconds, count] = s;
+    out[key.first].points.emplace_back(static_cast<int64_t>(bytes / count), bytes / seconds);
+  }
+  for (auto& [name, b] : out) {
+    std::sort(b.points.begin(), b.points.end());
+    // Two sizes with the same bytes (not in the default lists) keep the first.
+    b.points.erase(
+        std::unique(b.points.begin(), b.points.end(), [](const auto& x, const auto& y) { return x.first == y.first; }),
+        b.points.end());
+    b.source = fmt::format(
+        "measured by gpuledger calibrate: {} on the cpu backend ({}) in {}, median of {} after {} warm-up; at each "
+        "size the bytes (kernels/op_bytes.h) over the time less the launch floor ({:.3g} us)",
+        name, device_description, dtype_name(c.dtype), c.reps, c.warmup, floor_seconds * 1e6);
   }
   return out;
 }

@@ -40,6 +40,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,5 +86,17 @@ double fit_class_bandwidth(const std::vector<OpTiming>& timings, perf::OpClass o
 std::map<perf::OpClass, perf::Sourced> op_class_bandwidths(const std::vector<OpTiming>& timings,
                                                            const OpClassCalibration& c, double floor_seconds,
                                                            const std::string& device_description);
+
+// The name a step program reports a timed op under (core/step_program.h
+// OpCost::name): "adamw" is "optimizer_update", both conversions "convert".
+std::string_view op_cost_name(std::string_view timed);
+
+// Each op's own bandwidth by size (perf/device_profile.h OpBandwidth), keyed
+// by op_cost_name: at each size, Σ bytes / Σ (t − floor) of the timings
+// sharing the name (the two conversions together, as a step reports both as
+// "convert"), at their mean bytes.
+std::map<std::string, perf::OpBandwidth, std::less<>> op_bandwidths(const std::vector<OpTiming>& timings,
+                                                                    const OpClassCalibration& c, double floor_seconds,
+                                                                    const std::string& device_description);
 
 }  // namespace gpuledger::bench

@@ -67,29 +67,36 @@ std::vector<int64_t> stage_ranks(const Layout& l) {
 // One step of `rank` on the meta backend with every call priced into its program.
 perf::SimRank record_rank(const ResolvedConfig& c, const PerfProfiles& p, const std::set<int64_t>& simulated,
                           int64_t rank, int64_t& flops, int64_t& ops) {
-  const Layout& l = c.layout;
-  Ledger ledger;  // no limit: a layout that does not fit is still timed
-  auto device = make_device("meta", ledger);
-  CommCounters counters;
-  perf::ProgramRecorder recorder(p.device, p.network, simulated, rank, role_name(l, rank));
-  device->set_program_sink(&recorder);
-  Groups groups = make_sim_groups(l, rank, counters, *device, c.model.tied_embeddings, &recorder);
-  RankContext ctx = groups.context();
-  ctx.layout = l;
-  ctx.coords = l.coords(rank);
-  {
-    Trainer trainer(*device, c.model, c.run, ctx);
-    recorder.set_recording(true);
-    trainer.step(0);
-    recorder.set_recording(false);
-  }
-  device->set_program_sink(nullptr);
+  perf::ProgramRecorder recorder(p.device, p.network, simulated, rank, role_name(c.layout, rank));
+  run_meta_step(c, rank, recorder, [&](bool on) { recorder.set_recording(on); });
   flops = recorder.recorded_flops();
   ops = recorder.recorded_ops();
   return recorder.take_program();
 }
 
 }  // namespace
+
+std::vector<int64_t> pipeline_stage_ranks(const Layout& l) { return stage_ranks(l); }
+
+void run_meta_step(const ResolvedConfig& c, int64_t rank, StepProgramSink& sink,
+                   const std::function<void(bool)>& recording) {
+  const Layout& l = c.layout;
+  Ledger ledger;  // no limit: a layout that does not fit is still timed
+  auto device = make_device("meta", ledger);
+  CommCounters counters;
+  device->set_program_sink(&sink);
+  Groups groups = make_sim_groups(l, rank, counters, *device, c.model.tied_embeddings, &sink);
+  RankContext ctx = groups.context();
+  ctx.layout = l;
+  ctx.coords = l.coords(rank);
+  {
+    Trainer trainer(*device, c.model, c.run, ctx);
+    recording(true);
+    trainer.step(0);
+    recording(false);
+  }
+  device->set_program_sink(nullptr);
+}
 
 std::optional<PerfProfiles> resolve_perf_profiles(const std::string& device_arg, const std::string& network_arg,
                                                   const std::optional<DeviceSpec>& device, int64_t world) {

@@ -14,12 +14,15 @@
 // The step is the slowest stage's; MFU and HFU are the job's model and
 // executed FLOPs (analytic/flops.h) over step · peak · world.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench/record/step_prediction.h"
 #include "core/device_spec.h"
 #include "core/resolved_config.h"
+#include "core/step_program.h"
 
 namespace gpuledger::run {
 
@@ -39,6 +42,15 @@ std::optional<PerfProfiles> resolve_perf_profiles(const std::string& device_arg,
 // (LayoutError, ConfigError) and std::invalid_argument for a dtype the device
 // profile has no figures for. `keep_slices`: keep each rank's simulated
 // timeline (for --trace).
+// One training step of world rank `rank` of c's layout on the meta backend,
+// with `sink` attached to its device and its simulated communicators;
+// `recording(true)` just before the step and `recording(false)` after it
+// (building the model issues ops that are not the step's).
+void run_meta_step(const ResolvedConfig& c, int64_t rank, StepProgramSink& sink,
+                   const std::function<void(bool)>& recording);
+// The world ranks a prediction simulates: one per pipeline stage, at dp = tp = cp = 0.
+std::vector<int64_t> pipeline_stage_ranks(const Layout& l);
+
 StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& profiles, bool keep_slices = false);
 
 }  // namespace gpuledger::run

@@ -110,3 +110,32 @@ TEST(GroupCollectiveTime, IntraNodeGroupEqualsTheOneClassFormula) {
   EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllGather, 1 << 24, g),
                    collective_seconds(n, CommKind::kAllGather, 1 << 24, 8, LinkClass::kIntraNode));
 }
+
+TEST(GroupCollectiveTime, AMeasuredOneNodeProfilePricesByItsSamples) {
+  NetworkProfile n = two_class_net();
+  n.inter_node.reset();  // one node measured
+  n.samples = {{CommKind::kAllReduce, 2, 1000, 10e-6},
+               {CommKind::kAllReduce, 2, 3000, 50e-6},
+               {CommKind::kAllReduce, 2, 5000, 60e-6},
+               {CommKind::kSend, 2, 1000, 4e-6},
+               {CommKind::kSend, 2, 2000, 6e-6}};
+  const GroupPlacement two{2, 1, 2, LinkClass::kIntraNode};
+  // Linear in bytes between neighbours: 2000 B is half-way from 10 to 50 µs.
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 2000, two), 30e-6);
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 3000, two), 50e-6);
+  // Below the samples the smallest one's time; beyond them the last two's slope (5 ns per byte).
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 10, two), 10e-6);
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 7000, two), 70e-6);
+  // A recv is priced as its send.
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kRecv, 1500, two), 5e-6);
+  // A kind without samples, or a group of another size, keeps α and β.
+  const GroupPlacement four{4, 1, 4, LinkClass::kIntraNode};
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 4096, four),
+                   collective_seconds(n, CommKind::kAllReduce, 4096, 4, LinkClass::kIntraNode));
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllGather, 4096, two),
+                   collective_seconds(n, CommKind::kAllGather, 4096, 2, LinkClass::kIntraNode));
+  // A profile that also has an inter-node link measured across hosts: its samples are not one node's.
+  n.inter_node = two_class_net().inter_node;
+  EXPECT_DOUBLE_EQ(group_collective_seconds(n, CommKind::kAllReduce, 2000, two),
+                   collective_seconds(n, CommKind::kAllReduce, 2000, 2, LinkClass::kIntraNode));
+}

@@ -111,3 +111,54 @@ TEST(AttentionSeconds, TableWhereItCovers) {
 TEST(HostCopySeconds, BandwidthPlusFloor) {
   EXPECT_DOUBLE_EQ(host_copy_seconds(test_device(), 50'000'000'000), 1.0 + 5e-6);
 }
+
+TEST(OpSeconds, AMeasuredGemmCallIsItsOwnTimeTransposesIncluded) {
+  DeviceProfile p = test_device();
+  // A·B (dgrad's layout) measured at 3 ms; A·Bᵀ of the same shape is not a point.
+  const GemmCall nn{1024, 1024, 1024, 1, false, false, DType::kBF16, false};
+  p.dtypes[DType::kBF16].gemm_points = {{{nn, 3e-3}}, "test"};
+  OpCost op;
+  op.kind = OpCostKind::kGemm;
+  op.dtype = DType::kBF16;
+  op.m = op.n = op.k = 1024;
+  op.batch = 1;
+  op.c_dtype = DType::kBF16;
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), 3e-3);
+  op.trans_b = true;  // the grid's 400 TFLOP/s at 1024³
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), 2.0 * 1024 * 1024 * 1024 / 400e12);
+  op.trans_b = false;
+  op.accumulate = true;  // C read and added to: another call
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), 2.0 * 1024 * 1024 * 1024 / 400e12);
+  op.accumulate = false;
+  op.batch = 2;  // two products in one call: another call
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), 2.0 * 2.0 * 1024 * 1024 * 1024 / 400e12);
+}
+
+TEST(OpSeconds, AnOpsOwnBandwidthInterpolatedInLogBytes) {
+  DeviceProfile p = test_device();
+  // add: 1 GB/s at 1 KiB, 4 GB/s at 1 MiB; the class (activation) would be the one 2 TB/s figure.
+  p.op_bandwidth["add"] = {{{1024, 1e9}, {1048576, 4e9}}, "test"};
+  const double floor = 5e-6;
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 1024, "add", OpClass::kActivation), 1024 / 1e9 + floor);
+  // 32 KiB is half-way in log bytes between 1 KiB and 1 MiB: 2.5 GB/s.
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 32768, "add", OpClass::kActivation), 32768 / 2.5e9 + floor);
+  // Outside the points the nearest point's rate.
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 512, "add", OpClass::kActivation), 512 / 1e9 + floor);
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 1 << 24, "add", OpClass::kActivation), (1 << 24) / 4e9 + floor);
+  // Another op of the class keeps the class figure; op_seconds reads the op's name.
+  EXPECT_DOUBLE_EQ(memory_bound_seconds(p, 32768, "scale", OpClass::kActivation), 32768 / 2e12 + floor);
+  EXPECT_DOUBLE_EQ(op_seconds(p, memory_bound_op("add", OpClass::kActivation, 32768)), 32768 / 2.5e9 + floor);
+}
+
+TEST(DeviceProfileChecks, RefuseBadMeasuredPoints) {
+  DeviceProfile p = test_device();
+  p.op_bandwidth["add"] = {{{1024, 1e9}, {512, 4e9}}, "test"};  // bytes not ascending
+  EXPECT_THROW(validate_device_profile(p), std::invalid_argument);
+  p.op_bandwidth["add"] = {{{1024, 1e9}}, ""};  // no source
+  EXPECT_THROW(validate_device_profile(p), std::invalid_argument);
+  p.op_bandwidth.clear();
+  p.dtypes[DType::kBF16].gemm_points = {{{GemmCall{16, 16, 0, 1}, 1e-6}}, "test"};  // k = 0
+  EXPECT_THROW(validate_device_profile(p), std::invalid_argument);
+  p.dtypes[DType::kBF16].gemm_points = {{{GemmCall{16, 16, 16, 1}, 1e-6}}, "test"};
+  EXPECT_NO_THROW(validate_device_profile(p));
+}

@@ -30,9 +30,13 @@ DeviceProfile full_device() {
   p.dtypes[DType::kFP32] = fp32;
   DTypeFigures bf16 = fp32;
   bf16.gemm.reset();
+  bf16.gemm_points = {{{GemmCall{256, 688, 256, 1, false, true, DType::kBF16, false}, 6.76e-4},
+                       {GemmCall{1024, 32, 256, 2, false, false, DType::kFP32, true}, 4.1e-4}},
+                      "measured --for"};
   p.dtypes[DType::kBF16] = bf16;
   p.memory_bandwidth_bytes_per_s = {1.0 / 3.0 * 1e11, "STREAM read"};
   p.op_class_bandwidth[OpClass::kCopy] = {7e9, "memcpy"};
+  p.op_bandwidth["rope_forward"] = {{{65536, 2.05e9}, {524288, 5.63e9}}, "measured"};
   p.attention[AttentionKind::kFlash] = {{0.3, "assumed"}, ShapeTable({{1024, 8, 64, 5e9}}), "measured"};
   p.attention[AttentionKind::kMaterialized] = {{0.4, "assumed"}, ShapeTable(), ""};
   p.launch_floor_seconds = {0.0, "measured"};
@@ -69,6 +73,19 @@ TEST(DeviceProfileJson, RoundTrip) {
   const DeviceProfile back = device_profile_from_json(json::parse(j.dump()), "round trip");
   EXPECT_EQ(back, p);
   EXPECT_EQ(device_profile_to_json(back), j);
+}
+
+TEST(DeviceProfileJson, MeasuredPointsAreRefusedWhenMalformed) {
+  json j = device_profile_to_json(full_device());
+  json bad = j;
+  bad["dtypes"]["bf16"]["gemm_points"]["points"][0][6] = "fp64";
+  expect_refused(bad, "c_dtype");
+  bad = j;
+  bad["dtypes"]["bf16"]["gemm_points"]["points"][0].erase(8);
+  expect_refused(bad, "gemm_points.points[0]");
+  bad = j;
+  bad["op_bandwidth_bytes_per_s"]["rope_forward"]["points"][1][0] = 100;  // bytes fall
+  expect_refused(bad, "ascending");
 }
 
 TEST(NetworkProfileJson, RoundTrip) {

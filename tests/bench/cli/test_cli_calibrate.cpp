@@ -22,6 +22,8 @@
 #include "run_cli.h"
 
 using gpuledger::DType;
+using gpuledger::OpCost;
+using gpuledger::OpCostKind;
 using gpuledger::testing::contains;
 using gpuledger::testing::read_json;
 using gpuledger::testing::run_cli;
@@ -92,6 +94,17 @@ TEST(CliCalibrate, QuickProfileHasEveryOpClassAndAttentionKind) {
     EXPECT_NEAR(attention_seconds(p, kind, {pt.a, pt.b, pt.c}, flops, 1, DType::kBF16), flops / pt.per_s,
                 1e-12 * flops / pt.per_s);
   }
+  // Each timed op's own figure by size, under the name a step reports it by.
+  for (const char* op : {"rmsnorm_forward", "rope_backward", "optimizer_update", "convert", "merge_qkv_grad"}) {
+    ASSERT_EQ(p.op_bandwidth.count(op), 1u) << op;
+    const OpBandwidth& b = p.op_bandwidth.find(op)->second;
+    EXPECT_EQ(b.points.size(), 2u) << op;  // --quick: two sizes
+    EXPECT_TRUE(b.source.starts_with(measured)) << b.source;
+    const auto [bytes, rate] = b.points.front();
+    EXPECT_DOUBLE_EQ(memory_bound_seconds(p, bytes, op, OpClass::kCopy),
+                     static_cast<double>(bytes) / rate + p.launch_floor_seconds.value);
+  }
+  EXPECT_EQ(p.op_bandwidth.count("adamw"), 0u);  // reported as optimizer_update
   EXPECT_EQ(p.fingerprint.at("calibrate_threads"), 1);
   EXPECT_TRUE(contains(p.fingerprint.at("threads").at("policy").get<std::string>(), "OpenMP owns 1 thread"));
 
@@ -103,6 +116,42 @@ TEST(CliCalibrate, QuickProfileHasEveryOpClassAndAttentionKind) {
   const ShapePoint& pt = p.attention.at(AttentionKind::kFlash).table.points().front();
   EXPECT_EQ(first.at(0), pt.a);
   EXPECT_EQ(first.at(3).get<double>(), pt.per_s);
+}
+
+// --for: every GEMM call of the run is measured, with its transposes, batch,
+// C's dtype and accumulation; tiny-llama (hidden 64, 4 heads of 16 over 2 KV
+// heads, vocabulary 97) at 1 × 16 tokens, fp32.
+TEST(CliCalibrate, ForARunMeasuresEachOfItsGemmCalls) {
+  const std::string dir = scratch_dir("calibrate-for");
+  const auto r = run_cli({"calibrate", "--quick", "--threads", "1", "--dtypes", "fp32", "--out", dir + "/p.json",
+                          "--for", "--model tiny-llama --seq 16 --mbs 1 --dtype fp32"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "# gemm fp32: ")) << r.out;
+  const DeviceProfile p = load_device_profile(dir + "/p.json");
+  const GemmPoints& g = p.dtypes.at(DType::kFP32).gemm_points;
+  EXPECT_TRUE(contains(g.source, "calibrate --for")) << g.source;
+  // The LM head: forward X·Wᵀ (16 × 97 × 64), dgrad dY·W (16 × 64 × 97), wgrad dYᵀ·X accumulated (97 × 64 × 16).
+  const GemmCall head_forward{16, 97, 64, 1, false, true, DType::kFP32, false};
+  const GemmCall head_dgrad{16, 64, 97, 1, false, false, DType::kFP32, false};
+  const GemmCall head_wgrad{97, 64, 16, 1, true, false, DType::kFP32, true};
+  for (const GemmCall& c : {head_forward, head_dgrad, head_wgrad}) {
+    ASSERT_EQ(g.seconds.count(c), 1u) << c.m << "x" << c.n << "x" << c.k;
+    EXPECT_GT(g.seconds.at(c), 0);
+  }
+  // Attention's per-head products are batched calls; every call is a distinct shape.
+  bool batched = false;
+  for (const auto& [c, s] : g.seconds) batched = batched || c.batch > 1;
+  EXPECT_TRUE(batched);
+  // A prediction of the run prices the head's forward by its own time.
+  OpCost op;
+  op.kind = OpCostKind::kGemm;
+  op.dtype = DType::kFP32;
+  op.m = 16;
+  op.n = 97;
+  op.k = 64;
+  op.batch = 1;
+  op.trans_b = true;
+  EXPECT_EQ(op_seconds(p, op), g.seconds.at(head_forward));
 }
 
 TEST(CliCalibrate, BadInputIsExitTwo) {
@@ -117,6 +166,15 @@ TEST(CliCalibrate, BadInputIsExitTwo) {
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, dir)) << r.err;
   EXPECT_FALSE(contains(r.err, "calibrate: gemm")) << "measured before refusing: " << r.err;
+  r = run_cli({"calibrate", "--quick", "--out", scratch_dir("calibrate-for-bad") + "/p.json", "--for",
+               "--model tiny-llama --steps 3"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "--for '--model tiny-llama --steps 3'")) << r.err;
+  EXPECT_FALSE(contains(r.err, "calibrate: gemm")) << "measured before refusing: " << r.err;
+  r = run_cli({"calibrate", "--quick", "--out", scratch_dir("calibrate-for-model") + "/p.json", "--for",
+               "--model no-such-model"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "no-such-model")) << r.err;
   r = run_cli({"calibrate", "--quick", "--threads", "0", "--out", scratch_dir("calibrate-threads") + "/p.json"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "--threads")) << r.err;
@@ -142,6 +200,8 @@ TEST(CliCalibrate, UnderMpiexecWritesANetworkProfile) {
   EXPECT_FALSE(n.inter_node);
   EXPECT_GT(n.intra_node->busbw_bytes_per_s.value, 0);
   EXPECT_EQ(n.samples.size(), 12u);  // 4 kinds × 3 sizes
+  EXPECT_TRUE(contains(n.intra_node->busbw_bytes_per_s.source, "over MPI in fp32"))
+      << n.intra_node->busbw_bytes_per_s.source;
   load_device_profile(dir + "/p.json");
 }
 #else

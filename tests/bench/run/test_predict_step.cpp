@@ -23,7 +23,7 @@ perf::DeviceProfile floor_only_device() {
   perf::DeviceProfile p;
   p.name = "floor-only";
   p.provenance = {perf::kPublished, "", ""};
-  for (DType t : {DType::kBF16, DType::kFP32}) p.dtypes[t] = {{1e30, "test"}, {1.0, "test"}, std::nullopt};
+  for (DType t : {DType::kBF16, DType::kFP32}) p.dtypes[t] = {{1e30, "test"}, {1.0, "test"}, std::nullopt, {}};
   p.memory_bandwidth_bytes_per_s = {1e30, "test"};
   p.launch_floor_seconds = {kFloorSeconds, "test"};
   p.host_copy_bytes_per_s = {1e30, "test"};
