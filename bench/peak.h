@@ -37,6 +37,14 @@ struct BandwidthPeak {
 // The median over `reps` timed calls of `f` (after `warmup` untimed ones),
 // each call followed by dev.synchronize() inside its time.
 double time_median(Device& dev, int warmup, int reps, const std::function<void()>& f);
+// A hook run before every timed call of time_median, time_median_cold and the
+// GEMM-call replay (bench/run/calibrate_gemm_calls.h): `calibrate` under an MPI
+// launcher sets a barrier, so that the ranks of a host run the same op at the
+// same moment — as a step's ranks do, each op contending with its twin on the
+// other cores — and not beside whatever the other rank happens to run. Empty:
+// no hook.
+void set_timing_barrier(std::function<void()> barrier);
+void timing_barrier();
 // time_median with kCacheEvictBytes written before every call, outside the
 // timed part: in a training step the ops between two calls of an op evict its
 // operands from the cores' private caches, and back-to-back calls would find
@@ -45,8 +53,10 @@ double time_median(Device& dev, int warmup, int reps, const std::function<void()
 inline constexpr int64_t kCacheEvictBytes = int64_t{8} << 20;
 double time_median_cold(Device& dev, int warmup, int reps, const std::function<void()>& f,
                         int64_t evict_bytes = kCacheEvictBytes);
-// Fills n elements of `b` in `t` with small deterministic values (not zeros:
-// some BLAS paths short-cut on zeros) through a host staging vector.
+// Fills n elements of `b` in `t` with deterministic N(0, 1) values in an
+// unpredictable order (not zeros: some BLAS paths short-cut on zeros; not a
+// regular pattern: branchy math runs faster on one, peak.cpp says how much)
+// through a host staging vector.
 void fill_values(Device& dev, Buffer& b, DType t, int64_t n);
 
 // C (m×n, fp32 accumulate into `dtype` operands' C = fp32) = A (m×k) · Bᵀ (n×k), as a linear layer.

@@ -21,8 +21,8 @@ class GemmCallCollector : public StepProgramSink {
   void set_recording(bool on) { recording_ = on; }
   void on_op(const OpCost& op) override {
     if (!recording_ || op.kind != OpCostKind::kGemm || op.m < 1 || op.n < 1 || op.k < 1 || op.batch < 1) return;
-    out_.push_back({op.dtype, perf::GemmCall{op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.c_dtype,
-                                             op.accumulate}});
+    out_.push_back(
+        {op.dtype, perf::GemmCall{op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.c_dtype, op.accumulate}});
   }
   void on_comm(const CommCall&) override {}
 
@@ -87,6 +87,7 @@ void time_sequence(Device& dev, const std::vector<DTypedCall>& seq, int warmup, 
   for (int pass = 0; pass < warmup + reps; ++pass)
     for (size_t i = 0; i < seq.size(); ++i) {
       dev.synchronize();
+      timing_barrier();
       const auto t0 = std::chrono::steady_clock::now();
       dev.gemm(prepared[i].g);
       dev.synchronize();

@@ -12,7 +12,6 @@
 #pragma once
 #include <ostream>
 #include <set>
-#include <vector>
 #include <utility>
 #include <vector>
 

@@ -157,12 +157,16 @@ MpiCalibration calibrate_under_mpi(const NetworkCalibration& c, const std::funct
     if (out.is_rank0) out.network = fit_profile(c, std::move(samples), hosts);
   }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), "starting the device measurement together");
+  // Every timed call in lockstep (bench/peak.h set_timing_barrier).
+  set_timing_barrier([] { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), "lining up a timed device call"); });
   try {
     device_work(out.is_rank0);
   } catch (...) {
+    set_timing_barrier({});
     polled_barrier();  // release the others before the error ends this rank
     throw;
   }
+  set_timing_barrier({});
   polled_barrier();
   return out;
 }
