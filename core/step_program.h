@@ -47,6 +47,7 @@ struct OpCost {
   bool trans_a = false, trans_b = false;     // kGemm: C = op(A) · op(B)
   DType c_dtype = DType::kFP32;              // kGemm: C's dtype
   bool accumulate = false;                   // kGemm: C read and added to (beta ≠ 0)
+  bool fp8 = false;                          // kGemm: FP8 operands (GemmArgs::fp8)
   int64_t seq = 0, heads = 0, head_dim = 0;  // kFlashAttention (query length, query heads, head dim)
 };
 

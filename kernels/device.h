@@ -87,6 +87,10 @@ struct GemmArgs {
   int64_t batch = 1;
   float alpha = 1.0f, beta = 0.0f;
   // clang-format on
+  // The operands hold FP8 values (an FP8 GEMM emulated wider, models/linear/
+  // linear.cpp): what a GPU runs as an FP8 tensor-core GEMM, priced at the
+  // FP8 rate by a prediction (perf/op_time.h).
+  bool fp8 = false;
 };
 
 // Attention geometry: q (B, Hq, T, D), k and v (B, Hkv, T, D), Hq % Hkv == 0;

@@ -27,6 +27,7 @@ OpCost gemm_op(const GemmArgs& g) {
   o.trans_b = g.trans_b;
   o.c_dtype = g.c_type;
   o.accumulate = g.beta != 0.0f;
+  o.fp8 = g.fp8;
   o.flops = gemm_flops(g);
   const int64_t c_passes = g.beta != 0.0f ? 2 : 1;
   o.bytes = g.batch * ((g.m * g.k + g.k * g.n) * dtype_bytes(g.ab_type) + c_passes * g.m * g.n * dtype_bytes(g.c_type));

@@ -56,6 +56,10 @@ void validate_device_profile(const DeviceProfile& p) {
       if (call.m < 1 || call.n < 1 || call.k < 1 || call.batch < 1 || !std::isfinite(seconds) || !(seconds > 0))
         throw std::invalid_argument(d + "gemm_points: a call with a dimension < 1 or a time that is not positive");
   }
+  if (p.fp8_gemm) {
+    check_figure(p.fp8_gemm->peak_flops_per_s, at + "fp8_gemm.peak_flops_per_s");
+    check_figure(p.fp8_gemm->gemm_efficiency, at + "fp8_gemm.gemm_efficiency", 1.0);
+  }
   check_figure(p.memory_bandwidth_bytes_per_s, at + "memory_bandwidth_bytes_per_s");
   for (const auto& [c, f] : p.op_class_bandwidth)
     check_figure(f, at + "op_class_bandwidth_bytes_per_s." + std::string(op_class_name(c)));

@@ -96,6 +96,10 @@ struct DeviceProfile {
   nlohmann::json fingerprint = nlohmann::json::object();  // free-form: CPU/GPU, BLAS, threads, driver
   Provenance provenance;
   std::map<DType, DTypeFigures> dtypes;
+  // (optional) FP8 GEMMs: the FP8 tensor-core peak and efficiency a GEMM with
+  // FP8 operands runs at. Absent, such a GEMM is priced as the wider GEMM the
+  // CPU backend emulates it with (its ab dtype's figures).
+  std::optional<DTypeFigures> fp8_gemm;
   Sourced memory_bandwidth_bytes_per_s;                          // achieved, for any bandwidth-bound op
   std::map<OpClass, Sourced> op_class_bandwidth;                 // (optional) per class, overriding the one figure
   std::map<std::string, OpBandwidth, std::less<>> op_bandwidth;  // (optional) per op name, overriding its class
@@ -104,7 +108,7 @@ struct DeviceProfile {
   Sourced host_copy_bytes_per_s;  // host ↔ device, per direction
   bool operator==(const DeviceProfile& o) const {
     return name == o.name && fingerprint == o.fingerprint && provenance == o.provenance && dtypes == o.dtypes &&
-           memory_bandwidth_bytes_per_s == o.memory_bandwidth_bytes_per_s &&
+           fp8_gemm == o.fp8_gemm && memory_bandwidth_bytes_per_s == o.memory_bandwidth_bytes_per_s &&
            op_class_bandwidth == o.op_class_bandwidth && op_bandwidth == o.op_bandwidth && attention == o.attention &&
            launch_floor_seconds == o.launch_floor_seconds && host_copy_bytes_per_s == o.host_copy_bytes_per_s;
   }

@@ -33,11 +33,14 @@ double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype) {
   return f.peak_flops_per_s.value * f.gemm_efficiency.value;
 }
 
-double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) {
+namespace {
+
+// A GEMM on the figures `f`, operands of `element_bytes` (see gemm_seconds).
+double gemm_seconds_on(const DeviceProfile& p, const DTypeFigures& f, int64_t m, int64_t n, int64_t k,
+                       int64_t element_bytes, int64_t batch) {
   if (m < 1 || n < 1 || k < 1 || batch < 1)
     throw std::invalid_argument("gemm_seconds: a dimension < 1 (" + std::to_string(m) + ", " + std::to_string(n) +
                                 ", " + std::to_string(k) + ", batch " + std::to_string(batch) + ")");
-  const DTypeFigures& f = figures(p, dtype);
   const double b = static_cast<double>(batch);
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * b;
   if (f.gemm) {
@@ -48,9 +51,20 @@ double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DTy
     if (f.gemm->table.covers(tm, tn, tk)) return flops / f.gemm->table.at(tm, tn, tk);
   }
   const double bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
-                       static_cast<double>(dtype_bytes(dtype)) * b;
-  return roofline_seconds(flops, bytes, gemm_roof_flops_per_s(p, dtype), p.memory_bandwidth_bytes_per_s.value,
-                          p.launch_floor_seconds.value);
+                       static_cast<double>(element_bytes) * b;
+  return roofline_seconds(flops, bytes, f.peak_flops_per_s.value * f.gemm_efficiency.value,
+                          p.memory_bandwidth_bytes_per_s.value, p.launch_floor_seconds.value);
+}
+
+}  // namespace
+
+double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) {
+  return gemm_seconds_on(p, figures(p, dtype), m, n, k, dtype_bytes(dtype), batch);
+}
+
+double fp8_gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  if (!p.fp8_gemm) throw std::invalid_argument("device profile " + p.name + " has no fp8_gemm figures");
+  return gemm_seconds_on(p, *p.fp8_gemm, m, n, k, 1, batch);
 }
 
 double op_bandwidth_bytes_per_s(const OpBandwidth& b, int64_t bytes) {
@@ -115,6 +129,7 @@ double op_seconds(const DeviceProfile& p, const OpCost& op) {
             measured.find(GemmCall{op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.c_dtype, op.accumulate});
         if (it != measured.end()) return it->second;
       }
+      if (op.fp8 && p.fp8_gemm) return fp8_gemm_seconds(p, op.m, op.n, op.k, op.batch);
       return gemm_seconds(p, op.m, op.n, op.k, op.dtype, op.batch);
     case OpCostKind::kFlashAttention:
       if (op.flops == 0 && op.bytes == 0) return 0;

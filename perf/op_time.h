@@ -32,6 +32,10 @@ namespace gpuledger::perf {
 // `batch` GEMMs of the shape in one call (a batched GEMM: one launch, batch
 // times the FLOPs and bytes).
 double gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1);
+// The same GEMM with FP8 operands (1 byte each) on the profile's fp8_gemm
+// figures: the roofline at the FP8 peak · efficiency (or their table). Throws
+// std::invalid_argument when the profile has none.
+double fp8_gemm_seconds(const DeviceProfile& p, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 
 // A bandwidth-bound op moving `bytes` (read + written): bytes / bandwidth +
 // t_floor, the op class's achieved bandwidth when the profile has one, else
@@ -62,7 +66,8 @@ double host_copy_seconds(const DeviceProfile& p, int64_t bytes);
 
 // One op as the step program reports it (core/step_program.h): a GEMM by its
 // own measurement when the dtype's gemm_points hold the call (shape, batch
-// and transposes), else by gemm_seconds (a GEMM with k = 0 only writes C:
+// and transposes), else an FP8 GEMM (OpCost::fp8) by fp8_gemm_seconds when
+// the profile has fp8_gemm figures, else by gemm_seconds (a GEMM with k = 0 only writes C:
 // memory-bound, copy class),
 // flash and cached attention by attention_seconds (kFlash), a memory-bound op
 // by memory_bound_seconds at its own figure or its class's, a host copy by host_copy_seconds. An

@@ -215,6 +215,18 @@ json parse_file(const std::string& path, const char* what) {
   }
 }
 
+json dtype_json(const DTypeFigures& f) {
+  json d = {{"peak_flops_per_s", sourced_json(f.peak_flops_per_s)},
+            {"gemm_efficiency", sourced_json(f.gemm_efficiency)}};
+  if (f.gemm)
+    d["gemm_table"] = {{"trans_a", f.gemm->trans_a},
+                       {"trans_b", f.gemm->trans_b},
+                       {"source", f.gemm->source},
+                       {"points", table_points_json(f.gemm->table)}};
+  if (!f.gemm_points.seconds.empty()) d["gemm_points"] = gemm_points_json(f.gemm_points);
+  return d;
+}
+
 }  // namespace
 
 // ---- device ----
@@ -225,18 +237,9 @@ json device_profile_to_json(const DeviceProfile& p) {
             {"fingerprint", p.fingerprint},
             {"provenance", provenance_json(p.provenance)}};
   json dtypes = json::object();
-  for (const auto& [dtype, f] : p.dtypes) {
-    json d = {{"peak_flops_per_s", sourced_json(f.peak_flops_per_s)},
-              {"gemm_efficiency", sourced_json(f.gemm_efficiency)}};
-    if (f.gemm)
-      d["gemm_table"] = {{"trans_a", f.gemm->trans_a},
-                         {"trans_b", f.gemm->trans_b},
-                         {"source", f.gemm->source},
-                         {"points", table_points_json(f.gemm->table)}};
-    if (!f.gemm_points.seconds.empty()) d["gemm_points"] = gemm_points_json(f.gemm_points);
-    dtypes[std::string(dtype_name(dtype))] = d;
-  }
+  for (const auto& [dtype, f] : p.dtypes) dtypes[std::string(dtype_name(dtype))] = dtype_json(f);
   j["dtypes"] = dtypes;
+  if (p.fp8_gemm) j["fp8_gemm"] = dtype_json(*p.fp8_gemm);
   j["memory_bandwidth_bytes_per_s"] = sourced_json(p.memory_bandwidth_bytes_per_s);
   if (!p.op_class_bandwidth.empty()) {
     json c = json::object();
@@ -279,6 +282,7 @@ DeviceProfile device_profile_from_json(const json& j, const std::string& origin)
     if (!dtype) dtypes.fail(name, "unknown dtype (bf16, fp16 or fp32)");
     p.dtypes[*dtype] = read_dtype(dtypes.object(name));
   }
+  if (f.has("fp8_gemm")) p.fp8_gemm = read_dtype(f.object("fp8_gemm"));
   p.memory_bandwidth_bytes_per_s = f.sourced("memory_bandwidth_bytes_per_s");
   if (f.has("op_class_bandwidth_bytes_per_s")) {
     JsonFields c = f.object("op_class_bandwidth_bytes_per_s");

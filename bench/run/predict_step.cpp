@@ -170,7 +170,9 @@ StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool
   if (dt == p.device.dtypes.end())
     throw std::invalid_argument("device profile " + p.device.name + " has no " + std::string(dtype_name(c.run.dtype)) +
                                 " figures");
-  out.peak_flops_per_device = dt->second.peak_flops_per_s.value;
+  // FP8 training's MFU is against the FP8 peak, as a measured run's is (core/device_spec.h device_peak_flops).
+  out.peak_flops_per_device = c.run.fp8_training() && p.device.fp8_gemm ? p.device.fp8_gemm->peak_flops_per_s.value
+                                                                        : dt->second.peak_flops_per_s.value;
   if (out.step_seconds > 0) {
     out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_seconds;
     const double capacity = out.step_seconds * out.peak_flops_per_device * static_cast<double>(out.devices);

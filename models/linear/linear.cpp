@@ -21,6 +21,7 @@ void fp8_gemm(Device& dev, GemmArgs g, Fp8Format fa, Fp8Format fb) {
   g.a = a.data();
   g.b = b.data();
   g.ab_type = DType::kFP32;
+  g.fp8 = true;
   if (g.c_type == DType::kFP32) {
     dev.gemm(g);
     return;

@@ -162,3 +162,28 @@ TEST(DeviceProfileChecks, RefuseBadMeasuredPoints) {
   p.dtypes[DType::kBF16].gemm_points = {{{GemmCall{16, 16, 16, 1}, 1e-6}}, "test"};
   EXPECT_NO_THROW(validate_device_profile(p));
 }
+
+TEST(OpSeconds, AnFp8GemmRunsAtTheFp8RateWhereTheProfileHasOne) {
+  DeviceProfile p = test_device();
+  // An FP8 GEMM as the step reports it: fp32 operands holding FP8 values (the CPU's emulation).
+  p.dtypes[DType::kFP32] = {{500e12, "test"}, {0.5, "test"}, std::nullopt, {}};
+  OpCost op;
+  op.kind = OpCostKind::kGemm;
+  op.dtype = DType::kFP32;
+  op.m = op.n = op.k = 8192;
+  op.batch = 1;
+  op.fp8 = true;
+  const double flops = 2.0 * 8192 * 8192 * 8192;
+  // No fp8_gemm figures: the fp32 GEMM it is emulated with (compute-bound: 2mnk / (500 T · 0.5) + floor).
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), flops / 250e12 + 5e-6);
+  // With them: 2mnk / (2000 T · 0.7) + floor; the bytes term (1-byte operands) is far below.
+  p.fp8_gemm = DTypeFigures{{2000e12, "test"}, {0.7, "test"}, std::nullopt, {}};
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), flops / 1400e12 + 5e-6);
+  EXPECT_DOUBLE_EQ(fp8_gemm_seconds(p, 8192, 8192, 8192), flops / 1400e12 + 5e-6);
+  // A skinny one is bound by its bytes at one byte per element: (m·k + k·n + m·n) / bandwidth + floor.
+  EXPECT_DOUBLE_EQ(fp8_gemm_seconds(p, 1, 8192, 8192), (8192.0 + 8192.0 * 8192 + 8192.0) / 2e12 + 5e-6);
+  op.fp8 = false;  // the same call not marked FP8 keeps the fp32 figures
+  EXPECT_DOUBLE_EQ(op_seconds(p, op), flops / 250e12 + 5e-6);
+  p.fp8_gemm.reset();
+  EXPECT_THROW(fp8_gemm_seconds(p, 16, 16, 16), std::invalid_argument);
+}

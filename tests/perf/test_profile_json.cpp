@@ -36,6 +36,7 @@ DeviceProfile full_device() {
   p.dtypes[DType::kBF16] = bf16;
   p.memory_bandwidth_bytes_per_s = {1.0 / 3.0 * 1e11, "STREAM read"};
   p.op_class_bandwidth[OpClass::kCopy] = {7e9, "memcpy"};
+  p.fp8_gemm = DTypeFigures{{1.978e15, "datasheet"}, {0.7, "assumed"}, std::nullopt, {}};
   p.op_bandwidth["rope_forward"] = {{{65536, 2.05e9}, {524288, 5.63e9}}, "measured"};
   p.attention[AttentionKind::kFlash] = {{0.3, "assumed"}, ShapeTable({{1024, 8, 64, 5e9}}), "measured"};
   p.attention[AttentionKind::kMaterialized] = {{0.4, "assumed"}, ShapeTable(), ""};

@@ -63,6 +63,11 @@ TEST(PublishedProfiles, LoadAndAgreeWithTheDatasheetPresets) {
       ASSERT_TRUE(peak) << name << " " << dtype_name(dtype);
       EXPECT_DOUBLE_EQ(f.peak_flops_per_s.value, *peak) << name << " " << dtype_name(dtype);
     }
+    // FP8 GEMM figures exactly where the preset has FP8 tensor cores, at its FP8 peak.
+    ASSERT_EQ(d.fp8_gemm.has_value(), spec->peak_fp8_flops.has_value()) << name;
+    if (d.fp8_gemm) {
+      EXPECT_DOUBLE_EQ(d.fp8_gemm->peak_flops_per_s.value, *spec->peak_fp8_flops) << name;
+    }
     ASSERT_TRUE(spec->bandwidth_bytes_per_s);
     EXPECT_LE(d.memory_bandwidth_bytes_per_s.value, *spec->bandwidth_bytes_per_s) << name;
     // NVLink is faster than one GPU's NIC; both classes are present.

@@ -67,6 +67,40 @@ TEST(CliFp8, PlanTakesMfuAgainstTheFp8Peak) {
   EXPECT_TRUE(contains(dump, "FP8 1,978.9 TFLOPS dense"));
 }
 
+// The predicted step on h100-sxm prices the Linear GEMMs at the FP8 rate and
+// takes MFU against the FP8 peak: MFU = model FLOPs / (step · 1,978.9 T · devices).
+// The GEMMs of the simulated trace take less time than bf16's (the LM head
+// stays bf16); the casts and C conversions of the emulation are priced as they
+// run (docs/formulas/fp8.md "Predicted step").
+double gemm_ms(const std::string& trace) {
+  double us = 0;
+  const auto doc = gpuledger::testing::read_json(trace);
+  for (const auto& e : doc["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("name", "") == "gemm") us += e["dur"].get<double>();
+  return us / 1e3;
+}
+
+TEST(CliFp8, PredictedStepRunsTheLinearGemmsAtTheFp8Rate) {
+  const std::string dir = gpuledger::testing::scratch_dir("cli_fp8_predict");
+  auto fp8_args = meta_8b("fp8"), bf16_args = meta_8b("bf16");
+  for (auto* a : {&fp8_args, &bf16_args}) {
+    const std::string dtype = a == &fp8_args ? "fp8" : "bf16";
+    a->insert(a->end() - 2, {"--device", "h100-sxm", "--trace", dir + "/" + dtype + ".trace.json"});
+  }
+  const auto fp8 = run_cli(fp8_args), bf16 = run_cli(bf16_args);
+  ASSERT_EQ(fp8.status, 0) << fp8.err;
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  const auto a = fp8.json()["prediction"], b = bf16.json()["prediction"];
+  EXPECT_DOUBLE_EQ(a["peak_flops_per_device"].get<double>(), 1978.9e12);
+  EXPECT_DOUBLE_EQ(b["peak_flops_per_device"].get<double>(), 989.4e12);
+  const double step_s = a["step_ms"].get<double>() / 1e3;
+  EXPECT_NEAR(a["mfu"].get<double>(), a["model_flops_per_step"].get<double>() / (step_s * 1978.9e12), 1e-12);
+  EXPECT_LE(a["mfu"].get<double>(), 1.0);
+  const double fp8_gemm = gemm_ms(dir + "/fp8.trace.json"), bf16_gemm = gemm_ms(dir + "/bf16.trace.json");
+  EXPECT_GT(bf16_gemm, 0);
+  EXPECT_LT(fp8_gemm, 0.9 * bf16_gemm) << fp8_gemm << " ms vs " << bf16_gemm << " ms";
+}
+
 TEST(CliFp8, Refusals) {
   auto a100 = run_cli({"plan", "--model", "llama3-8b", "--dtype", "fp8", "--device", "a100-80gb"});
   EXPECT_EQ(a100.status, 2);
