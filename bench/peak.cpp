@@ -45,11 +45,17 @@ double time_median(Device& dev, int warmup, int reps, const std::function<void()
   return median(t);
 }
 
+CacheEvictor::CacheEvictor(int64_t bytes) : buf_(static_cast<size_t>(std::max<int64_t>(bytes, 1))) {}
+void CacheEvictor::evict(int pass) { std::memset(buf_.data(), pass, buf_.size()); }
+void CacheEvictor::check(int last_pass) const {
+  if (buf_[buf_.size() / 2] != static_cast<char>(last_pass)) throw std::logic_error("evict: lost writes");
+}
+
 double time_median_cold(Device& dev, int warmup, int reps, const std::function<void()>& f, int64_t evict_bytes) {
-  std::vector<char> evict(static_cast<size_t>(std::max<int64_t>(evict_bytes, 1)));
+  CacheEvictor evictor(evict_bytes);
   std::vector<double> t;
   for (int i = 0; i < warmup + reps; ++i) {
-    std::memset(evict.data(), i, evict.size());
+    evictor.evict(i);
     dev.synchronize();
     timing_barrier();
     const auto t0 = std::chrono::steady_clock::now();
@@ -57,7 +63,7 @@ double time_median_cold(Device& dev, int warmup, int reps, const std::function<v
     dev.synchronize();
     if (i >= warmup) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (evict[evict.size() / 2] != static_cast<char>(warmup + reps - 1)) throw std::logic_error("evict: lost writes");
+  evictor.check(warmup + reps - 1);
   return median(t);
 }
 

@@ -51,6 +51,18 @@ void timing_barrier();
 // them there and run faster than the step does. 8 MiB is twice the 2-core
 // machine's L2 (docs/perf-model.md).
 inline constexpr int64_t kCacheEvictBytes = int64_t{8} << 20;
+// The writes themselves: evict() writes its buffer once (call i passes i as
+// the byte, so no two passes are alike); check(last) throws std::logic_error
+// if the last pass's writes were dropped (keeps the compiler from eliding them).
+class CacheEvictor {
+ public:
+  explicit CacheEvictor(int64_t bytes = kCacheEvictBytes);
+  void evict(int pass);
+  void check(int last_pass) const;
+
+ private:
+  std::vector<char> buf_;
+};
 double time_median_cold(Device& dev, int warmup, int reps, const std::function<void()>& f,
                         int64_t evict_bytes = kCacheEvictBytes);
 // Fills n elements of `b` in `t` with deterministic N(0, 1) values in an

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <thread>
 
@@ -44,9 +43,9 @@ double time_point(const NetworkCalibration& c, F&& op) {
   std::vector<double> t;
   // As bench/peak.h time_median_cold: a step's collective finds its buffers
   // out of the cores' caches, after the compute that wrote them.
-  std::vector<char> evict(static_cast<size_t>(kCacheEvictBytes));
+  CacheEvictor evictor;
   for (int i = 0; i < c.reps; ++i) {
-    std::memset(evict.data(), i, evict.size());
+    evictor.evict(i);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), "lining up a timed collective");
     const auto t0 = std::chrono::steady_clock::now();
     op();
@@ -54,7 +53,7 @@ double time_point(const NetworkCalibration& c, F&& op) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "the slowest rank's time");
     t.push_back(s);
   }
-  if (evict[evict.size() / 2] != static_cast<char>(c.reps - 1)) throw std::logic_error("evict: lost writes");
+  evictor.check(c.reps - 1);
   return median(t);
 }
 
@@ -133,10 +132,10 @@ perf::NetworkProfile fit_profile(const NetworkCalibration& c, std::vector<perf::
 // core another rank is still measuring.
 void polled_barrier() {
   MPI_Request req;
-  MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req), "waiting for rank 0's device measurement");
+  MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req), "waiting for the other ranks' device measurements");
   int done = 0;
   while (!done) {
-    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "waiting for rank 0's device measurement");
+    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "waiting for the other ranks' device measurements");
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -57,13 +57,6 @@ perf::NetworkProfile no_network() {
   return n;
 }
 
-// The world ranks simulated: stage s at dp = tp = cp = 0.
-std::vector<int64_t> stage_ranks(const Layout& l) {
-  std::vector<int64_t> r;
-  for (int64_t s = 0; s < l.pp; ++s) r.push_back(l.rank(Coords{0, 0, s, 0}));
-  return r;
-}
-
 // One step of `rank` on the meta backend with every call priced into its program.
 perf::SimRank record_rank(const ResolvedConfig& c, const PerfProfiles& p, const std::set<int64_t>& simulated,
                           int64_t rank, int64_t& flops, int64_t& ops) {
@@ -76,7 +69,11 @@ perf::SimRank record_rank(const ResolvedConfig& c, const PerfProfiles& p, const 
 
 }  // namespace
 
-std::vector<int64_t> pipeline_stage_ranks(const Layout& l) { return stage_ranks(l); }
+std::vector<int64_t> pipeline_stage_ranks(const Layout& l) {
+  std::vector<int64_t> r;
+  for (int64_t s = 0; s < l.pp; ++s) r.push_back(l.rank(Coords{0, 0, s, 0}));
+  return r;
+}
 
 void run_meta_step(const ResolvedConfig& c, int64_t rank, StepProgramSink& sink,
                    const std::function<void(bool)>& recording) {
@@ -122,7 +119,7 @@ std::optional<PerfProfiles> resolve_perf_profiles(const std::string& device_arg,
 StepPrediction predict_step(const ResolvedConfig& c, const PerfProfiles& p, bool keep_slices) {
   const auto start = std::chrono::steady_clock::now();
   const Layout& l = c.layout;
-  const std::vector<int64_t> ranks = stage_ranks(l);
+  const std::vector<int64_t> ranks = pipeline_stage_ranks(l);
   const std::set<int64_t> simulated(ranks.begin(), ranks.end());
   std::vector<perf::SimRank> programs;
   std::vector<int64_t> flops(ranks.size(), 0), ops(ranks.size(), 0);
