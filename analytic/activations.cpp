@@ -76,6 +76,7 @@ void attention_activation_bytes(CheckedBytes& n, const ModelConfig& m, const Run
     if (r.attention == AttentionKind::kMaterialized) {
       n.add({x.e, x.b, x.a_t, x.s, x.s});                  // softmax probabilities (b·a_t·s² elements)
       if (x.drop) n.add({1 + x.e, x.b, x.a_t, x.s, x.s});  // 1-byte mask, dropped probs
+      if (m.attention_sinks) n.add({4, x.b, x.a_t, x.s});  // the rows' fp32 log-denominator, for the sinks' gradient
     } else {
       // Flash keeps only the fp32 log-sum-exp per row; its dropout mask is
       // regenerated from the counter-based RNG in backward.

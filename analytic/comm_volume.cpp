@@ -218,8 +218,8 @@ void tp_comm(Tally& tally, const ModelConfig& m, const Layout& l, const RunConfi
     const int64_t times = (l.zero >= 2 && grad_ranks(l) > 1) ? mb : 1;
     const int64_t h_bytes = m.hidden * g;
     // per layer: gpt norm1 γ β, attn-out bias, norm2 γ β, MLP-out bias; llama norm1 γ, norm2 γ (and with
-    // post_norms the two post-block norms' γ)
-    const int64_t per_layer = m.is_gpt() ? 6 : (m.post_norms ? 4 : 2);
+    // post_norms the two post-block norms' γ, with attn_out_bias the attention-out bias)
+    const int64_t per_layer = m.is_gpt() ? 6 : 2 + (m.post_norms ? 2 : 0) + (m.attn_out_bias ? 1 : 0);
     tally.add(CommKind::kAllReduce, CommGroup::kTp, times * layers * per_layer, h_bytes);
     if (first && m.is_gpt()) tally.add(CommKind::kAllReduce, CommGroup::kTp, times, m.max_seq * h_bytes);
     if (last) tally.add(CommKind::kAllReduce, CommGroup::kTp, times * (m.is_gpt() ? 2 : 1), h_bytes);  // final norm

@@ -43,9 +43,16 @@ void append_moe_tensors(std::vector<ParamTensor>& ts, const ModelConfig& m, int6
   const int64_t shared = m.shared_experts * (m.shared_expert_ffn / tp);
   add(ts, p + "moe.router.weight", m.num_experts * h);
   if (m.router_bias && buffers) add(ts, p + "moe.router.bias", m.num_experts);
+  if (m.router_logit_bias) add(ts, p + "moe.router.logit_bias", m.num_experts);  // gpt-oss: the router linear's bias
   for (const char* kind : {"gate", "up", "down"}) {
     add(ts, p + "moe.experts." + kind + ".weight", routed * h);
     ts.back().expert_sharded = ep > 1;
+  }
+  if (m.expert_biases) {  // gpt-oss: each routed expert's gate, up (f_e) and down (h) biases
+    add(ts, p + "moe.experts.gate.bias", routed);
+    add(ts, p + "moe.experts.up.bias", routed);
+    add(ts, p + "moe.experts.down.bias", m.num_experts / ep * h);
+    for (size_t i = ts.size() - 3; i < ts.size(); ++i) ts[i].expert_sharded = ep > 1;
   }
   add(ts, p + "moe.shared.gate.weight", shared * h);
   add(ts, p + "moe.shared.up.weight", shared * h);
@@ -99,7 +106,8 @@ std::vector<ParamTensor> layer_tensors(const ModelConfig& m, int64_t tp, int64_t
       add(ts, p + "k_norm.weight", d);
     }
     add(ts, p + "attn_out.weight", q_t * h);
-    if (gpt) add(ts, p + "attn_out.bias", h);
+    if (gpt || m.attn_out_bias) add(ts, p + "attn_out.bias", h);
+    if (m.attention_sinks) add(ts, p + "attn.sinks", m.heads / tp);  // gpt-oss: a logit per query head
   }
   add(ts, p + "norm2.weight", h);
   if (gpt) add(ts, p + "norm2.bias", h);

@@ -99,6 +99,8 @@ const std::vector<std::string>& known_fields() {
                                              "rope_theta",
                                              "qk_norm",
                                              "post_norms",
+                                             "attn_out_bias",
+                                             "attention_sinks",
                                              "num_experts",
                                              "experts_per_token",
                                              "expert_ffn",
@@ -109,6 +111,8 @@ const std::vector<std::string>& known_fields() {
                                              "capacity_factor",
                                              "dense_layers",
                                              "router_bias",
+                                             "router_logit_bias",
+                                             "expert_biases",
                                              "score_function",
                                              "routed_scaling_factor",
                                              "q_lora_rank",
@@ -143,6 +147,8 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
                                                 {"capacity_factor", m.capacity_factor.has_value()},
                                                 {"dense_layers", m.dense_layers != 0},
                                                 {"router_bias", m.router_bias},
+                                                {"router_logit_bias", m.router_logit_bias},
+                                                {"expert_biases", m.expert_biases},
                                                 {"score_function", m.router_sigmoid},
                                                 {"routed_scaling_factor", m.routed_scaling_factor != 1.0}};
     for (const auto& [field, given] : set)
@@ -221,6 +227,9 @@ void validate_mla(const ModelConfig& m, const std::string& origin) {
   if (m.qkv_bias) fail("qkv_bias", origin, "multi-head latent attention's projections have no bias");
   if (m.qk_norm) fail("qk_norm", origin, "multi-head latent attention normalises its latents, not Q and K per head");
   if (m.sliding_window) fail("sliding_window", origin, "is not supported with multi-head latent attention");
+  if (m.attention_sinks)
+    fail("attention_sinks", origin, "are not supported with multi-head latent attention (its own attention block)");
+  if (m.attn_out_bias) fail("attn_out_bias", origin, "multi-head latent attention's projections have no bias");
 }
 
 // The checks shared by parse_model_config and validate_model_config.
@@ -261,6 +270,10 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
   if (m.is_gpt() && m.qk_norm) fail("qk_norm", origin, "gpt has no QK norm (a llama-flavour option, Qwen3)");
   if (m.is_gpt() && m.post_norms)
     fail("post_norms", origin, "gpt has no post-block norms (a llama-flavour option, Gemma 2 and 3)");
+  if (m.is_gpt() && m.attn_out_bias)
+    fail("attn_out_bias", origin, "gpt has every bias already (a llama-flavour option, gpt-oss)");
+  if (m.is_gpt() && m.attention_sinks)
+    fail("attention_sinks", origin, "gpt has no attention sinks (a llama-flavour option, gpt-oss)");
   if (m.is_gpt()) {
     // GPT-2: MHA, every linear has a bias, learned positions, no window.
     if (m.head_dim * m.heads != m.hidden)
@@ -279,6 +292,10 @@ void validate_with_origin(const ModelConfig& m, const std::string& origin) {
 void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
   if (j.contains("qk_norm")) m.qk_norm = get_bool(j.at("qk_norm"), "qk_norm", origin);
   if (j.contains("post_norms")) m.post_norms = get_bool(j.at("post_norms"), "post_norms", origin);
+  for (auto [field, value] :
+       {std::pair{"attn_out_bias", &m.attn_out_bias}, std::pair{"attention_sinks", &m.attention_sinks},
+        std::pair{"router_logit_bias", &m.router_logit_bias}, std::pair{"expert_biases", &m.expert_biases}})
+    if (j.contains(field)) *value = get_bool(j.at(field), field, origin);
   for (auto [field, value] :
        {std::pair{"num_experts", &m.num_experts}, std::pair{"experts_per_token", &m.experts_per_token},
         std::pair{"expert_ffn", &m.expert_ffn}, std::pair{"shared_experts", &m.shared_experts},

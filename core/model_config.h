@@ -31,6 +31,10 @@ struct ModelConfig {
   double rope_theta = 10000.0;            // llama: RoPE base θ (Su et al. 2021; Llama 3: 500000)
   bool qk_norm = false;                   // llama: RMSNorm over head_dim on Q and K per head (Qwen3)
   bool post_norms = false;                // llama: RMSNorm on each block's output before the residual add (Gemma 2, 3)
+  bool attn_out_bias = false;             // llama: a bias on the attention-out projection (gpt-oss o_proj); gpt has it
+  // llama: attention sinks (gpt-oss): one learned logit per query head that
+  // joins every softmax row's denominator and has no value (kernels/device.h).
+  bool attention_sinks = false;
 
   // Per-layer windows, repeating over the layers (none: full attention); empty:
   // sliding_window for every layer. Read through core/attention_pattern.h.
@@ -61,6 +65,11 @@ struct ModelConfig {
   // renormalised with norm_topk_prob. Megatron takes router_bias with sigmoid
   // only (transformer_config.py, moe_router_enable_expert_bias).
   bool router_sigmoid = false;
+  // gpt-oss (transformers' GptOssTopKRouter and GptOssExperts): the router
+  // linear's bias (E values added to the logits, selection and weights alike),
+  // and a bias on each routed expert's gate, up (f_e each) and down (h) projections.
+  bool router_logit_bias = false;
+  bool expert_biases = false;
   // The combine weights' factor (HF routed_scaling_factor; Megatron-LM
   // --moe-router-topk-scaling-factor): DeepSeek-V3 2.5.
   double routed_scaling_factor = 1.0;

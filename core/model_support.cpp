@@ -38,6 +38,13 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
   require_runnable_mla(m, l, r, use, model);
   // kv and serve-plan size the cache and the weights only: no layer is built, so no layout is refused here.
   if (use == ModelUse::kKvSizing) return;
+  // Decode reads the cache through cached_attention, whose softmax has no sink
+  // term (the training cores have: kernels/device.h attention_sinks_*).
+  if (m.attention_sinks && use == ModelUse::kInfer)
+    throw ConfigError("attention_sinks",
+                      model +
+                          " has attention sinks (attention_sinks, gpt-oss), which infer's cached attention does not "
+                          "compute yet: kv and serve-plan size its cache, train and plan run it");
   if (m.qk_norm && l.tp > 1)
     throw ConfigError("qk_norm", model + " has QK norm (Qwen3), whose γ gradient the runs do not sum over " +
                                      "tensor-parallel ranks yet: give tp 1, got tp " + std::to_string(l.tp));

@@ -249,8 +249,29 @@ class Device {
   // Materialized attention core. scores fp32 (B, Hq, T, T) from the QKᵀ GEMM; probs
   // (B, Hq, T, T) in t = softmax(scale·scores) under the causal / window mask.
   // Backward: dscores fp32 = probs ⊙ (dprobs − Σ_j dprobs·probs) · scale.
+  // With attention sinks (gpt-oss: one learned logit per query head that joins
+  // every row's softmax denominator and has no value; sinks (Hq) in t):
+  // probs_ij = exp(scale·s_ij) / (Σ_j exp(scale·s_ij) + exp(sinks[h])), and lse
+  // (fp32, (B, Hq, T)) the log of that denominator, for attention_sinks_backward.
+  // softmax_backward serves it unchanged (a sink's value is zero, so is its dprobs).
   void softmax_forward(void* probs, const float* scores, DType t, const AttnShape& s);
+  void softmax_sinks_forward(void* probs, float* lse, const float* scores, const void* sinks, DType t,
+                             const AttnShape& s);
   void softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s);
+
+  // Attention sinks on the flash core's result (models/transformer/attention.cpp):
+  // forward, given flash's out (B, Hq, T, D) t and lse (fp32 (B, Hq, T)), joins
+  // sink h to every row's denominator: lse' = log(exp(lse) + exp(sinks[h])),
+  // out ← out · exp(lse − lse'), lse ← lse'. Flash's backward, handed out and
+  // lse', then recomputes the probabilities with the sink and D_i = Σ dO∘O of
+  // the output with it: the gradients of q, k, v need nothing else.
+  // Backward (both cores; lse the sink-inclusive one from either forward):
+  // dsinks (Hq) grad_t += −Σ_{b,i} exp(sinks[h] − lse_i) · Σ_d dout·out — the
+  // sink's probability times D_i, the softmax Jacobian's row for an entry whose
+  // value is zero. out (B, Hq, T, D) is the core's output (the context).
+  void attention_sinks_forward(void* out, float* lse, const void* sinks, DType t, const AttnShape& s);
+  void attention_sinks_backward(void* dsinks, DType grad_t, const void* dout, const void* out, const float* lse,
+                                const void* sinks, DType t, const AttnShape& s);
 
   // Dropout: keep element i iff uniform(key, i) >= p; kept values scaled by 1/(1 − p).
   // out, x (n) t; mask: uint8 (n), 1 = kept (may be null). Backward:
@@ -405,8 +426,13 @@ class Device {
   virtual void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D,
                                   const TokenSpans& positions, float theta) = 0;
   virtual void softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) = 0;
+  virtual void softmax_sinks_forward_impl(void* probs, float* lse, const float* scores, const void* sinks, DType t,
+                                          const AttnShape& s) = 0;
   virtual void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t,
                                      const AttnShape& s) = 0;
+  virtual void attention_sinks_forward_impl(void* out, float* lse, const void* sinks, DType t, const AttnShape& s) = 0;
+  virtual void attention_sinks_backward_impl(void* dsinks, DType grad_t, const void* dout, const void* out,
+                                             const float* lse, const void* sinks, DType t, const AttnShape& s) = 0;
   virtual void dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p,
                                     RngKey key) = 0;
   virtual void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask,

@@ -206,6 +206,30 @@ void Device::softmax_forward(void* probs, const float* scores, DType t, const At
     sink->on_op(memory_bound_op("softmax_forward", OpClass::kSoftmax, softmax_forward_bytes(s, t)));
 }
 
+void Device::softmax_sinks_forward(void* probs, float* lse, const float* scores, const void* sinks, DType t,
+                                   const AttnShape& s) {
+  check_attn_shape(s, "softmax_sinks_forward");
+  softmax_sinks_forward_impl(probs, lse, scores, sinks, t, s);
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("softmax_sinks_forward", OpClass::kSoftmax, softmax_sinks_forward_bytes(s, t)));
+}
+
+void Device::attention_sinks_forward(void* out, float* lse, const void* sinks, DType t, const AttnShape& s) {
+  check_attn_shape(s, "attention_sinks_forward");
+  attention_sinks_forward_impl(out, lse, sinks, t, s);
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("attention_sinks_forward", OpClass::kSoftmax, attention_sinks_forward_bytes(s, t)));
+}
+
+void Device::attention_sinks_backward(void* dsinks, DType grad_t, const void* dout, const void* out, const float* lse,
+                                      const void* sinks, DType t, const AttnShape& s) {
+  check_attn_shape(s, "attention_sinks_backward");
+  attention_sinks_backward_impl(dsinks, grad_t, dout, out, lse, sinks, t, s);
+  if (auto* sink = program_sink())
+    sink->on_op(
+        memory_bound_op("attention_sinks_backward", OpClass::kSoftmax, attention_sinks_backward_bytes(s, t, grad_t)));
+}
+
 void Device::softmax_backward(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) {
   check_attn_shape(s, "softmax_backward");
   softmax_backward_impl(dscores, dprobs, probs, t, s);

@@ -47,6 +47,21 @@ constexpr int64_t rope_bytes(int64_t B, int64_t H, int64_t T, int64_t D, DType t
 inline int64_t softmax_forward_bytes(const AttnShape& s, DType t) {
   return s.B * s.Hq * s.T * s.T * (kFp32Bytes + dtype_bytes(t));
 }
+// With attention sinks: also the Hq sinks (t) read and the lse (B, Hq, T, fp32) written.
+inline int64_t softmax_sinks_forward_bytes(const AttnShape& s, DType t) {
+  return softmax_forward_bytes(s, t) + s.Hq * dtype_bytes(t) + s.B * s.Hq * s.T * kFp32Bytes;
+}
+// Attention sinks forward: out (B, Hq, T, D) t read and written, lse read and
+// written (fp32), the Hq sinks read.
+inline int64_t attention_sinks_forward_bytes(const AttnShape& s, DType t) {
+  return 2 * s.B * s.Hq * s.T * s.D * dtype_bytes(t) + 2 * s.B * s.Hq * s.T * kFp32Bytes + s.Hq * dtype_bytes(t);
+}
+// Attention sinks backward: dout and out read (B, Hq, T, D) t, lse read, the
+// sinks read and their gradient read and written.
+inline int64_t attention_sinks_backward_bytes(const AttnShape& s, DType t, DType grad_t) {
+  return 2 * s.B * s.Hq * s.T * s.D * dtype_bytes(t) + s.B * s.Hq * s.T * kFp32Bytes +
+         s.Hq * (dtype_bytes(t) + 2 * dtype_bytes(grad_t));
+}
 // Softmax backward: dprobs fp32 and probs (t) read, dscores fp32 written.
 inline int64_t softmax_backward_bytes(const AttnShape& s, DType t) {
   return s.B * s.Hq * s.T * s.T * (2 * kFp32Bytes + dtype_bytes(t));

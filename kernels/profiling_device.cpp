@@ -174,9 +174,27 @@ void ProfilingDevice::softmax_forward_impl(void* probs, const float* scores, DTy
   op_timer.done();
 }
 
+void ProfilingDevice::softmax_sinks_forward_impl(void* probs, float* lse, const float* scores, const void* sinks, DType t, const AttnShape& s) {
+  OpTimer op_timer(*this, "softmax_sinks_forward");
+  inner_->softmax_sinks_forward(probs, lse, scores, sinks, t, s);
+  op_timer.done();
+}
+
 void ProfilingDevice::softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) {
   OpTimer op_timer(*this, "softmax_backward");
   inner_->softmax_backward(dscores, dprobs, probs, t, s);
+  op_timer.done();
+}
+
+void ProfilingDevice::attention_sinks_forward_impl(void* out, float* lse, const void* sinks, DType t, const AttnShape& s) {
+  OpTimer op_timer(*this, "attention_sinks_forward");
+  inner_->attention_sinks_forward(out, lse, sinks, t, s);
+  op_timer.done();
+}
+
+void ProfilingDevice::attention_sinks_backward_impl(void* dsinks, DType grad_t, const void* dout, const void* out, const float* lse, const void* sinks, DType t, const AttnShape& s) {
+  OpTimer op_timer(*this, "attention_sinks_backward");
+  inner_->attention_sinks_backward(dsinks, grad_t, dout, out, lse, sinks, t, s);
   op_timer.done();
 }
 

@@ -76,7 +76,10 @@ class ProfilingDevice final : public Device {
   void rope_forward_impl(void* x, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions, float theta) override;
   void rope_backward_impl(void* dx, DType t, int64_t B, int64_t H, int64_t T, int64_t D, const TokenSpans& positions, float theta) override;
   void softmax_forward_impl(void* probs, const float* scores, DType t, const AttnShape& s) override;
+  void softmax_sinks_forward_impl(void* probs, float* lse, const float* scores, const void* sinks, DType t, const AttnShape& s) override;
   void softmax_backward_impl(float* dscores, const float* dprobs, const void* probs, DType t, const AttnShape& s) override;
+  void attention_sinks_forward_impl(void* out, float* lse, const void* sinks, DType t, const AttnShape& s) override;
+  void attention_sinks_backward_impl(void* dsinks, DType grad_t, const void* dout, const void* out, const float* lse, const void* sinks, DType t, const AttnShape& s) override;
   void dropout_forward_impl(void* out, uint8_t* mask, const void* x, DType t, int64_t n, float p, RngKey key) override;
   void dropout_backward_impl(void* dx, DType dx_t, const void* dout, DType dout_t, const uint8_t* mask, int64_t n, float p) override;
   void flash_attention_forward_impl(void* out, float* lse, const void* q, const void* k, const void* v, DType t, const AttnShape& s, float p, RngKey key, const AttnBlock& blk) override;

@@ -60,6 +60,8 @@ json model_json(const ModelConfig& m) {
   // Written only when set, so a dense model's report is unchanged.
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.post_norms) j["post_norms"] = true;
+  if (m.attn_out_bias) j["attn_out_bias"] = true;
+  if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.is_moe()) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
@@ -71,6 +73,8 @@ json model_json(const ModelConfig& m) {
     j["capacity_factor"] = m.capacity_factor ? json(*m.capacity_factor) : json(nullptr);
     if (m.dense_layers > 0) j["dense_layers"] = m.dense_layers;
     if (m.router_bias) j["router_bias"] = true;
+    if (m.router_logit_bias) j["router_logit_bias"] = true;
+    if (m.expert_biases) j["expert_biases"] = true;
     if (m.router_sigmoid) j["score_function"] = "sigmoid";
     if (m.routed_scaling_factor != 1.0) j["routed_scaling_factor"] = m.routed_scaling_factor;
   }

@@ -203,6 +203,11 @@ std::string hf_config_json(const ModelConfig& m) {
     throw ConfigError(m.is_moe() ? "num_experts" : (m.qk_norm ? "qk_norm" : "post_norms"),
                       "model '" + m.name +
                           "': writing a Hugging Face config of a MoE, QK-norm or post-norm model is not implemented");
+  if (m.attn_out_bias || m.attention_sinks)  // gpt-oss's o_proj bias and sinks have no Llama/Qwen2 config field
+    throw ConfigError(m.attention_sinks ? "attention_sinks" : "attn_out_bias",
+                      "model '" + m.name +
+                          "': writing a Hugging Face config with an attention-out bias or attention sinks is not "
+                          "implemented");
   if (!m.attention_pattern.empty())  // Gemma 3 / gpt-oss configs (layer_types) are not written yet
     throw ConfigError("attention_pattern", "model '" + m.name +
                                                "': writing a Hugging Face config of a per-layer attention pattern "

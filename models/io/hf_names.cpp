@@ -56,6 +56,8 @@ std::vector<HfPart> llama_parts(const ModelConfig& m, const std::string& unit, c
               {l + "self_attn.v_proj" + kind, q + kv, kv, false}};
     }
     if (role == "attn_out.weight") return {{l + "self_attn.o_proj.weight", 0, h, false}};
+    if (role == "attn_out.bias") return {{l + "self_attn.o_proj.bias", 0, h, false}};  // gpt-oss
+    if (role == "attn.sinks") return {{l + "self_attn.sinks", 0, m.heads, false}};     // gpt-oss
     if (role == "mlp_gate.weight") return {{l + "mlp.gate_proj.weight", 0, m.ffn, false}};
     if (role == "mlp_up.weight") return {{l + "mlp.up_proj.weight", 0, m.ffn, false}};
     if (role == "mlp_out.weight") return {{l + "mlp.down_proj.weight", 0, h, false}};

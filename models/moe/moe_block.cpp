@@ -53,6 +53,7 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
     Buffer logits = ws(n * E * eb(), "moe.router.logits");
     linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
+    if (s_.router_logit_bias) dev_.bias_add(logits.data(), w_.router_b, s_.e, n, E);
     std::vector<float> bias;  // the expert bias, read to the host where the routing runs
     if (w_.expert_bias) bias = to_host(dev_, w_.expert_bias, DType::kFP32, E);
     sv.plan = moe::route(s_.routing, to_host(dev_, logits.data(), s_.e, n * E).data(), n,
@@ -163,14 +164,21 @@ void MoeBlock::experts_forward(MoeSaved& sv, Account acc, void* out) {
   const std::vector<ExpertRows> blocks = expert_row_blocks(sv);
   for (const auto& [r0, r, ex] : blocks) {
     const int64_t w_off = ex * f * h * e;
-    linear_forward(dev_, at(sv.gate.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.gate, w_off), s_.e, r, h,
-                   f);
-    linear_forward(dev_, at(sv.up.data(), r0 * f * e), at(sv.x.data(), r0 * h * e), at(w_.up, w_off), s_.e, r, h, f);
+    void* gate = at(sv.gate.data(), r0 * f * e);
+    void* up = at(sv.up.data(), r0 * f * e);
+    linear_forward(dev_, gate, at(sv.x.data(), r0 * h * e), at(w_.gate, w_off), s_.e, r, h, f);
+    linear_forward(dev_, up, at(sv.x.data(), r0 * h * e), at(w_.up, w_off), s_.e, r, h, f);
+    if (s_.expert_biases) {
+      dev_.bias_add(gate, at(w_.gate_b, ex * f * e), s_.e, r, f);
+      dev_.bias_add(up, at(w_.up_b, ex * f * e), s_.e, r, f);
+    }
   }
   dev_.swiglu_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
-  for (const auto& [r0, r, ex] : blocks)
+  for (const auto& [r0, r, ex] : blocks) {
     linear_forward(dev_, at(out, r0 * h * e), at(sv.act.data(), r0 * f * e), at(w_.down, ex * h * f * e), s_.e, r, f,
                    h);
+    if (s_.expert_biases) dev_.bias_add(at(out, r0 * h * e), at(w_.down_b, ex * h * e), s_.e, r, h);
+  }
 }
 
 void MoeBlock::combine(const MoeSaved& sv, void* y) {
@@ -285,8 +293,11 @@ void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
   const int64_t h = s_.hidden, f = s_.expert_ffn, rows = expert_rows(sv), e = eb();
   const std::vector<ExpertRows> blocks = expert_row_blocks(sv);
   Buffer dact = ws(rows * f * e, "moe.experts.dact");
+  const int64_t gb = dtype_bytes(s_.g);
   for (const auto& [r0, r, ex] : blocks) {
     const int64_t w_off = ex * h * f;
+    if (s_.expert_biases)
+      dev_.bias_backward(at(w_.d_down_b, ex * h * gb), s_.g, at(dout, r0 * h * e), s_.e, r, h, /*accumulate=*/true);
     linear_backward_weight(dev_, at(w_.d_down, w_off * dtype_bytes(s_.g)), s_.g, at(dout, r0 * h * e),
                            at(sv.act.data(), r0 * f * e), s_.e, r, f, h);
     linear_backward_data(dev_, at(dact.data(), r0 * f * e), at(dout, r0 * h * e), at(w_.down, w_off * e), s_.e, r, f,
@@ -300,6 +311,10 @@ void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
   for (const auto& [r0, r, ex] : blocks) {
     const int64_t w_off = ex * f * h;
     const void* x = at(sv.x.data(), r0 * h * e);
+    if (s_.expert_biases) {
+      dev_.bias_backward(at(w_.d_gate_b, ex * f * gb), s_.g, at(dact.data(), r0 * f * e), s_.e, r, f, true);
+      dev_.bias_backward(at(w_.d_up_b, ex * f * gb), s_.g, at(dup.data(), r0 * f * e), s_.e, r, f, true);
+    }
     linear_backward_weight(dev_, at(w_.d_gate, w_off * dtype_bytes(s_.g)), s_.g, at(dact.data(), r0 * f * e), x, s_.e,
                            r, h, f);
     linear_backward_weight(dev_, at(w_.d_up, w_off * dtype_bytes(s_.g)), s_.g, at(dup.data(), r0 * f * e), x, s_.e, r,
@@ -321,6 +336,7 @@ void MoeBlock::router_backward(const void* xn, MoeSaved& sv, const std::vector<f
   moe::routing_backward(s_.routing, sv.plan, dweight.data(), aux_scale, dlogits.data());
   Buffer dl = ws(n * E * eb(), "moe.router.dlogits");
   from_host(dev_, dl.data(), s_.e, dlogits);
+  if (s_.router_logit_bias) dev_.bias_backward(w_.d_router_b, s_.g, dl.data(), s_.e, n, E, /*accumulate=*/true);
   linear_backward_weight(dev_, w_.d_router, s_.g, dl.data(), xn, s_.e, n, h, E);
   linear_backward_data(dev_, dxn, dl.data(), w_.router, s_.e, n, h, E, /*beta=*/1.0f);
 }

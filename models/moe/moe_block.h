@@ -1,9 +1,10 @@
 // The sparse MLP of a mixture-of-experts layer on one rank, all experts local
 // (docs/formulas/moe.md), written against Device only:
 //
-//   xn ─ router GEMM (h → E) ─ softmax, top-k, capacity (host, moe_routing.h)
+//   xn ─ router GEMM (h → E) (+ bias) ─ softmax, top-k, capacity (host, moe_routing.h)
 //   xn ─ gather rows by expert (Device::vocab_embedding_forward on the row → token table)
-//      ─ per expert e: SwiGLU FFN on its rows (gate, up: h → f_e; down: f_e → h) via Device::gemm
+//      ─ per expert e: SwiGLU FFN on its rows (gate, up: h → f_e; down: f_e → h; each + bias
+//        with expert_biases) via Device::gemm
 //      ─ combine: y_t = Σ_j w_{t,j}·out[row_{t,j}] (host)   [+ the shared experts' SwiGLU on every token]
 //
 // Backward runs through all of it: the combine (the expert outputs' and the
@@ -72,6 +73,11 @@ struct MoeShape {
   // saved bytes and FLOPs do not depend on the routing; the training step
   // sets it when the model has a capacity factor.
   bool pad_to_capacity = false;
+  // gpt-oss (ModelConfig::router_logit_bias, expert_biases): a bias on the
+  // router's logits; biases on each routed expert's gate, up and down outputs
+  // (MoeWeights::router_b, gate_b, up_b, down_b). A padding slot's rows get the
+  // biases too, but their outputs are never combined, so their gradients are 0.
+  bool router_logit_bias = false, expert_biases = false;
   DType e = DType::kBF16;  // activations and weights
   DType g = DType::kBF16;  // gradients
 };
@@ -82,6 +88,10 @@ struct MoeWeights {
   void *d_router = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_down = nullptr;
   void *d_shared_gate = nullptr, *d_shared_up = nullptr, *d_shared_down = nullptr;
   const float* expert_bias = nullptr;  // E fp32 (router_bias: the top k by score + bias, expert_bias.h); null: none
+  // gpt-oss's biases (MoeShape::biases): the router's on its E logits; each
+  // routed expert's on gate and up (E stacked f_e), down (E stacked h).
+  const void *router_b = nullptr, *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
+  void *d_router_b = nullptr, *d_gate_b = nullptr, *d_up_b = nullptr, *d_down_b = nullptr;
 };
 
 struct MoeSaved {

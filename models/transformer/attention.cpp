@@ -14,6 +14,11 @@
 // Flash: the Device's kernel (Dao et al. 2022) saves only the log-sum-exp; it
 // runs over the context-parallel ring (context_ring.h), one block of the
 // whole sequence when the rank holds it all.
+// Attention sinks (cfg.sinks, gpt-oss; kernels/device.h): one logit per query
+// head in every row's denominator. Materialized: the softmax takes them and
+// saves the rows' log-denominator (fp32 (B, a_t, T)); flash: they join the
+// merged result (out rescaled, lse with them), so flash's backward needs no
+// change. Both: attention_sinks_backward gives their gradient from the context.
 // Sequence parallelism (cfg.sp): xn and y are token shards; the block
 // all-gathers xn before QKV and reduce-scatters attention-out's output, and in
 // backward all-gathers dy and the saved norm output, and reduce-scatters dxn.
@@ -68,7 +73,7 @@ void TransformerLayer::attention_forward(const void* xn, void* y, const LayerKey
     yf.reduce();
   }
   // replicated bias, after the reduction (on the shard under sp)
-  if (c.gpt) dev_.bias_add(y, p_.out_b, c.e, c.tokens_local(), c.h);
+  if (c.out_bias) dev_.bias_add(y, p_.out_b, c.e, c.tokens_local(), c.h);
 }
 
 void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Account acc, bool keep, void* ctx) {
@@ -86,12 +91,15 @@ void TransformerLayer::core_forward(LayerSaved& s, const LayerKeys& keys, Accoun
   if (c.attention == AttentionKind::kFlash) {  // over the context-parallel ring (one block on one rank)
     s.lse = dev_.alloc(4 * c.b * c.a_t * c.s, core_acc, "lse");
     ring().forward(ctx, s.lse.as<float>(), q, kv, c.e, sh, p, keys.attn_probs, /*keep_last=*/keep);
+    // the sinks join the merged result (ctx and lse now those of the softmax with them)
+    if (c.sinks) dev_.attention_sinks_forward(ctx, s.lse.as<float>(), p_.sinks, c.e, sh);
     if (!keep) s.lse.reset();
     return;
   }
 
   materialized_core(q, k, v, ctx, s, keys, core_acc);
   if (!keep) {
+    s.lse.reset();
     s.probs.reset();
     s.attn_mask.reset();
     s.dropped.reset();
@@ -127,7 +135,12 @@ void TransformerLayer::materialized_core(const void* q, const void* k, const voi
   dev_.gemm(g);
 
   s.probs = dev_.alloc(e * scores_elems, core_acc, "attn.probs");
-  dev_.softmax_forward(s.probs.data(), scores.as<float>(), c.e, sh);
+  if (c.sinks) {  // the sinks' backward reads the log-denominator: one fp32 per row
+    s.lse = dev_.alloc(4 * c.b * c.a_t * c.s, core_acc, "lse");
+    dev_.softmax_sinks_forward(s.probs.data(), s.lse.as<float>(), scores.as<float>(), p_.sinks, c.e, sh);
+  } else {
+    dev_.softmax_forward(s.probs.data(), scores.as<float>(), c.e, sh);
+  }
   scores.reset();
   const void* pv = s.probs.data();
   if (p > 0) {
@@ -165,6 +178,9 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   const void* q = s.qkv.data();
   const void* k = byte_offset(q, e * n * c.q_dim());
   const void* v = byte_offset(k, e * n * c.kv_dim());
+  // The sinks' gradient, from the context, its gradient and the rows' lse
+  // with the sinks (either core); the core's backward then needs nothing more.
+  if (c.sinks) dev_.attention_sinks_backward(p_.d_sinks, c.g, dctx, s.ctx.data(), s.lse.as<float>(), p_.sinks, c.e, sh);
 
   if (c.attention == AttentionKind::kFlash) {  // dk, dv contiguous: the ring's dK/dV block
     ring().backward(dq, dk, dctx, q, k, s.ctx.data(), s.lse.as<float>(), c.e, sh, p, keys.attn_probs);
@@ -220,6 +236,7 @@ void TransformerLayer::core_backward(const void* dctx, void* dq, void* dk, void*
   }
   dev_.softmax_backward(dp.as<float>(), dp.as<float>(), s.probs.data(), c.e, sh);  // in place: dS
   s.probs.reset();
+  s.lse.reset();
 
   const void* ds = dp.data();
   Buffer ds_e;
@@ -281,7 +298,7 @@ void TransformerLayer::attention_backward(const void* dy, void* dxn, const Layer
   // attention-out: bias, weight and input gradients. Under sp the bias
   // gradient is the shard's partial sum (all-reduced once a step, as Megatron
   // does for sequence-parallel parameters); dy is then gathered.
-  if (c.gpt) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);
+  if (c.out_bias) dev_.bias_backward(p_.d_out_b, c.g, dy, c.e, c.tokens_local(), c.h, /*accumulate=*/true);
   AllTokens dyg(tp_region(), dy, "attn_out.dy.gathered");
   dy = dyg.data();
   Buffer rows = ws(e * n * c.q_dim(), "ctx.rows");

@@ -113,7 +113,7 @@ void InferenceLayer::forward(const void* x, void* out, const std::vector<kv::Seq
   linear_forward(dev_, y.data(), ctx_rows.data(), p_.out_w, c.e, n, c.q_dim(), c.h);
   ctx_rows.reset();
   reduce_from_tensor_model_parallel_region(tp_, y.data(), hid, c.e);
-  if (c.gpt) dev_.bias_add(y.data(), p_.out_b, c.e, n, c.h);
+  if (c.out_bias) dev_.bias_add(y.data(), p_.out_b, c.e, n, c.h);
   Buffer resid = ws(e * hid, "infer.resid");
   add_block_output(tl, resid.data(), x, y.data(), xn.data(), p_.post_attn_norm_w, &stats);  // xn: free since QKV
 

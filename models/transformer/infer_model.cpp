@@ -77,6 +77,10 @@ LayerParams InferWeights::layer_params(size_t unit) const {
   lp.post_attn_norm_w = w("post_attn_norm.weight");
   lp.post_mlp_norm_w = w("post_mlp_norm.weight");
   lp.moe.router = w("moe.router.weight");
+  lp.moe.router_b = w("moe.router.logit_bias");
+  lp.moe.gate_b = w("moe.experts.gate.bias");
+  lp.moe.up_b = w("moe.experts.up.bias");
+  lp.moe.down_b = w("moe.experts.down.bias");
   lp.moe.gate = w("moe.experts.gate.weight");
   lp.moe.up = w("moe.experts.up.weight");
   lp.moe.down = w("moe.experts.down.weight");

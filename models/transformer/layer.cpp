@@ -27,6 +27,8 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
   c.qkv_bias = m.is_gpt() || m.qkv_bias;
   c.qk_norm = m.qk_norm;
   c.post_norms = m.post_norms;
+  c.out_bias = m.is_gpt() || m.attn_out_bias;
+  c.sinks = m.attention_sinks;
   c.b = r.mbs;
   c.s = r.seq;
   c.h = m.hidden;
@@ -57,6 +59,8 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
                  m.router_aux_loss_coef, m.router_sigmoid,    m.routed_scaling_factor};
     c.expert_ffn = m.expert_ffn;
     c.shared_ffn = m.shared_experts * m.shared_expert_ffn;
+    c.router_logit_bias = m.router_logit_bias;
+    c.expert_biases = m.expert_biases;
   }
   return c;
 }
@@ -85,8 +89,13 @@ LayerParams layer_params(const Params& p, size_t unit) {
   lp.k_norm_w = w("k_norm.weight");   lp.d_k_norm_w = g("k_norm.weight");
   lp.post_attn_norm_w = w("post_attn_norm.weight"); lp.d_post_attn_norm_w = g("post_attn_norm.weight");
   lp.post_mlp_norm_w = w("post_mlp_norm.weight");   lp.d_post_mlp_norm_w = g("post_mlp_norm.weight");
+  lp.sinks = w("attn.sinks");         lp.d_sinks = g("attn.sinks");
   MoeWeights& m = lp.moe;
   m.router = w("moe.router.weight");             m.d_router = g("moe.router.weight");
+  m.router_b = w("moe.router.logit_bias");       m.d_router_b = g("moe.router.logit_bias");
+  m.gate_b = w("moe.experts.gate.bias");         m.d_gate_b = g("moe.experts.gate.bias");
+  m.up_b = w("moe.experts.up.bias");             m.d_up_b = g("moe.experts.up.bias");
+  m.down_b = w("moe.experts.down.bias");         m.d_down_b = g("moe.experts.down.bias");
   m.gate = w("moe.experts.gate.weight");         m.d_gate = g("moe.experts.gate.weight");
   m.up = w("moe.experts.up.weight");             m.d_up = g("moe.experts.up.weight");
   m.down = w("moe.experts.down.weight");         m.d_down = g("moe.experts.down.weight");

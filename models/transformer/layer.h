@@ -86,6 +86,8 @@ struct LayerConfig {
   bool qkv_bias = true;
   bool qk_norm = false;                             // llama: RMSNorm over d on each head's Q and K before RoPE (Qwen3)
   bool post_norms = false;                          // llama: RMSNorm on each block's output before the residual add
+  bool out_bias = true;                             // the attention-out projection's bias (gpt; llama: gpt-oss)
+  bool sinks = false;                               // attention sinks (gpt-oss): a_t logits, see core_forward
   int64_t b = 1, s = 1;                             // microbatch, sequence
   int64_t h = 0, a_t = 0, k_t = 0, d = 0, f_t = 0;  // per-TP-rank sizes
   std::optional<int64_t> window;
@@ -102,7 +104,8 @@ struct LayerConfig {
   // (models/moe/moe_block.h) of these experts; f_t is then unused.
   bool moe = false;
   moe::RoutingConfig routing;
-  int64_t expert_ffn = 0, shared_ffn = 0;  // f_e; S·f_s
+  int64_t expert_ffn = 0, shared_ffn = 0;                 // f_e; S·f_s
+  bool router_logit_bias = false, expert_biases = false;  // gpt-oss's biases (MoeShape)
   // Expert parallelism: the block holds E/ep experts and exchanges tokens
   // over ep_comm (the expert-parallel group, ep ranks; null when ep = 1).
   int64_t ep = 1;
@@ -147,13 +150,13 @@ struct LayerParams {
   const void *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
              *out_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr, *mlp_in_w = nullptr, *mlp_in_b = nullptr,
              *gate_w = nullptr, *up_w = nullptr, *mlp_out_w = nullptr, *mlp_out_b = nullptr, *q_norm_w = nullptr,
-             *k_norm_w = nullptr, *post_attn_norm_w = nullptr, *post_mlp_norm_w = nullptr;
+             *k_norm_w = nullptr, *post_attn_norm_w = nullptr, *post_mlp_norm_w = nullptr, *sinks = nullptr;
   MoeWeights moe;  // the "moe.*" tensors (weights and gradients) of a MoE layer
   MlaWeights mla;  // the "mla.*" tensors and attn_out of an MLA layer
   void *d_norm1_w = nullptr, *d_norm1_b = nullptr, *d_qkv_w = nullptr, *d_qkv_b = nullptr, *d_out_w = nullptr,
        *d_out_b = nullptr, *d_norm2_w = nullptr, *d_norm2_b = nullptr, *d_mlp_in_w = nullptr, *d_mlp_in_b = nullptr,
        *d_gate_w = nullptr, *d_up_w = nullptr, *d_mlp_out_w = nullptr, *d_mlp_out_b = nullptr, *d_q_norm_w = nullptr,
-       *d_k_norm_w = nullptr, *d_post_attn_norm_w = nullptr, *d_post_mlp_norm_w = nullptr;
+       *d_k_norm_w = nullptr, *d_post_attn_norm_w = nullptr, *d_post_mlp_norm_w = nullptr, *d_sinks = nullptr;
 };
 LayerParams layer_params(const Params& p, size_t unit);
 

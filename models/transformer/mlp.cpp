@@ -22,6 +22,8 @@ MoeShape TransformerLayer::moe_shape() const {
   // With a capacity factor the experts work on the E·C capacity slots on one
   // rank too: the bytes and FLOPs do not depend on the routing (moe_block.h).
   m.pad_to_capacity = cfg_.routing.capacity_factor.has_value();
+  m.router_logit_bias = cfg_.router_logit_bias;
+  m.expert_biases = cfg_.expert_biases;
   m.e = cfg_.e;
   m.g = cfg_.g;
   return m;

@@ -48,17 +48,20 @@ enum Kind : uint64_t {
   kMlaKvNormW,
   kPostAttnNormW,
   kPostMlpNormW,
+  kSinks,
+  kRouterLogitB,
+  kExpertGateB,
+  kExpertUpB,
+  kExpertDownB,
 };
 uint64_t layer_id(int64_t layer, Kind k) { return (static_cast<uint64_t>(layer + 1) << 8) | k; }
 
 class UnitBuilder {
  public:
   UnitBuilder(std::string name, std::string prefix) : prefix_(std::move(prefix)) { u_.name = std::move(name); }
-  // Adds a tensor; vectors must follow every matrix (the decay prefix).
+  // Adds a tensor after the others.
   TensorSlot& add(const std::string& role, int64_t rows, int64_t cols, bool matrix, ParamInit init, uint64_t id,
                   int64_t full_cols) {
-    if (matrix && u_.decay_elems != u_.elems)
-      throw std::logic_error("param layout: matrix " + role + " after a vector in " + u_.name);
     TensorSlot t;
     t.name = prefix_ + role;
     t.role = role;
@@ -70,7 +73,6 @@ class UnitBuilder {
     t.tensor_id = id;
     t.full_cols = full_cols;
     u_.elems += rows * cols;
-    if (matrix) u_.decay_elems = u_.elems;
     u_.tensors.push_back(t);
     return u_.tensors.back();
   }
@@ -112,6 +114,18 @@ std::optional<int64_t> global_element_index(const TensorSlot& t, int64_t r, int6
   const auto g = global_row(t, r);
   if (!g) return std::nullopt;
   return *g * t.full_cols + t.col_begin + c;
+}
+
+std::vector<UnitLayout::DecayRun> UnitLayout::decay_runs() const {
+  std::vector<DecayRun> runs;
+  for (const TensorSlot& t : tensors) {
+    if (t.elems() == 0) continue;
+    if (!runs.empty() && runs.back().decay == t.matrix && runs.back().end == t.offset)
+      runs.back().end += t.elems();
+    else
+      runs.push_back({t.offset, t.offset + t.elems(), t.matrix});
+  }
+  return runs;
 }
 
 const TensorSlot* UnitLayout::find(std::string_view role) const {
@@ -188,8 +202,33 @@ void mla_matrices(UnitBuilder& ub, const ModelConfig& m, int64_t L, const LayerS
       j * a_t * dv;
 }
 
+// The routed experts, a MoE layer unit's first tensors: each expert kind
+// stacked over the experts (gate, up: E·f_e × h; down: E·h × f_e, expert e's
+// h × f_e block at row e·h), then gpt-oss's expert biases the same way. Under
+// ep > 1 the rank holds the E/ep experts from ep_rank·E/ep on (a row block of
+// each stacked tensor), and these tensors, the unit's prefix, are the part
+// ZeRO shards over the expert-data-parallel group (unit_shard.h).
+void routed_experts(UnitBuilder& ub, const ModelConfig& m, int64_t L, const LayerSplit& sp) {
+  const int64_t h = m.hidden, E = m.num_experts, f = m.expert_ffn;
+  const int64_t local = E / sp.ep, first = sp.ep_rank * local;
+  auto expert_rows = [&](TensorSlot& s, int64_t rows_per_expert) {
+    s.row_begin = first * rows_per_expert;
+    s.expert_sharded = sp.ep > 1;
+  };
+  expert_rows(ub.add("moe.experts.gate.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h),
+              f);
+  expert_rows(ub.add("moe.experts.up.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h), f);
+  expert_rows(
+      ub.add("moe.experts.down.weight", local * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f),
+      h);
+  if (!m.expert_biases) return;
+  expert_rows(ub.add("moe.experts.gate.bias", local * f, 1, false, ParamInit::kZeros, layer_id(L, kExpertGateB), 1), f);
+  expert_rows(ub.add("moe.experts.up.bias", local * f, 1, false, ParamInit::kZeros, layer_id(L, kExpertUpB), 1), f);
+  expert_rows(ub.add("moe.experts.down.bias", local * h, 1, false, ParamInit::kZeros, layer_id(L, kExpertDownB), 1), h);
+}
+
 // Layer L's unit on the rank: its matrices, then its vectors (replicated
-// over TP unless column-parallel).
+// over TP unless column-parallel) — a MoE layer's routed experts first.
 UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   const int64_t h = m.hidden, d = m.head_dim, j = sp.j, a_t = sp.a_t, k_t = sp.k_t, f_t = sp.f_t;
   const bool gpt = m.is_gpt();
@@ -212,26 +251,7 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
   auto col_split = [&](TensorSlot& s, int64_t local_cols) { s.col_begin = j * local_cols; };
   auto row_block = [&](TensorSlot& s, int64_t local_rows) { s.row_begin = j * local_rows; };
   // matrices
-  if (moe) {
-    // The routed experts first: each expert kind stacked over the experts
-    // (gate, up: E·f_e × h; down: E·h × f_e, expert e's h × f_e block at row
-    // e·h). Under ep > 1 the rank holds the E/ep experts from ep_rank·E/ep on
-    // (a row block of each stacked matrix), and these tensors, the unit's
-    // prefix, are the part ZeRO shards over the expert-data-parallel group
-    // (unit_shard.h).
-    const int64_t E = m.num_experts, f = m.expert_ffn;
-    const int64_t local = E / sp.ep, first = sp.ep_rank * local;
-    auto expert_rows = [&](TensorSlot& s, int64_t rows_per_expert) {
-      s.row_begin = first * rows_per_expert;
-      s.expert_sharded = sp.ep > 1;
-    };
-    expert_rows(ub.add("moe.experts.gate.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertGateW), h),
-                f);
-    expert_rows(ub.add("moe.experts.up.weight", local * f, h, true, ParamInit::kNormal, layer_id(L, kExpertUpW), h), f);
-    expert_rows(
-        ub.add("moe.experts.down.weight", local * h, f, true, ParamInit::kResidualNormal, layer_id(L, kExpertDownW), f),
-        h);
-  }
+  if (moe) routed_experts(ub, m, L, sp);
   if (m.is_mla()) {
     mla_matrices(ub, m, L, sp);
   } else {
@@ -275,7 +295,13 @@ UnitLayout layer_unit(const ModelConfig& m, int64_t L, const LayerSplit& sp) {
     replicated(ub.add("q_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kQNormW), 1));
     replicated(ub.add("k_norm.weight", d, 1, false, ParamInit::kOnes, layer_id(L, kKNormW), 1));
   }
-  if (gpt) replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
+  if (gpt || m.attn_out_bias)
+    replicated(ub.add("attn_out.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kOutB), 1));
+  // gpt-oss's sinks: one logit per query head, split over tp with the heads (HF inits them N(0, 0.02²))
+  if (m.attention_sinks)
+    row_block(ub.add("attn.sinks", a_t, 1, false, ParamInit::kNormal, layer_id(L, kSinks), 1), a_t);
+  if (moe && m.router_logit_bias)  // gpt-oss: the router linear's bias, whole on every rank as its weight
+    ub.add("moe.router.logit_bias", m.num_experts, 1, false, ParamInit::kZeros, layer_id(L, kRouterLogitB), 1);
   replicated(ub.add("norm2.weight", h, 1, false, ParamInit::kOnes, layer_id(L, kNorm2W), 1));
   if (gpt) {
     replicated(ub.add("norm2.bias", h, 1, false, ParamInit::kZeros, layer_id(L, kNorm2B), 1));

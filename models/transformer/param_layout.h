@@ -114,7 +114,17 @@ struct UnitLayout {
   std::string name;                 // "embedding", "layer.<i>", "head"
   std::vector<TensorSlot> tensors;  // in buffer order
   int64_t elems = 0;                // Σ tensors (no padding between them)
-  int64_t decay_elems = 0;          // the matrices: elements [0, decay_elems)
+
+  // The unit's runs of consecutive tensors of one weight-decay class, in
+  // buffer order: matrices (decayed) and vectors (norms, biases: not). A unit
+  // holds its matrices, then its vectors — but a MoE layer's experts come
+  // first (the expert-sharded prefix, unit_shard.h), with gpt-oss's expert
+  // biases among them: matrices, vectors, matrices, vectors.
+  struct DecayRun {
+    int64_t begin = 0, end = 0;
+    bool decay = false;
+  };
+  std::vector<DecayRun> decay_runs() const;
 
   // The tensor with this role, or nullptr.
   const TensorSlot* find(std::string_view role) const;

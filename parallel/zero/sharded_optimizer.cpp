@@ -64,13 +64,11 @@ void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scal
   void* weights = offload_ ? offload_->host_weights(u) : params_.weights(u).data();
   const bool grads_shard = offload_ || params_.grads_sharded();
   const bool weights_shard = offload_ || params_.weights_sharded();
-  // [0, decay_elems): matrices, decayed; the rest (norms, biases) not; each
-  // clipped to each part's shard
-  const int64_t seg_begin[2] = {0, unit.decay_elems};
-  const int64_t seg_end[2] = {unit.decay_elems, unit.elems};
+  // The matrices decayed, the vectors (norms, biases) not: each run clipped to each part's shard
+  const std::vector<UnitLayout::DecayRun> runs = unit.decay_runs();
   for (const ShardPart& part : sh.parts)
-    for (int k = 0; k < 2; ++k) {
-      const int64_t lo = std::max(seg_begin[k], part.begin), hi = std::min(seg_end[k], part.begin + part.valid);
+    for (const UnitLayout::DecayRun& run : runs) {
+      const int64_t lo = std::max(run.begin, part.begin), hi = std::min(run.end, part.begin + part.valid);
       if (hi <= lo) continue;
       ShardPiece p;
       p.unit = u;
@@ -81,7 +79,7 @@ void ShardedOptimizer::update_unit(size_t u, int64_t step_count, float grad_scal
       p.weight_type = e;
       p.grads = byte_offset(grads, dtype_bytes(g) * (grads_shard ? p.state_offset : lo));
       p.grad_type = g;
-      p.decay = k == 0;
+      p.decay = run.decay;
       rule_->update(p, step_count, grad_scale);
     }
   if (offload_) offload_->weights_to_device(u);

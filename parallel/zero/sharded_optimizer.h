@@ -7,7 +7,7 @@
 // ⌈P_u/n⌉, or under ep > 1 a MoE layer's experts over the
 // expert-data-parallel group and the rest over dp).
 // step(): the "optimizer" phase — the rule runs on the shard's pieces, the
-// matrices [0, decay_elems) and the vectors after them, each clipped to the
+// unit's runs of matrices and of vectors (UnitLayout::decay_runs), each clipped to the
 // shard, reading the gradients whole or (ZeRO 2/3) as the shard, writing the
 // weights whole or (ZeRO 3) as the shard; then, with ZeRO 1/2 and n > 1, the
 // "zero.all_gather" phase: every rank updated its shard, each part of each

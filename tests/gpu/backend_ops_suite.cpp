@@ -401,6 +401,36 @@ TEST_F(BackendOps, Softmax) {
     }
 }
 
+// Attention sinks: the softmax with a sink per head (probabilities and lse),
+// then on a core output (out, lse) the sinks' forward and backward (the
+// gradient accumulated onto a nonzero start, in fp32 and in t).
+TEST_F(BackendOps, AttentionSinks) {
+  const AttnShape shapes[] = {shape(1, 1, 1, 1, 8), shape(2, 4, 2, 37, 16), shape(1, 2, 2, 130, 8, 5)};
+  for (DType t : kMainTypes)
+    for (const AttnShape& s : shapes) {
+      const int64_t n = s.B * s.Hq * s.T * s.T, rows = s.B * s.Hq * s.T;
+      const std::string sh = "T " + std::to_string(s.T) + (s.window ? " window" : "");
+      Pair scores = random(DType::kFP32, n, -4, 4), sinks = random(t, s.Hq, -2, 3), probs = output(t, n);
+      Pair lse = output(DType::kFP32, rows);
+      both([&](Device& d, int i) {
+        d.softmax_sinks_forward(P(probs, i), P<float>(lse, i), P<float>(scores, i), P(sinks, i), t, s);
+      });
+      expect_close(probs, tag(t, "softmax_sinks_forward " + sh));
+      expect_close(lse, tag(t, "softmax_sinks_forward lse " + sh));
+      Pair out = random(t, rows * s.D), lse_in = random(DType::kFP32, rows, 0, 4);
+      both([&](Device& d, int i) { d.attention_sinks_forward(P(out, i), P<float>(lse_in, i), P(sinks, i), t, s); });
+      expect_close(out, tag(t, "attention_sinks_forward " + sh));
+      expect_close(lse_in, tag(t, "attention_sinks_forward lse " + sh));
+      for (DType g : {DType::kFP32, t}) {
+        Pair dout = random(t, rows * s.D), dsinks = random(g, s.Hq);
+        both([&](Device& d, int i) {
+          d.attention_sinks_backward(P(dsinks, i), g, P(dout, i), P(out, i), P<float>(lse_in, i), P(sinks, i), t, s);
+        });
+        expect_close(dsinks, tag(t, "attention_sinks_backward into " + std::string(dtype_name(g)) + " " + sh));
+      }
+    }
+}
+
 TEST_F(BackendOps, Rope) {
   struct Case {
     int64_t B, H, T, D, off;

@@ -17,23 +17,21 @@ using gpuledger::testing::write_file;
 
 namespace {
 
-// Ψ of each hybrid preset as this implementation holds it. The published
+// Ψ of each hybrid preset as this implementation holds it: the published
 // counts, tensor by tensor from the configs (docs/formulas/kv.md "Presets of
-// hybrid models"), less the pieces these layers lack:
-//   gemma-3-27b   27,009,346,304 − 62 layers × 2 norms × 5376 (post-attention,
-//                 post-feedforward) = 27,008,679,680;
-//   gpt-oss-120b  116,829,156,672 − 36 × (o_proj bias 2880 + sinks 64 + router
-//                 bias 128 + expert biases 128 × (2·2880 + 2880)) = 116,789,232,960;
-//   gpt-oss-20b   20,914,757,184 − 24 × (2880 + 64 + 32 + 32 × 8640) = 20,908,050,240.
+// hybrid models"). gpt-oss's include per layer the o_proj bias 2880, the sinks
+// 64, the router bias E and the expert biases E × (2·2880 + 2880): without
+// them the presets would hold 116,789,232,960 and 20,908,050,240.
 TEST(CliHybridModels, PresetParameterCounts) {
   auto r = run_cli({"models", "--json", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<std::string, int64_t> params;
   const auto doc = r.json();
   for (const auto& m : doc["models"]) params[m["name"]] = m["params"];
-  EXPECT_EQ(params.at("gemma-3-27b"), 27'009'346'304);  // the published total: every tensor held
-  EXPECT_EQ(params.at("gpt-oss-120b"), 116'829'156'672 - 36 * (2880 + 64 + 128 + 128 * 8640));
-  EXPECT_EQ(params.at("gpt-oss-20b"), 20'914'757'184 - 24 * (2880 + 64 + 32 + 32 * 8640));
+  EXPECT_EQ(params.at("gemma-3-27b"), 27'009'346'304);    // the published total: every tensor held
+  EXPECT_EQ(params.at("gpt-oss-120b"), 116'829'156'672);  // the published totals (the model card's 116.83B, 20.91B)
+  EXPECT_EQ(params.at("gpt-oss-20b"), 20'914'757'184);
+  EXPECT_EQ(116'829'156'672 - 36 * (2880 + 64 + 128 + 128 * 8640), 116'789'232'960);
 }
 
 // docs/formulas/kv.md worked example: 62 layers, 16 KV heads of 128 values,
@@ -131,11 +129,20 @@ TEST(CliHybridModels, BadPatternIsExit2NamingTheField) {
   EXPECT_TRUE(contains(r.err, "field 'attention_pattern[1]'")) << r.err;
 }
 
+// gemma-3-27b's first six layers: five local, one global.
 TEST(CliHybridModels, InferRefusesLayersOfDifferentWindows) {
-  auto r = run_cli({"infer", "--model", "gpt-oss-20b", "--layers", "2", "--device-memory", "1Ti", "--requests", "1",
+  auto r = run_cli({"infer", "--model", "gemma-3-27b", "--layers", "6", "--device-memory", "1Ti", "--requests", "1",
                     "--prompt-len", "8", "--gen-len", "2", "--backend", "meta"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_TRUE(contains(r.err, "attention_pattern")) << r.err;
+}
+
+// The engine's cached attention has no sink term: a model with sinks is refused by name.
+TEST(CliHybridModels, InferRefusesAttentionSinks) {
+  auto r = run_cli({"infer", "--model", "gpt-oss-20b", "--layers", "2", "--device-memory", "1Ti", "--requests", "1",
+                    "--prompt-len", "8", "--gen-len", "2", "--backend", "meta"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "attention_sinks")) << r.err;
 }
 
 }  // namespace

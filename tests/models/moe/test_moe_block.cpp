@@ -2,8 +2,10 @@
 // double-precision reference written here: the output, the load-balancing
 // loss, the dropped choices, and the gradient of every parameter and of the
 // input (central differences of the reference, tolerance stated below); the
-// ledger's activations against analytic/moe.h to the byte; the FLOPs exactly.
-// Then on meta in bf16: the same bytes and FLOPs for the routing it makes.
+// ledger's activations against analytic/moe.h to the byte; the FLOPs exactly —
+// without and with gpt-oss's biases (the router's on its logits, each expert's
+// on gate, up and down). Then on meta in bf16: the same bytes and FLOPs for
+// the routing it makes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,13 +33,19 @@ ModelConfig moe_model() { return testing::moe_test_model(kDims, 0.75); }
 
 MoeShape moe_shape(DType t) { return testing::moe_test_shape(kDims, moe_model(), t); }
 
-// The tensors of the block, as doubles (layouts as moe_block.h states).
+// The tensors of the block, as doubles (layouts as moe_block.h states); the
+// biases empty unless the block has them.
 struct Tensors {
   std::vector<double> x, router, gate, up, down, sgate, sup, sdown;
-  std::vector<std::vector<double>*> all() { return {&x, &router, &gate, &up, &down, &sgate, &sup, &sdown}; }
+  std::vector<double> router_b, gate_b, up_b, down_b;
+  std::vector<std::vector<double>*> all() {
+    std::vector<std::vector<double>*> v = {&x, &router, &gate, &up, &down, &sgate, &sup, &sdown};
+    if (!router_b.empty()) v.insert(v.end(), {&router_b, &gate_b, &up_b, &down_b});
+    return v;
+  }
 };
 
-Tensors random_tensors(uint32_t seed) {
+Tensors random_tensors(uint32_t seed, bool biases = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> nd(0.0, 1.0);
   auto fill = [&](int64_t n, double scale) {
@@ -54,6 +62,12 @@ Tensors random_tensors(uint32_t seed) {
   t.sgate = fill(kFs * kH, 0.2);
   t.sup = fill(kFs * kH, 0.2);
   t.sdown = fill(kH * kFs, 0.2);
+  if (biases) {
+    t.router_b = fill(kE, 0.5);
+    t.gate_b = fill(kE * kF, 0.3);
+    t.up_b = fill(kE * kF, 0.3);
+    t.down_b = fill(kE * kH, 0.3);
+  }
   return t;
 }
 
@@ -65,11 +79,12 @@ struct RefOut {
   int64_t dropped = 0, kept = 0;
 };
 
-// y = W_down·(silu(W_gate·x) ⊙ W_up·x) for one row, weights (f × h), (h × f).
+// y = W_down·(silu(W_gate·x + b_g) ⊙ (W_up·x + b_u)) + b_d for one row, weights
+// (f × h), (h × f); the biases null when absent.
 void swiglu_ffn(const double* x, const double* wg, const double* wu, const double* wd, int64_t f, double scale,
-                double* y) {
+                double* y, const double* bg = nullptr, const double* bu = nullptr, const double* bd = nullptr) {
   for (int64_t i = 0; i < f; ++i) {
-    double g = 0, u = 0;
+    double g = bg ? bg[i] : 0, u = bu ? bu[i] : 0;
     for (int64_t c = 0; c < kH; ++c) {
       g += wg[i * kH + c] * x[c];
       u += wu[i * kH + c] * x[c];
@@ -77,6 +92,8 @@ void swiglu_ffn(const double* x, const double* wg, const double* wu, const doubl
     const double a = g / (1 + std::exp(-g)) * u;
     for (int64_t c = 0; c < kH; ++c) y[c] += scale * wd[c * f + i] * a;
   }
+  if (bd)
+    for (int64_t c = 0; c < kH; ++c) y[c] += scale * bd[c];
 }
 
 RefOut reference(const Tensors& t) {
@@ -89,7 +106,7 @@ RefOut reference(const Tensors& t) {
     const double* x = t.x.data() + n * kH;
     double l[kE], p[kE], z = 0;
     for (int64_t e = 0; e < kE; ++e) {
-      l[e] = 0;
+      l[e] = t.router_b.empty() ? 0 : t.router_b[e];
       for (int64_t c = 0; c < kH; ++c) l[e] += t.router[e * kH + c] * x[c];
     }
     for (int64_t e = 0; e < kE; ++e) z += std::exp(l[e]);
@@ -112,8 +129,10 @@ RefOut reference(const Tensors& t) {
         continue;
       }
       ++r.kept;
+      const bool b = !t.gate_b.empty();
       swiglu_ffn(x, t.gate.data() + e * kF * kH, t.up.data() + e * kF * kH, t.down.data() + e * kH * kF, kF, p[e] / s,
-                 r.y.data() + n * kH);
+                 r.y.data() + n * kH, b ? t.gate_b.data() + e * kF : nullptr, b ? t.up_b.data() + e * kF : nullptr,
+                 b ? t.down_b.data() + e * kH : nullptr);
     }
     swiglu_ffn(x, t.sgate.data(), t.sup.data(), t.sdown.data(), kFs, 1.0, r.y.data() + n * kH);
   }
@@ -136,12 +155,13 @@ struct Rig {
   Ledger ledger;
   std::unique_ptr<Device> dev;
   DType t;
-  Buffer x, router, gate, up, down, sgate, sup, sdown;
-  Buffer dx, drouter, dgate, dup, ddown, dsgate, dsup, dsdown;
+  Buffer x, router, gate, up, down, sgate, sup, sdown, router_b, gate_b, up_b, down_b;
+  Buffer dx, drouter, dgate, dup, ddown, dsgate, dsup, dsdown, drouter_b, dgate_b, dup_b, ddown_b;
 
   Rig(const std::string& backend, DType dtype, Tensors& ts) : dev(make_device(backend, ledger)), t(dtype) {
-    Buffer* w[] = {&x, &router, &gate, &up, &down, &sgate, &sup, &sdown};
-    Buffer* g[] = {&dx, &drouter, &dgate, &dup, &ddown, &dsgate, &dsup, &dsdown};
+    Buffer* w[] = {&x, &router, &gate, &up, &down, &sgate, &sup, &sdown, &router_b, &gate_b, &up_b, &down_b};
+    Buffer* g[] = {&dx,   &drouter, &dgate,     &dup,     &ddown, &dsgate,
+                   &dsup, &dsdown,  &drouter_b, &dgate_b, &dup_b, &ddown_b};
     auto tensors = ts.all();
     for (size_t i = 0; i < tensors.size(); ++i) {
       const auto n = static_cast<int64_t>(tensors[i]->size());
@@ -166,20 +186,26 @@ struct Rig {
     return f;
   }
   MoeWeights weights() {
-    return {router.data(),  gate.data(),  up.data(),  down.data(),  sgate.data(),  sup.data(),  sdown.data(),
-            drouter.data(), dgate.data(), dup.data(), ddown.data(), dsgate.data(), dsup.data(), dsdown.data()};
+    MoeWeights w{router.data(),  gate.data(),  up.data(),  down.data(),  sgate.data(),  sup.data(),  sdown.data(),
+                 drouter.data(), dgate.data(), dup.data(), ddown.data(), dsgate.data(), dsup.data(), dsdown.data()};
+    w.router_b = router_b.data(), w.gate_b = gate_b.data(), w.up_b = up_b.data(), w.down_b = down_b.data();
+    w.d_router_b = drouter_b.data(), w.d_gate_b = dgate_b.data(), w.d_up_b = dup_b.data(), w.d_down_b = ddown_b.data();
+    return w;
   }
 };
 
-TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) {
-  Tensors ts = random_tensors(7);
+// The bias adds are element-wise ops: the same GEMM FLOPs with or without them.
+void check_against_reference(bool biases) {
+  Tensors ts = random_tensors(7, biases);
   std::vector<double> G(kN * kH);
   std::mt19937 rng(11);
   std::normal_distribution<double> nd(0.0, 1.0);
   for (auto& g : G) g = nd(rng);
 
   Rig rig("cpu", DType::kFP32, ts);
-  MoeBlock block(*rig.dev, moe_shape(DType::kFP32), rig.weights());
+  MoeShape shape = moe_shape(DType::kFP32);
+  shape.router_logit_bias = shape.expert_biases = biases;
+  MoeBlock block(*rig.dev, shape, rig.weights());
   Buffer y = rig.dev->alloc(kN * kH * 4, Account::kWorkspace, "y");
   MoeSaved saved;
   rig.dev->reset_flops();
@@ -212,9 +238,10 @@ TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) {
 
   // every gradient against central differences of the double reference:
   // |measured − reference| <= 2e-4·(1 + |reference|) (fp32 compute vs double, steps of 1e-6)
-  const Buffer* grads[] = {&rig.dx,    &rig.drouter, &rig.dgate, &rig.dup,
-                           &rig.ddown, &rig.dsgate,  &rig.dsup,  &rig.dsdown};
-  const char* names[] = {"x", "router", "gate", "up", "down", "shared.gate", "shared.up", "shared.down"};
+  const Buffer* grads[] = {&rig.dx,   &rig.drouter, &rig.dgate,     &rig.dup,     &rig.ddown, &rig.dsgate,
+                           &rig.dsup, &rig.dsdown,  &rig.drouter_b, &rig.dgate_b, &rig.dup_b, &rig.ddown_b};
+  const char* names[] = {"x",         "router",      "gate",        "up",        "down",    "shared.gate",
+                         "shared.up", "shared.down", "router.bias", "gate.bias", "up.bias", "down.bias"};
   auto tensors = ts.all();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::vector<float> got = rig.download(*grads[i]);
@@ -231,6 +258,12 @@ TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) {
     }
   }
 }
+
+TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) { check_against_reference(false); }
+
+// gpt-oss's biases: each gradient checked as above, and some of each nonzero
+// (a bias whose gradient stayed 0 would pass the comparison only if unused).
+TEST(MoeBlock, WithRouterAndExpertBiasesMatchesDoubleReference) { check_against_reference(true); }
 
 // Meta touches nothing: its router reads zeros, so every token ties and
 // chooses experts 0 and 1; with C = 3 each keeps 3 rows. Bytes and FLOPs

@@ -33,12 +33,13 @@ struct Case {
   float dropout;
   bool qk_norm = false;     // Qwen3's QK norm switched on in the model
   bool post_norms = false;  // Gemma's post-block norms switched on in the model
+  bool sinks = false;       // gpt-oss's attention: sinks and the attention-out bias switched on in the model
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.model + "_" + std::string(attention_name(info.param.attention)) +
                   (info.param.dropout > 0 ? "_dropout" : "_nodropout") + (info.param.qk_norm ? "_qknorm" : "") +
-                  (info.param.post_norms ? "_postnorms" : "");
+                  (info.param.post_norms ? "_postnorms" : "") + (info.param.sinks ? "_sinks" : "");
   for (auto& c : n)
     if (c == '-') c = '_';
   return n;
@@ -85,6 +86,7 @@ struct LayerRig {
   LayerRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
     m.qk_norm = c.qk_norm;
     m.post_norms = c.post_norms;
+    m.attention_sinks = m.attn_out_bias = c.sinks;
     params = noisy_params(env, m, DType::kFP32);
     unit = static_cast<size_t>(params->layout().first_layer_unit);
     layer =
@@ -144,8 +146,8 @@ TEST_P(LayerGradCheck, ParametersAndInputMatchFiniteDifferences) {
       w[j] = w0;
       from_host(dev, rig.params->weights(rig.unit).data(), DType::kFP32, w);
       expect_close_fd((lp - lm) / (2 * kEps), dw[j], 1e-3, 5e-3, t.name + "[" + std::to_string(i) + "]");
-      // the QK norm's γ takes part (a zero gradient would pass the comparison above)
-      if (t.role == "q_norm.weight" || t.role == "k_norm.weight") {
+      // the QK norm's γ and the sinks take part (a zero gradient would pass the comparison above)
+      if (t.role == "q_norm.weight" || t.role == "k_norm.weight" || t.role == "attn.sinks") {
         EXPECT_GT(std::abs(dw[j]), 1e-4) << t.name;
       }
     }
@@ -208,6 +210,10 @@ const Case kCases[] = {
     {"tiny-llama", AttentionKind::kFlash, 0.1f, true},
     {"tiny-llama", AttentionKind::kMaterialized, 0.0f, false, true},
     {"tiny-llama", AttentionKind::kFlash, 0.1f, false, true},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.0f, false, false, true},
+    {"tiny-llama", AttentionKind::kMaterialized, 0.1f, false, false, true},
+    {"tiny-llama", AttentionKind::kFlash, 0.0f, false, false, true},
+    {"tiny-llama", AttentionKind::kFlash, 0.1f, false, false, true},
 };
 INSTANTIATE_TEST_SUITE_P(Tiny, LayerGradCheck, ::testing::ValuesIn(kCases), case_name);
 
@@ -261,6 +267,34 @@ TEST(PostNorms, SavedTensorsBookedAndBudgeted) {
   EXPECT_EQ(kept[1] - kept[0], 8192 + 128);
 }
 
+// Attention sinks' saved tensor, booked and in the exact budget to the byte:
+// tiny-llama (a_t 4), fp32, b 2, s 8 — the materialized core's fp32
+// log-denominator per row, 4·2·4·8 = 256 B (none; selective recomputes it);
+// flash saves its lse with or without sinks: 0 B more.
+TEST(AttentionSinks, SavedTensorsBookedAndBudgeted) {
+  for (AttentionKind kind : {AttentionKind::kMaterialized, AttentionKind::kFlash}) {
+    int64_t kept[2];
+    for (int sinks = 0; sinks < 2; ++sinks) {
+      for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        LayerRig rig({"tiny-llama", kind, 0.0f, false, false, sinks == 1}, rc);
+        Ledger& led = rig.env.ledger;
+        const int64_t act0 = led.live(Account::kActivations);
+        Buffer out = rig.env.dev->alloc(4 * rig.hid, Account::kWorkspace, "out");
+        LayerSaved s;
+        rig.layer->forward(rig.x.data(), out.data(), rig.keys, s);
+        EXPECT_EQ(led.live(Account::kActivations) - act0 + 4 * rig.hid,
+                  analytic::activation_bytes_per_layer(rig.m, Layout{}, rig.r))
+            << attention_name(kind) << " sinks " << sinks << ", recompute " << recompute_name(rc);
+        if (rc == Recompute::kNone) kept[sinks] = led.live(Account::kActivations) - act0;
+        Buffer dres = rig.env.dev->alloc(4 * rig.hid, Account::kWorkspace, "dres");
+        rig.layer->backward(rig.x.data(), dres.data(), rig.keys, s);
+        EXPECT_EQ(led.live(Account::kActivations), act0) << "backward frees every saved tensor";
+      }
+    }
+    EXPECT_EQ(kept[1] - kept[0], kind == AttentionKind::kMaterialized ? 256 : 0) << attention_name(kind);
+  }
+}
+
 // ---- the whole tiny model: loss = Σ token cross-entropies ----
 struct ModelRig {
   Env env;
@@ -273,6 +307,7 @@ struct ModelRig {
   ModelRig(const Case& c, Recompute rc) : m(load_model(c.model)), r(fp32_run(c, rc)) {
     m.qk_norm = c.qk_norm;
     m.post_norms = c.post_norms;
+    m.attention_sinks = m.attn_out_bias = c.sinks;
     params = noisy_params(env, m, DType::kFP32);
     model = std::make_unique<StageModel>(*env.dev, *env.tp, m, r, Layout{}, Coords{}, *params);
     const int64_t n = r.mbs * r.seq;

@@ -78,7 +78,53 @@ TEST(ParamLayout, HandCountsTinyGpt) {
   EXPECT_EQ(pl.units[1].elems, 64 * 192 + 192 + 64 * 64 + 64 + 4 * 64 + 64 * 256 + 256 + 256 * 64 + 64);
   EXPECT_EQ(pl.units[3].elems, 2 * 64);  // tied, one stage: final norm only
   EXPECT_TRUE(pl.head_uses_embedding);
-  EXPECT_EQ(pl.units[1].decay_elems, 64 * 192 + 64 * 64 + 2 * 64 * 256);  // the four matrices
+  const int64_t matrices = 64 * 192 + 64 * 64 + 2 * 64 * 256;  // the four matrices, then the vectors
+  const auto runs = pl.units[1].decay_runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].begin, 0);
+  EXPECT_EQ(runs[0].end, matrices);
+  EXPECT_TRUE(runs[0].decay);
+  EXPECT_EQ(runs[1].begin, matrices);
+  EXPECT_EQ(runs[1].end, pl.units[1].elems);
+  EXPECT_FALSE(runs[1].decay);
+}
+
+// gpt-oss's tensors on tiny-moe (h 32, a 4, k 2, d 8, E 4, f_e 24, one shared
+// expert f_s 16): the experts' matrices (3·4·24·32 = 9216) and their biases
+// (gate 96, up 96, down 4·32 = 128) form the expert-sharded prefix; then the
+// matrices qkv 64·32, attention-out 32·32, router 4·32, shared 3·16·32 (4736),
+// then the vectors norm1 32, attention-out bias 32, sinks 4, router bias 4,
+// norm2 32. Weight decay falls on the two runs of matrices only.
+TEST(ParamLayout, GptOssTensorsAndDecayRuns) {
+  ModelConfig m = load_model("tiny-moe");
+  m.attention_sinks = m.attn_out_bias = m.router_logit_bias = m.expert_biases = true;
+  const ParamLayout pl = make_param_layout(m, Layout{}, Coords{});
+  const UnitLayout& u = pl.units[1];
+  EXPECT_EQ(u.at("moe.experts.gate.bias").elems(), 96);
+  EXPECT_EQ(u.at("moe.experts.down.bias").elems(), 128);
+  EXPECT_EQ(u.at("moe.experts.down.bias").offset + 128, 9216 + 320);
+  EXPECT_EQ(u.at("attn.sinks").elems(), 4);
+  EXPECT_EQ(u.at("attn_out.bias").elems(), 32);
+  EXPECT_EQ(u.at("moe.router.logit_bias").elems(), 4);
+  EXPECT_EQ(u.elems, 9216 + 320 + 4736 + 104);
+  const auto runs = u.decay_runs();
+  ASSERT_EQ(runs.size(), 4u);
+  const int64_t ends[] = {9216, 9536, 9536 + 4736, u.elems};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(runs[i].begin, i == 0 ? 0 : ends[i - 1]) << i;
+    EXPECT_EQ(runs[i].end, ends[i]) << i;
+    EXPECT_EQ(runs[i].decay, i % 2 == 0) << i;
+  }
+  // Under tp 2 each rank holds the sinks of its own two heads.
+  ModelConfig dense = load_model("tiny-llama");
+  dense.attention_sinks = true;
+  Layout l;
+  l.tp = 2;
+  Coords c;
+  c.tp = 1;
+  const TensorSlot& sinks = make_param_layout(dense, l, c).units[1].at("attn.sinks");
+  EXPECT_EQ(sinks.elems(), 2);
+  EXPECT_EQ(sinks.row_begin, 2);
 }
 
 TEST(ParamLayout, PaddedVocabulary) {

@@ -9,7 +9,10 @@
 // windowed, and equals full attention when every window covers the sequence.
 // Gemma's post-block norms (post_norms) on the same model: tp 2 with sequence
 // parallelism (their γ gradients then partial sums over the token shards) and
-// pp 2 at np 2, against one rank.
+// pp 2 at np 2, against one rank. gpt-oss's attention (sinks, split over tp
+// with the heads, and the attention-out bias, a partial sum under sp) the
+// same way, and with context parallelism (flash: the sinks join the ring's
+// merged result).
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -113,6 +116,36 @@ TEST(HybridAttention, PostNormsUnderSequenceParallelMatchOneRank) {
 TEST(HybridAttention, PostNormsUnderPipelineMatchOneRank) {
   if (world_size() != 2) GTEST_SKIP() << "np 2 case";
   check_layout(post_normed(), hybrid_run(), layout(1, 1, 2), 2, Tolerance{});
+}
+
+ModelConfig sinked() {
+  ModelConfig m = hybrid(R"(["sliding", "full"])");
+  m.attention_sinks = m.attn_out_bias = true;
+  return m;
+}
+
+TEST(HybridAttention, SinksChangeTheLossOnOneRank) {
+  const RunConfig r = hybrid_run();
+  const Trajectory plain = reference_trajectory(hybrid(R"(["sliding", "full"])"), r, 2);
+  const Trajectory sinks = reference_trajectory(sinked(), r, 2);
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_GT(std::abs(sinks.losses[k] - plain.losses[k]), 1e-4 * plain.losses[k]) << "step " << k;
+}
+
+TEST(HybridAttention, SinksUnderSequenceParallelMatchOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "np 2 case";
+  Layout l = layout(1, 2, 1);
+  l.sp = true;
+  check_layout(sinked(), hybrid_run(), l, 2, tp_tolerance());
+}
+
+TEST(HybridAttention, SinksUnderContextParallelMatchOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "np 2 case";
+  Layout l = layout(1, 1, 1);
+  l.cp = 2;
+  RunConfig r = hybrid_run();
+  r.attention = AttentionKind::kFlash;
+  check_layout(sinked(), r, l, 2, tp_tolerance());
 }
 
 // The first step's gradients, every element within 1e-5 + 1e-4·|g| of one rank's.

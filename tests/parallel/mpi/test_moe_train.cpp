@@ -12,8 +12,8 @@
 // shards) within 1e-6 + 1e-5·|g|, as the MoE tests of test_dp_train.cpp; and
 // every rank books what its meta simulation books. The same against one rank
 // under --recompute full (the backward re-runs each layer's forward, the
-// router and the dispatch/combine all-to-alls included: the same routing) and
-// with interleaved stages (--vpp 2).
+// router and the dispatch/combine all-to-alls included: the same routing),
+// with interleaved stages (--vpp 2), and with gpt-oss's biases and sinks.
 #include <gtest/gtest.h>
 
 #include "layout_check.h"
@@ -135,6 +135,22 @@ TEST(MoeDenseLayers, SigmoidRouterWithExpertBiasMatchesOneRank) {
   m.routed_scaling_factor = 2.5;
   check_layout(m, small_run(2, Schedule::k1F1B), moe_zero(world_size(), 1), 3, Tolerance{});
   if (world_size() == 4) check_layout(m, small_run(2, Schedule::k1F1B), moe_zero(2, 0), 3, Tolerance{});
+}
+
+// gpt-oss's biases (the router's on its logits, each expert's on gate, up and
+// down) with its attention (sinks, the attention-out bias): the expert biases
+// sit in the expert-sharded prefix after the experts' matrices, so a unit is
+// matrices, vectors, matrices, vectors, and weight decay (0.1 here) must fall
+// on the matrices of both runs only. ep = dp with ZeRO 1 (the prefix sharded
+// over the expert-data-parallel group), then ZeRO 3 at ep 2.
+TEST(MoeBiases, GptOssBiasesAndSinksMatchOneRank) {
+  ModelConfig m = load_model("tiny-moe");
+  m.router_logit_bias = m.expert_biases = true;
+  m.attention_sinks = m.attn_out_bias = true;
+  RunConfig r = small_run(2, Schedule::k1F1B);
+  r.weight_decay = 0.1;
+  check_layout(m, r, moe_zero(world_size(), 1), 3, Tolerance{});
+  check_layout(m, r, moe_zero(2, 3), 2, Tolerance{});
 }
 
 }  // namespace
