@@ -23,9 +23,11 @@ inline constexpr int64_t kFp8QuantizersPerGemm = 5;
 //   5·4·(1 + H)    each quantizer's fp32 scale and amax history of H entries.
 int64_t fp8_gemm_state_bytes(int64_t weight_elems, int64_t amax_history_len);
 
-// Σ over the layers' Linear GEMMs on `rank` (QKV, attention out, MLP in —
-// gpt one, llama gate and up —, MLP out; the LM head and the embedding stay
-// bf16 as in Megatron-LM); 0 when the run is not fp8.
+// Σ over the layers' Linear GEMMs on `rank` (core/fp8.h fp8_gemms_of_role:
+// QKV or MLA's projections, attention out, the MLP's — gpt in, llama gate and
+// up —, MLP out, a MoE layer's routed experts one GEMM per expert held and its
+// shared experts; the router, the LM head and the embedding stay bf16 as in
+// Megatron-LM); 0 when the run is not fp8.
 int64_t fp8_weight_state_bytes(const ModelConfig& m, const Layout& l, const RunConfig& r, int64_t rank);
 
 }  // namespace gpuledger::analytic

@@ -79,6 +79,21 @@ std::optional<Fp8Recipe> fp8_recipe_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+int64_t fp8_gemms_of_role(std::string_view role, int64_t local_experts) {
+  static constexpr std::string_view kOneGemm[] = {
+      "qkv.weight",           "attn_out.weight",       "mlp_in.weight",     "mlp_gate.weight",
+      "mlp_up.weight",        "mlp_out.weight",        "mla.q_down.weight", "mla.q_up.weight",
+      "mla.q.weight",         "mla.kv_down.weight",    "mla.kv_up.weight",  "moe.shared.gate.weight",
+      "moe.shared.up.weight", "moe.shared.down.weight"};
+  static constexpr std::string_view kPerExpert[] = {"moe.experts.gate.weight", "moe.experts.up.weight",
+                                                    "moe.experts.down.weight"};
+  for (std::string_view r : kPerExpert)
+    if (role == r) return local_experts;
+  for (std::string_view r : kOneGemm)
+    if (role == r) return 1;
+  return 0;
+}
+
 float fp8_scale_from_amax(float amax, Fp8Format f, int margin, float previous_scale) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return previous_scale;
   return fp8_max(f) / amax / std::ldexp(1.0f, margin);  // in fp32, as TE computes it

@@ -33,6 +33,16 @@ std::string_view fp8_recipe_name(Fp8Recipe r);  // "none" | "delayed"
 std::optional<Fp8Recipe> fp8_recipe_from_name(std::string_view name);
 inline constexpr int64_t kTeAmaxHistoryLen = 1024;  // DelayedScaling.amax_history_len's default
 
+// The Linear GEMMs an fp8 run executes in FP8 — the layers' TransformerEngine
+// modules under Megatron-LM — by parameter role (models/transformer/param_layout.h),
+// and how many GEMMs one tensor of that role is: a routed-expert tensor, which
+// stacks the rank's `local_experts` experts, one per expert (TE's GroupedLinear
+// keeps each expert's weight, FP8 copies and quantizers apart); the attention
+// (QKV or MLA's projections), attention-out, the dense and shared-expert MLPs
+// one; any other role 0 — the router (Megatron's TopKRouter: a plain GEMM),
+// the LM head and the embedding (not TE modules), norms and biases.
+int64_t fp8_gemms_of_role(std::string_view role, int64_t local_experts);
+
 // The delayed-scaling update (DelayedScaling's docstring, ibid.):
 //   scale = (FP8_MAX / amax) / 2^margin,
 // the previous scale kept when amax is 0 or not finite (TE's _default_sf_compute).

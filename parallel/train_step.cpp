@@ -104,7 +104,9 @@ struct Trainer::Impl {
     Comm& expert_dp = c.expert_dp != nullptr ? *c.expert_dp : *c.dp;
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, groups});
-    if (r.fp8_training()) fp8_weights = std::make_unique<Fp8WeightState>(d, params->layout(), r.fp8_amax_history_len);
+    if (r.fp8_training())
+      fp8_weights = std::make_unique<Fp8WeightState>(d, params->layout(), r.fp8_amax_history_len,
+                                                     model.is_moe() ? model.num_experts / l.ep : 0);
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep, c.cp);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, groups, make_update_rule(d, r),
                                                    c.counters, &expert_dp);

@@ -21,12 +21,6 @@ void require_fp8_supported(const ResolvedConfig& r, ModelUse use) {
     throw ConfigError("dtype",
                       "--dtype fp8 is a training precision (train, plan, sweep, check): the KV cache is sized in "
                       "bf16, fp16 or fp32");
-  if (r.model.is_moe())
-    throw ConfigError(
-        "dtype", "--dtype fp8 with a mixture-of-experts model (" + r.model.name + "): FP8 expert GEMMs are not built");
-  if (r.model.is_mla())
-    throw ConfigError(
-        "dtype", "--dtype fp8 with multi-head latent attention (" + r.model.name + "): its FP8 GEMMs are not built");
   if (r.layout.zero >= 3)
     throw ConfigError("zero", "--dtype fp8 with --zero 3: the FP8 weight copy of a gathered unit is not built");
   if (r.device && !r.device->peak_fp8_flops)

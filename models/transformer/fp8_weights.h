@@ -1,6 +1,7 @@
 // The FP8 state an fp8 run holds beside the bf16 parameters, per Linear GEMM
-// of the rank's layers (the tensors with a role in kFp8LinearRoles), booked in
-// `weights` (docs/exact-budget.md "FP8 weight copies and scaling state"):
+// of the rank's layers (core/fp8.h fp8_gemms_of_role: a routed-expert tensor
+// is one GEMM per expert it holds), booked in `weights` (docs/exact-budget.md
+// "FP8 weight copies and scaling state"), one buffer of each kind per tensor:
 //   "fp8.weight"    the weight's FP8 copy, 1 byte per element, and
 //   "fp8.weight_t"  its transpose — TransformerEngine's Linear keeps the rowwise
 //                   and columnwise data of the cached weight for the backward
@@ -11,13 +12,11 @@
 //                   quantizers (forward input, weight, output; backward
 //                   grad_output, grad_input: module/base.py), an fp32 scale and
 //                   an amax history of H fp32 entries (DelayedScalingRecipeState,
-//                   quantization.py): 4 + 5·4·(1 + H) bytes.
+//                   quantization.py): 4 + 5·4·(1 + H) bytes per GEMM.
 // The CPU emulation casts each operand afresh (models/linear/linear.cpp): these
 // buffers are held, as on a GPU, and not read.
 #pragma once
-#include <array>
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "kernels/device.h"
@@ -25,13 +24,11 @@
 
 namespace gpuledger {
 
-inline constexpr std::array<std::string_view, 6> kFp8LinearRoles = {
-    "qkv.weight", "attn_out.weight", "mlp_in.weight", "mlp_gate.weight", "mlp_up.weight", "mlp_out.weight"};
-
 class Fp8WeightState {
  public:
-  // Allocates the state of every FP8 GEMM of `layout`'s layer units. Throws OutOfMemory.
-  Fp8WeightState(Device& device, const ParamLayout& layout, int64_t amax_history_len);
+  // Allocates the state of every FP8 GEMM of `layout`'s layer units, whose
+  // MoE layers hold `local_experts` routed experts. Throws OutOfMemory.
+  Fp8WeightState(Device& device, const ParamLayout& layout, int64_t amax_history_len, int64_t local_experts);
   int64_t gemms() const { return gemms_; }
 
  private:

@@ -5,13 +5,15 @@
 //     within the workspace bound; the FP8 GEMMs execute the analytic FLOPs;
 //   - on the cpu backend the fp8 loss tracks the bf16 loss of the same run
 //     (same seed, data and optimizer) step by step within 2% relative over 6
-//     steps while both fall, and differs from it (the FP8 casts are taken).
+//     steps while both fall, and differs from it (the FP8 casts are taken) —
+//     tiny-llama, and the MoE and MLA test shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
 #include "analytic/budget.h"
+#include "analytic/fp8.h"
 #include "core/model_config.h"
 #include "kernels/ledger.h"
 #include "kernels/meta/meta_device.h"
@@ -74,8 +76,32 @@ TEST(Fp8Trainer, MetaRanksBookTheAnalyticBudget) {
   }
 }
 
-TEST(Fp8Trainer, LossTracksBf16OnTinyLlama) {
-  const ModelConfig m = load_model("tiny-llama");
+// The FP8 GEMMs of a MoE layer (each routed expert one GEMM with its own
+// state, the shared experts; the router stays bf16) and of multi-head latent
+// attention (its down and up projections and attention-out), under expert and
+// tensor parallelism.
+TEST(Fp8Trainer, MoeAndMlaMetaRanksBookTheAnalyticBudget) {
+  Layout ep2 = layout(2, 1, 1, 1);
+  ep2.ep = 2;
+  check_layout("tiny-moe", layout(1, 1, 1, 0), Recompute::kNone);
+  check_layout("tiny-moe", ep2, Recompute::kSelective);
+  check_layout("tiny-mla", layout(1, 1, 1, 0), Recompute::kNone);
+  check_layout("tiny-mla", layout(1, 2, 2, 0), Recompute::kFull);
+}
+
+// tiny-moe (E 4, f_e 24, h 32, one shared expert of 16; QKV 64 × 32,
+// attention-out 32 × 32) at ep 2, H = 1024 (20,504 B of scaling per GEMM):
+// a layer holds 2 of the 4 experts, each 3 GEMMs of 768 elements (6 GEMMs,
+// 4,608 elements), the shared expert's 3 of 512, QKV 2048 and attention-out
+// 1024: 2·(4608 + 1536 + 3072) + 11·20,504 = 18,432 + 225,544 = 243,976 B.
+TEST(Fp8Trainer, MoeStateByHand) {
+  const ModelConfig m = load_model("tiny-moe");
+  Layout ep2 = layout(2, 1, 1, 1);
+  ep2.ep = 2;
+  EXPECT_EQ(analytic::fp8_weight_state_bytes(m, ep2, fp8_run(Recompute::kNone), 0), 2 * 243976);
+}
+
+void expect_fp8_loss_tracks_bf16(const ModelConfig& m) {
   RunConfig bf16 = fp8_run(Recompute::kNone);
   bf16.fp8 = Fp8Recipe::kNone;
   bf16.lr = 1e-2;
@@ -95,7 +121,14 @@ TEST(Fp8Trainer, LossTracksBf16OnTinyLlama) {
   }
   EXPECT_LT(last, first - 0.1);  // it trains
   EXPECT_GT(largest_rel, 1e-6);  // and the FP8 casts changed something
-  std::printf("fp8 vs bf16 loss: largest relative difference %.3g over 6 steps\n", largest_rel);
+  std::printf("%s fp8 vs bf16 loss: largest relative difference %.3g over 6 steps\n", m.name.c_str(), largest_rel);
+}
+
+TEST(Fp8Trainer, LossTracksBf16OnTinyLlama) { expect_fp8_loss_tracks_bf16(load_model("tiny-llama")); }
+
+TEST(Fp8Trainer, LossTracksBf16OnTinyMoeAndMla) {
+  expect_fp8_loss_tracks_bf16(load_model("tiny-moe"));
+  expect_fp8_loss_tracks_bf16(load_model("tiny-mla"));
 }
 
 }  // namespace

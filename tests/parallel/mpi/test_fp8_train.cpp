@@ -46,6 +46,18 @@ TEST(Fp8Train, DataParallelMatchesOneRank) {
   check_layout(load_model("tiny-llama"), r, l, 2, dp_fp8);
 }
 
+// The MoE test shape (each routed expert's GEMMs in FP8 with its own scales,
+// the router in bf16) under expert parallelism: ep = dp, ZeRO 1; and the MLA
+// test shape under dp. The same data-parallel bounds as tiny-llama's.
+TEST(Fp8Train, MoeAndMlaDataParallelMatchOneRank) {
+  const RunConfig r = fp8_run();
+  const Tolerance dp_fp8{1e-3, 1e-4, 2.0 / 256, 0.04, 2 * 2 * r.lr + 1e-4};
+  Layout ep = mixed(1, world_size(), 1, 1, false);
+  ep.ep = world_size();
+  check_layout(load_model("tiny-moe"), r, ep, 2, dp_fp8);
+  check_layout(load_model("tiny-mla"), r, mixed(1, world_size(), 1, 1, false), 2, dp_fp8);
+}
+
 TEST(Fp8Train, TensorParallelTracksOneRank) {
   const RunConfig r = fp8_run();
   const Layout l = world_size() == 2 ? mixed(2, 1, 1, 0, false) : mixed(2, 2, 1, 1, false);
