@@ -23,6 +23,14 @@ inline constexpr int64_t kFp8QuantizersPerGemm = 5;
 //   5·4·(1 + H)    each quantizer's fp32 scale and amax history of H entries.
 int64_t fp8_gemm_state_bytes(int64_t weight_elems, int64_t amax_history_len);
 
+// The blockwise recipe's scaling state of one GEMM whose weight is rows × cols
+// on the rank: the fp32 scales of its FP8 copy's 128 × 128 blocks,
+// ⌈rows/128⌉ × pad4(⌈cols/128⌉), and of its transpose's, ⌈cols/128⌉ ×
+// pad4(⌈rows/128⌉) (TransformerEngine's Float8BlockQuantizer.get_scale_shape,
+// pytorch/tensor/float8_blockwise_tensor.py at d0067d0d: scales padded to a
+// multiple of 4 for the GEMM); no amax history. The copies are 2·rows·cols beside.
+int64_t fp8_block_gemm_scaling_bytes(int64_t rows, int64_t cols);
+
 // Σ over the layers' Linear GEMMs on `rank` (core/fp8.h fp8_gemms_of_role:
 // QKV or MLA's projections, attention out, the MLP's — gpt in, llama gate and
 // up —, MLP out, a MoE layer's routed experts one GEMM per expert held and its

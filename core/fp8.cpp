@@ -6,6 +6,8 @@
 #include "core/fp8.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace gpuledger {
 namespace {
@@ -69,12 +71,13 @@ std::string_view fp8_recipe_name(Fp8Recipe r) {
   switch (r) {
     case Fp8Recipe::kNone: return "none";
     case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kBlockwise: return "blockwise";
   }
   return "?";
 }
 
 std::optional<Fp8Recipe> fp8_recipe_from_name(std::string_view name) {
-  for (Fp8Recipe r : {Fp8Recipe::kNone, Fp8Recipe::kDelayed})
+  for (Fp8Recipe r : {Fp8Recipe::kNone, Fp8Recipe::kDelayed, Fp8Recipe::kBlockwise})
     if (fp8_recipe_name(r) == name) return r;
   return std::nullopt;
 }
@@ -92,6 +95,17 @@ int64_t fp8_gemms_of_role(std::string_view role, int64_t local_experts) {
   for (std::string_view r : kOneGemm)
     if (role == r) return 1;
   return 0;
+}
+
+float fp8_block_scale(float amax, Fp8Format f) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  float scale = fp8_max(f) / amax;
+  if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
+  uint32_t bits = 0;
+  std::memcpy(&bits, &scale, sizeof bits);
+  bits &= 0xFF800000u;  // sign and exponent: the power of 2 at or below
+  std::memcpy(&scale, &bits, sizeof bits);
+  return scale;
 }
 
 float fp8_scale_from_amax(float amax, Fp8Format f, int margin, float previous_scale) {

@@ -28,8 +28,12 @@ float fp8_max(Fp8Format f);  // 448 | 57344
 // d0067d0da6cb01811b8072a7d304f0e00344ce2b): per-tensor scales, the HYBRID
 // format (E4M3 in the forward, E5M2 for gradients), margin 0, an amax history
 // of 1024 entries reduced by "max".
-enum class Fp8Recipe : int { kNone = 0, kDelayed };
-std::string_view fp8_recipe_name(Fp8Recipe r);  // "none" | "delayed"
+// kBlockwise: TE's Float8BlockScaling (ibid.; DeepSeek-V3, arXiv 2412.19437
+// §3.3.2): E4M3 in both passes, one scale per block of kFp8BlockLen — 1 × 128
+// tiles of activations and gradients along the GEMM's reduction, 128 × 128
+// blocks of weights — each a power of 2 (fp8_block_scale), no amax history.
+enum class Fp8Recipe : int { kNone = 0, kDelayed, kBlockwise };
+std::string_view fp8_recipe_name(Fp8Recipe r);  // "none" | "delayed" | "blockwise"
 std::optional<Fp8Recipe> fp8_recipe_from_name(std::string_view name);
 inline constexpr int64_t kTeAmaxHistoryLen = 1024;  // DelayedScaling.amax_history_len's default
 
@@ -42,6 +46,14 @@ inline constexpr int64_t kTeAmaxHistoryLen = 1024;  // DelayedScaling.amax_histo
 // one; any other role 0 — the router (Megatron's TopKRouter: a plain GEMM),
 // the LM head and the embedding (not TE modules), norms and biases.
 int64_t fp8_gemms_of_role(std::string_view role, int64_t local_experts);
+
+// The blockwise recipe's block length and its scale of a block whose largest
+// magnitude is amax: FP8_MAX/amax with its mantissa bits cleared (a power of
+// 2, never above FP8_MAX/amax); 1 when amax is 0 or not finite; the largest
+// float's power of 2 when FP8_MAX/amax overflows (TE's compute_scale_from_amax,
+// common/recipe/recipe_common.cuh, with power-of-2 scales and epsilon 0).
+inline constexpr int64_t kFp8BlockLen = 128;
+float fp8_block_scale(float amax, Fp8Format f);
 
 // The delayed-scaling update (DelayedScaling's docstring, ibid.):
 //   scale = (FP8_MAX / amax) / 2^margin,

@@ -204,6 +204,11 @@ class Device {
   // 0), the cast rounding to nearest even and saturating (core/fp8.h). The cpu
   // backend implements it, meta does nothing; others refuse (std::logic_error).
   void fp8_quantize_dequantize(float* dst, const void* src, DType t, int64_t n, Fp8Format f);
+  // The blockwise recipe's cast: src (rows, cols) row-major in blocks of
+  // block_rows × block_cols (the last ones cut by the edges), each block scaled
+  // by its own s = fp8_block_scale(its amax) (core/fp8.h: a power of 2).
+  void fp8_quantize_dequantize_blocks(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
+                                      int64_t block_rows, int64_t block_cols, Fp8Format f);
 
   // Bias: out (rows, cols) += bias (cols); dbias (cols) (+)= Σ_rows dout.
   void bias_add(void* out, const void* bias, DType t, int64_t rows, int64_t cols);
@@ -399,6 +404,8 @@ class Device {
   virtual void accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
   virtual void scale_impl(void* x, DType t, float alpha, int64_t n) = 0;
   virtual void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f);
+  virtual void fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
+                                                   int64_t block_rows, int64_t block_cols, Fp8Format f);
   virtual void bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) = 0;
   virtual void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols,
                                   bool accumulate) = 0;

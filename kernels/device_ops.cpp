@@ -76,6 +76,23 @@ void Device::fp8_quantize_dequantize_impl(float*, const void*, DType, int64_t, F
   throw std::logic_error("fp8_quantize_dequantize: no FP8 cast on this backend (FP8 GEMMs are emulated on cpu only)");
 }
 
+void Device::fp8_quantize_dequantize_blocks(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
+                                            int64_t block_rows, int64_t block_cols, Fp8Format f) {
+  if (rows <= 0 || cols <= 0) return;
+  if (block_rows < 1 || block_cols < 1)
+    throw std::invalid_argument("fp8_quantize_dequantize_blocks: blocks of " + std::to_string(block_rows) + " × " +
+                                std::to_string(block_cols) + " (each at least 1 × 1)");
+  fp8_quantize_dequantize_blocks_impl(dst, src, t, rows, cols, block_rows, block_cols, f);
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("fp8_cast", OpClass::kCopy, fp8_cast_bytes(rows * cols, t)));
+}
+
+void Device::fp8_quantize_dequantize_blocks_impl(float*, const void*, DType, int64_t, int64_t, int64_t, int64_t,
+                                                 Fp8Format) {
+  throw std::logic_error(
+      "fp8_quantize_dequantize_blocks: no FP8 cast on this backend (FP8 GEMMs are emulated on cpu only)");
+}
+
 void Device::add(void* out, const void* a, const void* b, DType t, int64_t n) {
   add_impl(out, a, b, t, n);
   if (auto* sink = program_sink()) sink->on_op(memory_bound_op("add", OpClass::kActivation, add_bytes(n, t)));

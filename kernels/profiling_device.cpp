@@ -84,6 +84,12 @@ void ProfilingDevice::fp8_quantize_dequantize_impl(float* dst, const void* src, 
   op_timer.done();
 }
 
+void ProfilingDevice::fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols, Fp8Format f) {
+  OpTimer op_timer(*this, "fp8_quantize_dequantize_blocks");
+  inner_->fp8_quantize_dequantize_blocks(dst, src, t, rows, cols, block_rows, block_cols, f);
+  op_timer.done();
+}
+
 void ProfilingDevice::bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) {
   OpTimer op_timer(*this, "bias_add");
   inner_->bias_add(out, bias, t, rows, cols);

@@ -61,6 +61,7 @@ class ProfilingDevice final : public Device {
   void accumulate_impl(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override;
   void scale_impl(void* x, DType t, float alpha, int64_t n) override;
   void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override;
+  void fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols, Fp8Format f) override;
   void bias_add_impl(void* out, const void* bias, DType t, int64_t rows, int64_t cols) override;
   void bias_backward_impl(void* dbias, DType grad_t, const void* dout, DType t, int64_t rows, int64_t cols, bool accumulate) override;
   void embedding_forward_impl(void* out, const int32_t* ids, const void* wte, const void* wpe, DType t, int64_t B, int64_t T, int64_t C, const TokenSpans& positions) override;

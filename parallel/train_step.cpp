@@ -105,7 +105,7 @@ struct Trainer::Impl {
     params = std::make_unique<Params>(d, make_param_layout(model, l, c.coords), e, g,
                                       ParamSharding{shard_grads, shard_weights, groups});
     if (r.fp8_training())
-      fp8_weights = std::make_unique<Fp8WeightState>(d, params->layout(), r.fp8_amax_history_len,
+      fp8_weights = std::make_unique<Fp8WeightState>(d, params->layout(), r.fp8, r.fp8_amax_history_len,
                                                      model.is_moe() ? model.num_experts / l.ep : 0);
     stage = std::make_unique<StageModel>(d, *c.tp, model, r, l, c.coords, *params, c.ep, c.cp);
     optimizer = std::make_unique<ShardedOptimizer>(d, *c.dp, *params, r, l.zero, groups, make_update_rule(d, r),

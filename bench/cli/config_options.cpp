@@ -171,9 +171,12 @@ CLI::Option* add_run(CLI::App& app, ConfigOptions& o, ConfigOption which) {
           ->group(kRunGroup);
     case ConfigOption::kFp8Recipe:
       return app
-          .add_option("--fp8-recipe", o.fp8_recipe, "with --dtype fp8: delayed (TransformerEngine's DelayedScaling)")
+          .add_option("--fp8-recipe", o.fp8_recipe,
+                      "with --dtype fp8: delayed (TransformerEngine's DelayedScaling: per-tensor scales, amax "
+                      "history) or blockwise (Float8BlockScaling, DeepSeek-V3's: 1x128 activation tiles, 128x128 "
+                      "weight blocks)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"delayed"}))
+          ->check(CLI::IsMember({"delayed", "blockwise"}))
           ->group(kRunGroup);
     case ConfigOption::kDropout:
       return finite_in(app.add_option("--dropout", o.dropout, "dropout probability (default 0.1 for gpt, 0 for llama)"),

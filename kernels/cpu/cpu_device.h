@@ -30,6 +30,8 @@ class CpuDevice : public Device {
 #include "kernels/device_op_overrides.inc"
   // FP8 emulation (--dtype fp8): not a table op every backend runs (the default throws).
   void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override;
+  void fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
+                                           int64_t block_rows, int64_t block_cols, Fp8Format f) override;
   void* raw_alloc(int64_t bytes) override;
   void raw_free(void* p, int64_t bytes) override;
 };

@@ -32,6 +32,8 @@ class MetaDevice : public Device {
 #include "kernels/meta/meta_op_overrides.inc"
   // FP8 emulation (--dtype fp8): not a table op every backend runs (the default throws).
   void fp8_quantize_dequantize_impl(float* dst, const void* src, DType t, int64_t n, Fp8Format f) override {}
+  void fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
+                                           int64_t block_rows, int64_t block_cols, Fp8Format f) override {}
 
   // Never called: Device::alloc skips raw_alloc when touches_memory() is false.
   void* raw_alloc(int64_t bytes) override { return nullptr; }

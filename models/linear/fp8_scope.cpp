@@ -4,11 +4,11 @@
 
 namespace gpuledger {
 namespace {
-thread_local bool fp8_on = false;
+thread_local Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
 }  // namespace
 
-Fp8GemmScope::Fp8GemmScope(bool on) : previous_(fp8_on) { fp8_on = on; }
-Fp8GemmScope::~Fp8GemmScope() { fp8_on = previous_; }
-bool fp8_gemms_on() { return fp8_on; }
+Fp8GemmScope::Fp8GemmScope(Fp8Recipe recipe) : previous_(fp8_recipe) { fp8_recipe = recipe; }
+Fp8GemmScope::~Fp8GemmScope() { fp8_recipe = previous_; }
+Fp8Recipe fp8_gemm_recipe() { return fp8_recipe; }
 
 }  // namespace gpuledger

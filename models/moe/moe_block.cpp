@@ -53,7 +53,8 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   const int64_t n = s_.tokens, h = s_.hidden, E = s_.routing.experts;
   {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
     Buffer logits = ws(n * E * eb(), "moe.router.logits");
-    const Fp8GemmScope router_gemm(false);  // Megatron's TopKRouter is a plain GEMM, not a TE module: never FP8
+    const Fp8GemmScope router_gemm(
+        Fp8Recipe::kNone);  // Megatron's TopKRouter is a plain GEMM, not a TE module: never FP8
     linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
     if (s_.router_logit_bias) dev_.bias_add(logits.data(), w_.router_b, s_.e, n, E);
     std::vector<float> bias;  // the expert bias, read to the host where the routing runs
@@ -339,7 +340,7 @@ void MoeBlock::router_backward(const void* xn, MoeSaved& sv, const std::vector<f
   Buffer dl = ws(n * E * eb(), "moe.router.dlogits");
   from_host(dev_, dl.data(), s_.e, dlogits);
   if (s_.router_logit_bias) dev_.bias_backward(w_.d_router_b, s_.g, dl.data(), s_.e, n, E, /*accumulate=*/true);
-  const Fp8GemmScope router_gemm(false);  // as in the forward
+  const Fp8GemmScope router_gemm(Fp8Recipe::kNone);  // as in the forward
   linear_backward_weight(dev_, w_.d_router, s_.g, dl.data(), xn, s_.e, n, h, E);
   linear_backward_data(dev_, dxn, dl.data(), w_.router, s_.e, n, h, E, /*beta=*/1.0f);
 }

@@ -190,7 +190,7 @@ double StageModel::forward(int64_t slot, int64_t step, int64_t sample_offset, co
     }
     unit_hook(unit, false, true);
     {
-      const Fp8GemmScope fp8(run_.fp8_training());  // the layer's Linear GEMMs in FP8 (--dtype fp8)
+      const Fp8GemmScope fp8(run_.fp8);  // the layer's Linear GEMMs in FP8 (--dtype fp8), by the run's recipe
       layers_[i0 + i]->forward(s.hidden[i].data(), out, keys(step, sample_offset, layer), s.saved[i]);
     }
     unit_hook(unit, false, false);
@@ -462,7 +462,7 @@ void StageModel::backward(int64_t slot, float loss_scale, const void* output_gra
     unit_hook(unit, true, true);
     s.saved[i].moe_aux_scale = static_cast<double>(loss_scale) * static_cast<double>(moe_aux_tokens());
     {
-      const Fp8GemmScope fp8(run_.fp8_training());
+      const Fp8GemmScope fp8(run_.fp8);
       layers_[i0 + i]->backward(s.hidden[i].data(), dres.data(), keys(s.step, s.sample_offset, layer), s.saved[i]);
     }
     unit_hook(unit, true, false);

@@ -48,6 +48,30 @@ TEST(Fp8State, TinyGptByHandFourGemmsALayer) {
   EXPECT_EQ(fp8_weight_state_bytes(m, Layout{}, fp8_run(), 0), 2 * 180320);
 }
 
+// The blockwise recipe: per GEMM 2·P and the fp32 scales of the copy's 128 ×
+// 128 blocks, ⌈r/128⌉ × pad4(⌈c/128⌉), and of its transpose's, ⌈c/128⌉ ×
+// pad4(⌈r/128⌉); no amax history.
+TEST(Fp8State, BlockwiseScalesByHand) {
+  EXPECT_EQ(fp8_block_gemm_scaling_bytes(100, 64), 4 * (1 * 4 + 1 * 4));  // one block each way
+  EXPECT_EQ(fp8_block_gemm_scaling_bytes(4096, 14336), 4 * (32 * 112 + 112 * 32));
+  EXPECT_EQ(fp8_block_gemm_scaling_bytes(6144, 4096), 4 * (48 * 32 + 32 * 48));
+  EXPECT_EQ(fp8_block_gemm_scaling_bytes(300, 129), 4 * (3 * 4 + 2 * 4));  // 3 × 2 blocks, each side padded to 4
+  // tiny-llama: QKV 128 × 64 and out 64 × 64 one block each way (32 B); gate and up 176 × 64 are
+  // 2 × 1 blocks, 4·(2·4 + 1·4) = 48 B, down 64 × 176 likewise: 2·32 + 3·48 = 208 B beside 2·46080 a layer.
+  RunConfig r = fp8_run();
+  r.fp8 = Fp8Recipe::kBlockwise;
+  const ModelConfig m = load_model("tiny-llama");
+  EXPECT_EQ(fp8_block_gemm_scaling_bytes(176, 64), 48);
+  EXPECT_EQ(fp8_weight_state_bytes(m, Layout{}, r, 0), 2 * (2 * 46080 + 208));
+  // llama3-8b, t = 1: QKV 6144 × 4096, out 4096², gate and up 14336 × 4096, down 4096 × 14336 a layer.
+  const ModelConfig l8 = load_model("llama3-8b");
+  const int64_t per_layer = 2 * 218'103'808 + fp8_block_gemm_scaling_bytes(6144, 4096) +
+                            fp8_block_gemm_scaling_bytes(4096, 4096) + 2 * fp8_block_gemm_scaling_bytes(14336, 4096) +
+                            fp8_block_gemm_scaling_bytes(4096, 14336);
+  EXPECT_EQ(fp8_weight_state_bytes(l8, Layout{}, r, 0), 32 * per_layer);
+  EXPECT_EQ(per_layer, 436'207'616 + 4 * (2 * 1536 + 2 * 1024 + 3 * 2 * 3584));
+}
+
 TEST(Fp8State, NoneWithoutFp8AndBookedInWeights) {
   const ModelConfig m = load_model("tiny-llama");
   RunConfig bf16 = fp8_run();

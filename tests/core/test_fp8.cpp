@@ -121,6 +121,19 @@ TEST(Fp8Recipe, NamesAndScaleUpdate) {
   EXPECT_EQ(fp8_scale_from_amax(4.0f, kE5, 0, 1.0f), 14336.0f);
   EXPECT_EQ(fp8_scale_from_amax(0.0f, kE4, 0, 3.0f), 3.0f);  // amax 0 keeps the previous scale
   EXPECT_EQ(fp8_scale_from_amax(std::numeric_limits<float>::infinity(), kE4, 0, 3.0f), 3.0f);
+  EXPECT_EQ(fp8_recipe_from_name("blockwise"), Fp8Recipe::kBlockwise);
+}
+
+// The blockwise scale: FP8_MAX/amax rounded down to a power of 2, 1 for amax 0 or not finite.
+TEST(Fp8Recipe, BlockScaleIsAPowerOfTwoAtOrBelow) {
+  EXPECT_EQ(fp8_block_scale(3.0f, kE4), 128.0f);  // 448/3 = 149.3
+  EXPECT_EQ(fp8_block_scale(3.5f, kE4), 128.0f);  // 448/3.5 = 128 exactly
+  EXPECT_EQ(fp8_block_scale(448.0f, kE4), 1.0f);
+  EXPECT_EQ(fp8_block_scale(1000.0f, kE4), 0.25f);  // 0.448
+  EXPECT_EQ(fp8_block_scale(1.0f, kE5), 32768.0f);  // 57344
+  EXPECT_EQ(fp8_block_scale(0.0f, kE4), 1.0f);
+  EXPECT_EQ(fp8_block_scale(std::numeric_limits<float>::infinity(), kE4), 1.0f);
+  EXPECT_EQ(fp8_block_scale(1e-45f, kE4), std::ldexp(1.0f, 127));  // 448/amax overflows: the largest float's power of 2
 }
 
 }  // namespace

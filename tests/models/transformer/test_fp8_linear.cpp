@@ -5,9 +5,12 @@
 // products summed in double and rounded once to bf16 — the result must lie
 // within one bf16 rounding (2⁻⁸ relative) plus the fp32 accumulation's error
 // of it. Outside the scope the same calls are the bf16 GEMMs, which differ.
-// On meta the FP8 GEMMs count 2·m·n·k FLOPs, as the bf16 ones.
+// On meta the FP8 GEMMs count 2·m·n·k FLOPs, as the bf16 ones. The blockwise
+// recipe the same way with one power-of-2 scale per 1 × 128 tile of x (128 × 1
+// in the weight gradient) and per 128 × 128 block of W, everything E4M3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -73,7 +76,7 @@ TEST(Fp8Linear, ForwardIsTheE4M3ProductAccumulatedInFp32) {
   Buffer bx = rig.upload(x), bw = rig.upload(w);
   Buffer y = rig.dev->alloc(kN * kOut * 2, Account::kWorkspace, "y");
   {
-    const Fp8GemmScope on(true);
+    const Fp8GemmScope on(Fp8Recipe::kDelayed);
     linear_forward(*rig.dev, y.data(), bx.data(), bw.data(), DType::kBF16, kN, kIn, kOut);
   }
   const auto qx = fp8_image(x, Fp8Format::kE4M3), qw = fp8_image(w, Fp8Format::kE4M3);
@@ -102,7 +105,7 @@ TEST(Fp8Linear, BackwardDataCastsTheGradientToE5M2) {
   Buffer bdy = rig.upload(dy), bw = rig.upload(w);
   Buffer dx = rig.dev->alloc(kN * kIn * 2, Account::kWorkspace, "dx");
   {
-    const Fp8GemmScope on(true);
+    const Fp8GemmScope on(Fp8Recipe::kDelayed);
     linear_backward_data(*rig.dev, dx.data(), bdy.data(), bw.data(), DType::kBF16, kN, kIn, kOut);
   }
   const auto qdy = fp8_image(dy, Fp8Format::kE5M2), qw = fp8_image(w, Fp8Format::kE4M3);
@@ -124,7 +127,7 @@ TEST(Fp8Linear, BackwardWeightAccumulatesTheE5M2ByE4M3Product) {
   const std::vector<uint16_t> start(static_cast<size_t>(kOut * kIn), fp32_to_bf16(0.25f));
   Buffer dw = rig.upload(start);
   {
-    const Fp8GemmScope on(true);
+    const Fp8GemmScope on(Fp8Recipe::kDelayed);
     linear_backward_weight(*rig.dev, dw.data(), DType::kBF16, bdy.data(), bx.data(), DType::kBF16, kN, kIn, kOut);
   }
   const auto qdy = fp8_image(dy, Fp8Format::kE5M2), qx = fp8_image(x, Fp8Format::kE4M3);
@@ -139,16 +142,100 @@ TEST(Fp8Linear, BackwardWeightAccumulatesTheE5M2ByE4M3Product) {
   expect_near_bf16(rig.download(dw, kOut * kIn), want);
 }
 
+// ---- the blockwise recipe (Float8BlockScaling) ----
+
+// The operand (rows × cols) as the blockwise FP8 GEMM sees it: each block of
+// br × bc its own scale, FP8_MAX/amax rounded down to a power of 2 (written
+// here from the rule: frexp), E4M3 codes times the inverse scale.
+std::vector<double> block_image(const std::vector<uint16_t>& v, int64_t rows, int64_t cols, int64_t br, int64_t bc) {
+  std::vector<double> out(v.size());
+  for (int64_t r0 = 0; r0 < rows; r0 += br)
+    for (int64_t c0 = 0; c0 < cols; c0 += bc) {
+      const int64_t r1 = std::min(rows, r0 + br), c1 = std::min(cols, c0 + bc);
+      float amax = 0;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(bf16_to_fp32(v[r * cols + c])));
+      int e = 0;
+      std::frexp(448.0 / amax, &e);  // 448/amax = m·2^e, m in [0.5, 1): the power of 2 below is 2^(e−1)
+      const float scale = std::ldexp(1.0f, e - 1);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          out[r * cols + c] =
+              static_cast<double>(
+                  fp8_to_fp32(fp32_to_fp8(bf16_to_fp32(v[r * cols + c]) * scale, Fp8Format::kE4M3), Fp8Format::kE4M3)) /
+              scale;
+    }
+  return out;
+}
+
+// 3 tokens of 300 inputs (tiles of 128, 128 and 44 per row) into 130 outputs
+// (weight blocks 2 × 3, cut at the edges); x spans orders of magnitude by
+// row and by tile so that per-tile scales matter.
+constexpr int64_t kBn = 3, kBin = 300, kBout = 130;
+
+TEST(Fp8LinearBlockwise, ForwardUsesTileAndBlockScales) {
+  CpuRig rig;
+  auto x = random_bf16(kBn * kBin, 11, 1.0f);
+  for (int64_t i = 0; i < kBn * kBin; ++i)  // tile (row r, tile j) scaled by 8^(r + j)
+    x[i] = fp32_to_bf16(bf16_to_fp32(x[i]) * std::ldexp(1.0f, 3 * static_cast<int>(i / kBin + i % kBin / 128)));
+  const auto w = random_bf16(kBout * kBin, 12, 0.05f);
+  Buffer bx = rig.upload(x), bw = rig.upload(w);
+  Buffer y = rig.dev->alloc(kBn * kBout * 2, Account::kWorkspace, "y");
+  {
+    const Fp8GemmScope on(Fp8Recipe::kBlockwise);
+    linear_forward(*rig.dev, y.data(), bx.data(), bw.data(), DType::kBF16, kBn, kBin, kBout);
+  }
+  const auto qx = block_image(x, kBn, kBin, 1, 128), qw = block_image(w, kBout, kBin, 128, 128);
+  std::vector<double> want;
+  for (int64_t i = 0; i < kBn; ++i)
+    for (int64_t o = 0; o < kBout; ++o) {
+      double s = 0;
+      for (int64_t k = 0; k < kBin; ++k) s += qx[i * kBin + k] * qw[o * kBin + k];
+      want.push_back(bf16_to_fp32(fp32_to_bf16(static_cast<float>(s))));
+    }
+  expect_near_bf16(rig.download(y, kBn * kBout), want);
+  // and the per-tensor images differ: the test sees the tiles
+  const auto per_tensor = fp8_image(x, Fp8Format::kE4M3);
+  double largest = 0;
+  for (size_t i = 0; i < qx.size(); ++i) largest = std::max(largest, std::abs(qx[i] - per_tensor[i]));
+  EXPECT_GT(largest, 1e-3);
+}
+
+// The weight gradient: dy and x cast columnwise, 128 tokens × 1 channel per scale.
+TEST(Fp8LinearBlockwise, WeightGradientUsesColumnTiles) {
+  CpuRig rig;
+  constexpr int64_t n = 200, in = 6, out = 4;  // two token tiles: 128 and 72
+  auto dy = random_bf16(n * out, 13, 1e-2f), x = random_bf16(n * in, 14, 1.0f);
+  for (int64_t i = 0; i < n * in; ++i)  // the second token tile 64 times larger
+    if (i / in >= 128) x[i] = fp32_to_bf16(bf16_to_fp32(x[i]) * 64.0f);
+  Buffer bdy = rig.upload(dy), bx = rig.upload(x);
+  const std::vector<uint16_t> start(static_cast<size_t>(out * in), fp32_to_bf16(0.0f));
+  Buffer dw = rig.upload(start);
+  {
+    const Fp8GemmScope on(Fp8Recipe::kBlockwise);
+    linear_backward_weight(*rig.dev, dw.data(), DType::kBF16, bdy.data(), bx.data(), DType::kBF16, n, in, out);
+  }
+  const auto qdy = block_image(dy, n, out, 128, 1), qx = block_image(x, n, in, 128, 1);
+  std::vector<double> want;
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < in; ++k) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += qdy[i * out + o] * qx[i * in + k];
+      want.push_back(bf16_to_fp32(fp32_to_bf16(static_cast<float>(s))));
+    }
+  expect_near_bf16(rig.download(dw, out * in), want);
+}
+
 TEST(Fp8Linear, MetaCountsTheSameFlops) {
   Ledger ledger;
   MetaDevice meta(ledger);
   {
-    const Fp8GemmScope on(true);
-    EXPECT_TRUE(fp8_gemms_on());
+    const Fp8GemmScope on(Fp8Recipe::kDelayed);
+    EXPECT_EQ(fp8_gemm_recipe(), Fp8Recipe::kDelayed);
     linear_forward(meta, nullptr, nullptr, nullptr, DType::kBF16, kN, kIn, kOut);
     linear_backward_data(meta, nullptr, nullptr, nullptr, DType::kBF16, kN, kIn, kOut);
   }
-  EXPECT_FALSE(fp8_gemms_on());
+  EXPECT_EQ(fp8_gemm_recipe(), Fp8Recipe::kNone);
   EXPECT_EQ(meta.executed_flops(), 2 * (2 * kN * kIn * kOut));
 }
 

@@ -58,6 +58,14 @@ TEST(Fp8Train, MoeAndMlaDataParallelMatchOneRank) {
   check_layout(load_model("tiny-mla"), r, mixed(1, world_size(), 1, 1, false), 2, dp_fp8);
 }
 
+// The blockwise recipe under data parallelism: the same bounds as the delayed recipe's.
+TEST(Fp8Train, BlockwiseDataParallelMatchesOneRank) {
+  RunConfig r = fp8_run();
+  r.fp8 = Fp8Recipe::kBlockwise;
+  const Tolerance dp_fp8{1e-3, 1e-4, 2.0 / 256, 0.04, 2 * 2 * r.lr + 1e-4};
+  check_layout(load_model("tiny-llama"), r, mixed(1, world_size(), 1, 1, false), 2, dp_fp8);
+}
+
 TEST(Fp8Train, TensorParallelTracksOneRank) {
   const RunConfig r = fp8_run();
   const Layout l = world_size() == 2 ? mixed(2, 1, 1, 0, false) : mixed(2, 2, 1, 1, false);
