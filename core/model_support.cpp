@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "core/device_spec.h"
+
 namespace gpuledger {
 
 namespace {
@@ -59,6 +61,29 @@ void require_runnable_model(const ModelConfig& m, const Layout& l, const RunConf
   if (l.tp > 1)
     throw ConfigError("num_experts", model + " is a mixture of experts: the runs build it with data, expert and " +
                                          "pipeline parallelism only (tp = 1), got tp " + std::to_string(l.tp));
+}
+
+void require_runnable_fp8(const ResolvedConfig& r, ModelUse use) {
+  if (!r.run.fp8_training()) return;
+  if (use == ModelUse::kKvSizing)
+    throw ConfigError("dtype",
+                      "--dtype fp8 is a training precision (train, plan, sweep, check): the KV cache is sized in "
+                      "bf16, fp16 or fp32");
+  if (r.layout.zero >= 3)
+    throw ConfigError("zero", "--dtype fp8 with --zero 3: the FP8 weight copy of a gathered unit is not built");
+  if (r.device && !r.device->peak_fp8_flops)
+    throw ConfigError("device", "--dtype fp8 on " + r.device->name + " (" + r.device->description +
+                                    "): it has no FP8 tensor cores (FP8 needs Ada, Hopper or Blackwell)");
+}
+
+void require_fp8_backend(const RunConfig& r, std::string_view backend, bool training) {
+  if (!r.fp8_training()) return;
+  if (!training)
+    throw ConfigError("dtype", "--dtype fp8 is a training precision: infer serves bf16, fp16 or fp32 weights");
+  if (backend == "cuda")
+    throw ConfigError("backend",
+                      "--dtype fp8 on --backend cuda: the CUDA backend has no FP8 GEMM (a cuBLASLt FP8 matmul with "
+                      "per-tensor scales is not built); train fp8 on --backend cpu (emulated) or meta");
 }
 
 void override_capacity_factor(ModelConfig& m, double capacity_factor) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "bench/cli/fp8_options.h"
+#include "core/model_support.h"
 #include "models/io/hf_config.h"
 #include "models/io/hf_weights.h"
 #include "models/io/token_file.h"
@@ -47,7 +48,7 @@ ResolvedConfig resolve_with_checkpoint(const ConfigOptions& config, const Checkp
   // infer has no --seq: the training default (1024) must not exceed a small checkpoint's learned positions.
   if (!training && from_file) c.run.seq = std::min(c.run.seq, from_file->max_seq);
   ResolvedConfig r = resolve_config(c, from_file ? &*from_file : nullptr);
-  require_fp8_backend(r, backend, training);
+  require_fp8_backend(r.run, backend, training);
   if (!o.init_from.empty()) {
     CheckpointWeights(o.init_from, r.model).validate();
     r.run.init_from = o.init_from;

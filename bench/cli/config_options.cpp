@@ -343,7 +343,7 @@ ResolvedConfig resolve_config(const ConfigOptions& o, const ModelConfig* model) 
   }
   validate_layout(r.layout, r.model, r.run);
   resolve_device(o, r);
-  require_fp8_supported(r, o.use);
+  require_runnable_fp8(r, o.use);
   return r;
 }
 
