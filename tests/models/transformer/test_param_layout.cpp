@@ -122,7 +122,8 @@ TEST(ParamLayout, GptOssTensorsAndDecayRuns) {
   l.tp = 2;
   Coords c;
   c.tp = 1;
-  const TensorSlot& sinks = make_param_layout(dense, l, c).units[1].at("attn.sinks");
+  const ParamLayout tp2 = make_param_layout(dense, l, c);
+  const TensorSlot& sinks = tp2.units[1].at("attn.sinks");
   EXPECT_EQ(sinks.elems(), 2);
   EXPECT_EQ(sinks.row_begin, 2);
 }
