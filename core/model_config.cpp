@@ -113,6 +113,7 @@ const std::vector<std::string>& known_fields() {
                                              "router_bias",
                                              "router_logit_bias",
                                              "expert_biases",
+                                             "swiglu_limit",
                                              "score_function",
                                              "routed_scaling_factor",
                                              "q_lora_rank",
@@ -149,6 +150,7 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
                                                 {"router_bias", m.router_bias},
                                                 {"router_logit_bias", m.router_logit_bias},
                                                 {"expert_biases", m.expert_biases},
+                                                {"swiglu_limit", m.swiglu_limit.has_value()},
                                                 {"score_function", m.router_sigmoid},
                                                 {"routed_scaling_factor", m.routed_scaling_factor != 1.0}};
     for (const auto& [field, given] : set)
@@ -179,6 +181,8 @@ void validate_moe(const ModelConfig& m, const std::string& origin) {
     fail("router_bias", origin,
          "the expert bias (aux-loss-free balancing) needs score_function \"sigmoid\", as Megatron-LM's "
          "--moe-router-enable-expert-bias does");
+  if (m.swiglu_limit && !(*m.swiglu_limit > 0 && *m.swiglu_limit <= 1e6))
+    fail("swiglu_limit", origin, "must be null or in (0, 1e6], got " + str(*m.swiglu_limit));
   if (!(m.routed_scaling_factor > 0 && m.routed_scaling_factor <= 1000))
     fail("routed_scaling_factor", origin, "must be in (0, 1000], got " + str(m.routed_scaling_factor));
   // c·N·k/E tokens per expert: beyond c = E one expert could take every token k times over.
@@ -309,6 +313,12 @@ void read_moe_fields(const json& j, ModelConfig& m, const std::string& origin) {
     m.router_sigmoid = f == "sigmoid";
   }
   if (j.contains("norm_topk_prob")) m.norm_topk_prob = get_bool(j.at("norm_topk_prob"), "norm_topk_prob", origin);
+  if (j.contains("swiglu_limit") && !j.at("swiglu_limit").is_null()) {
+    if (!j.at("swiglu_limit").is_number())
+      fail("swiglu_limit", origin,
+           std::string("expected a number or null, got ") + json_type_name(j.at("swiglu_limit")));
+    m.swiglu_limit = j.at("swiglu_limit").get<double>();
+  }
   if (j.contains("capacity_factor") && !j.at("capacity_factor").is_null()) {
     if (!j.at("capacity_factor").is_number())
       fail("capacity_factor", origin,

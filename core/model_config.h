@@ -70,6 +70,10 @@ struct ModelConfig {
   // and a bias on each routed expert's gate, up (f_e each) and down (h) projections.
   bool router_logit_bias = false;
   bool expert_biases = false;
+  // gpt-oss (HF swiglu_limit): the routed experts' GLU clamped at this limit —
+  // (clamp(up, ±L) + 1)·g·σ(1.702·g), g = min(gate, L) (kernels/device.h
+  // swiglu_clamped_forward); none: SwiGLU.
+  std::optional<double> swiglu_limit;
   // The combine weights' factor (HF routed_scaling_factor; Megatron-LM
   // --moe-router-topk-scaling-factor): DeepSeek-V3 2.5.
   double routed_scaling_factor = 1.0;

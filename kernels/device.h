@@ -309,6 +309,15 @@ class Device {
   // SwiGLU (Shazeer 2020): out = silu(gate) · up; every tensor (n) t.
   void swiglu_forward(void* out, const void* gate, const void* up, DType t, int64_t n);
   void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n);
+  // gpt-oss's clamped SwiGLU (transformers' GptOssExperts): g = min(gate, limit),
+  // u = clamp(up, −limit, limit), out = (u + 1) · g · σ(alpha·g). Backward: the
+  // clamps pass the gradient where the input lies inside (bounds included, as
+  // torch.clamp's), dgate = dout·(u + 1)·σ(αg)·(1 + αg·(1 − σ(αg))), dup = dout·g·σ(αg).
+  // dgate may be dout's buffer.
+  void swiglu_clamped_forward(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha,
+                              float limit);
+  void swiglu_clamped_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t,
+                               int64_t n, float alpha, float limit);
 
   // Cross-entropy over rows of fp32 logits (N, Vp); columns >= V are padding
   // (excluded from the softmax); targets int32 (N) in [0, V). losses fp32 (N).
@@ -453,6 +462,10 @@ class Device {
   virtual void gelu_forward_impl(void* out, const void* x, DType t, int64_t n) = 0;
   virtual void gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) = 0;
   virtual void swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) = 0;
+  virtual void swiglu_clamped_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha,
+                                           float limit) = 0;
+  virtual void swiglu_clamped_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                            DType t, int64_t n, float alpha, float limit) = 0;
   virtual void swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t,
                                     int64_t n) = 0;
   virtual void cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N,

@@ -319,6 +319,24 @@ void Device::swiglu_backward(void* dgate, void* dup, const void* dout, const voi
     sink->on_op(memory_bound_op("swiglu_backward", OpClass::kActivation, swiglu_backward_bytes(n, t)));
 }
 
+void Device::swiglu_clamped_forward(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha,
+                                    float limit) {
+  if (!(limit > 0) || !(alpha > 0))
+    throw std::invalid_argument("swiglu_clamped_forward: alpha and limit must be positive");
+  swiglu_clamped_forward_impl(out, gate, up, t, n, alpha, limit);
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("swiglu_clamped_forward", OpClass::kActivation, swiglu_forward_bytes(n, t)));
+}
+
+void Device::swiglu_clamped_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                     DType t, int64_t n, float alpha, float limit) {
+  if (!(limit > 0) || !(alpha > 0))
+    throw std::invalid_argument("swiglu_clamped_backward: alpha and limit must be positive");
+  swiglu_clamped_backward_impl(dgate, dup, dout, gate, up, t, n, alpha, limit);
+  if (auto* sink = program_sink())
+    sink->on_op(memory_bound_op("swiglu_clamped_backward", OpClass::kActivation, swiglu_backward_bytes(n, t)));
+}
+
 void Device::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp,
                                    int64_t V) {
   if (N <= 0) return;

@@ -246,6 +246,18 @@ void ProfilingDevice::swiglu_forward_impl(void* out, const void* gate, const voi
   op_timer.done();
 }
 
+void ProfilingDevice::swiglu_clamped_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha, float limit) {
+  OpTimer op_timer(*this, "swiglu_clamped_forward");
+  inner_->swiglu_clamped_forward(out, gate, up, t, n, alpha, limit);
+  op_timer.done();
+}
+
+void ProfilingDevice::swiglu_clamped_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n, float alpha, float limit) {
+  OpTimer op_timer(*this, "swiglu_clamped_backward");
+  inner_->swiglu_clamped_backward(dgate, dup, dout, gate, up, t, n, alpha, limit);
+  op_timer.done();
+}
+
 void ProfilingDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n) {
   OpTimer op_timer(*this, "swiglu_backward");
   inner_->swiglu_backward(dgate, dup, dout, gate, up, t, n);

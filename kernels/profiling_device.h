@@ -88,6 +88,8 @@ class ProfilingDevice final : public Device {
   void gelu_forward_impl(void* out, const void* x, DType t, int64_t n) override;
   void gelu_backward_impl(void* dx, const void* dout, const void* x, DType t, int64_t n) override;
   void swiglu_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n) override;
+  void swiglu_clamped_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha, float limit) override;
+  void swiglu_clamped_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n, float alpha, float limit) override;
   void swiglu_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up, DType t, int64_t n) override;
   void cross_entropy_forward_impl(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V) override;
   void cross_entropy_backward_impl(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t Vp, int64_t V, float scale) override;

@@ -75,6 +75,7 @@ json model_json(const ModelConfig& m) {
     if (m.router_bias) j["router_bias"] = true;
     if (m.router_logit_bias) j["router_logit_bias"] = true;
     if (m.expert_biases) j["expert_biases"] = true;
+    if (m.swiglu_limit) j["swiglu_limit"] = *m.swiglu_limit;
     if (m.router_sigmoid) j["score_function"] = "sigmoid";
     if (m.routed_scaling_factor != 1.0) j["routed_scaling_factor"] = m.routed_scaling_factor;
   }

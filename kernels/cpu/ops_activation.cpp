@@ -93,4 +93,42 @@ void CpuDevice::swiglu_backward_impl(void* dgate, void* dup, const void* dout, c
   }
 }
 
+// gpt-oss's clamped SwiGLU (device.h): out = (u + 1)·g·σ(α·g), g and u clamped.
+void CpuDevice::swiglu_clamped_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n,
+                                            float alpha, float limit) {
+#pragma omp parallel for schedule(static) if (n > kParallelMinElems)
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - c0);
+    float gb[kChunk], ub[kChunk];
+    convert_to_fp32(at(gate, t, c0), t, gb, m);
+    convert_to_fp32(at(up, t, c0), t, ub, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const float g = std::min(gb[i], limit), u = std::clamp(ub[i], -limit, limit);
+      ub[i] = (u + 1.0f) * (g * sigmoid(alpha * g));
+    }
+    convert_from_fp32(ub, at(out, t, c0), t, m);
+  }
+}
+
+void CpuDevice::swiglu_clamped_backward_impl(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                             DType t, int64_t n, float alpha, float limit) {
+#pragma omp parallel for schedule(static) if (n > kParallelMinElems)
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - c0);
+    float gb[kChunk], ub[kChunk], db[kChunk];
+    convert_to_fp32(at(gate, t, c0), t, gb, m);
+    convert_to_fp32(at(up, t, c0), t, ub, m);
+    convert_to_fp32(at(dout, t, c0), t, db, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const float g = std::min(gb[i], limit), u = std::clamp(ub[i], -limit, limit), d = db[i];
+      const float sg = sigmoid(alpha * g);
+      const bool g_in = gb[i] <= limit, u_in = ub[i] >= -limit && ub[i] <= limit;
+      gb[i] = g_in ? d * (u + 1.0f) * sg * (1.0f + alpha * g * (1.0f - sg)) : 0.0f;
+      ub[i] = u_in ? d * g * sg : 0.0f;
+    }
+    convert_from_fp32(gb, at(dgate, t, c0), t, m);
+    convert_from_fp32(ub, at(dup, t, c0), t, m);
+  }
+}
+
 }  // namespace gpuledger

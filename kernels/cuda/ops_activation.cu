@@ -55,7 +55,51 @@ __global__ void swiglu_backward_kernel(E* dgate, E* dup, const E* dout, const E*
   }
 }
 
+// gpt-oss's clamped SwiGLU (device.h; CPU reference kernels/cpu/ops_activation.cpp).
+template <class E>
+__global__ void swiglu_clamped_forward_kernel(E* out, const E* gate, const E* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float g = fminf(to_float(gate[i]), limit), u = fminf(fmaxf(to_float(up[i]), -limit), limit);
+    out[i] = from_float<E>((u + 1.0f) * (g * sigmoid(alpha * g)));
+  }
+}
+
+template <class E>
+__global__ void swiglu_clamped_backward_kernel(E* dgate, E* dup, const E* dout, const E* gate, const E* up, int64_t n,
+                                               float alpha, float limit) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float gr = to_float(gate[i]), ur = to_float(up[i]), d = to_float(dout[i]);
+    const float g = fminf(gr, limit), u = fminf(fmaxf(ur, -limit), limit);
+    const float sg = sigmoid(alpha * g);
+    dgate[i] = from_float<E>(gr <= limit ? d * (u + 1.0f) * sg * (1.0f + alpha * g * (1.0f - sg)) : 0.0f);
+    dup[i] = from_float<E>(ur >= -limit && ur <= limit ? d * g * sg : 0.0f);
+  }
+}
+
 }  // namespace
+
+void SimtDevice::swiglu_clamped_forward_impl(void* out, const void* gate, const void* up, DType t, int64_t n,
+                                             float alpha, float limit) {
+  if (n <= 0) return;
+  const auto l = cuda_launch::elementwise(n);
+  dispatch(t, [&](auto tag) {
+    using E = decltype(tag);
+    launch_kernel(swiglu_clamped_forward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
+                  static_cast<E*>(out), static_cast<const E*>(gate), static_cast<const E*>(up), n, alpha, limit);
+  });
+}
+
+void SimtDevice::swiglu_clamped_backward_impl(void* dgate, void* dup, const void* dout, const void* gate,
+                                              const void* up, DType t, int64_t n, float alpha, float limit) {
+  if (n <= 0) return;
+  const auto l = cuda_launch::elementwise(n);
+  dispatch(t, [&](auto tag) {
+    using E = decltype(tag);
+    launch_kernel(swiglu_clamped_backward_kernel<E>, grid1d(l.blocks), dim3(l.threads), 0, stream(),
+                  static_cast<E*>(dgate), static_cast<E*>(dup), static_cast<const E*>(dout),
+                  static_cast<const E*>(gate), static_cast<const E*>(up), n, alpha, limit);
+  });
+}
 
 void SimtDevice::gelu_forward_impl(void* out, const void* x, DType t, int64_t n) {
   if (n <= 0) return;

@@ -31,6 +31,10 @@ void from_host(Device& dev, void* dst, DType t, const std::vector<float>& src) {
   dev.copy_from_host(dst, raw.data(), static_cast<int64_t>(raw.size()));
 }
 
+// GptOssExperts' alpha (transformers modeling_gpt_oss.py: self.alpha = 1.702), the
+// sigmoid's slope in gpt-oss's clamped GLU; not a config field.
+constexpr float kGptOssAlpha = 1.702f;
+
 const char* at(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
 char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
@@ -176,7 +180,11 @@ void MoeBlock::experts_forward(MoeSaved& sv, Account acc, void* out) {
       dev_.bias_add(up, at(w_.up_b, ex * f * e), s_.e, r, f);
     }
   }
-  dev_.swiglu_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
+  if (s_.swiglu_limit)
+    dev_.swiglu_clamped_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f, kGptOssAlpha,
+                                *s_.swiglu_limit);
+  else
+    dev_.swiglu_forward(sv.act.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
   for (const auto& [r0, r, ex] : blocks) {
     linear_forward(dev_, at(out, r0 * h * e), at(sv.act.data(), r0 * f * e), at(w_.down, ex * h * f * e), s_.e, r, f,
                    h);
@@ -308,7 +316,11 @@ void MoeBlock::experts_backward(MoeSaved& sv, const void* dout, void* dx) {
   }
   sv.act.reset();
   Buffer dup = ws(rows * f * e, "moe.experts.dup");
-  dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
+  if (s_.swiglu_limit)
+    dev_.swiglu_clamped_backward(dact.data(), dup.data(), dact.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f,
+                                 kGptOssAlpha, *s_.swiglu_limit);
+  else
+    dev_.swiglu_backward(dact.data(), dup.data(), dact.data(), sv.gate.data(), sv.up.data(), s_.e, rows * f);
   sv.gate.reset();
   sv.up.reset();
   for (const auto& [r0, r, ex] : blocks) {

@@ -52,7 +52,7 @@
 // the exchanges (and their comm buffers).
 #pragma once
 #include <cstdint>
-
+#include <optional>
 #include <vector>
 
 #include "comm/comm.h"
@@ -78,6 +78,9 @@ struct MoeShape {
   // (MoeWeights::router_b, gate_b, up_b, down_b). A padding slot's rows get the
   // biases too, but their outputs are never combined, so their gradients are 0.
   bool router_logit_bias = false, expert_biases = false;
+  // gpt-oss's clamped GLU in the routed experts (Device::swiglu_clamped_forward
+  // with GptOssExperts' alpha 1.702 and this limit); none: SwiGLU.
+  std::optional<float> swiglu_limit;
   DType e = DType::kBF16;  // activations and weights
   DType g = DType::kBF16;  // gradients
 };

@@ -61,6 +61,7 @@ LayerConfig make_layer_config(const ModelConfig& m, const RunConfig& r, int64_t 
     c.shared_ffn = m.shared_experts * m.shared_expert_ffn;
     c.router_logit_bias = m.router_logit_bias;
     c.expert_biases = m.expert_biases;
+    if (m.swiglu_limit) c.swiglu_limit = static_cast<float>(*m.swiglu_limit);
   }
   return c;
 }

@@ -106,6 +106,7 @@ struct LayerConfig {
   moe::RoutingConfig routing;
   int64_t expert_ffn = 0, shared_ffn = 0;                 // f_e; S·f_s
   bool router_logit_bias = false, expert_biases = false;  // gpt-oss's biases (MoeShape)
+  std::optional<float> swiglu_limit;                      // gpt-oss's clamped GLU (MoeShape)
   // Expert parallelism: the block holds E/ep experts and exchanges tokens
   // over ep_comm (the expert-parallel group, ep ranks; null when ep = 1).
   int64_t ep = 1;

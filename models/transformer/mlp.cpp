@@ -24,6 +24,7 @@ MoeShape TransformerLayer::moe_shape() const {
   m.pad_to_capacity = cfg_.routing.capacity_factor.has_value();
   m.router_logit_bias = cfg_.router_logit_bias;
   m.expert_biases = cfg_.expert_biases;
+  m.swiglu_limit = cfg_.swiglu_limit;
   m.e = cfg_.e;
   m.g = cfg_.g;
   return m;

@@ -604,6 +604,13 @@ TEST_F(BackendOps, GeluAndSwiglu) {
     both([&](Device& d, int i) { d.swiglu_backward(P(dg, i), P(du, i), P(dout, i), P(g, i), P(u, i), t, n); });
     expect_close(dg, tag(t, "swiglu_backward dgate"));
     expect_close(du, tag(t, "swiglu_backward dup"));
+    both([&](Device& d, int i) { d.swiglu_clamped_forward(P(y, i), P(g, i), P(u, i), t, n, 1.702f, 0.5f); });
+    expect_close(y, tag(t, "swiglu_clamped_forward"));
+    both([&](Device& d, int i) {
+      d.swiglu_clamped_backward(P(dg, i), P(du, i), P(dout, i), P(g, i), P(u, i), t, n, 1.702f, 0.5f);
+    });
+    expect_close(dg, tag(t, "swiglu_clamped_backward dgate"));
+    expect_close(du, tag(t, "swiglu_clamped_backward dup"));
   }
 }
 

@@ -1,8 +1,9 @@
-// CPU activations (kernels/cpu/ops_activation.cpp): GELU (tanh form) and SwiGLU
-// against values computed independently from the published formulas, their
+// CPU activations (kernels/cpu/ops_activation.cpp): GELU (tanh form), SwiGLU
+// and gpt-oss's clamped SwiGLU against values computed independently from the published formulas, their
 // backward against central finite differences of the forward op, and bf16 storage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -124,6 +125,58 @@ TEST_F(Activation, SwigluBackwardMatchesFiniteDifferences) {
 // bf16 storage, fp32 compute: each output is the fp32 result rounded once to bf16,
 // so within half a bf16 ulp (at most 2⁻⁸ relative: 8 significant bits) plus the
 // fp32 error of the formula (≤ 1e-6 relative here).
+// gpt-oss's clamped SwiGLU against the formula in double, values on both sides
+// of the limits; its backward against the derivative of that formula (with the
+// clamps: zero past a limit, the bound itself inside) and, away from the
+// limits, central differences of the op (h = 1e-3, tolerance 1e-3).
+double clamped_ref(double g, double u, double alpha, double limit) {
+  g = std::min(g, limit);
+  u = std::clamp(u, -limit, limit);
+  return (u + 1.0) * g / (1.0 + std::exp(-alpha * g));
+}
+
+TEST_F(Activation, SwigluClampedMatchesFormulaAndDerivative) {
+  const float alpha = 1.702f, limit = 2.0f;
+  const int64_t n = 40001;
+  const auto g = random_vector(n, 31, -4.0f, 4.0f), u = random_vector(n, 32, -4.0f, 4.0f);
+  const auto dout = random_vector(n, 33, -1.0f, 1.0f);
+  std::vector<float> out(n), dg(n), du(n);
+  dev.swiglu_clamped_forward(out.data(), g.data(), u.data(), DType::kFP32, n, alpha, limit);
+  dev.swiglu_clamped_backward(dg.data(), du.data(), dout.data(), g.data(), u.data(), DType::kFP32, n, alpha, limit);
+  int64_t clamped_g = 0, clamped_u = 0, fd_checked = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = clamped_ref(g[i], u[i], alpha, limit);
+    ASSERT_NEAR(out[i], want, 1e-6 * (std::abs(want) + 1)) << i;
+    clamped_g += g[i] > limit;
+    clamped_u += std::abs(u[i]) > limit;
+    if (g[i] > limit) {
+      EXPECT_EQ(dg[i], 0.0f) << i;
+    }
+    if (std::abs(u[i]) > limit) {
+      EXPECT_EQ(du[i], 0.0f) << i;
+    }
+    const double h = 1e-3;
+    if (std::abs(g[i] - limit) > 2 * h && std::abs(std::abs(u[i]) - limit) > 2 * h) {
+      const double fd_g =
+          (clamped_ref(g[i] + h, u[i], alpha, limit) - clamped_ref(g[i] - h, u[i], alpha, limit)) / (2 * h);
+      const double fd_u =
+          (clamped_ref(g[i], u[i] + h, alpha, limit) - clamped_ref(g[i], u[i] - h, alpha, limit)) / (2 * h);
+      ASSERT_NEAR(dg[i], dout[i] * fd_g, 1e-3) << i;
+      ASSERT_NEAR(du[i], dout[i] * fd_u, 1e-3) << i;
+      ++fd_checked;
+    }
+  }
+  EXPECT_GT(clamped_g, n / 10);  // both clamps are exercised
+  EXPECT_GT(clamped_u, n / 10);
+  EXPECT_GT(fd_checked, n / 2);
+  // dgate may be dout's buffer (the MoE block's in-place call)
+  std::vector<float> inplace = dout, du2(n);
+  dev.swiglu_clamped_backward(inplace.data(), du2.data(), inplace.data(), g.data(), u.data(), DType::kFP32, n, alpha,
+                              limit);
+  EXPECT_EQ(inplace, dg);
+  EXPECT_EQ(du2, du);
+}
+
 TEST_F(Activation, Bf16StorageComputesInFp32) {
   const int64_t n = 1500;
   const auto xf = random_vector(n, 9), uf = random_vector(n, 10);

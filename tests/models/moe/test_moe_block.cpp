@@ -8,6 +8,7 @@
 // the routing it makes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -38,6 +39,7 @@ MoeShape moe_shape(DType t) { return testing::moe_test_shape(kDims, moe_model(),
 struct Tensors {
   std::vector<double> x, router, gate, up, down, sgate, sup, sdown;
   std::vector<double> router_b, gate_b, up_b, down_b;
+  double glu_limit = 0;  // > 0: the routed experts' clamped GLU at this limit (gpt-oss)
   std::vector<std::vector<double>*> all() {
     std::vector<std::vector<double>*> v = {&x, &router, &gate, &up, &down, &sgate, &sup, &sdown};
     if (!router_b.empty()) v.insert(v.end(), {&router_b, &gate_b, &up_b, &down_b});
@@ -80,16 +82,22 @@ struct RefOut {
 };
 
 // y = W_down·(silu(W_gate·x + b_g) ⊙ (W_up·x + b_u)) + b_d for one row, weights
-// (f × h), (h × f); the biases null when absent.
+// (f × h), (h × f); the biases null when absent. With a limit L, gpt-oss's
+// clamped GLU instead: (clamp(u, ±L) + 1)·g·σ(1.702·g), g = min(g, L).
 void swiglu_ffn(const double* x, const double* wg, const double* wu, const double* wd, int64_t f, double scale,
-                double* y, const double* bg = nullptr, const double* bu = nullptr, const double* bd = nullptr) {
+                double* y, const double* bg = nullptr, const double* bu = nullptr, const double* bd = nullptr,
+                double limit = 0) {
   for (int64_t i = 0; i < f; ++i) {
     double g = bg ? bg[i] : 0, u = bu ? bu[i] : 0;
     for (int64_t c = 0; c < kH; ++c) {
       g += wg[i * kH + c] * x[c];
       u += wu[i * kH + c] * x[c];
     }
-    const double a = g / (1 + std::exp(-g)) * u;
+    double a = g / (1 + std::exp(-g)) * u;
+    if (limit > 0) {
+      g = std::min(g, limit);
+      a = (std::clamp(u, -limit, limit) + 1) * g / (1 + std::exp(-1.702 * g));
+    }
     for (int64_t c = 0; c < kH; ++c) y[c] += scale * wd[c * f + i] * a;
   }
   if (bd)
@@ -132,7 +140,7 @@ RefOut reference(const Tensors& t) {
       const bool b = !t.gate_b.empty();
       swiglu_ffn(x, t.gate.data() + e * kF * kH, t.up.data() + e * kF * kH, t.down.data() + e * kH * kF, kF, p[e] / s,
                  r.y.data() + n * kH, b ? t.gate_b.data() + e * kF : nullptr, b ? t.up_b.data() + e * kF : nullptr,
-                 b ? t.down_b.data() + e * kH : nullptr);
+                 b ? t.down_b.data() + e * kH : nullptr, t.glu_limit);
     }
     swiglu_ffn(x, t.sgate.data(), t.sup.data(), t.sdown.data(), kFs, 1.0, r.y.data() + n * kH);
   }
@@ -195,8 +203,10 @@ struct Rig {
 };
 
 // The bias adds are element-wise ops: the same GEMM FLOPs with or without them.
-void check_against_reference(bool biases) {
+// limit > 0: the routed experts' clamped GLU (the shared expert stays SwiGLU).
+void check_against_reference(bool biases, double limit = 0) {
   Tensors ts = random_tensors(7, biases);
+  ts.glu_limit = limit;
   std::vector<double> G(kN * kH);
   std::mt19937 rng(11);
   std::normal_distribution<double> nd(0.0, 1.0);
@@ -205,6 +215,7 @@ void check_against_reference(bool biases) {
   Rig rig("cpu", DType::kFP32, ts);
   MoeShape shape = moe_shape(DType::kFP32);
   shape.router_logit_bias = shape.expert_biases = biases;
+  if (limit > 0) shape.swiglu_limit = static_cast<float>(limit);
   MoeBlock block(*rig.dev, shape, rig.weights());
   Buffer y = rig.dev->alloc(kN * kH * 4, Account::kWorkspace, "y");
   MoeSaved saved;
@@ -264,6 +275,10 @@ TEST(MoeBlock, MatchesDoubleReferenceWithExactLedgerAndFlops) { check_against_re
 // gpt-oss's biases: each gradient checked as above, and some of each nonzero
 // (a bias whose gradient stayed 0 would pass the comparison only if unused).
 TEST(MoeBlock, WithRouterAndExpertBiasesMatchesDoubleReference) { check_against_reference(true); }
+
+// gpt-oss's experts: the biases and the clamped GLU, at a limit of 0.5 so that
+// the clamps cut some of the rows' values (gpt-oss's is 7).
+TEST(MoeBlock, GptOssClampedGluMatchesDoubleReference) { check_against_reference(true, 0.5); }
 
 // Meta touches nothing: its router reads zeros, so every token ties and
 // chooses experts 0 and 1; with C = 3 each keeps 3 rows. Bytes and FLOPs
