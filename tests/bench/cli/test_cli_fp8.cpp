@@ -6,8 +6,9 @@
 //     218,103,808, 2·Σ P_g + 5·(4 + 5·4·1025) = 436,310,136 bytes, 2 layers;
 //   - the report names the recipe, and `check` re-derives its budget;
 //   - plan on h100-sxm takes MFU's peak from the FP8 dense figure (1,978.9 T);
+//   - deepseek-v3 (MLA, MoE) in FP8 by both recipes under ep × pp: every check;
 //   - refusals (exit 2, naming the problem): an Ampere device, the cuda
-//     backend, kv, infer, a MoE model, --zero 3.
+//     backend, kv, infer, --zero 3, an unknown recipe.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,6 +47,61 @@ TEST(CliFp8, MetaTrainBooksTheFp8StateByHandAndPassesItsChecks) {
   for (auto acc : {"grads", "master", "optim", "activations", "comm"})
     EXPECT_EQ(ra["measured"]["peak_by_account"][acc], rb["measured"]["peak_by_account"][acc]) << acc;
   EXPECT_EQ(ra["flops"]["executed_per_step"], rb["flops"]["executed_per_step"]);
+}
+
+// DeepSeek-V3's shape (MLA, 3 dense layers then MoE with the expert bias)
+// cut to 8 layers, at ep 16 × pp 4 × dp 16 with ZeRO 1, in FP8 by both
+// recipes: every check passes (the experts' and MLA's FP8 state booked as the
+// budget says), the block-wise report names its recipe and `check` re-derives it.
+TEST(CliFp8, DeepSeekV3TrainsInFp8UnderExpertAndPipelineParallelism) {
+  const std::string dir = gpuledger::testing::scratch_dir("cli_fp8_dsv3");
+  for (const char* recipe : {"delayed", "blockwise"}) {
+    const std::string out = dir + "/" + recipe + ".json";
+    const auto r = run_cli({"train",
+                            "--backend",
+                            "meta",
+                            "--model",
+                            "deepseek-v3",
+                            "--layers",
+                            "8",
+                            "--world",
+                            "64",
+                            "--pp",
+                            "4",
+                            "--ep",
+                            "16",
+                            "--dp",
+                            "16",
+                            "--zero",
+                            "1",
+                            "--seq",
+                            "1024",
+                            "--mbs",
+                            "1",
+                            "--microbatches",
+                            "4",
+                            "--attention",
+                            "materialized",
+                            "--recompute",
+                            "full",
+                            "--steps",
+                            "1",
+                            "--dtype",
+                            "fp8",
+                            "--fp8-recipe",
+                            recipe,
+                            "--memory-limit",
+                            "1TiB",
+                            "--json",
+                            out});
+    ASSERT_EQ(r.status, 0) << recipe << ": " << r.err;
+    const auto doc = gpuledger::testing::read_json(out);
+    EXPECT_EQ(doc["config"]["run"]["fp8"]["recipe"], recipe);
+    ASSERT_GT(doc["checks"].size(), 60u);
+    for (const auto& c : doc["checks"]) EXPECT_TRUE(c["ok"].get<bool>()) << recipe << " " << c.dump();
+    const auto c = run_cli({"check", out});
+    EXPECT_EQ(c.status, 0) << recipe << ": " << c.out << c.err;
+  }
 }
 
 TEST(CliFp8, CheckRederivesTheFp8Report) {
