@@ -79,9 +79,7 @@ void Device::fp8_quantize_dequantize_impl(float*, const void*, DType, int64_t, F
 void Device::fp8_quantize_dequantize_blocks(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
                                             int64_t block_rows, int64_t block_cols, Fp8Format f) {
   if (rows <= 0 || cols <= 0) return;
-  if (block_rows < 1 || block_cols < 1)
-    throw std::invalid_argument("fp8_quantize_dequantize_blocks: blocks of " + std::to_string(block_rows) + " × " +
-                                std::to_string(block_cols) + " (each at least 1 × 1)");
+  check_fp8_blocks(block_rows, block_cols, "fp8_quantize_dequantize_blocks");
   fp8_quantize_dequantize_blocks_impl(dst, src, t, rows, cols, block_rows, block_cols, f);
   if (auto* sink = program_sink())
     sink->on_op(memory_bound_op("fp8_cast", OpClass::kCopy, fp8_cast_bytes(rows * cols, t)));
@@ -321,8 +319,7 @@ void Device::swiglu_backward(void* dgate, void* dup, const void* dout, const voi
 
 void Device::swiglu_clamped_forward(void* out, const void* gate, const void* up, DType t, int64_t n, float alpha,
                                     float limit) {
-  if (!(limit > 0) || !(alpha > 0))
-    throw std::invalid_argument("swiglu_clamped_forward: alpha and limit must be positive");
+  check_glu_clamp(alpha, limit, "swiglu_clamped_forward");
   swiglu_clamped_forward_impl(out, gate, up, t, n, alpha, limit);
   if (auto* sink = program_sink())
     sink->on_op(memory_bound_op("swiglu_clamped_forward", OpClass::kActivation, swiglu_forward_bytes(n, t)));
@@ -330,8 +327,7 @@ void Device::swiglu_clamped_forward(void* out, const void* gate, const void* up,
 
 void Device::swiglu_clamped_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
                                      DType t, int64_t n, float alpha, float limit) {
-  if (!(limit > 0) || !(alpha > 0))
-    throw std::invalid_argument("swiglu_clamped_backward: alpha and limit must be positive");
+  check_glu_clamp(alpha, limit, "swiglu_clamped_backward");
   swiglu_clamped_backward_impl(dgate, dup, dout, gate, up, t, n, alpha, limit);
   if (auto* sink = program_sink())
     sink->on_op(memory_bound_op("swiglu_clamped_backward", OpClass::kActivation, swiglu_backward_bytes(n, t)));

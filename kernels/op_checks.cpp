@@ -59,6 +59,18 @@ void check_dropout_p(float p, const char* op) {
     throw std::invalid_argument(std::string(op) + ": dropout probability must be in [0, 1], got " + std::to_string(p));
 }
 
+void check_glu_clamp(float alpha, float limit, const char* op) {
+  if (!(alpha > 0) || !(limit > 0))
+    throw std::invalid_argument(std::string(op) + ": alpha and limit must be positive, got " + std::to_string(alpha) +
+                                " and " + std::to_string(limit));
+}
+
+void check_fp8_blocks(int64_t block_rows, int64_t block_cols, const char* op) {
+  if (block_rows < 1 || block_cols < 1)
+    throw std::invalid_argument(std::string(op) + ": blocks of " + std::to_string(block_rows) + " × " +
+                                std::to_string(block_cols) + " (each at least 1 × 1)");
+}
+
 void check_rope_args(int64_t D, float theta, const char* op) {
   if (D <= 0 || D % 2 != 0)
     throw std::invalid_argument(std::string(op) + ": head dim must be even, got " + std::to_string(D));

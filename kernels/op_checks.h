@@ -32,6 +32,12 @@ AttnBlock checked_attn_block(const AttnShape& s, const AttnBlock& blk, const cha
 // A dropout probability in [0, 1].
 void check_dropout_p(float p, const char* op);
 
+// gpt-oss's clamped GLU: a positive alpha and limit.
+void check_glu_clamp(float alpha, float limit, const char* op);
+
+// The blockwise FP8 cast's blocks: at least 1 × 1.
+void check_fp8_blocks(int64_t block_rows, int64_t block_cols, const char* op);
+
 // An even head dimension (RoPE rotates pairs) and a positive theta base.
 void check_rope_args(int64_t D, float theta, const char* op);
 

@@ -26,15 +26,6 @@ double roofline_seconds(double flops, double bytes, double roof_flops_per_s, dou
   return std::max(flops / roof_flops_per_s, bytes / bandwidth_bytes_per_s) + floor_seconds;
 }
 
-}  // namespace
-
-double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype) {
-  const DTypeFigures& f = figures(p, dtype);
-  return f.peak_flops_per_s.value * f.gemm_efficiency.value;
-}
-
-namespace {
-
 // A GEMM on the figures `f`, operands of `element_bytes` (see gemm_seconds).
 double gemm_seconds_on(const DeviceProfile& p, const DTypeFigures& f, int64_t m, int64_t n, int64_t k,
                        int64_t element_bytes, int64_t batch) {

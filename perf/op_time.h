@@ -74,7 +74,4 @@ double host_copy_seconds(const DeviceProfile& p, int64_t bytes);
 // op with no work (m, n or batch 0) takes no time.
 double op_seconds(const DeviceProfile& p, const OpCost& op);
 
-// The compute roof of a dtype: peak · gemm_efficiency (FLOP/s).
-double gemm_roof_flops_per_s(const DeviceProfile& p, DType dtype);
-
 }  // namespace gpuledger::perf

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/int_math.h"
 #include "kernels/cpu/cpu_device.h"
 
 namespace gpuledger {
@@ -25,7 +26,7 @@ void CpuDevice::fp8_quantize_dequantize_impl(float* dst, const void* src, DType 
 void CpuDevice::fp8_quantize_dequantize_blocks_impl(float* dst, const void* src, DType t, int64_t rows, int64_t cols,
                                                     int64_t block_rows, int64_t block_cols, Fp8Format f) {
   convert_to_fp32(src, t, dst, rows * cols);
-  const int64_t br_n = (rows + block_rows - 1) / block_rows, bc_n = (cols + block_cols - 1) / block_cols;
+  const int64_t br_n = ceil_div(rows, block_rows), bc_n = ceil_div(cols, block_cols);
 #pragma omp parallel for collapse(2) if (rows * cols > (1 << 15))
   for (int64_t bi = 0; bi < br_n; ++bi)
     for (int64_t bj = 0; bj < bc_n; ++bj) {

@@ -57,8 +57,8 @@ double MoeBlock::forward(const void* xn, void* y, MoeSaved& sv, Account acc) {
   const int64_t n = s_.tokens, h = s_.hidden, E = s_.routing.experts;
   {  // router: logits (N × E) = xn·W_rᵀ, routed on the host
     Buffer logits = ws(n * E * eb(), "moe.router.logits");
-    const Fp8GemmScope router_gemm(
-        Fp8Recipe::kNone);  // Megatron's TopKRouter is a plain GEMM, not a TE module: never FP8
+    // Megatron's TopKRouter is a plain GEMM, not a TE module: never FP8
+    const Fp8GemmScope router_gemm(Fp8Recipe::kNone);
     linear_forward(dev_, logits.data(), xn, w_.router, s_.e, n, h, E);
     if (s_.router_logit_bias) dev_.bias_add(logits.data(), w_.router_b, s_.e, n, E);
     std::vector<float> bias;  // the expert bias, read to the host where the routing runs

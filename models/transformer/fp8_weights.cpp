@@ -3,13 +3,14 @@
 
 #include "core/account.h"
 #include "core/fp8.h"
+#include "core/int_math.h"
 
 namespace gpuledger {
 
 namespace {
 
-int64_t blocks(int64_t n) { return (n + kFp8BlockLen - 1) / kFp8BlockLen; }
-int64_t padded_to_4(int64_t n) { return (n + 3) / 4 * 4; }
+int64_t blocks(int64_t n) { return ceil_div(n, kFp8BlockLen); }
+int64_t padded_to_4(int64_t n) { return ceil_div(n, 4) * 4; }
 
 // One GEMM's scaling state beside its weight of rows × cols (fp8_weights.h).
 int64_t scaling_bytes(Fp8Recipe recipe, int64_t rows, int64_t cols, int64_t amax_history_len) {
